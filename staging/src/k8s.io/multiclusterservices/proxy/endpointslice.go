@@ -1,0 +1,86 @@
+package proxy
+
+import (
+	"net/netip"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// IsMultiClusterEndpointSlice tells whether a slice belongs to a
+// ServiceImport rather than to a local Service: it names an import and no
+// local Service.
+func IsMultiClusterEndpointSlice(slice *discoveryv1.EndpointSlice) bool {
+	if _, local := slice.Labels[discoveryv1.LabelServiceName]; local {
+		return false
+	}
+	_, ok := slice.Labels[mcsv1beta1.LabelServiceName]
+	return ok
+}
+
+// ImportNameOf returns the name of the ServiceImport an MCS EndpointSlice
+// belongs to.
+func ImportNameOf(slice *discoveryv1.EndpointSlice) string {
+	return slice.Labels[mcsv1beta1.LabelServiceName]
+}
+
+// EndpointSliceForImport returns the EndpointSlice a proxy programs for an
+// MCS EndpointSlice: a copy that belongs to the import's synthetic Service.
+// A slice that is not trusted, or that holds anything a proxy could not turn
+// into a valid rule, is rejected whole with a *RejectionError.
+func EndpointSliceForImport(slice *discoveryv1.EndpointSlice, opts *Options) (*discoveryv1.EndpointSlice, error) {
+	name := ImportNameOf(slice)
+	if errs := validation.IsDNS1035Label(name); len(errs) > 0 {
+		return nil, reject(ReasonInvalidName, "label %s=%q is not a valid Service name: %s", mcsv1beta1.LabelServiceName, name, errs[0])
+	}
+	if manager := slice.Labels[discoveryv1.LabelManagedBy]; !opts.trusts(manager) {
+		return nil, reject(ReasonUntrustedManager, "label %s=%q is not one of the trusted managers %v", discoveryv1.LabelManagedBy, manager, opts.TrustedManagers)
+	}
+	var want func(netip.Addr) bool
+	switch slice.AddressType {
+	case discoveryv1.AddressTypeIPv4:
+		want = netip.Addr.Is4
+	case discoveryv1.AddressTypeIPv6:
+		want = func(a netip.Addr) bool { return a.Is6() && !a.Is4In6() }
+	default:
+		return nil, reject(ReasonUnsupportedAddressType, "addressType %q cannot be proxied", slice.AddressType)
+	}
+	for i, p := range slice.Ports {
+		if p.Protocol != nil {
+			switch *p.Protocol {
+			case v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP:
+			default:
+				return nil, reject(ReasonUnsupportedProtocol, "ports[%d].protocol %q is not TCP, UDP or SCTP", i, *p.Protocol)
+			}
+		}
+		if p.Port == nil || *p.Port < 1 || *p.Port > 65535 {
+			return nil, reject(ReasonInvalidPort, "ports[%d].port is missing or not in 1..65535", i)
+		}
+	}
+	for i, ep := range slice.Endpoints {
+		if len(ep.Addresses) == 0 {
+			return nil, reject(ReasonInvalidEndpoint, "endpoints[%d] has no address", i)
+		}
+		for _, s := range ep.Addresses {
+			ip, err := netip.ParseAddr(s)
+			if err != nil || ip.Zone() != "" || !want(ip) || !ip.IsGlobalUnicast() {
+				return nil, reject(ReasonInvalidEndpoint, "endpoints[%d] address %q is not a unicast %s address", i, s, slice.AddressType)
+			}
+		}
+	}
+
+	out := slice.DeepCopy()
+	out.ManagedFields = nil
+	out.Labels[discoveryv1.LabelServiceName] = ServiceName(name)
+	if slice.Labels[mcsv1beta1.LabelSourceCluster] != opts.LocalClusterID || opts.LocalClusterID == "" {
+		// Node names and zone hints of another cluster mean nothing here;
+		// kept, they would make endpoints look node-local or zone-local.
+		for i := range out.Endpoints {
+			out.Endpoints[i].NodeName = nil
+			out.Endpoints[i].Hints = nil
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,135 @@
+package proxy
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+func testSlice(mutate func(*discoveryv1.EndpointSlice)) *discoveryv1.EndpointSlice {
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: "ns",
+			Name:      "web-cluster-a-1",
+			Labels: map[string]string{
+				mcsv1beta1.LabelServiceName:   "web",
+				mcsv1beta1.LabelSourceCluster: "cluster-a",
+				discoveryv1.LabelManagedBy:    DefaultManagedBy,
+			},
+		},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{
+			Addresses:  []string{"10.1.0.5"},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptrTo(true)},
+			NodeName:   ptrTo("node-a"),
+			Zone:       ptrTo("zone-a"),
+			Hints:      &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "zone-a"}}},
+		}},
+		Ports: []discoveryv1.EndpointPort{{Name: ptrTo("http"), Protocol: ptrTo(v1.ProtocolTCP), Port: ptrTo(int32(8080))}},
+	}
+	if mutate != nil {
+		mutate(s)
+	}
+	return s
+}
+
+func TestIsMultiClusterEndpointSlice(t *testing.T) {
+	if !IsMultiClusterEndpointSlice(testSlice(nil)) {
+		t.Errorf("an MCS slice is not recognised")
+	}
+	local := testSlice(func(s *discoveryv1.EndpointSlice) { s.Labels[discoveryv1.LabelServiceName] = "web" })
+	if IsMultiClusterEndpointSlice(local) {
+		t.Errorf("a slice of a local Service is taken for an MCS slice")
+	}
+	plain := testSlice(func(s *discoveryv1.EndpointSlice) { delete(s.Labels, mcsv1beta1.LabelServiceName) })
+	if IsMultiClusterEndpointSlice(plain) {
+		t.Errorf("a slice without the MCS label is taken for an MCS slice")
+	}
+}
+
+func TestEndpointSliceForImport(t *testing.T) {
+	tests := []struct {
+		name       string
+		mutate     func(*discoveryv1.EndpointSlice)
+		localID    string
+		want       func(*discoveryv1.EndpointSlice)
+		wantReason Reason
+	}{
+		{
+			name: "remote slice joins the synthetic Service and loses node name and hints",
+			want: func(s *discoveryv1.EndpointSlice) {
+				s.Endpoints[0].NodeName = nil
+				s.Endpoints[0].Hints = nil
+			},
+		},
+		{
+			name:    "the local cluster's own slice keeps node name and hints",
+			localID: "cluster-a",
+		},
+		{
+			name:    "another cluster's slice loses them even when the local ID is known",
+			localID: "cluster-b",
+			want: func(s *discoveryv1.EndpointSlice) {
+				s.Endpoints[0].NodeName = nil
+				s.Endpoints[0].Hints = nil
+			},
+		},
+		{
+			name: "IPv6 slice",
+			mutate: func(s *discoveryv1.EndpointSlice) {
+				s.AddressType = discoveryv1.AddressTypeIPv6
+				s.Endpoints[0].Addresses = []string{"fd00:1::5"}
+			},
+			want: func(s *discoveryv1.EndpointSlice) {
+				s.Endpoints[0].NodeName = nil
+				s.Endpoints[0].Hints = nil
+			},
+		},
+		{name: "untrusted manager", mutate: func(s *discoveryv1.EndpointSlice) { s.Labels[discoveryv1.LabelManagedBy] = "someone-else" }, wantReason: ReasonUntrustedManager},
+		{name: "no manager", mutate: func(s *discoveryv1.EndpointSlice) { delete(s.Labels, discoveryv1.LabelManagedBy) }, wantReason: ReasonUntrustedManager},
+		{name: "invalid import name", mutate: func(s *discoveryv1.EndpointSlice) { s.Labels[mcsv1beta1.LabelServiceName] = "a.b" }, wantReason: ReasonInvalidName},
+		{name: "FQDN slice", mutate: func(s *discoveryv1.EndpointSlice) { s.AddressType = discoveryv1.AddressTypeFQDN }, wantReason: ReasonUnsupportedAddressType},
+		{name: "IPv6 address in an IPv4 slice", mutate: func(s *discoveryv1.EndpointSlice) { s.Endpoints[0].Addresses = []string{"fd00::5"} }, wantReason: ReasonInvalidEndpoint},
+		{name: "garbage address", mutate: func(s *discoveryv1.EndpointSlice) { s.Endpoints[0].Addresses = []string{"pod-a"} }, wantReason: ReasonInvalidEndpoint},
+		{name: "loopback address", mutate: func(s *discoveryv1.EndpointSlice) { s.Endpoints[0].Addresses = []string{"127.0.0.1"} }, wantReason: ReasonInvalidEndpoint},
+		{name: "endpoint without address", mutate: func(s *discoveryv1.EndpointSlice) { s.Endpoints[0].Addresses = nil }, wantReason: ReasonInvalidEndpoint},
+		{name: "unknown protocol", mutate: func(s *discoveryv1.EndpointSlice) { s.Ports[0].Protocol = ptrTo(v1.Protocol("GRE")) }, wantReason: ReasonUnsupportedProtocol},
+		{name: "missing port number", mutate: func(s *discoveryv1.EndpointSlice) { s.Ports[0].Port = nil }, wantReason: ReasonInvalidPort},
+		{name: "port out of range", mutate: func(s *discoveryv1.EndpointSlice) { s.Ports[0].Port = ptrTo(int32(70000)) }, wantReason: ReasonInvalidPort},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := testSlice(tc.mutate)
+			before := in.DeepCopy()
+			opts := testOptions()
+			opts.LocalClusterID = tc.localID
+			got, err := EndpointSliceForImport(in, opts)
+			if diff := cmp.Diff(before, in); diff != "" {
+				t.Errorf("translation modified its input (-before +after):\n%s", diff)
+			}
+			if tc.wantReason != "" {
+				var rej *RejectionError
+				if !errors.As(err, &rej) || rej.Reason != tc.wantReason {
+					t.Fatalf("got error %v, want a rejection with reason %s", err, tc.wantReason)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			want := testSlice(tc.mutate)
+			want.Labels[discoveryv1.LabelServiceName] = "web.clusterset"
+			if tc.want != nil {
+				tc.want(want)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("unexpected slice (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -1,0 +1,18 @@
+package proxy
+
+import "strings"
+
+// ServiceNameSuffix is appended to an import's name to name its synthetic
+// Service. Real Service names are DNS-1035 labels and cannot contain a dot.
+const ServiceNameSuffix = ".clusterset"
+
+// ServiceName returns the name of the synthetic Service for an import.
+func ServiceName(importName string) string {
+	return importName + ServiceNameSuffix
+}
+
+// ImportName returns the import name of a synthetic Service name, and false
+// for the name of a real Service.
+func ImportName(serviceName string) (string, bool) {
+	return strings.CutSuffix(serviceName, ServiceNameSuffix)
+}

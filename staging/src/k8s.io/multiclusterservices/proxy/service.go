@@ -1,0 +1,192 @@
+package proxy
+
+import (
+	"net/netip"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// maxSessionAffinityTimeout is the largest ClientIP timeout a Service may
+// have (one day), as enforced by Service validation.
+const maxSessionAffinityTimeout = 86400
+
+// ServiceForImport returns the Service a proxy programs for a ServiceImport.
+// It returns (nil, nil) for a Headless import, which is served by DNS only,
+// and a *RejectionError for an import that must not be programmed.
+func ServiceForImport(si *mcsv1beta1.ServiceImport, opts *Options) (*v1.Service, error) {
+	if errs := validation.IsDNS1035Label(si.Name); len(errs) > 0 {
+		return nil, reject(ReasonInvalidName, "name %q is not a valid Service name: %s", si.Name, errs[0])
+	}
+	switch si.Spec.Type {
+	case mcsv1beta1.Headless:
+		return nil, nil
+	case mcsv1beta1.ClusterSetIP:
+	default:
+		return nil, reject(ReasonInvalidType, "type %q is neither %s nor %s", si.Spec.Type, mcsv1beta1.ClusterSetIP, mcsv1beta1.Headless)
+	}
+
+	ips, families, err := clusterSetIPs(si, opts)
+	if err != nil {
+		return nil, err
+	}
+	ports, err := servicePorts(si.Spec.Ports)
+	if err != nil {
+		return nil, err
+	}
+
+	svc := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              ServiceName(si.Name),
+			Namespace:         si.Namespace,
+			UID:               si.UID,
+			CreationTimestamp: si.CreationTimestamp,
+		},
+		Spec: v1.ServiceSpec{
+			Type:                v1.ServiceTypeClusterIP,
+			ClusterIP:           ips[0],
+			ClusterIPs:          ips,
+			IPFamilies:          families,
+			IPFamilyPolicy:      ptrTo(v1.IPFamilyPolicySingleStack),
+			Ports:               ports,
+			SessionAffinity:     v1.ServiceAffinityNone,
+			TrafficDistribution: si.Spec.TrafficDistribution,
+		},
+	}
+	if len(ips) == 2 {
+		svc.Spec.IPFamilyPolicy = ptrTo(v1.IPFamilyPolicyRequireDualStack)
+	}
+
+	switch si.Spec.SessionAffinity {
+	case "", v1.ServiceAffinityNone:
+	case v1.ServiceAffinityClientIP:
+		// The proxier dereferences the timeout of a ClientIP Service, so a
+		// missing one gets the Service default.
+		timeout := int32(v1.DefaultClientIPServiceAffinitySeconds)
+		if c := si.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
+			timeout = *c.ClientIP.TimeoutSeconds
+		}
+		if timeout <= 0 || timeout > maxSessionAffinityTimeout {
+			return nil, reject(ReasonInvalidSessionAffinity, "sessionAffinityConfig.clientIP.timeoutSeconds %d is not in 1..%d", timeout, maxSessionAffinityTimeout)
+		}
+		svc.Spec.SessionAffinity = v1.ServiceAffinityClientIP
+		svc.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: &timeout}}
+	default:
+		return nil, reject(ReasonInvalidSessionAffinity, "sessionAffinity %q is neither None nor ClientIP", si.Spec.SessionAffinity)
+	}
+
+	switch p := si.Spec.InternalTrafficPolicy; {
+	case p == nil:
+		svc.Spec.InternalTrafficPolicy = ptrTo(v1.ServiceInternalTrafficPolicyCluster)
+	case *p == v1.ServiceInternalTrafficPolicyCluster || *p == v1.ServiceInternalTrafficPolicyLocal:
+		svc.Spec.InternalTrafficPolicy = ptrTo(*p)
+	default:
+		return nil, reject(ReasonInvalidTrafficPolicy, "internalTrafficPolicy %q is neither Cluster nor Local", *p)
+	}
+	return svc, nil
+}
+
+// clusterSetIPs validates an import's IPs and returns them in canonical
+// form with their families, in the order the import lists them.
+func clusterSetIPs(si *mcsv1beta1.ServiceImport, opts *Options) ([]string, []v1.IPFamily, error) {
+	if len(si.Spec.IPs) == 0 {
+		return nil, nil, reject(ReasonNoIPs, "a %s import has no ips yet", mcsv1beta1.ClusterSetIP)
+	}
+	if len(si.Spec.IPs) > 2 {
+		return nil, nil, reject(ReasonInvalidIP, "ips has %d entries; at most one per IP family is allowed", len(si.Spec.IPs))
+	}
+	var ips []string
+	var families []v1.IPFamily
+	for _, s := range si.Spec.IPs {
+		ip, err := netip.ParseAddr(s)
+		if err != nil || ip.Zone() != "" || ip.Is4In6() || !ip.IsGlobalUnicast() {
+			return nil, nil, reject(ReasonInvalidIP, "ip %q is not a valid unicast IP address", s)
+		}
+		if !opts.admits(ip) {
+			return nil, nil, reject(ReasonIPOutsideClusterSetCIDR, "ip %s is outside the clusterset IP ranges %v this proxy accepts", ip, opts.ClusterSetIPCIDRs)
+		}
+		family := familyOf(ip)
+		for _, f := range families {
+			if f == family {
+				return nil, nil, reject(ReasonInvalidIP, "ips has two %s addresses", family)
+			}
+		}
+		if len(si.Spec.IPFamilies) > 0 && !containsFamily(si.Spec.IPFamilies, family) {
+			return nil, nil, reject(ReasonIPFamilyMismatch, "ip %s is %s but ipFamilies is %v", ip, family, si.Spec.IPFamilies)
+		}
+		ips = append(ips, ip.String())
+		families = append(families, family)
+	}
+	return ips, families, nil
+}
+
+func servicePorts(in []mcsv1beta1.ServicePort) ([]v1.ServicePort, error) {
+	if len(in) == 0 {
+		return nil, reject(ReasonNoPorts, "ports is empty")
+	}
+	type portKey struct {
+		port     int32
+		protocol v1.Protocol
+	}
+	names := map[string]bool{}
+	seen := map[portKey]bool{}
+	out := make([]v1.ServicePort, 0, len(in))
+	for i, p := range in {
+		protocol := p.Protocol
+		if protocol == "" {
+			protocol = v1.ProtocolTCP
+		}
+		switch protocol {
+		case v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP:
+		default:
+			return nil, reject(ReasonUnsupportedProtocol, "ports[%d].protocol %q is not TCP, UDP or SCTP", i, p.Protocol)
+		}
+		if p.Port < 1 || p.Port > 65535 {
+			return nil, reject(ReasonInvalidPort, "ports[%d].port %d is not in 1..65535", i, p.Port)
+		}
+		if p.Name != "" {
+			if errs := validation.IsDNS1123Label(p.Name); len(errs) > 0 {
+				return nil, reject(ReasonInvalidPort, "ports[%d].name %q: %s", i, p.Name, errs[0])
+			}
+		} else if len(in) > 1 {
+			// Endpoints are matched to Service ports by name, so names
+			// must tell the ports apart, as for a Service.
+			return nil, reject(ReasonInvalidPort, "ports[%d] has no name; every port of a multi-port import needs one", i)
+		}
+		if names[p.Name] {
+			return nil, reject(ReasonDuplicatePort, "ports[%d].name %q is used twice", i, p.Name)
+		}
+		k := portKey{p.Port, protocol}
+		if seen[k] {
+			return nil, reject(ReasonDuplicatePort, "ports[%d] %d/%s is listed twice", i, p.Port, protocol)
+		}
+		names[p.Name], seen[k] = true, true
+		out = append(out, v1.ServicePort{
+			Name:        p.Name,
+			Protocol:    protocol,
+			AppProtocol: p.AppProtocol,
+			Port:        p.Port,
+		})
+	}
+	return out, nil
+}
+
+func familyOf(ip netip.Addr) v1.IPFamily {
+	if ip.Is4() {
+		return v1.IPv4Protocol
+	}
+	return v1.IPv6Protocol
+}
+
+func containsFamily(families []v1.IPFamily, f v1.IPFamily) bool {
+	for _, x := range families {
+		if x == f {
+			return true
+		}
+	}
+	return false
+}
+
+func ptrTo[T any](v T) *T { return &v }
