@@ -1,0 +1,50 @@
+package multicluster
+
+import (
+	"sync"
+
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+const metricsSubsystem = "kubeproxy"
+
+var (
+	// rejectionsTotal counts objects kube-proxy refused to program, by
+	// kind (ServiceImport or EndpointSlice) and reason. Each rejection
+	// is counted once, when it first happens, not on every resync.
+	rejectionsTotal = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "multicluster_rejections_total",
+		Help:           "Number of ServiceImports and MCS EndpointSlices kube-proxy refused to program, by kind and reason.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"kind", "reason"})
+
+	// programmedImports is the number of ServiceImports currently
+	// programmed as clusterset VIPs.
+	programmedImports = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "multicluster_programmed_service_imports",
+		Help:           "Number of ServiceImports whose clusterset IPs are currently programmed.",
+		StabilityLevel: metrics.ALPHA,
+	})
+
+	// serviceImportAPIServed is 1 while the ServiceImport CRD is served and
+	// watched, 0 otherwise.
+	serviceImportAPIServed = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "multicluster_service_import_api_served",
+		Help:           "1 while the ServiceImport API is served and watched by kube-proxy, 0 otherwise.",
+		StabilityLevel: metrics.ALPHA,
+	})
+
+	registerOnce sync.Once
+)
+
+// RegisterMetrics registers the multi-cluster metrics with kube-proxy's
+// metrics endpoint.
+func RegisterMetrics() {
+	registerOnce.Do(func() {
+		legacyregistry.MustRegister(rejectionsTotal, programmedImports, serviceImportAPIServed)
+	})
+}

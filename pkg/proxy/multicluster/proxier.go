@@ -1,0 +1,605 @@
+package multicluster
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sort"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/proxy"
+	mcsproxy "k8s.io/multiclusterservices/proxy"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+const eventAction = "ProgramServiceImport"
+
+// Proxier is a proxy.Provider that adds ServiceImports to the Services and
+// EndpointSlices the wrapped Provider receives from kube-proxy's informers.
+// All methods are safe for concurrent use.
+type Proxier struct {
+	proxy.Provider
+
+	opts     *mcsproxy.Options
+	recorder events.EventRecorder
+	logger   klog.Logger
+
+	mu sync.Mutex
+	// imports and slices hold every ServiceImport and MCS EndpointSlice
+	// seen, programmed or not, so that a conflict that goes away or an
+	// import that arrives after its slices is picked up at once.
+	imports        map[types.NamespacedName]*importState
+	slices         map[types.NamespacedName]*sliceState
+	slicesByImport map[types.NamespacedName]sets.Set[types.NamespacedName]
+	// importClaims maps a clusterset IP to the valid imports that use it;
+	// serviceClaims maps an IP to the local Services that use it.
+	importClaims  map[netip.Addr]sets.Set[types.NamespacedName]
+	serviceClaims map[netip.Addr]sets.Set[types.NamespacedName]
+	serviceIPs    map[types.NamespacedName][]netip.Addr
+
+	// The proxier must not sync before imports are known, or clusterset
+	// IPs would disappear from the rules at every restart. Synced calls
+	// from the core informers are held until the MCS side has synced.
+	servicesSynced, endpointSlicesSynced, mcsSynced bool
+	forwardedServicesSynced, forwardedSlicesSynced bool
+}
+
+type importState struct {
+	obj *mcsv1beta1.ServiceImport
+	// svc is the translation of obj: nil for a headless or invalid import.
+	svc *v1.Service
+	// invalid is why obj cannot be translated, if it cannot.
+	invalid *mcsproxy.RejectionError
+	// programmed is the Service the wrapped Provider holds, if any.
+	programmed *v1.Service
+	// reported is the last rejection reported, so that each is logged,
+	// evented and counted once rather than on every event.
+	reported mcsproxy.Reason
+}
+
+type sliceState struct {
+	obj        *discoveryv1.EndpointSlice
+	importKey  types.NamespacedName
+	translated *discoveryv1.EndpointSlice
+	invalid    *mcsproxy.RejectionError
+	programmed *discoveryv1.EndpointSlice
+	reported   mcsproxy.Reason
+}
+
+// NewProxier wraps provider. recorder may be nil.
+func NewProxier(logger klog.Logger, provider proxy.Provider, opts *mcsproxy.Options, recorder events.EventRecorder) *Proxier {
+	return &Proxier{
+		Provider:       provider,
+		opts:           opts,
+		recorder:       recorder,
+		logger:         logger.WithName("multicluster"),
+		imports:        map[types.NamespacedName]*importState{},
+		slices:         map[types.NamespacedName]*sliceState{},
+		slicesByImport: map[types.NamespacedName]sets.Set[types.NamespacedName]{},
+		importClaims:   map[netip.Addr]sets.Set[types.NamespacedName]{},
+		serviceClaims:  map[netip.Addr]sets.Set[types.NamespacedName]{},
+		serviceIPs:     map[types.NamespacedName][]netip.Addr{},
+	}
+}
+
+var _ proxy.Provider = &Proxier{}
+
+// OnServiceAdd is called by kube-proxy's Service informer.
+func (p *Proxier) OnServiceAdd(service *v1.Service) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.setServiceClaims(service, serviceIPs(service))
+	p.Provider.OnServiceAdd(service)
+}
+
+// OnServiceUpdate is called by kube-proxy's Service informer.
+func (p *Proxier) OnServiceUpdate(oldService, service *v1.Service) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// Claim old and new IPs while the proxier switches, so an import never
+	// shares an IP with the Service in one ruleset in either direction.
+	key := types.NamespacedName{Namespace: service.Namespace, Name: service.Name}
+	newIPs := serviceIPs(service)
+	p.setServiceClaims(service, append(append([]netip.Addr{}, p.serviceIPs[key]...), newIPs...))
+	p.Provider.OnServiceUpdate(oldService, service)
+	p.setServiceClaims(service, newIPs)
+}
+
+// OnServiceDelete is called by kube-proxy's Service informer.
+func (p *Proxier) OnServiceDelete(service *v1.Service) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// The local Service's rules go first, so that an import waiting for
+	// its IP never shares it with the Service in one ruleset.
+	p.Provider.OnServiceDelete(service)
+	p.setServiceClaims(service, nil)
+}
+
+// OnServiceSynced is called by kube-proxy's Service informer.
+func (p *Proxier) OnServiceSynced() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.servicesSynced = true
+	p.forwardSynced()
+}
+
+// OnEndpointSliceAdd is called by kube-proxy's EndpointSlice informer. MCS
+// slices arrive here too; they are handled by the MCS watcher instead.
+func (p *Proxier) OnEndpointSliceAdd(slice *discoveryv1.EndpointSlice) {
+	if !mcsproxy.IsMultiClusterEndpointSlice(slice) {
+		p.Provider.OnEndpointSliceAdd(slice)
+	}
+}
+
+// OnEndpointSliceUpdate is called by kube-proxy's EndpointSlice informer.
+func (p *Proxier) OnEndpointSliceUpdate(oldSlice, slice *discoveryv1.EndpointSlice) {
+	if !mcsproxy.IsMultiClusterEndpointSlice(slice) {
+		p.Provider.OnEndpointSliceUpdate(oldSlice, slice)
+	}
+}
+
+// OnEndpointSliceDelete is called by kube-proxy's EndpointSlice informer.
+func (p *Proxier) OnEndpointSliceDelete(slice *discoveryv1.EndpointSlice) {
+	if !mcsproxy.IsMultiClusterEndpointSlice(slice) {
+		p.Provider.OnEndpointSliceDelete(slice)
+	}
+}
+
+// OnEndpointSlicesSynced is called by kube-proxy's EndpointSlice informer.
+func (p *Proxier) OnEndpointSlicesSynced() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.endpointSlicesSynced = true
+	p.forwardSynced()
+}
+
+// MultiClusterSynced tells the Proxier that the ServiceImports and MCS
+// EndpointSlices that existed at start-up have all been delivered, or that
+// there are none to wait for.
+func (p *Proxier) MultiClusterSynced() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mcsSynced {
+		return
+	}
+	p.mcsSynced = true
+	for key := range p.slices {
+		p.reconcileSlice(key)
+	}
+	p.forwardSynced()
+}
+
+func (p *Proxier) forwardSynced() {
+	if !p.mcsSynced {
+		return
+	}
+	if p.servicesSynced && !p.forwardedServicesSynced {
+		p.forwardedServicesSynced = true
+		p.Provider.OnServiceSynced()
+	}
+	if p.endpointSlicesSynced && !p.forwardedSlicesSynced {
+		p.forwardedSlicesSynced = true
+		p.Provider.OnEndpointSlicesSynced()
+	}
+}
+
+// OnServiceImportUpsert records a ServiceImport and programs it if it is
+// valid and owns its clusterset IPs.
+func (p *Proxier) OnServiceImportUpsert(si *mcsv1beta1.ServiceImport) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	key := types.NamespacedName{Namespace: si.Namespace, Name: si.Name}
+	st := p.imports[key]
+	if st == nil {
+		st = &importState{}
+		p.imports[key] = st
+	}
+	affected := p.claimants(st.svc)
+	st.obj = si
+	st.svc, st.invalid = nil, nil
+	svc, err := mcsproxy.ServiceForImport(si, p.opts)
+	if err != nil && !errors.As(err, &st.invalid) {
+		st.invalid = &mcsproxy.RejectionError{Reason: mcsproxy.ReasonInvalidType, Message: err.Error()}
+	}
+	st.svc = svc
+	p.setImportClaims(key, st.svc)
+	affected.Insert(key)
+	affected = affected.Union(p.claimants(st.svc))
+	p.reconcileImports(affected)
+}
+
+// OnServiceImportDelete forgets a ServiceImport and removes its rules.
+func (p *Proxier) OnServiceImportDelete(si *mcsv1beta1.ServiceImport) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	key := types.NamespacedName{Namespace: si.Namespace, Name: si.Name}
+	st := p.imports[key]
+	if st == nil {
+		return
+	}
+	affected := p.claimants(st.svc)
+	p.setImportClaims(key, nil)
+	st.obj, st.svc, st.invalid = nil, nil, nil
+	p.reconcileImports(affected.Insert(key))
+	delete(p.imports, key)
+	for sliceKey := range p.slicesByImport[key] {
+		p.reconcileSlice(sliceKey)
+	}
+}
+
+// OnMultiClusterEndpointSliceUpsert records an MCS EndpointSlice and
+// programs it if its import is programmed.
+func (p *Proxier) OnMultiClusterEndpointSliceUpsert(slice *discoveryv1.EndpointSlice) {
+	if !mcsproxy.IsMultiClusterEndpointSlice(slice) {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	key := types.NamespacedName{Namespace: slice.Namespace, Name: slice.Name}
+	st := p.slices[key]
+	if st == nil {
+		st = &sliceState{}
+		p.slices[key] = st
+	}
+	importKey := types.NamespacedName{Namespace: slice.Namespace, Name: mcsproxy.ImportNameOf(slice)}
+	if st.importKey != importKey && st.obj != nil {
+		// The slice moved to another import: withdraw it from the old one.
+		st.obj, st.translated, st.invalid = nil, nil, nil
+		p.reconcileSlice(key)
+		p.unindexSlice(st.importKey, key)
+	}
+	st.obj, st.importKey = slice, importKey
+	st.translated, st.invalid = nil, nil
+	translated, err := mcsproxy.EndpointSliceForImport(slice, p.opts)
+	if err != nil && !errors.As(err, &st.invalid) {
+		st.invalid = &mcsproxy.RejectionError{Reason: mcsproxy.ReasonInvalidEndpoint, Message: err.Error()}
+	}
+	st.translated = translated
+	if p.slicesByImport[importKey] == nil {
+		p.slicesByImport[importKey] = sets.New[types.NamespacedName]()
+	}
+	p.slicesByImport[importKey].Insert(key)
+	p.reconcileSlice(key)
+}
+
+// OnMultiClusterEndpointSliceDelete forgets an MCS EndpointSlice.
+func (p *Proxier) OnMultiClusterEndpointSliceDelete(slice *discoveryv1.EndpointSlice) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	key := types.NamespacedName{Namespace: slice.Namespace, Name: slice.Name}
+	st := p.slices[key]
+	if st == nil {
+		return
+	}
+	st.obj, st.translated, st.invalid = nil, nil, nil
+	p.reconcileSlice(key)
+	p.unindexSlice(st.importKey, key)
+	delete(p.slices, key)
+}
+
+// Reset forgets every ServiceImport and MCS EndpointSlice and removes their
+// rules; it is called when the ServiceImport API stops being served.
+func (p *Proxier) Reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for key, st := range p.imports {
+		p.setImportClaims(key, nil)
+		st.obj, st.svc, st.invalid = nil, nil, nil
+		p.reconcileImport(key)
+	}
+	for key, st := range p.slices {
+		if st.programmed != nil {
+			p.Provider.OnEndpointSliceDelete(st.programmed)
+		}
+		delete(p.slices, key)
+	}
+	p.imports = map[types.NamespacedName]*importState{}
+	p.slicesByImport = map[types.NamespacedName]sets.Set[types.NamespacedName]{}
+	p.importClaims = map[netip.Addr]sets.Set[types.NamespacedName]{}
+}
+
+func (p *Proxier) reconcileImports(keys sets.Set[types.NamespacedName]) {
+	// Withdrawals first, so that an IP handed from one import to another
+	// is never programmed twice.
+	ordered := sortedKeys(keys)
+	sort.SliceStable(ordered, func(i, j int) bool {
+		return p.wantService(ordered[i]) == nil && p.wantService(ordered[j]) != nil
+	})
+	for _, key := range ordered {
+		p.reconcileImport(key)
+	}
+}
+
+// wantService returns the Service that should be programmed for an import,
+// or nil and the reason it must not be.
+func (p *Proxier) wantService(key types.NamespacedName) *v1.Service {
+	svc, _ := p.desired(key)
+	return svc
+}
+
+func (p *Proxier) desired(key types.NamespacedName) (*v1.Service, *mcsproxy.RejectionError) {
+	st := p.imports[key]
+	if st == nil || st.obj == nil {
+		return nil, nil
+	}
+	if st.invalid != nil || st.svc == nil {
+		return nil, st.invalid
+	}
+	for _, ip := range claimIPs(st.svc) {
+		if owners := p.serviceClaims[ip]; owners.Len() > 0 {
+			return nil, &mcsproxy.RejectionError{
+				Reason:  mcsproxy.ReasonIPInUseByService,
+				Message: fmt.Sprintf("clusterset IP %s is used by Service %s; the Service keeps its traffic", ip, sortedKeys(owners)[0]),
+			}
+		}
+		if winner := p.oldestClaimant(ip); winner != key {
+			return nil, &mcsproxy.RejectionError{
+				Reason:  mcsproxy.ReasonIPInUseByImport,
+				Message: fmt.Sprintf("clusterset IP %s is already used by the older ServiceImport %s", ip, winner),
+			}
+		}
+	}
+	return st.svc, nil
+}
+
+func (p *Proxier) reconcileImport(key types.NamespacedName) {
+	st := p.imports[key]
+	if st == nil {
+		return
+	}
+	want, rejection := p.desired(key)
+	switch {
+	case want == nil && st.programmed != nil:
+		p.Provider.OnServiceDelete(st.programmed)
+		st.programmed = nil
+		programmedImports.Dec()
+		for sliceKey := range p.slicesByImport[key] {
+			p.reconcileSlice(sliceKey)
+		}
+	case want != nil && st.programmed == nil:
+		// Endpoints first, so the first sync that sees the VIP already
+		// has somewhere to send it.
+		st.programmed = want
+		for sliceKey := range p.slicesByImport[key] {
+			p.reconcileSlice(sliceKey)
+		}
+		p.Provider.OnServiceAdd(want)
+		programmedImports.Inc()
+	case want != nil && !apiequality.Semantic.DeepEqual(want, st.programmed):
+		p.Provider.OnServiceUpdate(st.programmed, want)
+		st.programmed = want
+	}
+	if st.obj != nil {
+		p.reportImport(st, rejection)
+	}
+}
+
+func (p *Proxier) reconcileSlice(key types.NamespacedName) {
+	st := p.slices[key]
+	if st == nil {
+		return
+	}
+	var want *discoveryv1.EndpointSlice
+	imp := p.imports[st.importKey]
+	if st.obj != nil && st.translated != nil && imp != nil && imp.programmed != nil {
+		want = st.translated
+	}
+	switch {
+	case want == nil && st.programmed != nil:
+		p.Provider.OnEndpointSliceDelete(st.programmed)
+	case want != nil && st.programmed == nil:
+		p.Provider.OnEndpointSliceAdd(want)
+	case want != nil && want != st.programmed:
+		p.Provider.OnEndpointSliceUpdate(st.programmed, want)
+	}
+	st.programmed = want
+	if st.obj != nil {
+		p.reportSlice(st, imp)
+	}
+}
+
+func (p *Proxier) reportImport(st *importState, rejection *mcsproxy.RejectionError) {
+	if rejection == nil {
+		if st.reported != "" {
+			p.logger.Info("ServiceImport is programmed again", "serviceImport", klog.KObj(st.obj))
+		}
+		st.reported = ""
+		return
+	}
+	if st.reported == rejection.Reason {
+		return
+	}
+	st.reported = rejection.Reason
+	p.logger.Error(nil, "ServiceImport not programmed", "serviceImport", klog.KObj(st.obj), "reason", rejection.Reason, "message", rejection.Message)
+	rejectionsTotal.WithLabelValues(mcsv1beta1.ServiceImportKindName, string(rejection.Reason)).Inc()
+	if p.recorder != nil {
+		ref := &v1.ObjectReference{
+			APIVersion: mcsv1beta1.GroupVersion.String(),
+			Kind:       mcsv1beta1.ServiceImportKindName,
+			Namespace:  st.obj.Namespace,
+			Name:       st.obj.Name,
+			UID:        st.obj.UID,
+		}
+		p.recorder.Eventf(ref, nil, v1.EventTypeWarning, string(rejection.Reason), eventAction, "%s", rejection.Message)
+	}
+}
+
+func (p *Proxier) reportSlice(st *sliceState, imp *importState) {
+	rejection := st.invalid
+	if rejection == nil && (imp == nil || imp.obj == nil) && p.mcsSynced && !ownedByServiceImport(st.obj) {
+		// A slice owned by a deleted import is about to be collected:
+		// only a slice nobody will clean up is worth a report.
+		rejection = &mcsproxy.RejectionError{
+			Reason:  mcsproxy.ReasonNoServiceImport,
+			Message: fmt.Sprintf("no ServiceImport %s exists for this EndpointSlice", st.importKey),
+		}
+	}
+	if rejection == nil {
+		st.reported = ""
+		return
+	}
+	if st.reported == rejection.Reason {
+		return
+	}
+	st.reported = rejection.Reason
+	p.logger.Error(nil, "MCS EndpointSlice not programmed", "endpointSlice", klog.KObj(st.obj), "serviceImport", st.importKey, "reason", rejection.Reason, "message", rejection.Message)
+	rejectionsTotal.WithLabelValues("EndpointSlice", string(rejection.Reason)).Inc()
+	if p.recorder == nil {
+		return
+	}
+	ref := &v1.ObjectReference{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSlice", Namespace: st.obj.Namespace, Name: st.obj.Name, UID: st.obj.UID}
+	if imp != nil && imp.obj != nil {
+		// Users look at the import; the slice is named in the note.
+		ref = &v1.ObjectReference{APIVersion: mcsv1beta1.GroupVersion.String(), Kind: mcsv1beta1.ServiceImportKindName, Namespace: imp.obj.Namespace, Name: imp.obj.Name, UID: imp.obj.UID}
+	}
+	p.recorder.Eventf(ref, nil, v1.EventTypeWarning, string(rejection.Reason), eventAction, "EndpointSlice %s: %s", st.obj.Name, rejection.Message)
+}
+
+func ownedByServiceImport(slice *discoveryv1.EndpointSlice) bool {
+	for _, ref := range slice.OwnerReferences {
+		if ref.Kind == mcsv1beta1.ServiceImportKindName {
+			return true
+		}
+	}
+	return false
+}
+
+// claimants returns the imports that claim any IP of svc.
+func (p *Proxier) claimants(svc *v1.Service) sets.Set[types.NamespacedName] {
+	out := sets.New[types.NamespacedName]()
+	for _, ip := range claimIPs(svc) {
+		out = out.Union(p.importClaims[ip])
+	}
+	return out
+}
+
+func (p *Proxier) setImportClaims(key types.NamespacedName, svc *v1.Service) {
+	for ip, owners := range p.importClaims {
+		if owners.Has(key) {
+			owners.Delete(key)
+			if owners.Len() == 0 {
+				delete(p.importClaims, ip)
+			}
+		}
+	}
+	for _, ip := range claimIPs(svc) {
+		if p.importClaims[ip] == nil {
+			p.importClaims[ip] = sets.New[types.NamespacedName]()
+		}
+		p.importClaims[ip].Insert(key)
+	}
+}
+
+// setServiceClaims records the IPs a local Service uses and re-evaluates
+// every import that claims one of its old or new IPs.
+func (p *Proxier) setServiceClaims(service *v1.Service, ips []netip.Addr) {
+	key := types.NamespacedName{Namespace: service.Namespace, Name: service.Name}
+	affected := sets.New[types.NamespacedName]()
+	for _, ip := range p.serviceIPs[key] {
+		affected = affected.Union(p.importClaims[ip])
+		if owners := p.serviceClaims[ip]; owners != nil {
+			owners.Delete(key)
+			if owners.Len() == 0 {
+				delete(p.serviceClaims, ip)
+			}
+		}
+	}
+	if len(ips) == 0 {
+		delete(p.serviceIPs, key)
+	} else {
+		p.serviceIPs[key] = ips
+	}
+	for _, ip := range ips {
+		affected = affected.Union(p.importClaims[ip])
+		if p.serviceClaims[ip] == nil {
+			p.serviceClaims[ip] = sets.New[types.NamespacedName]()
+		}
+		p.serviceClaims[ip].Insert(key)
+	}
+	p.reconcileImports(affected)
+}
+
+// oldestClaimant returns the import that owns ip: the oldest, and among
+// imports created in the same second the first by namespace and name, so
+// that every node picks the same one.
+func (p *Proxier) oldestClaimant(ip netip.Addr) types.NamespacedName {
+	var best types.NamespacedName
+	var bestState *importState
+	for key := range p.importClaims[ip] {
+		st := p.imports[key]
+		if bestState == nil || olderThan(st, key, bestState, best) {
+			best, bestState = key, st
+		}
+	}
+	return best
+}
+
+func olderThan(a *importState, aKey types.NamespacedName, b *importState, bKey types.NamespacedName) bool {
+	at, bt := a.obj.CreationTimestamp, b.obj.CreationTimestamp
+	if !at.Equal(&bt) {
+		return at.Before(&bt)
+	}
+	return aKey.String() < bKey.String()
+}
+
+func (p *Proxier) unindexSlice(importKey, sliceKey types.NamespacedName) {
+	if s := p.slicesByImport[importKey]; s != nil {
+		s.Delete(sliceKey)
+		if s.Len() == 0 {
+			delete(p.slicesByImport, importKey)
+		}
+	}
+}
+
+// serviceIPs returns every IP on which the proxier programs rules for a
+// local Service: an import on any of them would share its rules.
+func serviceIPs(service *v1.Service) []netip.Addr {
+	var raw []string
+	raw = append(raw, service.Spec.ClusterIPs...)
+	if len(service.Spec.ClusterIPs) == 0 {
+		raw = append(raw, service.Spec.ClusterIP)
+	}
+	raw = append(raw, service.Spec.ExternalIPs...)
+	for _, ing := range service.Status.LoadBalancer.Ingress {
+		raw = append(raw, ing.IP)
+	}
+	var out []netip.Addr
+	for _, s := range raw {
+		if ip, err := netip.ParseAddr(s); err == nil {
+			out = append(out, ip.Unmap())
+		}
+	}
+	return out
+}
+
+func claimIPs(svc *v1.Service) []netip.Addr {
+	if svc == nil {
+		return nil
+	}
+	var out []netip.Addr
+	for _, s := range svc.Spec.ClusterIPs {
+		if ip, err := netip.ParseAddr(s); err == nil {
+			out = append(out, ip)
+		}
+	}
+	return out
+}
+
+func (p *Proxier) isMultiClusterSynced() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mcsSynced
+}
+
+func sortedKeys(s sets.Set[types.NamespacedName]) []types.NamespacedName {
+	out := s.UnsortedList()
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
+}

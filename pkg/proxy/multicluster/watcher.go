@@ -1,0 +1,177 @@
+package multicluster
+
+import (
+	"context"
+	"time"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/multiclusterservices/crdgate"
+	"k8s.io/multiclusterservices/mcsapi"
+	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+	mcsclientset "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
+	mcsinformers "sigs.k8s.io/mcs-api/pkg/client/informers/externalversions"
+)
+
+// ServiceImportCRDName is the CRD whose presence turns the watcher on.
+const ServiceImportCRDName = mcsv1beta1.ServiceImportPluralName + "." + mcsv1beta1.GroupName
+
+// servedVersions are the ServiceImport versions kube-proxy consumes,
+// preferred first: v1beta1 is the storage version of mcs-api v0.5.2.
+var servedVersions = []string{mcsv1beta1.GroupVersion.Version, "v1alpha1"}
+
+// Watcher feeds a Proxier from ServiceImport and MCS EndpointSlice
+// informers that run only while the ServiceImport CRD is served.
+type Watcher struct {
+	Proxier    *Proxier
+	KubeClient kubernetes.Interface
+	MCSClient  mcsclientset.Interface
+	CRDClient  apiextensionsclient.Interface
+	// ResyncPeriod is kube-proxy's --config-sync-period.
+	ResyncPeriod time.Duration
+	// SyncTimeout bounds how long the proxier's first sync waits for the
+	// multi-cluster informers. If the API cannot be read (RBAC, an
+	// unreachable aggregated API), local Services must not wait forever.
+	SyncTimeout time.Duration
+}
+
+// Start runs the watcher until ctx is done.
+func (w *Watcher) Start(ctx context.Context) {
+	logger := klog.FromContext(ctx).WithName("multicluster")
+	gate := &crdgate.Gate{
+		Name:     ServiceImportCRDName,
+		Versions: servedVersions,
+		Run:      w.run,
+		Absent: func() {
+			serviceImportAPIServed.Set(0)
+			w.Proxier.Reset()
+			w.Proxier.MultiClusterSynced()
+		},
+	}
+	gate.Start(ctx, w.CRDClient)
+	if w.SyncTimeout > 0 {
+		go func() {
+			select {
+			case <-ctx.Done():
+			case <-time.After(w.SyncTimeout):
+				if !w.Proxier.isMultiClusterSynced() {
+					logger.Error(nil, "ServiceImports could not be read in time; programming local Services without them", "timeout", w.SyncTimeout, "crd", ServiceImportCRDName)
+					w.Proxier.MultiClusterSynced()
+				}
+			}
+		}()
+	}
+}
+
+// run watches ServiceImports of one API version and their EndpointSlices
+// until ctx is done, then removes everything it programmed.
+func (w *Watcher) run(ctx context.Context, version string) {
+	logger := klog.FromContext(ctx).WithName("multicluster")
+	stripManagedFields := func(obj any) (any, error) {
+		if accessor, err := meta.Accessor(obj); err == nil {
+			accessor.SetManagedFields(nil)
+		}
+		return obj, nil
+	}
+
+	mcsFactory := mcsinformers.NewSharedInformerFactoryWithOptions(w.MCSClient, w.ResyncPeriod, mcsinformers.WithTransform(stripManagedFields))
+	var importInformer cache.SharedIndexInformer
+	switch version {
+	case mcsv1beta1.GroupVersion.Version:
+		importInformer = mcsFactory.Multicluster().V1beta1().ServiceImports().Informer()
+	default:
+		importInformer = mcsFactory.Multicluster().V1alpha1().ServiceImports().Informer()
+	}
+	toV1beta1 := func(obj any) *mcsv1beta1.ServiceImport {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		switch si := obj.(type) {
+		case *mcsv1beta1.ServiceImport:
+			return si
+		case *mcsv1alpha1.ServiceImport:
+			out, err := mcsapi.ServiceImportFromV1Alpha1(si)
+			if err != nil {
+				logger.Error(err, "Ignoring ServiceImport")
+				return nil
+			}
+			return out
+		}
+		return nil
+	}
+	_, _ = importInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if si := toV1beta1(obj); si != nil {
+				w.Proxier.OnServiceImportUpsert(si)
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if si := toV1beta1(obj); si != nil {
+				w.Proxier.OnServiceImportUpsert(si)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if si := toV1beta1(obj); si != nil {
+				w.Proxier.OnServiceImportDelete(si)
+			}
+		},
+	})
+
+	// Only slices of imports: slices of local Services reach the proxier
+	// through kube-proxy's own informer.
+	hasImport, _ := labels.NewRequirement(mcsv1beta1.LabelServiceName, selection.Exists, nil)
+	noService, _ := labels.NewRequirement(discoveryv1.LabelServiceName, selection.DoesNotExist, nil)
+	selector := labels.NewSelector().Add(*hasImport, *noService).String()
+	sliceFactory := informers.NewSharedInformerFactoryWithOptions(w.KubeClient, w.ResyncPeriod,
+		informers.WithTransform(stripManagedFields),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
+	sliceInformer := sliceFactory.Discovery().V1().EndpointSlices().Informer()
+	toSlice := func(obj any) *discoveryv1.EndpointSlice {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		s, _ := obj.(*discoveryv1.EndpointSlice)
+		return s
+	}
+	_, _ = sliceInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if s := toSlice(obj); s != nil {
+				w.Proxier.OnMultiClusterEndpointSliceUpsert(s)
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if s := toSlice(obj); s != nil {
+				w.Proxier.OnMultiClusterEndpointSliceUpsert(s)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if s := toSlice(obj); s != nil {
+				w.Proxier.OnMultiClusterEndpointSliceDelete(s)
+			}
+		},
+	})
+
+	mcsFactory.Start(ctx.Done())
+	sliceFactory.Start(ctx.Done())
+	serviceImportAPIServed.Set(1)
+	if cache.WaitForCacheSync(ctx.Done(), importInformer.HasSynced, sliceInformer.HasSynced) {
+		logger.Info("ServiceImports and their EndpointSlices synced", "version", version)
+		w.Proxier.MultiClusterSynced()
+	}
+	<-ctx.Done()
+	// Shutdown waits for the informers' goroutines, so no event handler
+	// can run after the reset below.
+	mcsFactory.Shutdown()
+	sliceFactory.Shutdown()
+	w.Proxier.Reset()
+	serviceImportAPIServed.Set(0)
+}
