@@ -229,7 +229,7 @@ func (p *Proxier) OnServiceImportDelete(si *mcsv1beta1.ServiceImport) {
 	st.obj, st.svc, st.invalid = nil, nil, nil
 	p.reconcileImports(affected.Insert(key))
 	delete(p.imports, key)
-	for sliceKey := range p.slicesByImport[key] {
+	for _, sliceKey := range sortedKeys(p.slicesByImport[key]) {
 		p.reconcileSlice(sliceKey)
 	}
 }
@@ -360,14 +360,14 @@ func (p *Proxier) reconcileImport(key types.NamespacedName) {
 		p.Provider.OnServiceDelete(st.programmed)
 		st.programmed = nil
 		programmedImports.Dec()
-		for sliceKey := range p.slicesByImport[key] {
+		for _, sliceKey := range sortedKeys(p.slicesByImport[key]) {
 			p.reconcileSlice(sliceKey)
 		}
 	case want != nil && st.programmed == nil:
 		// Endpoints first, so the first sync that sees the VIP already
 		// has somewhere to send it.
 		st.programmed = want
-		for sliceKey := range p.slicesByImport[key] {
+		for _, sliceKey := range sortedKeys(p.slicesByImport[key]) {
 			p.reconcileSlice(sliceKey)
 		}
 		p.Provider.OnServiceAdd(want)

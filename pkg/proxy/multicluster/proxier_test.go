@@ -1,0 +1,448 @@
+package multicluster
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/proxy"
+	mcsproxy "k8s.io/multiclusterservices/proxy"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// recordingProvider is a proxy.Provider that records every call it gets
+// and keeps the Services and EndpointSlices a real proxier would hold.
+type recordingProvider struct {
+	proxy.Provider // nil: calling anything not overridden panics
+	calls          []string
+	services       map[string]*v1.Service
+	slices         map[string]*discoveryv1.EndpointSlice
+}
+
+func newRecordingProvider() *recordingProvider {
+	return &recordingProvider{services: map[string]*v1.Service{}, slices: map[string]*discoveryv1.EndpointSlice{}}
+}
+
+func svcKey(s *v1.Service) string                 { return s.Namespace + "/" + s.Name }
+func sliceKey(s *discoveryv1.EndpointSlice) string { return s.Namespace + "/" + s.Name }
+
+func (r *recordingProvider) OnServiceAdd(s *v1.Service) {
+	r.calls = append(r.calls, "ServiceAdd "+svcKey(s))
+	r.services[svcKey(s)] = s
+}
+func (r *recordingProvider) OnServiceUpdate(old, s *v1.Service) {
+	r.calls = append(r.calls, "ServiceUpdate "+svcKey(s))
+	r.services[svcKey(s)] = s
+}
+func (r *recordingProvider) OnServiceDelete(s *v1.Service) {
+	r.calls = append(r.calls, "ServiceDelete "+svcKey(s))
+	delete(r.services, svcKey(s))
+}
+func (r *recordingProvider) OnServiceSynced() { r.calls = append(r.calls, "ServiceSynced") }
+func (r *recordingProvider) OnEndpointSliceAdd(s *discoveryv1.EndpointSlice) {
+	r.calls = append(r.calls, "SliceAdd "+sliceKey(s))
+	r.slices[sliceKey(s)] = s
+}
+func (r *recordingProvider) OnEndpointSliceUpdate(old, s *discoveryv1.EndpointSlice) {
+	r.calls = append(r.calls, "SliceUpdate "+sliceKey(s))
+	r.slices[sliceKey(s)] = s
+}
+func (r *recordingProvider) OnEndpointSliceDelete(s *discoveryv1.EndpointSlice) {
+	r.calls = append(r.calls, "SliceDelete "+sliceKey(s))
+	delete(r.slices, sliceKey(s))
+}
+func (r *recordingProvider) OnEndpointSlicesSynced() { r.calls = append(r.calls, "SlicesSynced") }
+
+// takeCalls returns the calls recorded since the last takeCalls.
+func (r *recordingProvider) takeCalls() []string {
+	c := r.calls
+	r.calls = nil
+	return c
+}
+
+// recordingEvents records "Kind ns/name Reason" for every event.
+type recordingEvents struct{ events []string }
+
+func (r *recordingEvents) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...interface{}) {
+	ref := regarding.(*v1.ObjectReference)
+	r.events = append(r.events, fmt.Sprintf("%s %s/%s %s", ref.Kind, ref.Namespace, ref.Name, reason))
+}
+
+func (r *recordingEvents) take() []string {
+	e := r.events
+	r.events = nil
+	return e
+}
+
+type fixture struct {
+	t        *testing.T
+	provider *recordingProvider
+	events   *recordingEvents
+	proxier  *Proxier
+}
+
+func newFixture(t *testing.T) *fixture {
+	RegisterMetrics()
+	provider := newRecordingProvider()
+	events := &recordingEvents{}
+	opts := &mcsproxy.Options{
+		ClusterSetIPCIDRs: []netip.Prefix{netip.MustParsePrefix("10.250.0.0/16")},
+		TrustedManagers:   []string{mcsproxy.DefaultManagedBy},
+	}
+	return &fixture{t: t, provider: provider, events: events, proxier: NewProxier(klog.Background(), provider, opts, events)}
+}
+
+// expectCalls checks the calls the wrapped proxier received since the last check.
+func (f *fixture) expectCalls(want ...string) {
+	f.t.Helper()
+	if diff := cmp.Diff(want, f.provider.takeCalls()); diff != "" {
+		f.t.Errorf("calls to the proxier (-want +got):\n%s", diff)
+	}
+}
+
+func (f *fixture) expectEvents(want ...string) {
+	f.t.Helper()
+	if diff := cmp.Diff(want, f.events.take()); diff != "" {
+		f.t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func serviceImport(ns, name string, age time.Duration, ips ...string) *mcsv1beta1.ServiceImport {
+	return &mcsv1beta1.ServiceImport{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + name), CreationTimestamp: metav1.NewTime(epoch.Add(-age))},
+		Spec: mcsv1beta1.ServiceImportSpec{
+			Type:  mcsv1beta1.ClusterSetIP,
+			IPs:   ips,
+			Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}},
+		},
+	}
+}
+
+func mcsSlice(ns, name, importName, cluster string, addrs ...string) *discoveryv1.EndpointSlice {
+	port, proto, portName := int32(8080), v1.ProtocolTCP, "http"
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{
+			mcsv1beta1.LabelServiceName:   importName,
+			mcsv1beta1.LabelSourceCluster: cluster,
+			discoveryv1.LabelManagedBy:    mcsproxy.DefaultManagedBy,
+		}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: &portName, Protocol: &proto, Port: &port}},
+	}
+	for _, a := range addrs {
+		ready := true
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{a}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}})
+	}
+	return s
+}
+
+func localService(ns, name, ip string) *v1.Service {
+	return &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1.ServiceSpec{
+			Type: v1.ServiceTypeClusterIP, ClusterIP: ip, ClusterIPs: []string{ip},
+			Ports: []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}},
+		},
+	}
+}
+
+func TestImportLifecycle(t *testing.T) {
+	f := newFixture(t)
+	p := f.proxier
+
+	// Slices that arrive before their import wait for it.
+	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1"))
+	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "web-b", "web", "cluster-b", "10.2.0.1"))
+	f.expectCalls()
+
+	si := serviceImport("ns", "web", 0, "10.250.0.10")
+	p.OnServiceImportUpsert(si)
+	// Endpoints before the VIP, so no sync sees the VIP without them.
+	f.expectCalls("SliceAdd ns/web-a", "SliceAdd ns/web-b", "ServiceAdd ns/web.clusterset")
+	svc := f.provider.services["ns/web.clusterset"]
+	if svc == nil || svc.Spec.ClusterIP != "10.250.0.10" {
+		t.Fatalf("synthetic Service not programmed with the clusterset IP: %+v", svc)
+	}
+	if got := f.provider.slices["ns/web-a"].Labels[discoveryv1.LabelServiceName]; got != "web.clusterset" {
+		t.Errorf("slice belongs to %q, want web.clusterset", got)
+	}
+
+	// An update that changes nothing the proxier uses changes nothing.
+	same := si.DeepCopy()
+	same.ResourceVersion = "2"
+	same.Status.Clusters = []mcsv1beta1.ClusterStatus{{Cluster: "cluster-a"}}
+	p.OnServiceImportUpsert(same)
+	f.expectCalls()
+
+	// A port change is an update of the synthetic Service.
+	changed := same.DeepCopy()
+	changed.Spec.Ports[0].Port = 8080
+	p.OnServiceImportUpsert(changed)
+	f.expectCalls("ServiceUpdate ns/web.clusterset")
+
+	// Slice updates and deletes follow.
+	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1", "10.1.0.2"))
+	f.expectCalls("SliceUpdate ns/web-a")
+	p.OnMultiClusterEndpointSliceDelete(mcsSlice("ns", "web-b", "web", "cluster-b"))
+	f.expectCalls("SliceDelete ns/web-b")
+
+	p.OnServiceImportDelete(changed)
+	f.expectCalls("ServiceDelete ns/web.clusterset", "SliceDelete ns/web-a")
+	if len(f.provider.services)+len(f.provider.slices) != 0 {
+		t.Errorf("objects left in the proxier: %v %v", f.provider.services, f.provider.slices)
+	}
+	f.expectEvents()
+}
+
+func TestHeadlessImportProgramsNothing(t *testing.T) {
+	f := newFixture(t)
+	si := serviceImport("ns", "db", 0)
+	si.Spec.Type = mcsv1beta1.Headless
+	f.proxier.OnServiceImportUpsert(si)
+	f.proxier.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "db-a", "db", "cluster-a", "10.1.0.1"))
+	f.proxier.MultiClusterSynced()
+	f.expectCalls()
+	f.expectEvents()
+}
+
+func TestInvalidImportIsReportedOnce(t *testing.T) {
+	f := newFixture(t)
+	rejected := func(reason mcsproxy.Reason) float64 {
+		v, err := testutil.GetCounterMetricValue(rejectionsTotal.WithLabelValues("ServiceImport", string(reason)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	before := rejected(mcsproxy.ReasonIPOutsideClusterSetCIDR)
+
+	// 10.96.0.1 is where a cluster's kubernetes Service usually lives:
+	// an import must not be a way to take it over.
+	si := serviceImport("ns", "evil", 0, "10.96.0.1")
+	f.proxier.OnServiceImportUpsert(si)
+	f.proxier.OnServiceImportUpsert(si.DeepCopy())
+	f.expectCalls()
+	f.expectEvents("ServiceImport ns/evil IPOutsideClusterSetCIDR")
+	if got := rejected(mcsproxy.ReasonIPOutsideClusterSetCIDR) - before; got != 1 {
+		t.Errorf("rejection counted %v times, want 1", got)
+	}
+
+	// Fixed, it is programmed.
+	f.proxier.OnServiceImportUpsert(serviceImport("ns", "evil", 0, "10.250.0.1"))
+	f.expectCalls("ServiceAdd ns/evil.clusterset")
+	f.expectEvents()
+
+	for _, tc := range []struct {
+		name   string
+		mutate func(*mcsv1beta1.ServiceImport)
+		reason string
+	}{
+		{"no ports", func(si *mcsv1beta1.ServiceImport) { si.Spec.Ports = nil }, "NoPorts"},
+		{"invalid ip", func(si *mcsv1beta1.ServiceImport) { si.Spec.IPs = []string{"10.250.0.999"} }, "InvalidIP"},
+		{"unknown protocol", func(si *mcsv1beta1.ServiceImport) { si.Spec.Ports[0].Protocol = "ICMP" }, "UnsupportedProtocol"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			si := serviceImport("ns", "bad", 0, "10.250.0.2")
+			tc.mutate(si)
+			f.proxier.OnServiceImportUpsert(si)
+			f.expectCalls()
+			f.expectEvents("ServiceImport ns/bad " + tc.reason)
+		})
+	}
+}
+
+func TestImportNeverTakesALocalServiceIP(t *testing.T) {
+	f := newFixture(t)
+	p := f.proxier
+
+	// Import first, then a local Service with the same IP: the local
+	// Service wins, and the import leaves before the Service arrives.
+	p.OnServiceImportUpsert(serviceImport("ns", "web", 0, "10.250.0.10"))
+	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1"))
+	f.expectCalls("ServiceAdd ns/web.clusterset", "SliceAdd ns/web-a")
+	p.OnServiceAdd(localService("other", "db", "10.250.0.10"))
+	f.expectCalls("ServiceDelete ns/web.clusterset", "SliceDelete ns/web-a", "ServiceAdd other/db")
+	f.expectEvents("ServiceImport ns/web ClusterSetIPInUseByService")
+	if f.provider.services["other/db"] == nil || len(f.provider.services) != 1 {
+		t.Errorf("local Service must be the only owner of its IP: %v", f.provider.services)
+	}
+
+	// The local Service moves to another IP: the import comes back after
+	// the proxier has seen the move.
+	p.OnServiceUpdate(localService("other", "db", "10.250.0.10"), localService("other", "db", "10.250.0.11"))
+	f.expectCalls("ServiceUpdate other/db", "SliceAdd ns/web-a", "ServiceAdd ns/web.clusterset")
+
+	// A Service that moves onto the import's IP takes it back first.
+	p.OnServiceUpdate(localService("other", "db", "10.250.0.11"), localService("other", "db", "10.250.0.10"))
+	f.expectCalls("ServiceDelete ns/web.clusterset", "SliceDelete ns/web-a", "ServiceUpdate other/db")
+
+	// Deleted, it frees the IP.
+	p.OnServiceDelete(localService("other", "db", "10.250.0.10"))
+	f.expectCalls("ServiceDelete other/db", "SliceAdd ns/web-a", "ServiceAdd ns/web.clusterset")
+
+	// An external IP counts as well.
+	ext := localService("other", "lb", "10.96.0.20")
+	ext.Spec.ExternalIPs = []string{"10.250.0.10"}
+	p.OnServiceAdd(ext)
+	f.expectCalls("ServiceDelete ns/web.clusterset", "SliceDelete ns/web-a", "ServiceAdd other/lb")
+}
+
+func TestLocalServiceFirstKeepsItsIP(t *testing.T) {
+	f := newFixture(t)
+	f.proxier.OnServiceAdd(localService("kube-system", "kube-dns", "10.250.0.10"))
+	f.expectCalls("ServiceAdd kube-system/kube-dns")
+	f.proxier.OnServiceImportUpsert(serviceImport("ns", "web", 0, "10.250.0.10"))
+	f.expectCalls()
+	f.expectEvents("ServiceImport ns/web ClusterSetIPInUseByService")
+}
+
+func TestOldestImportOwnsASharedIP(t *testing.T) {
+	f := newFixture(t)
+	p := f.proxier
+	young := serviceImport("team-b", "web", time.Minute, "10.250.0.10")
+	old := serviceImport("team-a", "web", time.Hour, "10.250.0.10")
+
+	p.OnServiceImportUpsert(young)
+	f.expectCalls("ServiceAdd team-b/web.clusterset")
+	p.OnServiceImportUpsert(old)
+	f.expectCalls("ServiceDelete team-b/web.clusterset", "ServiceAdd team-a/web.clusterset")
+	f.expectEvents("ServiceImport team-b/web ClusterSetIPInUseByImport")
+
+	// The older import moves away: the younger one gets the IP.
+	moved := old.DeepCopy()
+	moved.Spec.IPs = []string{"10.250.0.20"}
+	p.OnServiceImportUpsert(moved)
+	f.expectCalls("ServiceUpdate team-a/web.clusterset", "ServiceAdd team-b/web.clusterset")
+
+	// Back on the shared IP, then deleted: the younger one returns.
+	p.OnServiceImportUpsert(old)
+	f.expectCalls("ServiceDelete team-b/web.clusterset", "ServiceUpdate team-a/web.clusterset")
+	p.OnServiceImportDelete(old)
+	f.expectCalls("ServiceDelete team-a/web.clusterset", "ServiceAdd team-b/web.clusterset")
+	if got := f.provider.services["team-b/web.clusterset"]; got == nil || got.Spec.ClusterIP != "10.250.0.10" {
+		t.Errorf("younger import does not own the IP after the older one left: %v", f.provider.services)
+	}
+}
+
+func TestUntrustedAndInvalidSlices(t *testing.T) {
+	f := newFixture(t)
+	p := f.proxier
+	p.OnServiceImportUpsert(serviceImport("ns", "web", 0, "10.250.0.10"))
+	f.expectCalls("ServiceAdd ns/web.clusterset")
+
+	untrusted := mcsSlice("ns", "web-x", "web", "cluster-x", "10.9.0.1")
+	untrusted.Labels[discoveryv1.LabelManagedBy] = "someone"
+	p.OnMultiClusterEndpointSliceUpsert(untrusted)
+	p.OnMultiClusterEndpointSliceUpsert(untrusted.DeepCopy())
+	invalid := mcsSlice("ns", "web-y", "web", "cluster-y", "not-an-ip")
+	p.OnMultiClusterEndpointSliceUpsert(invalid)
+	f.expectCalls()
+	f.expectEvents("ServiceImport ns/web UntrustedManager", "ServiceImport ns/web InvalidEndpoint")
+
+	// A slice that becomes valid is programmed; one that becomes invalid
+	// is withdrawn.
+	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "web-y", "web", "cluster-y", "10.9.0.2"))
+	f.expectCalls("SliceAdd ns/web-y")
+	p.OnMultiClusterEndpointSliceUpsert(invalid)
+	f.expectCalls("SliceDelete ns/web-y")
+}
+
+func TestSlicesWithoutImport(t *testing.T) {
+	f := newFixture(t)
+	p := f.proxier
+	orphan := mcsSlice("ns", "ghost-a", "ghost", "cluster-a", "10.1.0.1")
+	owned := mcsSlice("ns", "gone-a", "gone", "cluster-a", "10.1.0.2")
+	owned.OwnerReferences = []metav1.OwnerReference{{APIVersion: "multicluster.x-k8s.io/v1beta1", Kind: "ServiceImport", Name: "gone", UID: "x"}}
+	p.OnMultiClusterEndpointSliceUpsert(orphan)
+	p.OnMultiClusterEndpointSliceUpsert(owned)
+	// Nothing is reported before the imports are known to be complete.
+	f.expectEvents()
+	p.MultiClusterSynced()
+	f.expectCalls()
+	// A slice owned by an import is being garbage-collected: no report.
+	f.expectEvents("EndpointSlice ns/ghost-a NoServiceImport")
+}
+
+func TestCoreInformerSlices(t *testing.T) {
+	f := newFixture(t)
+	local := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-abc", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}}}
+	f.proxier.OnEndpointSliceAdd(local)
+	f.proxier.OnEndpointSliceUpdate(local, local)
+	f.proxier.OnEndpointSliceDelete(local)
+	f.expectCalls("SliceAdd ns/web-abc", "SliceUpdate ns/web-abc", "SliceDelete ns/web-abc")
+
+	// MCS slices reach the core informer too; they must not be passed on
+	// as they are (upstream would log and drop them): the MCS watcher
+	// delivers them translated.
+	mcs := mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1")
+	f.proxier.OnEndpointSliceAdd(mcs)
+	f.proxier.OnEndpointSliceUpdate(mcs, mcs)
+	f.proxier.OnEndpointSliceDelete(mcs)
+	f.expectCalls()
+}
+
+func TestFirstSyncWaitsForImports(t *testing.T) {
+	f := newFixture(t)
+	p := f.proxier
+	p.OnServiceSynced()
+	p.OnEndpointSlicesSynced()
+	f.expectCalls()
+	p.OnServiceImportUpsert(serviceImport("ns", "web", 0, "10.250.0.10"))
+	p.MultiClusterSynced()
+	f.expectCalls("ServiceAdd ns/web.clusterset", "ServiceSynced", "SlicesSynced")
+	// Later syncs (the CRD coming back) do not repeat them.
+	p.MultiClusterSynced()
+	p.OnServiceSynced()
+	f.expectCalls()
+}
+
+func TestResetRemovesEveryImport(t *testing.T) {
+	f := newFixture(t)
+	p := f.proxier
+	p.OnServiceAdd(localService("ns", "local", "10.96.0.5"))
+	p.OnServiceImportUpsert(serviceImport("ns", "web", 0, "10.250.0.10"))
+	p.OnServiceImportUpsert(serviceImport("ns", "api", 0, "10.250.0.11"))
+	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1"))
+	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "api-a", "api", "cluster-a", "10.1.0.2"))
+	f.provider.takeCalls()
+
+	p.Reset()
+	calls := f.provider.takeCalls()
+	if len(calls) != 4 {
+		t.Errorf("want 2 Service and 2 slice deletions, got %v", calls)
+	}
+	for _, c := range calls {
+		if !strings.HasSuffix(c, ".clusterset") && !strings.HasPrefix(c, "SliceDelete") {
+			t.Errorf("unexpected call on reset: %s", c)
+		}
+	}
+	if diff := cmp.Diff([]string{"ns/local"}, keys(f.provider.services)); diff != "" || len(f.provider.slices) != 0 {
+		t.Errorf("after reset the proxier holds %v and %v; only the local Service must remain", f.provider.services, f.provider.slices)
+	}
+
+	// The API coming back replays everything.
+	p.OnServiceImportUpsert(serviceImport("ns", "web", 0, "10.250.0.10"))
+	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1"))
+	f.expectCalls("ServiceAdd ns/web.clusterset", "SliceAdd ns/web-a")
+}
+
+func keys[T any](m map[string]T) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
