@@ -1,0 +1,466 @@
+package multicluster_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os/exec"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	utilsysctl "k8s.io/component-helpers/node/util/sysctl"
+	"k8s.io/klog/v2"
+	kubeproxyconfigv1alpha1 "k8s.io/kube-proxy/config/v1alpha1"
+	"k8s.io/kubernetes/pkg/proxy"
+	kubeproxyconfig "k8s.io/kubernetes/pkg/proxy/apis/config"
+	proxyconfigscheme "k8s.io/kubernetes/pkg/proxy/apis/config/scheme"
+	"k8s.io/kubernetes/pkg/proxy/iptables"
+	"k8s.io/kubernetes/pkg/proxy/nftables"
+	proxyutil "k8s.io/kubernetes/pkg/proxy/util"
+	utiliptables "k8s.io/kubernetes/pkg/util/iptables"
+	mcsproxy "k8s.io/multiclusterservices/proxy"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/proxy/multicluster"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/echoserver"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/netns"
+)
+
+const (
+	nodeName       = "node-1"
+	localClusterID = "cluster-local"
+)
+
+// dataplane is upstream's proxier for one mode, wrapped by the
+// multi-cluster Proxier, programming the kernel of the test's own network
+// namespace. Endpoints are echo servers on addresses of the loopback
+// device, so a connection to a clusterset IP is answered by the name of
+// the endpoint the rules chose.
+type dataplane struct {
+	t       *testing.T
+	ctx     context.Context
+	mode    kubeproxyconfig.ProxyMode
+	proxier *multicluster.Proxier
+	canary  int
+}
+
+func defaultConfig(t *testing.T, mode kubeproxyconfig.ProxyMode) *kubeproxyconfig.KubeProxyConfiguration {
+	versioned := &kubeproxyconfigv1alpha1.KubeProxyConfiguration{}
+	proxyconfigscheme.Scheme.Default(versioned)
+	internal, err := proxyconfigscheme.Scheme.ConvertToVersion(versioned, kubeproxyconfig.SchemeGroupVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := internal.(*kubeproxyconfig.KubeProxyConfiguration)
+	cfg.Mode = mode
+	cfg.MinSyncPeriod.Duration = 0
+	cfg.SyncPeriod.Duration = time.Hour
+	return cfg
+}
+
+func newDataplane(t *testing.T, mode kubeproxyconfig.ProxyMode) *dataplane {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	// A "node" with an uplink whose gateway never answers: traffic the
+	// rules do not redirect goes nowhere.
+	netns.Run(t, "ip", "link", "add", "mcs0", "type", "veth", "peer", "name", "mcs1")
+	netns.Run(t, "ip", "link", "set", "mcs0", "up")
+	netns.Run(t, "ip", "link", "set", "mcs1", "up")
+	netns.Run(t, "ip", "addr", "add", "192.168.99.1/24", "dev", "mcs0")
+	netns.Run(t, "ip", "-6", "addr", "add", "fd00:99::1/64", "dev", "mcs0", "nodad")
+	netns.Run(t, "ip", "route", "add", "default", "via", "192.168.99.2")
+	netns.Run(t, "ip", "-6", "route", "add", "default", "via", "fd00:99::2")
+
+	cfg := defaultConfig(t, mode)
+	detectors := map[v1.IPFamily]proxyutil.LocalTrafficDetector{v1.IPv4Protocol: proxyutil.NewNoOpLocalDetector(), v1.IPv6Protocol: proxyutil.NewNoOpLocalDetector()}
+	nodeIPs := map[v1.IPFamily]net.IP{v1.IPv4Protocol: net.ParseIP("192.168.99.1"), v1.IPv6Protocol: net.ParseIP("fd00:99::1")}
+	recorder := &events.FakeRecorder{}
+	var provider proxy.Provider
+	var err error
+	switch mode {
+	case kubeproxyconfig.ProxyModeNFTables:
+		provider, err = nftables.NewDualStackProxier(ctx, cfg, detectors, nodeName, nodeIPs, recorder, nil, false)
+	case kubeproxyconfig.ProxyModeIPTables:
+		provider, err = iptables.NewDualStackProxier(ctx, cfg, utiliptables.NewBestEffort(), utilsysctl.New(), detectors, nodeName, nodeIPs, recorder, nil, false)
+	}
+	if err != nil {
+		t.Fatalf("creating the %s proxier: %v", mode, err)
+	}
+	opts := &mcsproxy.Options{
+		ClusterSetIPCIDRs: []netip.Prefix{netip.MustParsePrefix("10.250.0.0/16"), netip.MustParsePrefix("fd00:10:250::/108")},
+		TrustedManagers:   []string{mcsproxy.DefaultManagedBy},
+		LocalClusterID:    localClusterID,
+	}
+	p := multicluster.NewProxier(klog.Background(), provider, opts, nil)
+	p.OnServiceSynced()
+	p.OnEndpointSlicesSynced()
+	p.MultiClusterSynced()
+	go p.SyncLoop()
+	return &dataplane{t: t, ctx: ctx, mode: mode, proxier: p}
+}
+
+// endpoint starts an echo server for an endpoint address.
+func (d *dataplane) endpoint(name, ip string, ports ...string) {
+	d.t.Helper()
+	prefix := ip + "/32"
+	if strings.Contains(ip, ":") {
+		prefix = ip + "/128"
+	}
+	netns.Run(d.t, "ip", "addr", "add", prefix, "dev", "lo")
+	for _, p := range ports {
+		network, port, _ := strings.Cut(p, "/")
+		if err := echoserver.Serve(d.ctx, network, net.JoinHostPort(ip, port), name); err != nil {
+			d.t.Fatal(err)
+		}
+	}
+}
+
+// settle waits until every change made so far is in the kernel: it adds a
+// fresh local Service and waits for its IP to appear in the rules, which
+// are always written whole.
+func (d *dataplane) settle() {
+	d.t.Helper()
+	d.canary++
+	ip := fmt.Sprintf("10.96.200.%d", d.canary)
+	svc := localService("canary", fmt.Sprintf("canary-%d", d.canary), ip)
+	d.proxier.OnServiceAdd(svc)
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(d.rules(), ip) {
+		if time.Now().After(deadline) {
+			d.t.Fatalf("rules did not pick up a change within 30s:\n%s", d.rules())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (d *dataplane) rules() string {
+	var cmd *exec.Cmd
+	if d.mode == kubeproxyconfig.ProxyModeNFTables {
+		cmd = exec.Command("nft", "list", "ruleset")
+	} else {
+		// A Service without endpoints only has a REJECT rule in the filter table.
+		cmd = exec.Command("sh", "-c", "iptables-save; ip6tables-save")
+	}
+	out, _ := cmd.CombinedOutput()
+	return string(out)
+}
+
+// answers makes n connections to addr and returns who answered, sorted
+// and deduplicated; failed connections are not counted.
+func (d *dataplane) answers(network, addr string, n int) []string {
+	seen := map[string]bool{}
+	for i := 0; i < n; i++ {
+		if name, err := echoserver.Ask(network, addr, 300*time.Millisecond); err == nil {
+			seen[name] = true
+		}
+	}
+	out := []string{}
+	for name := range seen {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func localService(ns, name, ip string) *v1.Service {
+	family := v1.IPv4Protocol
+	if strings.Contains(ip, ":") {
+		family = v1.IPv6Protocol
+	}
+	return &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1.ServiceSpec{
+			Type: v1.ServiceTypeClusterIP, ClusterIP: ip, ClusterIPs: []string{ip}, IPFamilies: []v1.IPFamily{family},
+			Ports: []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}},
+		},
+	}
+}
+
+func serviceImport(name string, ips []string, ports ...mcsv1beta1.ServicePort) *mcsv1beta1.ServiceImport {
+	if len(ports) == 0 {
+		ports = []mcsv1beta1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}}
+	}
+	return &mcsv1beta1.ServiceImport{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, CreationTimestamp: metav1.Now()},
+		Spec:       mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, IPs: ips, Ports: ports},
+	}
+}
+
+type ep struct {
+	ip                          string
+	ready, serving, terminating bool
+	node                        string
+}
+
+func readyEP(ip string) ep { return ep{ip: ip, ready: true, serving: true} }
+
+func slice(importName, cluster string, ports []discoveryv1.EndpointPort, eps ...ep) *discoveryv1.EndpointSlice {
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: importName + "-" + cluster, Labels: map[string]string{
+			mcsv1beta1.LabelServiceName:   importName,
+			mcsv1beta1.LabelSourceCluster: cluster,
+			discoveryv1.LabelManagedBy:    mcsproxy.DefaultManagedBy,
+		}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       ports,
+	}
+	for _, e := range eps {
+		if strings.Contains(e.ip, ":") {
+			s.AddressType = discoveryv1.AddressTypeIPv6
+		}
+		endpoint := discoveryv1.Endpoint{
+			Addresses:  []string{e.ip},
+			Conditions: discoveryv1.EndpointConditions{Ready: &e.ready, Serving: &e.serving, Terminating: &e.terminating},
+		}
+		if e.node != "" {
+			endpoint.NodeName = &e.node
+		}
+		s.Endpoints = append(s.Endpoints, endpoint)
+	}
+	return s
+}
+
+func port(name string, protocol v1.Protocol, n int32) discoveryv1.EndpointPort {
+	return discoveryv1.EndpointPort{Name: &name, Protocol: &protocol, Port: &n}
+}
+
+var httpPort = []discoveryv1.EndpointPort{port("http", v1.ProtocolTCP, 8080)}
+
+func TestDataplaneNFTables(t *testing.T) {
+	if netns.Isolate(t, "nft") {
+		testDataplane(t, kubeproxyconfig.ProxyModeNFTables)
+	}
+}
+
+func TestDataplaneIPTables(t *testing.T) {
+	if netns.Isolate(t, "iptables", "ip6tables", "iptables-save") {
+		testDataplane(t, kubeproxyconfig.ProxyModeIPTables)
+	}
+}
+
+// testDataplane checks, with real connections through real rules, that a
+// connection to a clusterset IP reaches exactly the endpoints it should.
+func testDataplane(t *testing.T, mode kubeproxyconfig.ProxyMode) {
+	d := newDataplane(t, mode)
+	p := d.proxier
+	d.endpoint("a1", "10.1.0.1", "tcp/8080", "udp/5353", "tcp/9090")
+	d.endpoint("a2", "10.1.0.2", "tcp/8080", "udp/5353", "tcp/9090")
+	d.endpoint("b1", "10.2.0.1", "tcp/8080", "udp/5353")
+	d.endpoint("local1", "10.3.0.1", "tcp/8080")
+	d.endpoint("v6a", "fd00:1::1", "tcp/8080")
+	d.endpoint("v6b", "fd00:2::1", "tcp/8080")
+
+	type check struct {
+		network, addr string
+		want          []string
+	}
+	cases := []struct {
+		name   string
+		setup  func()
+		checks []check
+	}{
+		{
+			name: "endpoints of every source cluster answer",
+			setup: func() {
+				p.OnServiceImportUpsert(serviceImport("web", []string{"10.250.0.1"}))
+				p.OnMultiClusterEndpointSliceUpsert(slice("web", "cluster-a", httpPort, readyEP("10.1.0.1"), readyEP("10.1.0.2")))
+				p.OnMultiClusterEndpointSliceUpsert(slice("web", "cluster-b", httpPort, readyEP("10.2.0.1")))
+			},
+			checks: []check{{"tcp", "10.250.0.1:80", []string{"a1", "a2", "b1"}}},
+		},
+		{
+			name: "endpoints that are not ready get no traffic",
+			setup: func() {
+				p.OnServiceImportUpsert(serviceImport("ready", []string{"10.250.0.2"}))
+				p.OnMultiClusterEndpointSliceUpsert(slice("ready", "cluster-a", httpPort, readyEP("10.1.0.1"), ep{ip: "10.1.0.2"}))
+				p.OnMultiClusterEndpointSliceUpsert(slice("ready", "cluster-b", httpPort, ep{ip: "10.2.0.1", serving: true, terminating: true}))
+			},
+			checks: []check{{"tcp", "10.250.0.2:80", []string{"a1"}}},
+		},
+		{
+			name: "serving terminating endpoints are used when no endpoint is ready",
+			setup: func() {
+				p.OnServiceImportUpsert(serviceImport("draining", []string{"10.250.0.3"}))
+				p.OnMultiClusterEndpointSliceUpsert(slice("draining", "cluster-a", httpPort, ep{ip: "10.1.0.1", serving: true, terminating: true}, ep{ip: "10.1.0.2", terminating: true}))
+			},
+			checks: []check{{"tcp", "10.250.0.3:80", []string{"a1"}}},
+		},
+		{
+			name: "ClientIP session affinity holds a client to one endpoint across clusters",
+			setup: func() {
+				si := serviceImport("sticky", []string{"10.250.0.4"})
+				si.Spec.SessionAffinity = v1.ServiceAffinityClientIP
+				p.OnServiceImportUpsert(si)
+				p.OnMultiClusterEndpointSliceUpsert(slice("sticky", "cluster-a", httpPort, readyEP("10.1.0.1"), readyEP("10.1.0.2")))
+				p.OnMultiClusterEndpointSliceUpsert(slice("sticky", "cluster-b", httpPort, readyEP("10.2.0.1")))
+			},
+			checks: []check{{"tcp", "10.250.0.4:80", nil}}, // exactly one, checked below
+		},
+		{
+			name: "UDP ports",
+			setup: func() {
+				p.OnServiceImportUpsert(serviceImport("dns", []string{"10.250.0.5"}, mcsv1beta1.ServicePort{Name: "dns", Protocol: v1.ProtocolUDP, Port: 53}))
+				p.OnMultiClusterEndpointSliceUpsert(slice("dns", "cluster-a", []discoveryv1.EndpointPort{port("dns", v1.ProtocolUDP, 5353)}, readyEP("10.1.0.1")))
+				p.OnMultiClusterEndpointSliceUpsert(slice("dns", "cluster-b", []discoveryv1.EndpointPort{port("dns", v1.ProtocolUDP, 5353)}, readyEP("10.2.0.1")))
+			},
+			checks: []check{{"udp", "10.250.0.5:53", []string{"a1", "b1"}}},
+		},
+		{
+			name: "a port only one cluster exports reaches only that cluster",
+			setup: func() {
+				p.OnServiceImportUpsert(serviceImport("multi", []string{"10.250.0.6"},
+					mcsv1beta1.ServicePort{Name: "http", Protocol: v1.ProtocolTCP, Port: 80},
+					mcsv1beta1.ServicePort{Name: "metrics", Protocol: v1.ProtocolTCP, Port: 9090}))
+				p.OnMultiClusterEndpointSliceUpsert(slice("multi", "cluster-a", []discoveryv1.EndpointPort{port("http", v1.ProtocolTCP, 8080), port("metrics", v1.ProtocolTCP, 9090)}, readyEP("10.1.0.1")))
+				p.OnMultiClusterEndpointSliceUpsert(slice("multi", "cluster-b", httpPort, readyEP("10.2.0.1")))
+			},
+			checks: []check{
+				{"tcp", "10.250.0.6:80", []string{"a1", "b1"}},
+				{"tcp", "10.250.0.6:9090", []string{"a1"}},
+			},
+		},
+		{
+			name: "internalTrafficPolicy Local keeps traffic on this node's endpoints",
+			setup: func() {
+				si := serviceImport("nodelocal", []string{"10.250.0.7"})
+				local := v1.ServiceInternalTrafficPolicyLocal
+				si.Spec.InternalTrafficPolicy = &local
+				p.OnServiceImportUpsert(si)
+				// Remote node names mean nothing here and are dropped;
+				// the local cluster's endpoint on this node stays local.
+				p.OnMultiClusterEndpointSliceUpsert(slice("nodelocal", "cluster-a", httpPort, ep{ip: "10.1.0.1", ready: true, serving: true, node: nodeName}))
+				p.OnMultiClusterEndpointSliceUpsert(slice("nodelocal", localClusterID, httpPort, ep{ip: "10.3.0.1", ready: true, serving: true, node: nodeName}))
+			},
+			checks: []check{{"tcp", "10.250.0.7:80", []string{"local1"}}},
+		},
+		{
+			name: "a local Service keeps its IP against an import",
+			setup: func() {
+				p.OnServiceAdd(localService("other", "db", "10.250.0.8"))
+				p.OnEndpointSliceAdd(&discoveryv1.EndpointSlice{
+					ObjectMeta:  metav1.ObjectMeta{Namespace: "other", Name: "db-1", Labels: map[string]string{discoveryv1.LabelServiceName: "db"}},
+					AddressType: discoveryv1.AddressTypeIPv4,
+					Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.3.0.1"}}},
+					Ports:       httpPort,
+				})
+				p.OnServiceImportUpsert(serviceImport("hijack", []string{"10.250.0.8"}))
+				p.OnMultiClusterEndpointSliceUpsert(slice("hijack", "cluster-a", httpPort, readyEP("10.1.0.1")))
+			},
+			checks: []check{{"tcp", "10.250.0.8:80", []string{"local1"}}},
+		},
+		{
+			name: "an import outside the clusterset range captures nothing",
+			setup: func() {
+				p.OnServiceImportUpsert(serviceImport("outside", []string{"10.1.0.1"}))
+				p.OnMultiClusterEndpointSliceUpsert(slice("outside", "cluster-b", httpPort, readyEP("10.2.0.1")))
+			},
+			checks: []check{{"tcp", "10.1.0.1:8080", []string{"a1"}}},
+		},
+		{
+			name: "untrusted slices and headless imports program nothing",
+			setup: func() {
+				p.OnServiceImportUpsert(serviceImport("untrusted", []string{"10.250.0.9"}))
+				s := slice("untrusted", "cluster-a", httpPort, readyEP("10.1.0.1"))
+				s.Labels[discoveryv1.LabelManagedBy] = "someone-else"
+				p.OnMultiClusterEndpointSliceUpsert(s)
+				p.OnMultiClusterEndpointSliceUpsert(slice("untrusted", "cluster-b", httpPort, readyEP("10.2.0.1")))
+				headless := serviceImport("headless", []string{"10.250.0.10"})
+				headless.Spec.Type = mcsv1beta1.Headless
+				p.OnServiceImportUpsert(headless)
+				p.OnMultiClusterEndpointSliceUpsert(slice("headless", "cluster-a", httpPort, readyEP("10.1.0.1")))
+			},
+			checks: []check{
+				{"tcp", "10.250.0.9:80", []string{"b1"}},
+				{"tcp", "10.250.0.10:80", []string{}},
+			},
+		},
+		{
+			name: "dual-stack import",
+			setup: func() {
+				si := serviceImport("dual", []string{"10.250.0.11", "fd00:10:250::11"})
+				p.OnServiceImportUpsert(si)
+				p.OnMultiClusterEndpointSliceUpsert(slice("dual", "cluster-a", httpPort, readyEP("10.1.0.1")))
+				p.OnMultiClusterEndpointSliceUpsert(slice("dual", "cluster-a-v6", httpPort, readyEP("fd00:1::1")))
+				p.OnMultiClusterEndpointSliceUpsert(slice("dual", "cluster-b-v6", httpPort, readyEP("fd00:2::1")))
+			},
+			checks: []check{
+				{"tcp", "10.250.0.11:80", []string{"a1"}},
+				{"tcp", "[fd00:10:250::11]:80", []string{"v6a", "v6b"}},
+			},
+		},
+	}
+
+	for _, tc := range cases {
+		tc.setup()
+	}
+	d.settle()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, c := range tc.checks {
+				attempts := 40
+				if c.want != nil && len(c.want) == 0 {
+					// Unanswered attempts each wait for a timeout.
+					attempts = 5
+				}
+				got := d.answers(c.network, c.addr, attempts)
+				if c.want == nil {
+					if len(got) != 1 {
+						t.Errorf("%s %s: answered by %v, want exactly one endpoint", c.network, c.addr, got)
+					}
+					continue
+				}
+				if diff := cmp.Diff(c.want, got); diff != "" {
+					t.Errorf("%s %s: endpoints that answered (-want +got):\n%s", c.network, c.addr, diff)
+				}
+			}
+		})
+	}
+
+	t.Run("endpoint and import changes follow", func(t *testing.T) {
+		// Cluster b leaves web.
+		p.OnMultiClusterEndpointSliceDelete(slice("web", "cluster-b", httpPort))
+		// The local Service gives its IP back: the import takes over.
+		p.OnServiceDelete(localService("other", "db", "10.250.0.8"))
+		// The import goes away.
+		p.OnServiceImportDelete(serviceImport("dns", nil))
+		d.settle()
+		for _, c := range []struct {
+			network, addr string
+			want          []string
+		}{
+			{"tcp", "10.250.0.1:80", []string{"a1", "a2"}},
+			{"tcp", "10.250.0.8:80", []string{"a1"}},
+			{"udp", "10.250.0.5:53", []string{}},
+		} {
+			attempts := 30
+			if len(c.want) == 0 {
+				attempts = 5
+			}
+			if diff := cmp.Diff(c.want, d.answers(c.network, c.addr, attempts)); diff != "" {
+				t.Errorf("%s %s: endpoints that answered (-want +got):\n%s", c.network, c.addr, diff)
+			}
+		}
+	})
+
+	t.Run("removing the API removes every clusterset IP", func(t *testing.T) {
+		p.Reset()
+		d.settle()
+		rules := d.rules()
+		for _, ip := range []string{"10.250.0.1", "10.250.0.8", "10.250.0.11", "fd00:10:250::11"} {
+			if strings.Contains(rules, ip) {
+				t.Errorf("rules still mention %s after reset", ip)
+			}
+		}
+		if diff := cmp.Diff([]string{}, d.answers("tcp", "10.250.0.1:80", 5)); diff != "" {
+			t.Errorf("clusterset IP still answers after reset: %s", diff)
+		}
+	})
+}

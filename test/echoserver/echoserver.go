@@ -1,0 +1,79 @@
+// Package echoserver is the smallest server that tells a client who
+// answered: it writes its name to every TCP connection and answers every
+// UDP datagram with its name. Tests count names to see where traffic went.
+package echoserver
+
+import (
+	"context"
+	"errors"
+	"net"
+	"time"
+)
+
+// Serve answers on network ("tcp", "tcp6", "udp", ...) at addr with name
+// until ctx is done. It returns once the socket is open.
+func Serve(ctx context.Context, network, addr, name string) error {
+	switch network {
+	case "udp", "udp4", "udp6":
+		conn, err := net.ListenPacket(network, addr)
+		if err != nil {
+			return err
+		}
+		go func() { <-ctx.Done(); _ = conn.Close() }()
+		go func() {
+			buf := make([]byte, 1500)
+			for {
+				_, from, err := conn.ReadFrom(buf)
+				if err != nil {
+					return
+				}
+				_, _ = conn.WriteTo([]byte(name+"\n"), from)
+			}
+		}()
+		return nil
+	default:
+		l, err := net.Listen(network, addr)
+		if err != nil {
+			return err
+		}
+		go func() { <-ctx.Done(); _ = l.Close() }()
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				_, _ = c.Write([]byte(name + "\n"))
+				_ = c.Close()
+			}
+		}()
+		return nil
+	}
+}
+
+// Ask connects to addr and returns the name of whoever answered.
+func Ask(network, addr string, timeout time.Duration) (string, error) {
+	c, err := net.DialTimeout(network, addr, timeout)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	if network == "udp" || network == "udp4" || network == "udp6" {
+		if _, err := c.Write([]byte("who\n")); err != nil {
+			return "", err
+		}
+	}
+	buf := make([]byte, 256)
+	n, err := c.Read(buf)
+	if n > 0 {
+		if buf[n-1] == '\n' {
+			n--
+		}
+		return string(buf[:n]), nil
+	}
+	if err == nil {
+		err = errors.New("empty answer")
+	}
+	return "", err
+}
