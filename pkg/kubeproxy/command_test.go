@@ -69,7 +69,9 @@ func TestGateFromConfigFile(t *testing.T) {
 	}
 	opts := app.NewOptions()
 	opts.ConfigFile = cfg
-	defer func() { _ = utilfeature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{string(features.MultiClusterServices): false}) }()
+	defer func() {
+		_ = utilfeature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{string(features.MultiClusterServices): false})
+	}()
 	if err := opts.Complete(cmd.Flags()); err != nil {
 		t.Fatal(err)
 	}

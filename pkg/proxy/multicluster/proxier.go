@@ -48,7 +48,7 @@ type Proxier struct {
 	// IPs would disappear from the rules at every restart. Synced calls
 	// from the core informers are held until the MCS side has synced.
 	servicesSynced, endpointSlicesSynced, mcsSynced bool
-	forwardedServicesSynced, forwardedSlicesSynced bool
+	forwardedServicesSynced, forwardedSlicesSynced  bool
 }
 
 type importState struct {

@@ -33,7 +33,7 @@ func newRecordingProvider() *recordingProvider {
 	return &recordingProvider{services: map[string]*v1.Service{}, slices: map[string]*discoveryv1.EndpointSlice{}}
 }
 
-func svcKey(s *v1.Service) string                 { return s.Namespace + "/" + s.Name }
+func svcKey(s *v1.Service) string                  { return s.Namespace + "/" + s.Name }
 func sliceKey(s *discoveryv1.EndpointSlice) string { return s.Namespace + "/" + s.Name }
 
 func (r *recordingProvider) OnServiceAdd(s *v1.Service) {

@@ -134,7 +134,9 @@ func TestServiceForImport(t *testing.T) {
 		{name: "loopback ip", mutate: func(si *mcsv1beta1.ServiceImport) { si.Spec.IPs = []string{"127.0.0.1"} }, wantReason: ReasonInvalidIP},
 		{name: "IPv4-mapped IPv6", mutate: func(si *mcsv1beta1.ServiceImport) { si.Spec.IPs = []string{"::ffff:10.250.0.10"} }, wantReason: ReasonInvalidIP},
 		{name: "two ips of one family", mutate: func(si *mcsv1beta1.ServiceImport) { si.Spec.IPs = []string{"10.250.0.10", "10.250.0.11"} }, wantReason: ReasonInvalidIP},
-		{name: "three ips", mutate: func(si *mcsv1beta1.ServiceImport) { si.Spec.IPs = []string{"10.250.0.10", "fd00:10:250::a", "10.250.0.11"} }, wantReason: ReasonInvalidIP},
+		{name: "three ips", mutate: func(si *mcsv1beta1.ServiceImport) {
+			si.Spec.IPs = []string{"10.250.0.10", "fd00:10:250::a", "10.250.0.11"}
+		}, wantReason: ReasonInvalidIP},
 		{name: "ip outside the clusterset range", mutate: func(si *mcsv1beta1.ServiceImport) { si.Spec.IPs = []string{"10.96.0.1"} }, wantReason: ReasonIPOutsideClusterSetCIDR},
 		{name: "public ip is not capturable", mutate: func(si *mcsv1beta1.ServiceImport) { si.Spec.IPs = []string{"8.8.8.8"} }, wantReason: ReasonIPOutsideClusterSetCIDR},
 		{
