@@ -1,0 +1,73 @@
+// Package crds provides the CustomResourceDefinitions of the MCS API, as
+// published by sigs.k8s.io/mcs-api, and installs them.
+package crds
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	mcscrd "sigs.k8s.io/mcs-api/config/crd"
+	"sigs.k8s.io/yaml"
+)
+
+// ServiceImport returns the ServiceImport CRD of mcs-api.
+func ServiceImport() (*apiextensionsv1.CustomResourceDefinition, error) {
+	return decode(mcscrd.ServiceImportCRD)
+}
+
+// ServiceExport returns the ServiceExport CRD of mcs-api.
+func ServiceExport() (*apiextensionsv1.CustomResourceDefinition, error) {
+	return decode(mcscrd.ServiceExportCRD)
+}
+
+func decode(data []byte) (*apiextensionsv1.CustomResourceDefinition, error) {
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.UnmarshalStrict(data, crd); err != nil {
+		return nil, fmt.Errorf("decoding CRD: %w", err)
+	}
+	return crd, nil
+}
+
+// Install creates or updates each CRD and waits until all are established.
+func Install(ctx context.Context, client apiextensionsclient.Interface, crds ...*apiextensionsv1.CustomResourceDefinition) error {
+	api := client.ApiextensionsV1().CustomResourceDefinitions()
+	for _, crd := range crds {
+		_, err := api.Create(ctx, crd, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			existing, getErr := api.Get(ctx, crd.Name, metav1.GetOptions{})
+			if getErr != nil {
+				return getErr
+			}
+			update := crd.DeepCopy()
+			update.ResourceVersion = existing.ResourceVersion
+			_, err = api.Update(ctx, update, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			return fmt.Errorf("installing CRD %s: %w", crd.Name, err)
+		}
+	}
+	for _, crd := range crds {
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			got, err := api.Get(ctx, crd.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			for _, c := range got.Status.Conditions {
+				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			return fmt.Errorf("CRD %s not established: %w", crd.Name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,26 @@
+package crds
+
+import "testing"
+
+func TestEmbeddedCRDs(t *testing.T) {
+	si, err := ServiceImport()
+	if err != nil {
+		t.Fatal(err)
+	}
+	se, err := ServiceExport()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if si.Name != "serviceimports.multicluster.x-k8s.io" || se.Name != "serviceexports.multicluster.x-k8s.io" {
+		t.Errorf("unexpected CRD names %q, %q", si.Name, se.Name)
+	}
+	storage := ""
+	for _, v := range si.Spec.Versions {
+		if v.Storage {
+			storage = v.Name
+		}
+	}
+	if storage != "v1beta1" {
+		t.Errorf("ServiceImport storage version is %q; kube-proxy prefers v1beta1", storage)
+	}
+}
