@@ -4,6 +4,7 @@ package crds
 
 import (
 	"context"
+	_ "embed" // the ClusterProperty CRD manifest
 	"fmt"
 	"time"
 
@@ -15,6 +16,28 @@ import (
 	mcscrd "sigs.k8s.io/mcs-api/config/crd"
 	"sigs.k8s.io/yaml"
 )
+
+//go:embed clusterproperty.yaml
+var clusterPropertyCRD []byte
+
+// ClusterProperty returns the ClusterProperty CRD (KEP-2149).
+func ClusterProperty() (*apiextensionsv1.CustomResourceDefinition, error) {
+	return decode(clusterPropertyCRD)
+}
+
+// All returns the CRDs a clusterset member needs: ServiceExport,
+// ServiceImport and ClusterProperty.
+func All() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	var out []*apiextensionsv1.CustomResourceDefinition
+	for _, get := range []func() (*apiextensionsv1.CustomResourceDefinition, error){ServiceExport, ServiceImport, ClusterProperty} {
+		crd, err := get()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, crd)
+	}
+	return out, nil
+}
 
 // ServiceImport returns the ServiceImport CRD of mcs-api.
 func ServiceImport() (*apiextensionsv1.CustomResourceDefinition, error) {

@@ -24,3 +24,13 @@ func TestEmbeddedCRDs(t *testing.T) {
 		t.Errorf("ServiceImport storage version is %q; kube-proxy prefers v1beta1", storage)
 	}
 }
+
+func TestAll(t *testing.T) {
+	all, err := All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 3 || all[2].Name != "clusterproperties.about.k8s.io" || all[2].Spec.Scope != "Cluster" {
+		t.Errorf("unexpected CRDs: %d, last %q", len(all), all[len(all)-1].Name)
+	}
+}

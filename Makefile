@@ -1,0 +1,42 @@
+# The two commands a new user runs (see README.md):
+#   make demo   installs what is needed and runs the local multi-cluster demo
+#   make test   installs what is needed and runs every test
+SHELL := /usr/bin/env bash
+STAGING := staging/src/k8s.io/multiclusterservices
+GO_TEST_FLAGS ?= -timeout 40m
+FUZZTIME ?= 30s
+
+.PHONY: all deps tools build test unit-test integration-test fuzz demo bench clean
+
+all: build
+
+deps:
+	hack/install-deps.sh
+
+tools:
+	hack/build-tools.sh
+
+build:
+	hack/build.sh
+
+test: deps tools build
+	cd $(STAGING) && go test $(GO_TEST_FLAGS) ./...
+	go test $(GO_TEST_FLAGS) ./...
+
+# Unit tests only: no root, no binaries.
+unit-test:
+	cd $(STAGING) && go test -short ./...
+	go test -short ./pkg/...
+
+fuzz:
+	cd $(STAGING) && go test -run '^$$' -fuzz FuzzServiceForImport -fuzztime $(FUZZTIME) ./proxy
+	cd $(STAGING) && go test -run '^$$' -fuzz FuzzEndpointSliceForImport -fuzztime $(FUZZTIME) ./proxy
+
+demo: deps tools build
+	hack/demo.sh
+
+bench: deps build
+	hack/bench-kube-proxy.sh
+
+clean:
+	rm -rf _output
