@@ -52,7 +52,7 @@ type dataplane struct {
 	canary  int
 }
 
-func defaultConfig(t *testing.T, mode kubeproxyconfig.ProxyMode) *kubeproxyconfig.KubeProxyConfiguration {
+func defaultConfig(t testing.TB, mode kubeproxyconfig.ProxyMode) *kubeproxyconfig.KubeProxyConfiguration {
 	versioned := &kubeproxyconfigv1alpha1.KubeProxyConfiguration{}
 	proxyconfigscheme.Scheme.Default(versioned)
 	internal, err := proxyconfigscheme.Scheme.ConvertToVersion(versioned, kubeproxyconfig.SchemeGroupVersion)

@@ -41,6 +41,7 @@ type Proxier struct {
 	// importClaims maps a clusterset IP to the valid imports that use it;
 	// serviceClaims maps an IP to the local Services that use it.
 	importClaims  map[netip.Addr]sets.Set[types.NamespacedName]
+	importIPs     map[types.NamespacedName][]netip.Addr
 	serviceClaims map[netip.Addr]sets.Set[types.NamespacedName]
 	serviceIPs    map[types.NamespacedName][]netip.Addr
 
@@ -84,6 +85,7 @@ func NewProxier(logger klog.Logger, provider proxy.Provider, opts *mcsproxy.Opti
 		slices:         map[types.NamespacedName]*sliceState{},
 		slicesByImport: map[types.NamespacedName]sets.Set[types.NamespacedName]{},
 		importClaims:   map[netip.Addr]sets.Set[types.NamespacedName]{},
+		importIPs:      map[types.NamespacedName][]netip.Addr{},
 		serviceClaims:  map[netip.Addr]sets.Set[types.NamespacedName]{},
 		serviceIPs:     map[types.NamespacedName][]netip.Addr{},
 	}
@@ -303,6 +305,7 @@ func (p *Proxier) Reset() {
 	p.imports = map[types.NamespacedName]*importState{}
 	p.slicesByImport = map[types.NamespacedName]sets.Set[types.NamespacedName]{}
 	p.importClaims = map[netip.Addr]sets.Set[types.NamespacedName]{}
+	p.importIPs = map[types.NamespacedName][]netip.Addr{}
 }
 
 func (p *Proxier) reconcileImports(keys sets.Set[types.NamespacedName]) {
@@ -481,13 +484,17 @@ func (p *Proxier) claimants(svc *v1.Service) sets.Set[types.NamespacedName] {
 }
 
 func (p *Proxier) setImportClaims(key types.NamespacedName, svc *v1.Service) {
-	for ip, owners := range p.importClaims {
-		if owners.Has(key) {
+	for _, ip := range p.importIPs[key] {
+		if owners := p.importClaims[ip]; owners != nil {
 			owners.Delete(key)
 			if owners.Len() == 0 {
 				delete(p.importClaims, ip)
 			}
 		}
+	}
+	delete(p.importIPs, key)
+	if ips := claimIPs(svc); len(ips) > 0 {
+		p.importIPs[key] = ips
 	}
 	for _, ip := range claimIPs(svc) {
 		if p.importClaims[ip] == nil {

@@ -1,0 +1,258 @@
+package multicluster_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/testutil"
+	utilsysctl "k8s.io/component-helpers/node/util/sysctl"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/proxy"
+	kubeproxyconfig "k8s.io/kubernetes/pkg/proxy/apis/config"
+	"k8s.io/kubernetes/pkg/proxy/iptables"
+	proxymetrics "k8s.io/kubernetes/pkg/proxy/metrics"
+	"k8s.io/kubernetes/pkg/proxy/nftables"
+	proxyutil "k8s.io/kubernetes/pkg/proxy/util"
+	utiliptables "k8s.io/kubernetes/pkg/util/iptables"
+	mcsproxy "k8s.io/multiclusterservices/proxy"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/proxy/multicluster"
+)
+
+// benchNetNSEnv is set by hack/bench-kube-proxy.sh, which runs the
+// benchmark in a fresh network namespace: the benchmark programs the
+// kernel of the namespace it runs in, and must never touch a host's rules.
+const benchNetNSEnv = "MCS_BENCH_IN_NETNS"
+
+// BenchmarkFirstSync measures upstream's proxier syncing N ServiceImports
+// (through the multi-cluster Proxier) against N equivalent plain Services,
+// 10 endpoints each, in the same run: the time of the first full sync, of
+// an incremental sync after one endpoint changes, and the size of the
+// resulting ruleset. Run it with hack/bench-kube-proxy.sh.
+func BenchmarkFirstSync(b *testing.B) {
+	if os.Getenv(benchNetNSEnv) != "1" {
+		b.Skip("programs the kernel's rules; run hack/bench-kube-proxy.sh, which isolates it in a network namespace")
+	}
+	proxymetrics.RegisterMetrics(kubeproxyconfig.ProxyModeNFTables)
+	multicluster.RegisterMetrics()
+	for _, mode := range []kubeproxyconfig.ProxyMode{kubeproxyconfig.ProxyModeNFTables, kubeproxyconfig.ProxyModeIPTables} {
+		sizes := []int{1000, 10000}
+		if mode == kubeproxyconfig.ProxyModeIPTables {
+			// iptables-nft takes minutes beyond a few thousand Services.
+			sizes = []int{1000}
+		}
+		for _, n := range sizes {
+			for _, path := range []string{"services", "imports"} {
+				b.Run(fmt.Sprintf("%s/%s/%d", mode, path, n), func(b *testing.B) {
+					for i := 0; i < b.N; i++ {
+						r := measureSync(b, mode, n, path == "imports")
+						b.ReportMetric(r.first.Seconds(), "first-sync-s")
+						b.ReportMetric(r.incremental.Seconds()*1000, "incremental-sync-ms")
+						b.ReportMetric(float64(r.rules), "rules")
+						b.ReportMetric(float64(r.elements), "set-elements")
+						b.ReportMetric(r.feed.Seconds()*1000, "feed-ms")
+					}
+				})
+			}
+		}
+	}
+}
+
+type syncResult struct {
+	feed, first, incremental time.Duration
+	rules, elements          int
+}
+
+func measureSync(b *testing.B, mode kubeproxyconfig.ProxyMode, n int, imports bool) syncResult {
+	b.StopTimer()
+	flushRules()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg := benchConfig(b, mode)
+	recorder := &events.FakeRecorder{}
+	nodeIP := net.ParseIP("192.168.99.1")
+	var provider proxy.Provider
+	var err error
+	if mode == kubeproxyconfig.ProxyModeNFTables {
+		provider, err = nftables.NewProxier(ctx, cfg, v1.IPv4Protocol, proxyutil.NewNoOpLocalDetector(), "node-1", nodeIP, recorder, nil, false)
+	} else {
+		provider, err = iptables.NewProxier(ctx, cfg, v1.IPv4Protocol, utiliptables.New(utiliptables.ProtocolIPv4), utilsysctl.New(), proxyutil.NewNoOpLocalDetector(), "node-1", nodeIP, recorder, nil, false)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	var handler proxy.Provider = provider
+	var wrapper *multicluster.Proxier
+	if imports {
+		opts := &mcsproxy.Options{TrustedManagers: []string{mcsproxy.DefaultManagedBy}}
+		opts.ClusterSetIPCIDRs, _ = mcsproxy.ParseCIDRs([]string{"10.250.0.0/16"})
+		wrapper = multicluster.NewProxier(klog.Background(), provider, opts, nil)
+		handler = wrapper
+	}
+
+	// Feed everything before the first sync, as at start-up.
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		vip := fmt.Sprintf("10.250.%d.%d", i/250, i%250+1)
+		name := fmt.Sprintf("svc-%d", i)
+		if imports {
+			wrapper.OnServiceImportUpsert(&mcsv1beta1.ServiceImport{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: name, CreationTimestamp: metav1.NewTime(time.Unix(int64(i), 0))},
+				Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, IPs: []string{vip},
+					Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}}},
+			})
+			// Two source clusters, 5 endpoints each: 10 endpoints.
+			wrapper.OnMultiClusterEndpointSliceUpsert(benchSlice(name, "a", i, 0, true))
+			wrapper.OnMultiClusterEndpointSliceUpsert(benchSlice(name, "b", i, 5, true))
+		} else {
+			handler.OnServiceAdd(&v1.Service{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: name},
+				Spec: v1.ServiceSpec{Type: v1.ServiceTypeClusterIP, ClusterIP: vip, ClusterIPs: []string{vip}, IPFamilies: []v1.IPFamily{v1.IPv4Protocol},
+					Ports: []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}}},
+			})
+			handler.OnEndpointSliceAdd(benchSlice(name, "a", i, 0, false))
+			handler.OnEndpointSliceAdd(benchSlice(name, "b", i, 5, false))
+		}
+	}
+	feed := time.Since(start)
+
+	hist := proxymetrics.SyncProxyRulesLatency.WithLabelValues(string(v1.IPv4Protocol))
+	count0, _ := testutil.GetHistogramMetricCount(hist)
+	sum0, _ := testutil.GetHistogramMetricValue(hist)
+	b.StartTimer()
+	handler.OnServiceSynced()
+	handler.OnEndpointSlicesSynced()
+	if wrapper != nil {
+		wrapper.MultiClusterSynced()
+	}
+	go handler.SyncLoop()
+	waitForSyncs(b, hist, count0+1)
+	b.StopTimer()
+	sum1, _ := testutil.GetHistogramMetricValue(hist)
+	first := time.Duration((sum1 - sum0) * float64(time.Second))
+
+	// One endpoint of one source cluster changes.
+	count1, _ := testutil.GetHistogramMetricCount(hist)
+	if imports {
+		wrapper.OnMultiClusterEndpointSliceUpsert(benchSlice("svc-0", "a", 0, 1, true))
+	} else {
+		handler.OnEndpointSliceUpdate(benchSlice("svc-0", "a", 0, 0, false), benchSlice("svc-0", "a", 0, 1, false))
+	}
+	waitForSyncs(b, hist, count1+1)
+	sum2, _ := testutil.GetHistogramMetricValue(hist)
+	incremental := time.Duration((sum2 - sum1) * float64(time.Second))
+
+	rules, elements := countRules(b, mode)
+	return syncResult{feed: feed, first: first, incremental: incremental, rules: rules, elements: elements}
+}
+
+func benchConfig(b *testing.B, mode kubeproxyconfig.ProxyMode) *kubeproxyconfig.KubeProxyConfiguration {
+	cfg := defaultConfig(b, mode)
+	cfg.MinSyncPeriod.Duration = 0
+	return cfg
+}
+
+func benchSlice(service, cluster string, i, first int, mcs bool) *discoveryv1.EndpointSlice {
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "bench", Name: service + "-" + cluster},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{port("http", v1.ProtocolTCP, 8080)},
+	}
+	if mcs {
+		s.Labels = map[string]string{mcsv1beta1.LabelServiceName: service, mcsv1beta1.LabelSourceCluster: cluster, discoveryv1.LabelManagedBy: mcsproxy.DefaultManagedBy}
+	} else {
+		s.Labels = map[string]string{discoveryv1.LabelServiceName: service}
+	}
+	for e := first; e < first+5; e++ {
+		ready := true
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
+			Addresses:  []string{fmt.Sprintf("10.%d.%d.%d", 100+e, i/250, i%250+1)},
+			Conditions: discoveryv1.EndpointConditions{Ready: &ready},
+		})
+	}
+	return s
+}
+
+func waitForSyncs(b *testing.B, hist metrics.ObserverMetric, want uint64) {
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		got, _ := testutil.GetHistogramMetricCount(hist)
+		if got >= want {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("no sync within 10 minutes")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// countRules returns the number of rules and of set/map elements kube-proxy
+// wrote.
+func countRules(b *testing.B, mode kubeproxyconfig.ProxyMode) (rules, elements int) {
+	if mode == kubeproxyconfig.ProxyModeIPTables {
+		out, err := exec.Command("iptables-save").Output()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, line := range splitLines(string(out)) {
+			if len(line) > 3 && line[:3] == "-A " {
+				rules++
+			}
+		}
+		return rules, 0
+	}
+	out, err := exec.Command("nft", "-j", "list", "table", "ip", "kube-proxy").Output()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var doc struct {
+		Nftables []map[string]map[string]any `json:"nftables"`
+	}
+	if err := json.Unmarshal(out, &doc); err != nil {
+		b.Fatal(err)
+	}
+	for _, item := range doc.Nftables {
+		for kind, obj := range item {
+			switch kind {
+			case "rule":
+				rules++
+			case "set", "map":
+				if elems, ok := obj["elem"].([]any); ok {
+					elements += len(elems)
+				}
+			}
+		}
+	}
+	return rules, elements
+}
+
+func splitLines(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\n' {
+			out = append(out, s[start:i])
+			start = i + 1
+		}
+	}
+	return out
+}
+
+func flushRules() {
+	_ = exec.Command("nft", "flush", "ruleset").Run()
+	_ = exec.Command("iptables", "-t", "nat", "-F").Run()
+	_ = exec.Command("iptables", "-t", "filter", "-F").Run()
+}
