@@ -1,0 +1,101 @@
+package export
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net/netip"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// sliceHashLength is how many hex digits of a hash end an imported slice's
+// name: enough that two source slices practically never collide.
+const sliceHashLength = 10
+
+// SliceName is the name of the EndpointSlice that mirrors a source
+// cluster's slice sourceSlice of Service service. It is deterministic, so
+// that every member and every controller restart agree on it, and always a
+// valid object name: the readable prefix is cut so that the whole fits,
+// while the hash of the untruncated parts keeps it unique.
+func SliceName(service, cluster, sourceSlice string) string {
+	sum := sha256.Sum256([]byte(service + "/" + cluster + "/" + sourceSlice))
+	hash := hex.EncodeToString(sum[:])[:sliceHashLength]
+	prefix := service + "-" + cluster + "-"
+	if max := validation.DNS1123SubdomainMaxLength - sliceHashLength; len(prefix) > max {
+		prefix = prefix[:max]
+	}
+	return prefix + hash
+}
+
+// ImportedSlice returns the EndpointSlice members get for src, a slice of
+// the exported Service in source cluster cluster, or nil when src cannot
+// be imported (its address type is not IP). served holds the names of the
+// import's ports this cluster serves (Result.ServedPorts); other ports are
+// left out so that no traffic for them reaches this cluster's endpoints.
+//
+// The result carries the labels KEP-1645 asks for and never
+// kubernetes.io/service-name, which would make it a slice of a local
+// Service. Node names, hints and target references are dropped: they name
+// nodes, zones hints and Pods of another cluster. Endpoints without a valid
+// unicast address are dropped too, because a proxy rejects a whole slice
+// that has one. The caller sets the owner reference to the member's
+// ServiceImport.
+func ImportedSlice(src *discoveryv1.EndpointSlice, service, cluster, managedBy string, served map[string]bool) *discoveryv1.EndpointSlice {
+	var valid func(netip.Addr) bool
+	switch src.AddressType {
+	case discoveryv1.AddressTypeIPv4:
+		valid = netip.Addr.Is4
+	case discoveryv1.AddressTypeIPv6:
+		valid = func(a netip.Addr) bool { return a.Is6() && !a.Is4In6() }
+	default:
+		return nil
+	}
+	out := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      SliceName(service, cluster, src.Name),
+			Namespace: src.Namespace,
+			Labels: map[string]string{
+				mcsv1beta1.LabelServiceName:   service,
+				mcsv1beta1.LabelSourceCluster: cluster,
+				discoveryv1.LabelManagedBy:    managedBy,
+			},
+		},
+		AddressType: src.AddressType,
+	}
+	for _, p := range src.Ports {
+		name := ptr.Deref(p.Name, "")
+		if !served[name] || p.Port == nil {
+			continue
+		}
+		q := discoveryv1.EndpointPort{Name: ptr.To(name), Port: ptr.To(*p.Port), Protocol: ptr.To(ptr.Deref(p.Protocol, v1.ProtocolTCP))}
+		if p.AppProtocol != nil {
+			q.AppProtocol = ptr.To(*p.AppProtocol)
+		}
+		out.Ports = append(out.Ports, q)
+	}
+	for _, ep := range src.Endpoints {
+		var addrs []string
+		for _, s := range ep.Addresses {
+			if ip, err := netip.ParseAddr(s); err == nil && ip.Zone() == "" && valid(ip) && ip.IsGlobalUnicast() {
+				addrs = append(addrs, ip.String())
+			}
+		}
+		if len(addrs) == 0 {
+			continue
+		}
+		e := discoveryv1.Endpoint{Addresses: addrs, Conditions: *ep.Conditions.DeepCopy()}
+		if ep.Hostname != nil {
+			e.Hostname = ptr.To(*ep.Hostname)
+		}
+		if ep.Zone != nil {
+			e.Zone = ptr.To(*ep.Zone)
+		}
+		out.Endpoints = append(out.Endpoints, e)
+	}
+	return out
+}

@@ -1,0 +1,91 @@
+package export
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+func TestImportedSlice(t *testing.T) {
+	src := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-abcde", Labels: map[string]string{
+			discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io",
+		}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports: []discoveryv1.EndpointPort{
+			{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(v1.ProtocolTCP)},
+			{Name: ptr.To("metrics"), Port: ptr.To[int32](9090)},
+		},
+		Endpoints: []discoveryv1.Endpoint{
+			{
+				Addresses:  []string{"10.1.0.5"},
+				Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+				Hostname:   ptr.To("web-0"),
+				NodeName:   ptr.To("node-1"),
+				Zone:       ptr.To("zone-a"),
+				Hints:      &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "zone-a"}}},
+				TargetRef:  &v1.ObjectReference{Kind: "Pod", Name: "web-0"},
+			},
+			// A proxy rejects a whole slice with a loopback address.
+			{Addresses: []string{"127.0.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}},
+		},
+	}
+	got := ImportedSlice(src, "web", "cluster-a", "mcs-controller.multicluster.x-k8s.io", served("http"))
+	want := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: SliceName("web", "cluster-a", "web-abcde"), Labels: map[string]string{
+			mcsv1beta1.LabelServiceName:   "web",
+			mcsv1beta1.LabelSourceCluster: "cluster-a",
+			discoveryv1.LabelManagedBy:    "mcs-controller.multicluster.x-k8s.io",
+		}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(v1.ProtocolTCP)}},
+		Endpoints: []discoveryv1.Endpoint{{
+			Addresses:  []string{"10.1.0.5"},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+			Hostname:   ptr.To("web-0"),
+			Zone:       ptr.To("zone-a"),
+		}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ImportedSlice (-want +got):\n%s", diff)
+	}
+	if _, ok := got.Labels[discoveryv1.LabelServiceName]; ok {
+		t.Errorf("an imported slice must not belong to a local Service")
+	}
+
+	// Ports with no name default to "" and are kept when "" is served.
+	src.Ports = []discoveryv1.EndpointPort{{Port: ptr.To[int32](8080)}}
+	if got := ImportedSlice(src, "web", "cluster-a", "m", served("")); len(got.Ports) != 1 || *got.Ports[0].Protocol != v1.ProtocolTCP {
+		t.Errorf("unnamed port: %+v", got.Ports)
+	}
+	src.AddressType = discoveryv1.AddressTypeFQDN
+	if got := ImportedSlice(src, "web", "cluster-a", "m", served("http")); got != nil {
+		t.Errorf("an FQDN slice cannot be imported, got %v", got)
+	}
+}
+
+func TestSliceName(t *testing.T) {
+	a := SliceName("web", "cluster-a", "web-abcde")
+	if a != SliceName("web", "cluster-a", "web-abcde") {
+		t.Errorf("not deterministic")
+	}
+	if !strings.HasPrefix(a, "web-cluster-a-") || len(a) != len("web-cluster-a-")+sliceHashLength {
+		t.Errorf("name %q", a)
+	}
+	for _, other := range []string{SliceName("web", "cluster-b", "web-abcde"), SliceName("web", "cluster-a", "web-fghij"), SliceName("web-cluster", "a", "web-abcde")} {
+		if other == a {
+			t.Errorf("two sources share the name %q", a)
+		}
+	}
+	long := SliceName(strings.Repeat("s", 63), strings.Repeat("c", 253), strings.Repeat("x", 253))
+	if errs := validation.IsDNS1123Subdomain(long); len(errs) > 0 {
+		t.Errorf("long name %q: %v", long, errs)
+	}
+}

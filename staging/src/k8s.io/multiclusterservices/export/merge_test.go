@@ -1,0 +1,386 @@
+package export
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+var epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// export builds cluster's export created age minutes after the epoch, of a
+// single-stack ClusterIP Service with one "http" port 80/TCP, then mutated.
+func export(cluster string, minute int, mutate func(*v1.Service, *mcsv1beta1.ServiceExport)) Export {
+	se := &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{
+		Namespace: "ns", Name: "web", CreationTimestamp: metav1.NewTime(epoch.Add(time.Duration(minute) * time.Minute)),
+	}}
+	svc := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
+		Spec: v1.ServiceSpec{
+			Type:            v1.ServiceTypeClusterIP,
+			ClusterIP:       "10.96.0.10",
+			IPFamilies:      []v1.IPFamily{v1.IPv4Protocol},
+			SessionAffinity: v1.ServiceAffinityNone,
+			Ports:           []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}},
+		},
+	}
+	if mutate != nil {
+		mutate(svc, se)
+	}
+	return Export{Cluster: cluster, ServiceExport: se, Service: svc}
+}
+
+func ports(p ...mcsv1beta1.ServicePort) []mcsv1beta1.ServicePort { return p }
+
+func port(name string, number int32, protocol v1.Protocol) mcsv1beta1.ServicePort {
+	return mcsv1beta1.ServicePort{Name: name, Port: number, Protocol: protocol}
+}
+
+func served(names ...string) map[string]bool {
+	m := map[string]bool{}
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+// conflict is a Conflict as a test states it.
+type conflict struct {
+	reason mcsv1beta1.ServiceExportConditionReason
+	field  string
+	winner string
+	losers []string
+}
+
+func TestMerge(t *testing.T) {
+	cluster := ptr.To(v1.ServiceInternalTrafficPolicyCluster)
+	tests := []struct {
+		name    string
+		exports []Export
+		// want, when set, is compared with the whole spec.
+		want          *mcsv1beta1.ServiceImportSpec
+		wantPorts     []mcsv1beta1.ServicePort
+		wantServed    map[string]map[string]bool
+		wantConflicts []conflict
+		check         func(t *testing.T, r Result)
+	}{
+		{
+			name:    "one export fills every field of the import",
+			exports: []Export{export("a", 0, nil)},
+			want: &mcsv1beta1.ServiceImportSpec{
+				Type:                  mcsv1beta1.ClusterSetIP,
+				Ports:                 ports(port("http", 80, v1.ProtocolTCP)),
+				SessionAffinity:       v1.ServiceAffinityNone,
+				InternalTrafficPolicy: cluster,
+				IPFamilies:            []v1.IPFamily{v1.IPv4Protocol},
+			},
+			wantServed: map[string]map[string]bool{"a": served("http")},
+		},
+		{
+			name: "identical exports do not conflict, and unset fields equal their defaults",
+			exports: []Export{
+				export("a", 0, nil),
+				export("b", 1, func(s *v1.Service, _ *mcsv1beta1.ServiceExport) {
+					s.Spec.SessionAffinity, s.Spec.Ports[0].Protocol = "", ""
+					s.Spec.InternalTrafficPolicy = cluster
+				}),
+			},
+			wantPorts:  ports(port("http", 80, v1.ProtocolTCP)),
+			wantServed: map[string]map[string]bool{"a": served("http"), "b": served("http")},
+		},
+		{
+			name: "different port names are unioned, each cluster serving its own",
+			exports: []Export{
+				export("a", 0, nil),
+				export("b", 1, func(s *v1.Service, _ *mcsv1beta1.ServiceExport) {
+					s.Spec.Ports = append(s.Spec.Ports, v1.ServicePort{Name: "metrics", Protocol: v1.ProtocolTCP, Port: 9090})
+				}),
+				export("c", 2, func(s *v1.Service, _ *mcsv1beta1.ServiceExport) {
+					s.Spec.Ports = []v1.ServicePort{{Name: "dns", Protocol: v1.ProtocolUDP, Port: 53}}
+				}),
+			},
+			wantPorts:  ports(port("http", 80, v1.ProtocolTCP), port("metrics", 9090, v1.ProtocolTCP), port("dns", 53, v1.ProtocolUDP)),
+			wantServed: map[string]map[string]bool{"a": served("http"), "b": served("http", "metrics"), "c": served("dns")},
+		},
+		{
+			name: "a port name with another number: the oldest export's port wins, the other cluster does not serve it",
+			exports: []Export{
+				export("b", 5, func(s *v1.Service, _ *mcsv1beta1.ServiceExport) { s.Spec.Ports[0].Port = 8080 }),
+				export("a", 0, nil),
+				export("c", 9, nil),
+			},
+			wantPorts:     ports(port("http", 80, v1.ProtocolTCP)),
+			wantServed:    map[string]map[string]bool{"a": served("http"), "b": served(), "c": served("http")},
+			wantConflicts: []conflict{{mcsv1beta1.ServiceExportReasonPortConflict, `port "http"`, "a", []string{"b"}}},
+		},
+		{
+			name: "a port name with another protocol conflicts",
+			exports: []Export{
+				export("a", 0, nil),
+				export("b", 1, func(s *v1.Service, _ *mcsv1beta1.ServiceExport) { s.Spec.Ports[0].Protocol = v1.ProtocolUDP }),
+			},
+			wantPorts:     ports(port("http", 80, v1.ProtocolTCP)),
+			wantServed:    map[string]map[string]bool{"a": served("http"), "b": served()},
+			wantConflicts: []conflict{{mcsv1beta1.ServiceExportReasonPortConflict, `port "http"`, "a", []string{"b"}}},
+		},
+		{
+			name: "a port name with another appProtocol conflicts",
+			exports: []Export{
+				export("a", 0, func(s *v1.Service, _ *mcsv1beta1.ServiceExport) { s.Spec.Ports[0].AppProtocol = ptr.To("http") }),
+				export("b", 1, func(s *v1.Service, _ *mcsv1beta1.ServiceExport) {
+					s.Spec.Ports[0].AppProtocol = ptr.To("kubernetes.io/h2c")
+				}),
+			},
+			wantPorts:     ports(mcsv1beta1.ServicePort{Name: "http", Port: 80, Protocol: v1.ProtocolTCP, AppProtocol: ptr.To("http")}),
+			wantServed:    map[string]map[string]bool{"a": served("http"), "b": served()},
+			wantConflicts: []conflict{{mcsv1beta1.ServiceExportReasonPortConflict, `port "http"`, "a", []string{"b"}}},
+		},
+		{
+			name: "one port number and protocol under two names is listed once",
+			exports: []Export{
+				export("a", 0, nil),
+				export("b", 1, func(s *v1.Service, _ *mcsv1beta1.ServiceExport) { s.Spec.Ports[0].Name = "web" }),
+			},
+			wantPorts:     ports(port("http", 80, v1.ProtocolTCP)),
+			wantServed:    map[string]map[string]bool{"a": served("http"), "b": served()},
+			wantConflicts: []conflict{{mcsv1beta1.ServiceExportReasonPortConflict, `port "http"`, "a", []string{"b"}}},
+		},
+		{
+			name: "an unnamed port cannot join a named one",
+			exports: []Export{
+				export("a", 0, nil),
+				export("b", 1, func(s *v1.Service, _ *mcsv1beta1.ServiceExport) {
+					s.Spec.Ports = []v1.ServicePort{{Protocol: v1.ProtocolTCP, Port: 8080}}
+				}),
+			},
+			wantPorts:     ports(port("http", 80, v1.ProtocolTCP)),
+			wantServed:    map[string]map[string]bool{"a": served("http"), "b": served()},
+			wantConflicts: []conflict{{mcsv1beta1.ServiceExportReasonPortConflict, `port "http"`, "a", []string{"b"}}},
+		},
+		{
+			name: "a named port cannot join an unnamed one",
+			exports: []Export{
+				export("a", 0, func(s *v1.Service, _ *mcsv1beta1.ServiceExport) { s.Spec.Ports[0].Name = "" }),
+				export("b", 1, func(s *v1.Service, _ *mcsv1beta1.ServiceExport) { s.Spec.Ports[0].Port = 8080 }),
+				export("c", 2, func(s *v1.Service, _ *mcsv1beta1.ServiceExport) { s.Spec.Ports[0].Name = "" }),
+			},
+			wantPorts:     ports(port("", 80, v1.ProtocolTCP)),
+			wantServed:    map[string]map[string]bool{"a": served(""), "b": served(), "c": served("")},
+			wantConflicts: []conflict{{mcsv1beta1.ServiceExportReasonPortConflict, `port ""`, "a", []string{"b"}}},
+		},
+		{
+			name: "headlessness follows the oldest export",
+			exports: []Export{
+				export("a", 1, nil),
+				export("b", 0, func(s *v1.Service, _ *mcsv1beta1.ServiceExport) { s.Spec.ClusterIP = v1.ClusterIPNone }),
+			},
+			check: func(t *testing.T, r Result) {
+				if r.Spec.Type != mcsv1beta1.Headless {
+					t.Errorf("type = %s, want Headless", r.Spec.Type)
+				}
+			},
+			wantConflicts: []conflict{{mcsv1beta1.ServiceExportReasonTypeConflict, "type", "b", []string{"a"}}},
+		},
+		{
+			name: "equal creation times are ordered by cluster ID",
+			exports: []Export{
+				export("b", 0, func(s *v1.Service, _ *mcsv1beta1.ServiceExport) { s.Spec.ClusterIP = v1.ClusterIPNone }),
+				export("a", 0, nil),
+			},
+			check: func(t *testing.T, r Result) {
+				if r.Spec.Type != mcsv1beta1.ClusterSetIP {
+					t.Errorf("type = %s, want ClusterSetIP from cluster a", r.Spec.Type)
+				}
+			},
+			wantConflicts: []conflict{{mcsv1beta1.ServiceExportReasonTypeConflict, "type", "a", []string{"b"}}},
+		},
+		{
+			name: "session affinity and its timeout",
+			exports: []Export{
+				export("a", 0, func(s *v1.Service, _ *mcsv1beta1.ServiceExport) {
+					s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
+					s.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](60)}}
+				}),
+				export("b", 1, func(s *v1.Service, _ *mcsv1beta1.ServiceExport) { s.Spec.SessionAffinity = v1.ServiceAffinityClientIP }),
+				export("c", 2, nil),
+			},
+			check: func(t *testing.T, r Result) {
+				if r.Spec.SessionAffinity != v1.ServiceAffinityClientIP || *r.Spec.SessionAffinityConfig.ClientIP.TimeoutSeconds != 60 {
+					t.Errorf("affinity = %s %v, want ClientIP with 60 s", r.Spec.SessionAffinity, r.Spec.SessionAffinityConfig)
+				}
+			},
+			wantConflicts: []conflict{
+				{mcsv1beta1.ServiceExportReasonSessionAffinityConflict, "sessionAffinity", "a", []string{"c"}},
+				{mcsv1beta1.ServiceExportReasonSessionAffinityConfigConflict, "sessionAffinityConfig.clientIP.timeoutSeconds", "a", []string{"b"}},
+			},
+		},
+		{
+			name: "internal traffic policy, traffic distribution and IP families",
+			exports: []Export{
+				export("a", 0, func(s *v1.Service, _ *mcsv1beta1.ServiceExport) {
+					s.Spec.IPFamilies = []v1.IPFamily{v1.IPv6Protocol, v1.IPv4Protocol}
+					s.Spec.TrafficDistribution = ptr.To(v1.ServiceTrafficDistributionPreferClose)
+				}),
+				// The same families in another order serve the same endpoints.
+				export("b", 1, func(s *v1.Service, _ *mcsv1beta1.ServiceExport) {
+					s.Spec.IPFamilies = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
+					s.Spec.TrafficDistribution = ptr.To(v1.ServiceTrafficDistributionPreferClose)
+					s.Spec.InternalTrafficPolicy = ptr.To(v1.ServiceInternalTrafficPolicyLocal)
+				}),
+				export("c", 2, nil),
+			},
+			check: func(t *testing.T, r Result) {
+				if want := []v1.IPFamily{v1.IPv6Protocol, v1.IPv4Protocol}; !slices.Equal(r.Spec.IPFamilies, want) {
+					t.Errorf("ipFamilies = %v, want %v", r.Spec.IPFamilies, want)
+				}
+				if *r.Spec.InternalTrafficPolicy != v1.ServiceInternalTrafficPolicyCluster || *r.Spec.TrafficDistribution != v1.ServiceTrafficDistributionPreferClose {
+					t.Errorf("internalTrafficPolicy %s, trafficDistribution %s", *r.Spec.InternalTrafficPolicy, *r.Spec.TrafficDistribution)
+				}
+			},
+			wantConflicts: []conflict{
+				{mcsv1beta1.ServiceExportReasonInternalTrafficPolicyConflict, "internalTrafficPolicy", "a", []string{"b"}},
+				{mcsv1beta1.ServiceExportReasonTrafficDistributionConflict, "trafficDistribution", "a", []string{"c"}},
+				{mcsv1beta1.ServiceExportReasonIPFamilyConflict, "ipFamilies", "a", []string{"c"}},
+			},
+		},
+		{
+			name: "exported labels and annotations are unioned, the oldest value winning",
+			exports: []Export{
+				export("a", 0, func(_ *v1.Service, se *mcsv1beta1.ServiceExport) {
+					se.Spec.ExportedLabels = map[string]string{"tier": "web", "team": "a"}
+					se.Spec.ExportedAnnotations = map[string]string{"note": "x"}
+				}),
+				export("b", 1, func(_ *v1.Service, se *mcsv1beta1.ServiceExport) {
+					se.Spec.ExportedLabels = map[string]string{"tier": "frontend", "env": "prod"}
+					se.Spec.ExportedAnnotations = map[string]string{"note": "y"}
+				}),
+			},
+			check: func(t *testing.T, r Result) {
+				if diff := cmp.Diff(map[string]string{"tier": "web", "team": "a", "env": "prod"}, r.Labels); diff != "" {
+					t.Errorf("labels (-want +got):\n%s", diff)
+				}
+				if diff := cmp.Diff(map[string]string{"note": "x"}, r.Annotations); diff != "" {
+					t.Errorf("annotations (-want +got):\n%s", diff)
+				}
+			},
+			wantConflicts: []conflict{
+				{mcsv1beta1.ServiceExportReasonLabelsConflict, `exportedLabels["tier"]`, "a", []string{"b"}},
+				{mcsv1beta1.ServiceExportReasonAnnotationsConflict, `exportedAnnotations["note"]`, "a", []string{"b"}},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Merge(tt.exports)
+			if tt.want != nil {
+				if diff := cmp.Diff(*tt.want, r.Spec); diff != "" {
+					t.Errorf("spec (-want +got):\n%s", diff)
+				}
+			}
+			if tt.wantPorts != nil {
+				if diff := cmp.Diff(tt.wantPorts, r.Spec.Ports); diff != "" {
+					t.Errorf("ports (-want +got):\n%s", diff)
+				}
+			}
+			if tt.wantServed != nil {
+				if diff := cmp.Diff(tt.wantServed, r.ServedPorts); diff != "" {
+					t.Errorf("served ports (-want +got):\n%s", diff)
+				}
+			}
+			var got []conflict
+			for _, c := range r.Conflicts {
+				got = append(got, conflict{c.Reason, c.Field, c.Winner, c.Losers})
+				if c.Of != len(tt.exports) {
+					t.Errorf("conflict %s counts %d exports, want %d", c.Field, c.Of, len(tt.exports))
+				}
+			}
+			if diff := cmp.Diff(tt.wantConflicts, got, cmp.AllowUnexported(conflict{})); diff != "" {
+				t.Errorf("conflicts (-want +got):\n%s", diff)
+			}
+			if tt.check != nil {
+				tt.check(t, r)
+			}
+			// The order the caller lists exports in never matters.
+			reversed := slices.Clone(tt.exports)
+			slices.Reverse(reversed)
+			if diff := cmp.Diff(r, Merge(reversed)); diff != "" {
+				t.Errorf("merge depends on input order (-forward +reversed):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestMergeListsClustersSorted(t *testing.T) {
+	r := Merge([]Export{export("c", 0, nil), export("a", 2, nil), export("b", 1, nil)})
+	if want := []string{"a", "b", "c"}; !slices.Equal(r.Clusters, want) {
+		t.Errorf("clusters = %v, want %v", r.Clusters, want)
+	}
+	if r := Merge(nil); r.Clusters != nil || r.Spec.Ports != nil {
+		t.Errorf("Merge(nil) = %+v, want the zero Result", r)
+	}
+}
+
+func TestConflictCondition(t *testing.T) {
+	none := ConflictCondition(nil)
+	if none.Status != metav1.ConditionFalse || none.Reason != string(mcsv1beta1.ServiceExportReasonNoConflicts) {
+		t.Errorf("no conflicts: %+v", none)
+	}
+	r := Merge([]Export{
+		export("a", 0, nil),
+		export("b", 1, func(s *v1.Service, _ *mcsv1beta1.ServiceExport) {
+			s.Spec.Ports[0].Port = 8080
+			s.Spec.ClusterIP = v1.ClusterIPNone
+		}),
+		export("c", 2, func(s *v1.Service, _ *mcsv1beta1.ServiceExport) { s.Spec.Ports[0].Port = 8080 }),
+	})
+	c := ConflictCondition(r.Conflicts)
+	if c.Status != metav1.ConditionTrue || c.Reason != "TypeConflict,PortConflict" {
+		t.Errorf("status %s reason %q, want True TypeConflict,PortConflict", c.Status, c.Reason)
+	}
+	want := `Conflicting type. Using "ClusterSetIP" from oldest service export in "a". 1/3 clusters disagree: b. ` +
+		`Conflicting port "http". Using 80/TCP from oldest service export in "a". 2/3 clusters disagree: b, c.`
+	if c.Message != want {
+		t.Errorf("message:\n got %s\nwant %s", c.Message, want)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	deleting := metav1.Now()
+	tests := []struct {
+		name   string
+		svc    *v1.Service
+		valid  bool
+		reason mcsv1beta1.ServiceExportConditionReason
+	}{
+		{"no Service", nil, false, mcsv1beta1.ServiceExportReasonNoService},
+		{"Service being deleted", &v1.Service{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &deleting}}, false, mcsv1beta1.ServiceExportReasonNoService},
+		{"ExternalName", &v1.Service{Spec: v1.ServiceSpec{Type: v1.ServiceTypeExternalName}}, false, mcsv1beta1.ServiceExportReasonInvalidServiceType},
+		{"ClusterIP", &v1.Service{Spec: v1.ServiceSpec{Type: v1.ServiceTypeClusterIP}}, true, mcsv1beta1.ServiceExportReasonValid},
+		{"NodePort exports as a ClusterSetIP service", &v1.Service{Spec: v1.ServiceSpec{Type: v1.ServiceTypeNodePort}}, true, mcsv1beta1.ServiceExportReasonValid},
+		{"headless", &v1.Service{Spec: v1.ServiceSpec{ClusterIP: v1.ClusterIPNone}}, true, mcsv1beta1.ServiceExportReasonValid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := Validate(tt.svc)
+			if v.Valid != tt.valid || v.Reason != tt.reason {
+				t.Errorf("Validate = %v %s, want %v %s", v.Valid, v.Reason, tt.valid, tt.reason)
+			}
+			conds := ExportConditions(v, []Conflict{{Reason: mcsv1beta1.ServiceExportReasonPortConflict}}, "")
+			want := map[string]metav1.ConditionStatus{"Valid": metav1.ConditionFalse, "Ready": metav1.ConditionFalse, "Conflict": metav1.ConditionFalse}
+			if tt.valid {
+				want = map[string]metav1.ConditionStatus{"Valid": metav1.ConditionTrue, "Ready": metav1.ConditionTrue, "Conflict": metav1.ConditionTrue}
+			}
+			for _, c := range conds {
+				if c.Status != want[c.Type] {
+					t.Errorf("condition %s = %s, want %s", c.Type, c.Status, want[c.Type])
+				}
+			}
+		})
+	}
+}
