@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 // and keeps the Services and EndpointSlices a real proxier would hold.
 type recordingProvider struct {
 	proxy.Provider // nil: calling anything not overridden panics
+	mu             sync.Mutex
 	calls          []string
 	services       map[string]*v1.Service
 	slices         map[string]*discoveryv1.EndpointSlice
@@ -37,34 +39,56 @@ func svcKey(s *v1.Service) string                  { return s.Namespace + "/" + 
 func sliceKey(s *discoveryv1.EndpointSlice) string { return s.Namespace + "/" + s.Name }
 
 func (r *recordingProvider) OnServiceAdd(s *v1.Service) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.calls = append(r.calls, "ServiceAdd "+svcKey(s))
 	r.services[svcKey(s)] = s
 }
 func (r *recordingProvider) OnServiceUpdate(old, s *v1.Service) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.calls = append(r.calls, "ServiceUpdate "+svcKey(s))
 	r.services[svcKey(s)] = s
 }
 func (r *recordingProvider) OnServiceDelete(s *v1.Service) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.calls = append(r.calls, "ServiceDelete "+svcKey(s))
 	delete(r.services, svcKey(s))
 }
-func (r *recordingProvider) OnServiceSynced() { r.calls = append(r.calls, "ServiceSynced") }
+func (r *recordingProvider) OnServiceSynced() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, "ServiceSynced")
+}
 func (r *recordingProvider) OnEndpointSliceAdd(s *discoveryv1.EndpointSlice) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.calls = append(r.calls, "SliceAdd "+sliceKey(s))
 	r.slices[sliceKey(s)] = s
 }
 func (r *recordingProvider) OnEndpointSliceUpdate(old, s *discoveryv1.EndpointSlice) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.calls = append(r.calls, "SliceUpdate "+sliceKey(s))
 	r.slices[sliceKey(s)] = s
 }
 func (r *recordingProvider) OnEndpointSliceDelete(s *discoveryv1.EndpointSlice) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.calls = append(r.calls, "SliceDelete "+sliceKey(s))
 	delete(r.slices, sliceKey(s))
 }
-func (r *recordingProvider) OnEndpointSlicesSynced() { r.calls = append(r.calls, "SlicesSynced") }
+func (r *recordingProvider) OnEndpointSlicesSynced() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, "SlicesSynced")
+}
 
 // takeCalls returns the calls recorded since the last takeCalls.
 func (r *recordingProvider) takeCalls() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	c := r.calls
 	r.calls = nil
 	return c

@@ -1,0 +1,192 @@
+package multicluster
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsfake "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/fake"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	clientfeatures "k8s.io/client-go/features"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/component-base/featuregate"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
+	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
+	mcsfake "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned/fake"
+)
+
+func serviceImportCRD(served ...string) *apiextensionsv1.CustomResourceDefinition {
+	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: ServiceImportCRDName}}
+	for _, v := range served {
+		crd.Spec.Versions = append(crd.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{Name: v, Served: true})
+	}
+	crd.Status.Conditions = []apiextensionsv1.CustomResourceDefinitionCondition{{Type: apiextensionsv1.Established, Status: apiextensionsv1.ConditionTrue}}
+	return crd
+}
+
+// waitCalls collects proxier calls until they include every wanted call,
+// in order, and returns them.
+func (f *fixture) waitCalls(want ...string) []string {
+	return f.waitFor(containsInOrder, want)
+}
+
+// waitCallsAnyOrder is waitCalls for calls whose order depends on which
+// informer delivers first.
+func (f *fixture) waitCallsAnyOrder(want ...string) []string {
+	return f.waitFor(func(got, want []string) bool {
+		for _, w := range want {
+			if !slices.Contains(got, w) {
+				return false
+			}
+		}
+		return true
+	}, want)
+}
+
+func (f *fixture) waitFor(match func(got, want []string) bool, want []string) []string {
+	f.t.Helper()
+	var got []string
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got = append(got, f.provider.takeCalls()...)
+		if match(got, want) {
+			return got
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("proxier calls %q do not include %q", got, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func containsInOrder(got, want []string) bool {
+	i := 0
+	for _, g := range got {
+		if i < len(want) && g == want[i] {
+			i++
+		}
+	}
+	return i == len(want)
+}
+
+// TestWatcherFollowsTheCRD drives the watcher with fake API clients and
+// checks what reaches the proxier as the CRD, imports and slices change.
+func TestWatcherFollowsTheCRD(t *testing.T) {
+	// mcs-api's generated fake predates streaming lists: informers on it
+	// would wait for a bookmark it never sends. Real apiservers have them.
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, featuregate.Feature(clientfeatures.WatchListClient), false)
+	f := newFixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	slice := mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1")
+	localSlice := mcsSlice("ns", "local-abc", "web", "cluster-a", "10.1.0.9")
+	localSlice.Labels["kubernetes.io/service-name"] = "local"
+	kube := kubefake.NewClientset(slice, localSlice)
+	si := serviceImport("ns", "web", 0, "10.250.0.10")
+	mcs := mcsfake.NewSimpleClientset(si)
+	ext := apiextensionsfake.NewClientset()
+
+	f.proxier.OnServiceSynced()
+	f.proxier.OnEndpointSlicesSynced()
+	w := &Watcher{Proxier: f.proxier, KubeClient: kube, MCSClient: mcs, CRDClient: ext}
+	w.Start(ctx)
+
+	// No CRD: the proxier's first sync is released, nothing else happens.
+	got := f.waitCalls("ServiceSynced", "SlicesSynced")
+	if len(got) != 2 {
+		t.Errorf("without the CRD the proxier got %q", got)
+	}
+
+	crds := ext.ApiextensionsV1().CustomResourceDefinitions()
+	if _, err := crds.Create(ctx, serviceImportCRD("v1alpha1", "v1beta1"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got = f.waitCallsAnyOrder("SliceAdd ns/web-a", "ServiceAdd ns/web.clusterset")
+	for _, c := range got {
+		if strings.Contains(c, "local-abc") {
+			t.Errorf("a local Service's slice came through the MCS watcher: %q", c)
+		}
+	}
+
+	// Updates and deletions of imports and slices follow.
+	changed := si.DeepCopy()
+	changed.Spec.Ports[0].Port = 8080
+	if _, err := mcs.MulticlusterV1beta1().ServiceImports("ns").Update(ctx, changed, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitCalls("ServiceUpdate ns/web.clusterset")
+	moved := slice.DeepCopy()
+	moved.Endpoints[0].Addresses = []string{"10.1.0.2"}
+	if _, err := kube.DiscoveryV1().EndpointSlices("ns").Update(ctx, moved, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitCalls("SliceUpdate ns/web-a")
+	if got := f.provider.slices["ns/web-a"]; got == nil || got.Endpoints[0].Addresses[0] != "10.1.0.2" {
+		t.Errorf("proxier holds %+v, want the updated slice", got)
+	}
+
+	// The CRD goes: everything it brought goes.
+	if err := crds.Delete(ctx, ServiceImportCRDName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitCalls("ServiceDelete ns/web.clusterset", "SliceDelete ns/web-a")
+	if len(f.provider.services) != 0 || len(f.provider.slices) != 0 {
+		t.Errorf("after the CRD was deleted the proxier still holds %v %v", f.provider.services, f.provider.slices)
+	}
+
+	// An older CRD serving only v1alpha1 works too.
+	alpha := &mcsv1alpha1.ServiceImport{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
+		Spec: mcsv1alpha1.ServiceImportSpec{Type: mcsv1alpha1.ClusterSetIP, IPs: []string{"10.250.0.10"},
+			Ports: []mcsv1alpha1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}}},
+	}
+	if _, err := mcs.MulticlusterV1alpha1().ServiceImports("ns").Create(ctx, alpha, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := crds.Create(ctx, serviceImportCRD("v1alpha1"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitCallsAnyOrder("SliceAdd ns/web-a", "ServiceAdd ns/web.clusterset")
+	if svc := f.provider.services["ns/web.clusterset"]; svc == nil || svc.Spec.Ports[0].Port != 80 {
+		t.Errorf("v1alpha1 import not programmed as it is: %+v", svc)
+	}
+	if err := mcs.MulticlusterV1alpha1().ServiceImports("ns").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got = f.waitCalls("ServiceDelete ns/web.clusterset", "SliceDelete ns/web-a")
+	if slices.Contains(got, "ServiceSynced") {
+		t.Errorf("synced was forwarded twice")
+	}
+}
+
+// TestWatcherCannotReadTheCRD checks that local Services are not held
+// hostage when kube-proxy may not read the CRD (RBAC not applied yet): the
+// first sync is released after the sync timeout.
+func TestWatcherCannotReadTheCRD(t *testing.T) {
+	f := newFixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ext := apiextensionsfake.NewClientset()
+	ext.PrependReactor("list", "customresourcedefinitions", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(apiextensionsv1.Resource("customresourcedefinitions"), "", errors.New("no RBAC"))
+	})
+	f.proxier.OnServiceSynced()
+	f.proxier.OnEndpointSlicesSynced()
+	w := &Watcher{Proxier: f.proxier, KubeClient: kubefake.NewClientset(), MCSClient: mcsfake.NewSimpleClientset(), CRDClient: ext, SyncTimeout: 200 * time.Millisecond}
+	start := time.Now()
+	w.Start(ctx)
+	f.waitCalls("ServiceSynced", "SlicesSynced")
+	if waited := time.Since(start); waited < 200*time.Millisecond {
+		t.Errorf("first sync released after %v, before the timeout", waited)
+	}
+}
