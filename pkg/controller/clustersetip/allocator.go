@@ -1,0 +1,259 @@
+// Package clustersetip allocates clusterset IPs (the VIPs of ClusterSetIP
+// ServiceImports) from the configured clusterset ranges.
+//
+// The allocator keeps no state of its own across restarts: the
+// ServiceImports written in the member clusters are the record of what was
+// allocated, and Restore reads them back before anything new is allocated.
+// That way a restarted controller, or a second replica taking over, hands
+// every import the IPs it already had, and nothing outside the clusters
+// can drift from them.
+package clustersetip
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"math/big"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// Allocator hands out one clusterset IP per IP family to each import key
+// (namespace/name). It is safe for concurrent use.
+type Allocator struct {
+	ranges []netip.Prefix
+
+	mu    sync.Mutex
+	byKey map[string][]netip.Addr
+	owner map[netip.Addr]string
+}
+
+// New returns an allocator over ranges (at most one is used per family:
+// the first of each).
+func New(ranges []netip.Prefix) *Allocator {
+	return &Allocator{ranges: ranges, byKey: map[string][]netip.Addr{}, owner: map[netip.Addr]string{}}
+}
+
+// Claim is what one member's ServiceImport says about its IPs.
+type Claim struct {
+	Key     string
+	IPs     []string
+	Created time.Time
+}
+
+// Restore adopts the IPs existing imports already carry. Members can
+// disagree (a member was unreachable while an import changed, or an
+// operator edited one); the disagreement is resolved the same way by every
+// replica: per key, the IP set most members carry wins, then the one on
+// the oldest import, then the smallest; per IP, the key whose oldest import
+// is oldest keeps it, then the smallest key. A loser is allocated afresh.
+func (a *Allocator) Restore(claims []Claim) {
+	type candidate struct {
+		ips     []string
+		count   int
+		created time.Time
+	}
+	perKey := map[string]map[string]*candidate{}
+	for _, c := range claims {
+		ips := slices.Clone(c.IPs)
+		slices.Sort(ips)
+		id := strings.Join(ips, ",")
+		if perKey[c.Key] == nil {
+			perKey[c.Key] = map[string]*candidate{}
+		}
+		cand := perKey[c.Key][id]
+		if cand == nil {
+			cand = &candidate{ips: c.IPs, created: c.Created}
+			perKey[c.Key][id] = cand
+		}
+		cand.count++
+		if c.Created.Before(cand.created) {
+			cand.created = c.Created
+		}
+	}
+	type choice struct {
+		key string
+		candidate
+	}
+	var chosen []choice
+	for key, cands := range perKey {
+		var best *candidate
+		var bestID string
+		for id, c := range cands {
+			if best == nil || c.count > best.count || c.count == best.count && (c.created.Before(best.created) || c.created.Equal(best.created) && id < bestID) {
+				best, bestID = c, id
+			}
+		}
+		chosen = append(chosen, choice{key, *best})
+	}
+	slices.SortFunc(chosen, func(x, y choice) int {
+		if c := x.created.Compare(y.created); c != 0 {
+			return c
+		}
+		return strings.Compare(x.key, y.key)
+	})
+
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, c := range chosen {
+		if len(a.byKey[c.key]) > 0 {
+			continue
+		}
+		for _, s := range c.ips {
+			ip, err := netip.ParseAddr(s)
+			if err != nil || !a.inRange(ip) || a.owner[ip] != "" || hasFamily(a.byKey[c.key], ip.Is4()) {
+				continue
+			}
+			a.owner[ip] = c.key
+			a.byKey[c.key] = append(a.byKey[c.key], ip)
+		}
+	}
+}
+
+// Allocate returns key's IPs for families, in the order of families,
+// allocating what is missing and releasing IPs of families no longer
+// wanted. The error names a family without a configured range or a range
+// that is full; the IPs of the other families are still returned.
+func (a *Allocator) Allocate(key string, families []v1.IPFamily) ([]string, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var kept []netip.Addr
+	for _, ip := range a.byKey[key] {
+		if slices.Contains(families, familyOf(ip)) {
+			kept = append(kept, ip)
+		} else {
+			delete(a.owner, ip)
+		}
+	}
+	var out []string
+	var errs []string
+	var all []netip.Addr
+	for _, f := range families {
+		ip, ok := find(kept, f)
+		if !ok {
+			var err error
+			if ip, err = a.allocate(key, f); err != nil {
+				errs = append(errs, err.Error())
+				continue
+			}
+		}
+		all = append(all, ip)
+		out = append(out, ip.String())
+	}
+	if len(all) == 0 {
+		delete(a.byKey, key)
+	} else {
+		a.byKey[key] = all
+	}
+	if len(errs) > 0 {
+		return out, fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return out, nil
+}
+
+// Release frees key's IPs.
+func (a *Allocator) Release(key string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, ip := range a.byKey[key] {
+		delete(a.owner, ip)
+	}
+	delete(a.byKey, key)
+}
+
+// Allocated returns how many IPs are allocated.
+func (a *Allocator) Allocated() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.owner)
+}
+
+// allocate probes the family's range from a point derived from the key, so
+// that even a controller that lost every import tends to give a key the IP
+// it had before.
+func (a *Allocator) allocate(key string, f v1.IPFamily) (netip.Addr, error) {
+	r, ok := a.rangeOf(f)
+	if !ok {
+		return netip.Addr{}, fmt.Errorf("no clusterset IP range for %s is configured", f)
+	}
+	size := rangeSize(r)
+	sum := sha256.Sum256([]byte(key))
+	start := binary.BigEndian.Uint64(sum[:8]) % size
+	for i := uint64(0); i < size; i++ {
+		off := (start + i) % size
+		if off == 0 || r.Addr().Is4() && off == size-1 && size > 2 {
+			// The network and IPv4 broadcast addresses are not unicast
+			// host addresses.
+			continue
+		}
+		ip := addOffset(r.Addr(), off)
+		if a.owner[ip] == "" {
+			a.owner[ip] = key
+			return ip, nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("clusterset IP range %s is full", r)
+}
+
+func (a *Allocator) rangeOf(f v1.IPFamily) (netip.Prefix, bool) {
+	for _, r := range a.ranges {
+		if familyOf(r.Addr()) == f {
+			return r, true
+		}
+	}
+	return netip.Prefix{}, false
+}
+
+func (a *Allocator) inRange(ip netip.Addr) bool {
+	r, ok := a.rangeOf(familyOf(ip))
+	return ok && r.Contains(ip)
+}
+
+// rangeSize is the number of addresses in r, capped at 2^32 so that a huge
+// IPv6 range stays cheap to probe.
+func rangeSize(r netip.Prefix) uint64 {
+	hostBits := r.Addr().BitLen() - r.Bits()
+	if hostBits > 32 {
+		hostBits = 32
+	}
+	return uint64(1) << hostBits
+}
+
+func addOffset(base netip.Addr, off uint64) netip.Addr {
+	b := base.AsSlice()
+	n := new(big.Int).SetBytes(b)
+	n.Add(n, new(big.Int).SetUint64(off))
+	out := n.FillBytes(make([]byte, len(b)))
+	ip, _ := netip.AddrFromSlice(out)
+	return ip
+}
+
+func familyOf(ip netip.Addr) v1.IPFamily {
+	if ip.Is4() {
+		return v1.IPv4Protocol
+	}
+	return v1.IPv6Protocol
+}
+
+func find(ips []netip.Addr, f v1.IPFamily) (netip.Addr, bool) {
+	for _, ip := range ips {
+		if familyOf(ip) == f {
+			return ip, true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+func hasFamily(ips []netip.Addr, v4 bool) bool {
+	for _, ip := range ips {
+		if ip.Is4() == v4 {
+			return true
+		}
+	}
+	return false
+}
