@@ -1,0 +1,101 @@
+// Package app is the mcs-controller command: flags, member topology,
+// leader election, and the metrics and health endpoints around the
+// controller of package mcs.
+package app
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/multiclusterservices/proxy"
+)
+
+// Options are the mcs-controller's flags.
+type Options struct {
+	Kubeconfig         string
+	Contexts           []string
+	ClusterSetIPCIDRs  []string
+	ManagedBy          string
+	RefusedNamespaces  []string
+	EndpointTTL        time.Duration
+	LeaseNamespace     string
+	Workers            int
+	InitialSyncTimeout time.Duration
+	ClusterIDTimeout   time.Duration
+	APIQPS             float32
+	APIBurst           int
+
+	LeaderElect              bool
+	LeaderElectContext       string
+	LeaderElectLeaseDuration time.Duration
+	LeaderElectRenewDeadline time.Duration
+	LeaderElectRetryPeriod   time.Duration
+	// Identity names this replica in Leases; default hostname plus a
+	// random suffix.
+	Identity string
+
+	MetricsBindAddress string
+	HealthzBindAddress string
+}
+
+// NewOptions returns the defaults. The clusterset IP ranges and the
+// managed-by value are those kube-proxy accepts by default.
+func NewOptions() *Options {
+	return &Options{
+		ClusterSetIPCIDRs:        append([]string(nil), proxy.DefaultClusterSetIPCIDRs...),
+		ManagedBy:                proxy.DefaultManagedBy,
+		RefusedNamespaces:        []string{"kube-system", "default"},
+		EndpointTTL:              40 * time.Second,
+		LeaseNamespace:           "kube-system",
+		Workers:                  4,
+		InitialSyncTimeout:       30 * time.Second,
+		ClusterIDTimeout:         60 * time.Second,
+		APIQPS:                   100,
+		APIBurst:                 200,
+		LeaderElect:              true,
+		LeaderElectLeaseDuration: 15 * time.Second,
+		LeaderElectRenewDeadline: 10 * time.Second,
+		LeaderElectRetryPeriod:   2 * time.Second,
+		MetricsBindAddress:       "127.0.0.1:10371",
+		HealthzBindAddress:       "127.0.0.1:10372",
+	}
+}
+
+// AddFlags registers the flags.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig holding one context per member cluster (default: $KUBECONFIG or ~/.kube/config).")
+	fs.StringSliceVar(&o.Contexts, "contexts", o.Contexts, "Kubeconfig contexts of the member clusters, comma separated (default: every context). Each member needs the ClusterProperty cluster.clusterset.k8s.io holding its cluster ID.")
+	fs.StringSliceVar(&o.ClusterSetIPCIDRs, "clusterset-ip-cidrs", o.ClusterSetIPCIDRs, "Ranges clusterset IPs are allocated from, at most one per IP family; kube-proxy's --clusterset-ip-cidrs must admit them.")
+	fs.StringVar(&o.ManagedBy, "managed-by", o.ManagedBy, "endpointslice.kubernetes.io/managed-by value of the EndpointSlices written; kube-proxy trusts "+proxy.DefaultManagedBy+" by default.")
+	fs.StringSliceVar(&o.RefusedNamespaces, "refuse-namespaces", o.RefusedNamespaces, "Namespaces whose ServiceExports are refused (KEP-1645 advises kube-system and default). Empty refuses none.")
+	fs.DurationVar(&o.EndpointTTL, "endpoint-ttl", o.EndpointTTL, "How long a source cluster's endpoints stay imported after its API was last reached (its Lease duration).")
+	fs.StringVar(&o.LeaseNamespace, "lease-namespace", o.LeaseNamespace, "Namespace, in every member, of the per-source-cluster Leases and of the leader election Lease.")
+	fs.IntVar(&o.Workers, "workers", o.Workers, "Workers per queue (the clusterset queue and each member's queue).")
+	fs.DurationVar(&o.InitialSyncTimeout, "initial-sync-timeout", o.InitialSyncTimeout, "How long start-up waits for every member's caches before working with the members that synced.")
+	fs.DurationVar(&o.ClusterIDTimeout, "cluster-id-timeout", o.ClusterIDTimeout, "How long start-up retries reading an unreachable member's cluster ID before giving up.")
+	fs.Float32Var(&o.APIQPS, "kube-api-qps", o.APIQPS, "Client QPS per member cluster.")
+	fs.IntVar(&o.APIBurst, "kube-api-burst", o.APIBurst, "Client burst per member cluster.")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader among replicas (a Lease in --lease-namespace of --leader-elect-context) so that only one writes.")
+	fs.StringVar(&o.LeaderElectContext, "leader-elect-context", o.LeaderElectContext, "Member context holding the leader election Lease (default: the first member context).")
+	fs.DurationVar(&o.LeaderElectLeaseDuration, "leader-elect-lease-duration", o.LeaderElectLeaseDuration, "Leader election lease duration.")
+	fs.DurationVar(&o.LeaderElectRenewDeadline, "leader-elect-renew-deadline", o.LeaderElectRenewDeadline, "Leader election renew deadline.")
+	fs.DurationVar(&o.LeaderElectRetryPeriod, "leader-elect-retry-period", o.LeaderElectRetryPeriod, "Leader election retry period.")
+	fs.StringVar(&o.Identity, "identity", o.Identity, "Identity of this replica in Leases (default: hostname and a random suffix).")
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of the Prometheus /metrics endpoint; 0 disables it.")
+	fs.StringVar(&o.HealthzBindAddress, "healthz-bind-address", o.HealthzBindAddress, "Address of /healthz and /readyz; 0 disables it.")
+}
+
+// Validate checks the options.
+func (o *Options) Validate() error {
+	if _, err := proxy.ParseCIDRs(o.ClusterSetIPCIDRs); err != nil {
+		return fmt.Errorf("--clusterset-ip-cidrs: %w", err)
+	}
+	if o.EndpointTTL < time.Second {
+		return fmt.Errorf("--endpoint-ttl %s is shorter than a second", o.EndpointTTL)
+	}
+	if o.ManagedBy == "" {
+		return fmt.Errorf("--managed-by must not be empty")
+	}
+	return nil
+}

@@ -1,0 +1,224 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
+	"k8s.io/multiclusterservices/proxy"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/mcs"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/topology"
+)
+
+// leaderLeaseName is the leader election Lease.
+const leaderLeaseName = "mcs-controller"
+
+// Run runs the controller until ctx ends. With leader election it returns
+// an error when leadership is lost, so that the process restarts clean.
+func Run(ctx context.Context, o *Options) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	if o.Identity == "" {
+		host, _ := os.Hostname()
+		o.Identity = host + "_" + uuid.NewString()[:8]
+	}
+	configs, order, err := topology.Contexts(o.Kubeconfig, o.Contexts)
+	if err != nil {
+		return err
+	}
+	for _, cfg := range configs {
+		cfg.QPS, cfg.Burst = o.APIQPS, o.APIBurst
+		cfg.UserAgent = "mcs-controller"
+	}
+	members, err := topology.Resolve(ctx, configs, order, o.ClusterIDTimeout)
+	if err != nil {
+		return err
+	}
+	ranges, _ := proxy.ParseCIDRs(o.ClusterSetIPCIDRs)
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := mcs.NewMetrics(reg)
+	h := &health{}
+	if err := serve(ctx, o.MetricsBindAddress, "/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{})); err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", h.healthz)
+	mux.HandleFunc("/livez", h.healthz)
+	mux.HandleFunc("/readyz", h.readyz)
+	if err := serve(ctx, o.HealthzBindAddress, "/", mux); err != nil {
+		return err
+	}
+
+	ctrl, err := mcs.New(mcs.Config{
+		Members:            members,
+		ManagedBy:          o.ManagedBy,
+		ClusterSetIPRanges: ranges,
+		RefusedNamespaces:  o.RefusedNamespaces,
+		EndpointTTL:        o.EndpointTTL,
+		LeaseNamespace:     o.LeaseNamespace,
+		Identity:           o.Identity,
+		Workers:            o.Workers,
+		InitialSyncTimeout: o.InitialSyncTimeout,
+	}, metrics)
+	if err != nil {
+		return err
+	}
+	h.set(ctrl)
+	if !o.LeaderElect {
+		h.lead()
+		return ctrl.Run(ctx)
+	}
+
+	leaderCfg := configs[order[0]]
+	if o.LeaderElectContext != "" {
+		if leaderCfg = configs[o.LeaderElectContext]; leaderCfg == nil {
+			return fmt.Errorf("--leader-elect-context %q is not a member context", o.LeaderElectContext)
+		}
+	}
+	kube, err := kubernetes.NewForConfig(rest.CopyConfig(leaderCfg))
+	if err != nil {
+		return err
+	}
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, o.LeaseNamespace, leaderLeaseName, kube.CoreV1(), kube.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: o.Identity})
+	if err != nil {
+		return err
+	}
+	var runErr error
+	led := false
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   o.LeaderElectLeaseDuration,
+		RenewDeadline:   o.LeaderElectRenewDeadline,
+		RetryPeriod:     o.LeaderElectRetryPeriod,
+		ReleaseOnCancel: true,
+		Name:            "mcs-controller",
+		WatchDog:        h.watchdog,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				klog.InfoS("Leading", "identity", o.Identity)
+				led = true
+				h.lead()
+				runErr = ctrl.Run(ctx)
+				cancel()
+			},
+			OnStoppedLeading: func() { klog.InfoS("Stopped leading", "identity", o.Identity) },
+			OnNewLeader: func(id string) {
+				if id != o.Identity {
+					klog.InfoS("Another replica leads", "leader", id)
+				}
+			},
+		},
+	})
+	if err != nil {
+		return err
+	}
+	le.Run(lctx)
+	if runErr != nil {
+		return runErr
+	}
+	if ctx.Err() == nil && led {
+		return errors.New("leadership lost")
+	}
+	return nil
+}
+
+func serve(ctx context.Context, addr, pattern string, handler http.Handler) error {
+	if addr == "" || addr == "0" {
+		return nil
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle(pattern, handler)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	klog.InfoS("Serving", "address", l.Addr().String(), "path", pattern)
+	return nil
+}
+
+// health answers /healthz and /readyz: healthy while leader election (if
+// any) is renewing; ready when leading with every member's caches synced.
+type health struct {
+	mu       sync.Mutex
+	ctrl     *mcs.Controller
+	leading  bool
+	watchdog *leaderelection.HealthzAdaptor
+}
+
+func (h *health) set(c *mcs.Controller) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ctrl = c
+	if h.watchdog == nil {
+		h.watchdog = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+	}
+}
+
+func (h *health) lead() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.leading = true
+}
+
+func (h *health) healthz(w http.ResponseWriter, r *http.Request) {
+	if h.watchdog != nil {
+		if err := h.watchdog.Check(r); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+	}
+	fmt.Fprintln(w, "ok")
+}
+
+func (h *health) readyz(w http.ResponseWriter, _ *http.Request) {
+	h.mu.Lock()
+	ctrl, leading := h.ctrl, h.leading
+	h.mu.Unlock()
+	if ctrl == nil || !leading {
+		http.Error(w, "standby: another replica leads", http.StatusServiceUnavailable)
+		return
+	}
+	select {
+	case <-ctrl.Ready():
+	default:
+		http.Error(w, "starting: waiting for member caches", http.StatusServiceUnavailable)
+		return
+	}
+	var unsynced []string
+	for id, ok := range ctrl.Synced() {
+		if !ok {
+			unsynced = append(unsynced, id)
+		}
+	}
+	if len(unsynced) > 0 {
+		http.Error(w, fmt.Sprintf("caches not synced for members %v", unsynced), http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintln(w, "ok")
+}

@@ -1,0 +1,200 @@
+package mcs
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/multiclusterservices/export"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// desiredState is what the members should hold for one namespace/name.
+type desiredState struct {
+	// Import is the import every member with the namespace gets; nil when
+	// no member should have one.
+	Import *mcsv1beta1.ServiceImport
+	// Clusters is the import's status.clusters.
+	Clusters []string
+	// IPError says why clusterset IPs are missing, if they are.
+	IPError string
+	// Slices are the imported slices by name, without owner references
+	// (each member's import has its own UID).
+	Slices map[string]*discoveryv1.EndpointSlice
+	// ExportConditions are the conditions of each member's export, by
+	// cluster ID.
+	ExportConditions map[string][]metav1.Condition
+	// Retain is set when no known cluster exports the name but a cluster
+	// whose state is unknown (caches not synced, lease still valid) is
+	// listed by an existing import: the members' imports and slices are
+	// then left as they are rather than deleted on a guess.
+	Retain bool
+}
+
+// syncClusterset merges the exports of key across the members and records
+// what every member should hold, then asks every member to write it.
+func (c *Controller) syncClusterset(ctx context.Context, key string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil
+	}
+	refused := slices.Contains(c.cfg.RefusedNamespaces, ns)
+	var exports []export.Export
+	validity := map[string]export.Validity{}
+	for _, m := range c.members {
+		if !m.hasSynced() {
+			continue
+		}
+		se, err := m.exports.ServiceExports(ns).Get(name)
+		if apierrors.IsNotFound(err) || err == nil && se.DeletionTimestamp != nil {
+			continue
+		} else if err != nil {
+			return err
+		}
+		if refused {
+			validity[m.id] = export.NamespaceNotAllowed(ns)
+			continue
+		}
+		svc, err := m.services.Services(ns).Get(name)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		v := export.Validate(svc)
+		validity[m.id] = v
+		if v.Valid {
+			exports = append(exports, export.Export{Cluster: m.id, ServiceExport: se, Service: svc})
+		}
+	}
+
+	r := export.Merge(exports)
+	d := &desiredState{ExportConditions: map[string][]metav1.Condition{}}
+	readyMessage := ""
+	if missing := c.membersWithoutNamespace(ns); len(exports) > 0 && len(missing) > 0 {
+		// KEP-1645: a service is imported only where its namespace exists.
+		readyMessage = fmt.Sprintf("imported in %d of %d member clusters; namespace %q does not exist in: %s",
+			len(c.members)-len(missing), len(c.members), ns, strings.Join(missing, ", "))
+	}
+	for id, v := range validity {
+		d.ExportConditions[id] = export.ExportConditions(v, r.Conflicts, readyMessage)
+	}
+
+	if len(exports) == 0 {
+		if c.retained(ns, name) {
+			d.Retain = true
+		} else {
+			c.vips.Release(key)
+		}
+	} else {
+		d.Import = c.desiredImport(key, ns, name, r, d)
+		d.Clusters = r.Clusters
+		d.Slices = map[string]*discoveryv1.EndpointSlice{}
+		for _, e := range exports {
+			// An expired source cluster still counts for the import (its
+			// last known export) but its endpoints are withdrawn.
+			if !c.ttl.alive(e.Cluster) {
+				continue
+			}
+			for _, s := range slicesOf(c.byID[e.Cluster].localSlices, byService, key) {
+				if is := export.ImportedSlice(s, name, e.Cluster, c.cfg.ManagedBy, r.ServedPorts[e.Cluster]); is != nil {
+					d.Slices[is.Name] = is
+				}
+			}
+		}
+	}
+
+	c.mu.Lock()
+	c.desired[key] = d
+	c.mu.Unlock()
+	c.metrics.setConflicts(key, r.Conflicts)
+	c.enqueueMembers(key)
+	return nil
+}
+
+// desiredImport builds the import for a merge result and allocates its
+// clusterset IPs.
+func (c *Controller) desiredImport(key, ns, name string, r export.Result, d *desiredState) *mcsv1beta1.ServiceImport {
+	si := &mcsv1beta1.ServiceImport{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:   ns,
+			Name:        name,
+			Labels:      maps.Clone(r.Labels),
+			Annotations: r.Annotations,
+		},
+		Spec: r.Spec,
+	}
+	if si.Labels == nil {
+		si.Labels = map[string]string{}
+	}
+	// Set last: an exported label cannot take an import away from us.
+	si.Labels[managedLabel] = c.cfg.ManagedBy
+	if r.Spec.Type == mcsv1beta1.ClusterSetIP {
+		ips, err := c.vips.Allocate(key, r.Spec.IPFamilies)
+		si.Spec.IPs = ips
+		if err != nil {
+			d.IPError = err.Error()
+		}
+	} else {
+		// Headless imports have no clusterset IP (KEP-1645).
+		c.vips.Release(key)
+	}
+	return si
+}
+
+// membersWithoutNamespace returns the IDs of the synced members in which
+// namespace ns does not exist.
+func (c *Controller) membersWithoutNamespace(ns string) []string {
+	var out []string
+	for _, m := range c.members {
+		if !m.hasSynced() {
+			continue
+		}
+		if n, err := m.namespaces.Get(ns); err != nil || n.Status.Phase == v1.NamespaceTerminating {
+			out = append(out, m.id)
+		}
+	}
+	return out
+}
+
+// retained says whether an existing import of ns/name lists a source
+// cluster whose exports are unknown right now but may still exist.
+func (c *Controller) retained(ns, name string) bool {
+	for _, m := range c.members {
+		if !m.hasSynced() {
+			continue
+		}
+		si, err := m.imports.ServiceImports(ns).Get(name)
+		if err != nil || si.Labels[managedLabel] != c.cfg.ManagedBy {
+			continue
+		}
+		for _, cs := range si.Status.Clusters {
+			if c.retainedSource(cs.Cluster) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// retainedSource says whether the endpoints of source cluster id must be
+// kept although the controller cannot tell what it exports: it is not a
+// synced member (caches not synced, or no longer configured) and its lease
+// has not expired.
+func (c *Controller) retainedSource(id string) bool {
+	if m, ok := c.byID[id]; ok && m.hasSynced() {
+		return false
+	}
+	return c.ttl.alive(id)
+}
+
+func (c *Controller) getDesired(key string) *desiredState {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.desired[key]
+}

@@ -1,0 +1,434 @@
+package mcs
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/clustersetip"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/topology"
+)
+
+// Config configures a Controller.
+type Config struct {
+	Members []topology.Member
+	// ManagedBy is the endpointslice.kubernetes.io/managed-by value of the
+	// slices written, and marks the imports written.
+	ManagedBy string
+	// ClusterSetIPRanges are the ranges clusterset IPs come from.
+	ClusterSetIPRanges []netip.Prefix
+	// RefusedNamespaces are namespaces whose exports are refused.
+	RefusedNamespaces []string
+	// EndpointTTL is how long a source cluster's endpoints outlive the
+	// last time its API was reached.
+	EndpointTTL time.Duration
+	// LeaseNamespace holds the per-source-cluster Leases in every member.
+	LeaseNamespace string
+	// Identity is written as the holder of those Leases.
+	Identity string
+	// Workers is the number of workers per queue.
+	Workers int
+	// InitialSyncTimeout bounds how long start-up waits for every member's
+	// caches before working with the members that did sync.
+	InitialSyncTimeout time.Duration
+}
+
+// Controller is the mcs-controller.
+type Controller struct {
+	cfg     Config
+	members []*member
+	byID    map[string]*member
+
+	// queue holds the names whose exports must be merged again.
+	queue workqueue.TypedRateLimitingInterface[string]
+	vips  *clustersetip.Allocator
+	ttl   *sourceLeases
+
+	mu      sync.RWMutex
+	desired map[string]*desiredState
+	// conflicted counts, per conflict reason, the names in conflict.
+	conflicted map[string][]string
+
+	metrics *Metrics
+	ready   chan struct{}
+}
+
+// managedLabel marks the ServiceImports this controller owns, so that
+// imports written by anyone else are never touched.
+const managedLabel = "app.kubernetes.io/managed-by"
+
+// New builds a controller; it starts nothing.
+func New(cfg Config, metrics *Metrics) (*Controller, error) {
+	if cfg.Workers <= 0 {
+		cfg.Workers = 4
+	}
+	c := &Controller{
+		cfg:        cfg,
+		byID:       map[string]*member{},
+		queue:      workqueue.NewTypedRateLimitingQueueWithConfig(rateLimiter(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "clusterset"}),
+		vips:       clustersetip.New(cfg.ClusterSetIPRanges),
+		desired:    map[string]*desiredState{},
+		conflicted: map[string][]string{},
+		metrics:    metrics,
+		ready:      make(chan struct{}),
+	}
+	for _, tm := range cfg.Members {
+		m, err := newMember(tm, cfg.ManagedBy, newRecorder)
+		if err != nil {
+			return nil, fmt.Errorf("member %s: %w", tm.ClusterID, err)
+		}
+		c.members = append(c.members, m)
+		c.byID[m.id] = m
+	}
+	c.ttl = newSourceLeases(c)
+	return c, nil
+}
+
+func init() {
+	// Events name ServiceExports and ServiceImports.
+	utilruntime.Must(mcsv1beta1.Install(scheme.Scheme))
+}
+
+func newRecorder(kube kubernetes.Interface) record.EventRecorder {
+	b := record.NewBroadcaster()
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	return b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "mcs-controller"})
+}
+
+func newLimiter() *rate.Limiter {
+	// Overall retry rate across keys, as in client-go's default controller
+	// rate limiter but with room for thousands of names.
+	return rate.NewLimiter(rate.Limit(100), 1000)
+}
+
+func rateLimiter() workqueue.TypedRateLimiter[string] {
+	// Backoff is capped well below client-go's default 1000 s so that a
+	// member coming back is caught up within seconds.
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](50*time.Millisecond, 30*time.Second),
+		&workqueue.TypedBucketRateLimiter[string]{Limiter: newLimiter()},
+	)
+}
+
+// Ready is closed once start-up is done and the queues are being worked.
+func (c *Controller) Ready() <-chan struct{} { return c.ready }
+
+// Synced returns, per member cluster ID, whether its caches have synced.
+func (c *Controller) Synced() map[string]bool {
+	out := map[string]bool{}
+	for _, m := range c.members {
+		out[m.id] = m.hasSynced()
+	}
+	return out
+}
+
+// Run starts the informers, waits for caches (at most
+// InitialSyncTimeout), restores clusterset IPs from the imports the members
+// already have, and works the queues until ctx ends.
+func (c *Controller) Run(ctx context.Context) error {
+	defer utilruntime.HandleCrash()
+	defer c.queue.ShutDown()
+	for _, m := range c.members {
+		defer m.queue.ShutDown()
+	}
+	for _, m := range c.members {
+		c.addHandlers(m)
+		m.start(ctx.Done())
+	}
+	c.waitForCaches(ctx)
+	if ctx.Err() != nil {
+		return nil
+	}
+	c.ttl.restore(ctx)
+	c.restoreClusterSetIPs()
+
+	var wg sync.WaitGroup
+	run := func(f func(context.Context)) {
+		wg.Add(1)
+		go func() { defer wg.Done(); f(ctx) }()
+	}
+	for i := 0; i < c.cfg.Workers; i++ {
+		run(func(ctx context.Context) { wait.UntilWithContext(ctx, c.clustersetWorker, time.Second) })
+		for _, m := range c.members {
+			run(func(ctx context.Context) { wait.UntilWithContext(ctx, func(ctx context.Context) { c.memberWorker(ctx, m) }, time.Second) })
+		}
+	}
+	run(c.ttl.run)
+	run(c.watchLateSyncs)
+	if c.metrics != nil {
+		c.metrics.register(c)
+	}
+	close(c.ready)
+	klog.InfoS("mcs-controller started", "members", len(c.members))
+	<-ctx.Done()
+	c.queue.ShutDown()
+	for _, m := range c.members {
+		m.queue.ShutDown()
+	}
+	wg.Wait()
+	return nil
+}
+
+func (c *Controller) waitForCaches(ctx context.Context) {
+	wctx, cancel := context.WithTimeout(ctx, c.cfg.InitialSyncTimeout)
+	defer cancel()
+	_ = wait.PollUntilContextCancel(wctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
+		for _, m := range c.members {
+			if !m.hasSynced() {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	for _, m := range c.members {
+		if !m.hasSynced() {
+			klog.InfoS("Member caches not synced; its exports are ignored and its imports and slices left alone until it syncs (are the MCS CRDs installed and the controller authorized?)", "cluster", m.id, "context", m.Context)
+		}
+	}
+}
+
+// watchLateSyncs re-merges everything when a member's caches sync after
+// start-up: its exports and imports were unknown until then.
+func (c *Controller) watchLateSyncs(ctx context.Context) {
+	pending := map[string]bool{}
+	for _, m := range c.members {
+		if !m.hasSynced() {
+			pending[m.id] = true
+		}
+	}
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		for id := range pending {
+			if c.byID[id].hasSynced() {
+				delete(pending, id)
+				klog.InfoS("Member caches synced late; merging again", "cluster", id)
+				c.restoreClusterSetIPs()
+				c.enqueueAll()
+			}
+		}
+	}, time.Second)
+}
+
+// restoreClusterSetIPs adopts the IPs of the imports members already have.
+func (c *Controller) restoreClusterSetIPs() {
+	var claims []clustersetip.Claim
+	for _, m := range c.members {
+		if !m.hasSynced() {
+			continue
+		}
+		imports, _ := m.imports.List(labels.SelectorFromSet(labels.Set{managedLabel: c.cfg.ManagedBy}))
+		for _, si := range imports {
+			if len(si.Spec.IPs) > 0 {
+				claims = append(claims, clustersetip.Claim{Key: si.Namespace + "/" + si.Name, IPs: si.Spec.IPs, Created: si.CreationTimestamp.Time})
+			}
+		}
+	}
+	c.vips.Restore(claims)
+	klog.InfoS("Restored clusterset IPs from existing imports", "imports", len(claims), "allocated", c.vips.Allocated())
+}
+
+// enqueueAll merges every name any member exports or imports again. It
+// runs on rare transitions (a member syncing, a lease expiring), never on
+// the hot path.
+func (c *Controller) enqueueAll() {
+	keys := map[string]bool{}
+	c.mu.RLock()
+	for k := range c.desired {
+		keys[k] = true
+	}
+	c.mu.RUnlock()
+	for _, m := range c.members {
+		for _, k := range m.exportKeys() {
+			keys[k] = true
+		}
+	}
+	for k := range keys {
+		c.queue.Add(k)
+	}
+}
+
+func (c *Controller) clustersetWorker(ctx context.Context) {
+	for c.processClusterset(ctx) {
+	}
+}
+
+func (c *Controller) processClusterset(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	start := time.Now()
+	err := c.syncClusterset(ctx, key)
+	c.metrics.observeExportSync(time.Since(start), err)
+	if err != nil {
+		klog.ErrorS(err, "Merging exports failed; retrying", "key", key)
+		c.queue.AddRateLimited(key)
+		return true
+	}
+	c.queue.Forget(key)
+	return true
+}
+
+func (c *Controller) memberWorker(ctx context.Context, m *member) {
+	for c.processMember(ctx, m) {
+	}
+}
+
+func (c *Controller) processMember(ctx context.Context, m *member) bool {
+	key, quit := m.queue.Get()
+	if quit {
+		return false
+	}
+	defer m.queue.Done(key)
+	start := time.Now()
+	err := c.syncMember(ctx, m, key)
+	c.metrics.observeSliceSync(m.id, time.Since(start), err)
+	if err != nil {
+		klog.V(2).InfoS("Writing into member failed; retrying", "cluster", m.id, "key", key, "err", err)
+		m.queue.AddRateLimited(key)
+		return true
+	}
+	m.queue.Forget(key)
+	return true
+}
+
+// enqueueMembers asks every member to write key.
+func (c *Controller) enqueueMembers(key string) {
+	for _, m := range c.members {
+		m.queue.Add(key)
+	}
+}
+
+func (c *Controller) addHandlers(m *member) {
+	merge := func(obj any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			c.queue.Add(key)
+		}
+	}
+	write := func(obj any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			m.queue.Add(key)
+		}
+	}
+	on := func(f func(any)) cache.ResourceEventHandlerFuncs {
+		return cache.ResourceEventHandlerFuncs{AddFunc: f, UpdateFunc: func(_, o any) { f(o) }, DeleteFunc: f}
+	}
+	handle := func(i cache.SharedIndexInformer, h cache.ResourceEventHandler) {
+		_, _ = i.AddEventHandler(h)
+	}
+	f := m.inf
+	// Exports and their Services change what the clusterset imports.
+	handle(f.exports, on(merge))
+	handle(f.services, on(func(obj any) {
+		// Only Services somebody exports matter.
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil && c.isExportedSomewhere(key) {
+			c.queue.Add(key)
+		}
+	}))
+	handle(f.localSlices, on(func(obj any) {
+		if s := sliceOf(obj); s != nil {
+			key := s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]
+			if _, err := m.exports.ServiceExports(s.Namespace).Get(s.Labels[discoveryv1.LabelServiceName]); err == nil {
+				c.queue.Add(key)
+			}
+		}
+	}))
+	// What this controller wrote is put right if anyone else changes it.
+	handle(f.imports, on(write))
+	handle(f.importedSlices, on(func(obj any) {
+		if s := sliceOf(obj); s != nil {
+			m.queue.Add(s.Namespace + "/" + s.Labels[mcsv1beta1.LabelServiceName])
+		}
+	}))
+	// A namespace appearing or going changes where a name is imported.
+	handle(f.namespaces, on(func(obj any) {
+		ns := namespaceName(obj)
+		for _, k := range c.keysInNamespace(ns) {
+			c.queue.Add(k)
+		}
+	}))
+	handle(f.serviceCIDRs, on(func(any) {
+		for _, k := range c.desiredKeys() {
+			m.queue.Add(k)
+		}
+	}))
+}
+
+func (c *Controller) isExportedSomewhere(key string) bool {
+	c.mu.RLock()
+	_, ok := c.desired[key]
+	c.mu.RUnlock()
+	if ok {
+		return true
+	}
+	ns, name, _ := cache.SplitMetaNamespaceKey(key)
+	for _, m := range c.members {
+		if _, err := m.exports.ServiceExports(ns).Get(name); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Controller) desiredKeys() []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	keys := make([]string, 0, len(c.desired))
+	for k := range c.desired {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+func (c *Controller) keysInNamespace(ns string) []string {
+	var out []string
+	for _, k := range c.desiredKeys() {
+		if n, _, _ := cache.SplitMetaNamespaceKey(k); n == ns {
+			out = append(out, k)
+		}
+	}
+	for _, m := range c.members {
+		exports, _ := m.exports.ServiceExports(ns).List(labels.Everything())
+		for _, se := range exports {
+			out = append(out, se.Namespace+"/"+se.Name)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func sliceOf(obj any) *discoveryv1.EndpointSlice {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	s, _ := obj.(*discoveryv1.EndpointSlice)
+	return s
+}
+
+func namespaceName(obj any) string {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	if ns, ok := obj.(*v1.Namespace); ok {
+		return ns.Name
+	}
+	return ""
+}

@@ -1,0 +1,194 @@
+package mcs
+
+import (
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	networkinglisters "k8s.io/client-go/listers/networking/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+	mcsclientset "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
+	mcsinformers "sigs.k8s.io/mcs-api/pkg/client/informers/externalversions"
+	mcslisters "sigs.k8s.io/mcs-api/pkg/client/listers/apis/v1beta1"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/topology"
+)
+
+// Index names of the EndpointSlice informers.
+const (
+	// byService indexes a member's own slices by namespace/Service.
+	byService = "service"
+	// byImport indexes the slices this controller wrote by namespace/import.
+	byImport = "import"
+	// bySourceCluster indexes the slices this controller wrote by source cluster.
+	bySourceCluster = "sourceCluster"
+)
+
+// member is one member cluster: its clients, informer caches and write queue.
+type member struct {
+	topology.Member
+	id string
+
+	kube kubernetes.Interface
+	mcs  mcsclientset.Interface
+
+	exports      mcslisters.ServiceExportLister
+	imports      mcslisters.ServiceImportLister
+	services     corelisters.ServiceLister
+	namespaces   corelisters.NamespaceLister
+	serviceCIDRs networkinglisters.ServiceCIDRLister
+	// localSlices are the member's own slices (those of its Services);
+	// importedSlices are the slices this controller wrote into it.
+	localSlices    cache.Indexer
+	importedSlices cache.Indexer
+
+	inf       informerSet
+	factories []interface{ Start(<-chan struct{}) }
+	synced    []cache.InformerSynced
+
+	// queue holds the names whose import, slices and export status must
+	// be written into this member.
+	queue    workqueue.TypedRateLimitingInterface[string]
+	recorder record.EventRecorder
+}
+
+func newMember(m topology.Member, managedBy string, recorder func(kubernetes.Interface) record.EventRecorder) (*member, error) {
+	cfg := *m.Config
+	kube, err := kubernetes.NewForConfig(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	mcs, err := mcsclientset.NewForConfig(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	mb := &member{Member: m, id: m.ClusterID, kube: kube, mcs: mcs, recorder: recorder(kube)}
+	mb.queue = workqueue.NewTypedRateLimitingQueueWithConfig(rateLimiter(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "member-" + m.ClusterID})
+
+	// No resync period: the controller is level-triggered from watch
+	// events and never re-lists on a timer.
+	core := informers.NewSharedInformerFactory(kube, 0)
+	mb.services = core.Core().V1().Services().Lister()
+	mb.namespaces = core.Core().V1().Namespaces().Lister()
+	mb.serviceCIDRs = core.Networking().V1().ServiceCIDRs().Lister()
+
+	own, _ := labels.NewRequirement(discoveryv1.LabelServiceName, selection.Exists, nil)
+	local := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = own.String()
+	}))
+	localInformer := local.Discovery().V1().EndpointSlices().Informer()
+	if err := localInformer.AddIndexers(cache.Indexers{byService: indexByLabel(discoveryv1.LabelServiceName)}); err != nil {
+		return nil, err
+	}
+	mb.localSlices = localInformer.GetIndexer()
+
+	imported := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = labels.Set{discoveryv1.LabelManagedBy: managedBy}.String()
+	}))
+	importedInformer := imported.Discovery().V1().EndpointSlices().Informer()
+	if err := importedInformer.AddIndexers(cache.Indexers{
+		byImport:        indexByLabel(mcsv1beta1.LabelServiceName),
+		bySourceCluster: sourceClusterIndex,
+	}); err != nil {
+		return nil, err
+	}
+	mb.importedSlices = importedInformer.GetIndexer()
+
+	mcsFactory := mcsinformers.NewSharedInformerFactory(mcs, 0)
+	mb.exports = mcsFactory.Multicluster().V1beta1().ServiceExports().Lister()
+	mb.imports = mcsFactory.Multicluster().V1beta1().ServiceImports().Lister()
+
+	mb.factories = []interface{ Start(<-chan struct{}) }{core, local, imported, mcsFactory}
+	mb.inf = informerSet{
+		services:       core.Core().V1().Services().Informer(),
+		namespaces:     core.Core().V1().Namespaces().Informer(),
+		serviceCIDRs:   core.Networking().V1().ServiceCIDRs().Informer(),
+		localSlices:    localInformer,
+		importedSlices: importedInformer,
+		exports:        mcsFactory.Multicluster().V1beta1().ServiceExports().Informer(),
+		imports:        mcsFactory.Multicluster().V1beta1().ServiceImports().Informer(),
+	}
+	for _, inf := range []cache.SharedIndexInformer{
+		mb.inf.services, mb.inf.namespaces, mb.inf.serviceCIDRs, mb.inf.localSlices,
+		mb.inf.importedSlices, mb.inf.exports, mb.inf.imports,
+	} {
+		mb.synced = append(mb.synced, inf.HasSynced)
+	}
+	return mb, nil
+}
+
+// informerSet holds a member's informers, for event handlers.
+type informerSet struct {
+	services, namespaces, serviceCIDRs, localSlices, importedSlices, exports, imports cache.SharedIndexInformer
+}
+
+// exportKeys returns the namespace/name of every export in the member.
+func (m *member) exportKeys() []string {
+	exports, _ := m.exports.List(labels.Everything())
+	keys := make([]string, 0, len(exports))
+	for _, se := range exports {
+		keys = append(keys, se.Namespace+"/"+se.Name)
+	}
+	return keys
+}
+
+// hasSynced reports whether every cache of the member holds a full list.
+// A member whose MCS CRDs are missing never syncs: its reflectors keep
+// retrying, and until then nothing is concluded from its empty caches.
+func (m *member) hasSynced() bool {
+	for _, s := range m.synced {
+		if !s() {
+			return false
+		}
+	}
+	return true
+}
+
+func (m *member) start(stop <-chan struct{}) {
+	for _, f := range m.factories {
+		f.Start(stop)
+	}
+}
+
+// indexByLabel indexes namespaced objects by namespace/<value of label>.
+func indexByLabel(label string) cache.IndexFunc {
+	return func(obj any) ([]string, error) {
+		slice, ok := obj.(*discoveryv1.EndpointSlice)
+		if !ok {
+			return nil, nil
+		}
+		if v := slice.Labels[label]; v != "" {
+			return []string{slice.Namespace + "/" + v}, nil
+		}
+		return nil, nil
+	}
+}
+
+func sourceClusterIndex(obj any) ([]string, error) {
+	slice, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return nil, nil
+	}
+	if v := slice.Labels[mcsv1beta1.LabelSourceCluster]; v != "" {
+		return []string{v}, nil
+	}
+	return nil, nil
+}
+
+// slicesOf returns the slices of indexer under index key key.
+func slicesOf(indexer cache.Indexer, index, key string) []*discoveryv1.EndpointSlice {
+	objs, _ := indexer.ByIndex(index, key)
+	out := make([]*discoveryv1.EndpointSlice, 0, len(objs))
+	for _, o := range objs {
+		if s, ok := o.(*discoveryv1.EndpointSlice); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}

@@ -1,0 +1,292 @@
+package mcs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// syncMember writes the desired state of key into member m: the status of
+// m's own export, the import, and every source cluster's slices. Every
+// write is skipped when the cache already shows the desired object.
+func (c *Controller) syncMember(ctx context.Context, m *member, key string) error {
+	d := c.getDesired(key)
+	if d == nil {
+		// Not merged yet (e.g. at start-up, when every existing import is
+		// listed): merge first, which enqueues this member again.
+		c.queue.Add(key)
+		return nil
+	}
+	if !m.hasSynced() {
+		return fmt.Errorf("caches of member %s are not synced", m.id)
+	}
+	ns, name, _ := cache.SplitMetaNamespaceKey(key)
+	errs := []error{c.writeExportStatus(ctx, m, ns, name, d)}
+	if d.Retain {
+		return errors.Join(errs...)
+	}
+	n, err := m.namespaces.Get(ns)
+	nsExists := err == nil && n.Status.Phase != v1.NamespaceTerminating
+	if d.Import == nil || !nsExists {
+		errs = append(errs, c.removeImport(ctx, m, ns, name))
+		return errors.Join(errs...)
+	}
+	si, err := c.writeImport(ctx, m, d.Import)
+	if err != nil || si == nil {
+		return errors.Join(append(errs, err)...)
+	}
+	errs = append(errs, c.writeSlices(ctx, m, key, d, si), c.writeImportStatus(ctx, m, d, si))
+	return errors.Join(errs...)
+}
+
+// writeExportStatus sets the conditions of m's export of ns/name.
+func (c *Controller) writeExportStatus(ctx context.Context, m *member, ns, name string, d *desiredState) error {
+	want, ok := d.ExportConditions[m.id]
+	if !ok {
+		return nil
+	}
+	se, err := m.exports.ServiceExports(ns).Get(name)
+	if err != nil || se.DeletionTimestamp != nil {
+		return nil
+	}
+	conds := slices.Clone(se.Status.Conditions)
+	for _, cond := range want {
+		cond.ObservedGeneration = se.Generation
+		meta.SetStatusCondition(&conds, cond)
+	}
+	if apiequality.Semantic.DeepEqual(conds, se.Status.Conditions) {
+		return nil
+	}
+	update := se.DeepCopy()
+	update.Status.Conditions = conds
+	if _, err := m.mcs.MulticlusterV1beta1().ServiceExports(ns).UpdateStatus(ctx, update, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("updating status of ServiceExport %s/%s in %s: %w", ns, name, m.id, err)
+	}
+	exportEvents(m, se, se.Status.Conditions, conds)
+	return nil
+}
+
+// exportEvents records an event for each condition that changed in a way a
+// user should hear about.
+func exportEvents(m *member, se *mcsv1beta1.ServiceExport, before, after []metav1.Condition) {
+	changed := func(t mcsv1beta1.ServiceExportConditionType) (*metav1.Condition, bool) {
+		a := meta.FindStatusCondition(after, string(t))
+		b := meta.FindStatusCondition(before, string(t))
+		return a, a != nil && (b == nil || b.Status != a.Status || b.Reason != a.Reason)
+	}
+	if cond, ok := changed(mcsv1beta1.ServiceExportConditionValid); ok && cond.Status == metav1.ConditionFalse {
+		m.recorder.Event(se, v1.EventTypeWarning, cond.Reason, cond.Message)
+	}
+	if cond, ok := changed(mcsv1beta1.ServiceExportConditionConflict); ok && cond.Status == metav1.ConditionTrue {
+		m.recorder.Event(se, v1.EventTypeWarning, cond.Reason, cond.Message)
+	}
+	if cond, ok := changed(mcsv1beta1.ServiceExportConditionReady); ok && cond.Status == metav1.ConditionTrue {
+		m.recorder.Event(se, v1.EventTypeNormal, cond.Reason, cond.Message)
+	}
+}
+
+// writeImport creates or updates m's import; it returns nil, nil when an
+// import of that name exists that this controller does not manage.
+func (c *Controller) writeImport(ctx context.Context, m *member, want *mcsv1beta1.ServiceImport) (*mcsv1beta1.ServiceImport, error) {
+	api := m.mcs.MulticlusterV1beta1().ServiceImports(want.Namespace)
+	have, err := m.imports.ServiceImports(want.Namespace).Get(want.Name)
+	if apierrors.IsNotFound(err) {
+		created, err := api.Create(ctx, want, metav1.CreateOptions{})
+		if err == nil {
+			m.recorder.Eventf(created, v1.EventTypeNormal, "Imported", "imported from %d source cluster(s)", len(c.getDesired(want.Namespace+"/"+want.Name).Clusters))
+			return created, nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("creating ServiceImport %s/%s in %s: %w", want.Namespace, want.Name, m.id, err)
+		}
+		// The cache lags behind our own create.
+		if have, err = api.Get(ctx, want.Name, metav1.GetOptions{}); err != nil {
+			return nil, err
+		}
+	} else if err != nil {
+		return nil, err
+	}
+	if have.Labels[managedLabel] != c.cfg.ManagedBy {
+		// Someone else's import: never overwrite it.
+		return nil, nil
+	}
+	if apiequality.Semantic.DeepEqual(have.Spec, want.Spec) && apiequality.Semantic.DeepEqual(have.Labels, want.Labels) && annotationsEqual(have.Annotations, want.Annotations) {
+		return have, nil
+	}
+	update := have.DeepCopy()
+	update.Spec = want.Spec
+	update.Labels = want.Labels
+	update.Annotations = want.Annotations
+	updated, err := api.Update(ctx, update, metav1.UpdateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("updating ServiceImport %s/%s in %s: %w", want.Namespace, want.Name, m.id, err)
+	}
+	return updated, nil
+}
+
+func annotationsEqual(a, b map[string]string) bool {
+	return len(a) == 0 && len(b) == 0 || apiequality.Semantic.DeepEqual(a, b)
+}
+
+// writeImportStatus sets status.clusters and the Ready condition of m's
+// import. Ready is false where the member cannot serve the import's IP
+// families, so that nobody mistakes an import that answers nothing for a
+// working one.
+func (c *Controller) writeImportStatus(ctx context.Context, m *member, d *desiredState, si *mcsv1beta1.ServiceImport) error {
+	status := *si.Status.DeepCopy()
+	status.Clusters = nil
+	for _, id := range d.Clusters {
+		status.Clusters = append(status.Clusters, mcsv1beta1.ClusterStatus{Cluster: id})
+	}
+	status.EndpointSliceObjects = mcsv1beta1.EndpointSliceObjectsAbsent
+	if len(d.Slices) > 0 {
+		status.EndpointSliceObjects = mcsv1beta1.EndpointSliceObjectsPresent
+	}
+	ready := metav1.Condition{Type: string(mcsv1beta1.ServiceImportConditionReady), Status: metav1.ConditionTrue, Reason: string(mcsv1beta1.ServiceImportReasonReady), Message: "the import is ready"}
+	if served := memberFamilies(m); len(served) > 0 && !slices.ContainsFunc(si.Spec.IPFamilies, func(f v1.IPFamily) bool { return served[f] }) {
+		ready.Status, ready.Reason = metav1.ConditionFalse, string(mcsv1beta1.ServiceImportReasonIPFamilyNotSupported)
+		ready.Message = fmt.Sprintf("the import's IP families %v are not served by cluster %s, whose Service CIDRs are %s only", si.Spec.IPFamilies, m.id, familyList(served))
+	} else if d.IPError != "" {
+		ready.Status, ready.Reason = metav1.ConditionFalse, string(mcsv1beta1.ServiceImportReasonPending)
+		ready.Message = "no clusterset IP: " + d.IPError
+	}
+	ready.ObservedGeneration = si.Generation
+	before := meta.FindStatusCondition(si.Status.Conditions, ready.Type)
+	meta.SetStatusCondition(&status.Conditions, ready)
+	if apiequality.Semantic.DeepEqual(status, si.Status) {
+		return nil
+	}
+	update := si.DeepCopy()
+	update.Status = status
+	if _, err := m.mcs.MulticlusterV1beta1().ServiceImports(si.Namespace).UpdateStatus(ctx, update, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("updating status of ServiceImport %s/%s in %s: %w", si.Namespace, si.Name, m.id, err)
+	}
+	if ready.Status == metav1.ConditionFalse && (before == nil || before.Reason != ready.Reason) {
+		m.recorder.Event(si, v1.EventTypeWarning, ready.Reason, ready.Message)
+	}
+	return nil
+}
+
+// memberFamilies returns the IP families of m's Service CIDRs; empty when
+// unknown (then every family is assumed to be served).
+func memberFamilies(m *member) map[v1.IPFamily]bool {
+	cidrs, _ := m.serviceCIDRs.List(labels.Everything())
+	out := map[v1.IPFamily]bool{}
+	for _, sc := range cidrs {
+		for _, s := range sc.Spec.CIDRs {
+			if p, err := netip.ParsePrefix(s); err == nil {
+				if p.Addr().Is4() {
+					out[v1.IPv4Protocol] = true
+				} else {
+					out[v1.IPv6Protocol] = true
+				}
+			}
+		}
+	}
+	return out
+}
+
+func familyList(f map[v1.IPFamily]bool) string {
+	var out []string
+	for _, x := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
+		if f[x] {
+			out = append(out, string(x))
+		}
+	}
+	return fmt.Sprint(out)
+}
+
+// writeSlices makes m's imported slices of key exactly the desired ones,
+// leaving alone the slices of source clusters whose state is unknown.
+func (c *Controller) writeSlices(ctx context.Context, m *member, key string, d *desiredState, si *mcsv1beta1.ServiceImport) error {
+	api := m.kube.DiscoveryV1().EndpointSlices(si.Namespace)
+	owner := []metav1.OwnerReference{{
+		APIVersion: mcsv1beta1.GroupVersion.String(),
+		Kind:       mcsv1beta1.ServiceImportKindName,
+		Name:       si.Name,
+		UID:        si.UID,
+	}}
+	have := map[string]*discoveryv1.EndpointSlice{}
+	for _, s := range slicesOf(m.importedSlices, byImport, key) {
+		have[s.Name] = s
+	}
+	var errs []error
+	for name, want := range d.Slices {
+		want = want.DeepCopy()
+		want.OwnerReferences = owner
+		cur, ok := have[name]
+		delete(have, name)
+		if ok && sameSlice(cur, want) {
+			continue
+		}
+		var err error
+		if ok {
+			update := cur.DeepCopy()
+			update.Labels, update.OwnerReferences, update.Ports, update.Endpoints = want.Labels, want.OwnerReferences, want.Ports, want.Endpoints
+			_, err = api.Update(ctx, update, metav1.UpdateOptions{})
+		} else {
+			_, err = api.Create(ctx, want, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				// Our cache lags; the next event brings it up to date.
+				err = fmt.Errorf("slice %s exists but is not cached yet", name)
+			}
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("writing EndpointSlice %s/%s in %s: %w", si.Namespace, name, m.id, err))
+		}
+	}
+	for _, s := range have {
+		if c.retainedSource(s.Labels[mcsv1beta1.LabelSourceCluster]) {
+			continue
+		}
+		if err := api.Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(s.UID)}}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("deleting EndpointSlice %s/%s in %s: %w", s.Namespace, s.Name, m.id, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func sameSlice(a, b *discoveryv1.EndpointSlice) bool {
+	return a.AddressType == b.AddressType &&
+		apiequality.Semantic.DeepEqual(a.Labels, b.Labels) &&
+		apiequality.Semantic.DeepEqual(a.OwnerReferences, b.OwnerReferences) &&
+		apiequality.Semantic.DeepEqual(a.Ports, b.Ports) &&
+		apiequality.Semantic.DeepEqual(a.Endpoints, b.Endpoints)
+}
+
+// removeImport deletes m's import of ns/name and its slices, except the
+// slices of source clusters whose state is unknown.
+func (c *Controller) removeImport(ctx context.Context, m *member, ns, name string) error {
+	var errs []error
+	retainedAny := false
+	for _, s := range slicesOf(m.importedSlices, byImport, ns+"/"+name) {
+		if c.retainedSource(s.Labels[mcsv1beta1.LabelSourceCluster]) {
+			retainedAny = true
+			continue
+		}
+		if err := m.kube.DiscoveryV1().EndpointSlices(ns).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	si, err := m.imports.ServiceImports(ns).Get(name)
+	if err == nil && si.Labels[managedLabel] == c.cfg.ManagedBy && !retainedAny {
+		err := m.mcs.MulticlusterV1beta1().ServiceImports(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(si.UID)}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

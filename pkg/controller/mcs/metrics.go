@@ -1,0 +1,120 @@
+package mcs
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/multiclusterservices/export"
+)
+
+// Metrics are the controller's Prometheus metrics.
+type Metrics struct {
+	exportSync   *prometheus.HistogramVec
+	sliceSync    *prometheus.HistogramVec
+	conflicts    *prometheus.GaugeVec
+	registry     prometheus.Registerer
+	registerOnce sync.Once
+
+	mu        sync.Mutex
+	conflictsOf map[string][]string // key -> reasons
+}
+
+// NewMetrics registers the metrics in reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	buckets := []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+	m := &Metrics{
+		exportSync: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "mcs_controller_export_sync_duration_seconds", Help: "Time to merge the exports of one name across the clusterset.", Buckets: buckets,
+		}, []string{"result"}),
+		sliceSync: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "mcs_controller_member_sync_duration_seconds", Help: "Time to write one name's import, EndpointSlices and export status into one member cluster.", Buckets: buckets,
+		}, []string{"cluster", "result"}),
+		conflicts: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mcs_controller_conflicts", Help: "Exported names whose exports conflict, by Conflict reason.",
+		}, []string{"reason"}),
+		registry:    reg,
+		conflictsOf: map[string][]string{},
+	}
+	reg.MustRegister(m.exportSync, m.sliceSync, m.conflicts)
+	return m
+}
+
+// register adds the metrics that read a running controller's state.
+func (m *Metrics) register(c *Controller) {
+	m.registerOnce.Do(func() {
+		depth := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mcs_controller_clusterset_queue_depth", Help: "Names waiting to be merged."},
+			func() float64 { return float64(c.queue.Len()) })
+		var members []prometheus.Collector
+		for _, mb := range c.members {
+			members = append(members, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "mcs_controller_member_queue_depth", Help: "Names waiting to be written into a member cluster.",
+				ConstLabels: prometheus.Labels{"cluster": mb.id},
+			}, func() float64 { return float64(mb.queue.Len()) }))
+		}
+		reachable := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mcs_controller_clusters_reachable", Help: "Member clusters whose API answered the last probe."},
+			func() float64 { return float64(c.ttl.reachableCount()) })
+		total := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mcs_controller_clusters", Help: "Configured member clusters."},
+			func() float64 { return float64(len(c.members)) })
+		vips := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mcs_controller_clusterset_ips_allocated", Help: "Allocated clusterset IPs."},
+			func() float64 { return float64(c.vips.Allocated()) })
+		for _, col := range append(members, depth, reachable, total, vips) {
+			_ = m.registry.Register(col)
+		}
+	})
+}
+
+func result(err error) string {
+	if err != nil {
+		return "error"
+	}
+	return "success"
+}
+
+func (m *Metrics) observeExportSync(d time.Duration, err error) {
+	if m != nil {
+		m.exportSync.WithLabelValues(result(err)).Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) observeSliceSync(cluster string, d time.Duration, err error) {
+	if m != nil {
+		m.sliceSync.WithLabelValues(cluster, result(err)).Observe(d.Seconds())
+	}
+}
+
+// setConflicts records the conflict reasons of one name.
+func (m *Metrics) setConflicts(key string, conflicts []export.Conflict) {
+	if m == nil {
+		return
+	}
+	var reasons []string
+	for _, c := range conflicts {
+		r := string(c.Reason)
+		if !containsReason(reasons, r) {
+			reasons = append(reasons, r)
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range m.conflictsOf[key] {
+		m.conflicts.WithLabelValues(r).Dec()
+	}
+	for _, r := range reasons {
+		m.conflicts.WithLabelValues(r).Inc()
+	}
+	if len(reasons) == 0 {
+		delete(m.conflictsOf, key)
+	} else {
+		m.conflictsOf[key] = reasons
+	}
+}
+
+func containsReason(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

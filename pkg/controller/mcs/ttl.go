@@ -1,0 +1,206 @@
+package mcs
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// sourceLeasePrefix starts the name of the Lease that represents
+// connectivity with one source cluster (KEP-1645 "Endpoint TTL").
+const sourceLeasePrefix = "mcs-source-"
+
+// sourceLeases implements endpoint TTL. The controller probes each member's
+// API; while a member answers, the Lease of that source cluster is renewed
+// in every member. A source whose last renewal is older than the TTL has
+// expired: its slices are withdrawn everywhere, and come back when it
+// answers again. Nothing else changes on expiry: the cluster's last known
+// exports still shape the import, so healthy clusters' endpoints and the
+// clusterset IP stay put.
+//
+// The Leases are also what a restarted controller knows about sources it
+// cannot reach (or no longer has in its configuration): their endpoints
+// are kept until the Lease written before the restart expires.
+type sourceLeases struct {
+	c *Controller
+
+	mu        sync.Mutex
+	renewed   map[string]time.Time
+	reachable map[string]bool
+	wasAlive  map[string]bool
+}
+
+func newSourceLeases(c *Controller) *sourceLeases {
+	return &sourceLeases{c: c, renewed: map[string]time.Time{}, reachable: map[string]bool{}, wasAlive: map[string]bool{}}
+}
+
+// alive says whether source cluster id's endpoints are still served.
+func (l *sourceLeases) alive(id string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.aliveLocked(id, time.Now())
+}
+
+func (l *sourceLeases) aliveLocked(id string, now time.Time) bool {
+	t, ok := l.renewed[id]
+	return ok && now.Sub(t) < l.c.cfg.EndpointTTL
+}
+
+// Reachable returns how many members answered their last probe.
+func (l *sourceLeases) reachableCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, ok := range l.reachable {
+		if ok {
+			n++
+		}
+	}
+	return n
+}
+
+// restore reads the source Leases the members hold, from an earlier run
+// or another replica. Members were reachable moments ago (their cluster
+// IDs were read), so they start renewed.
+func (l *sourceLeases) restore(ctx context.Context) {
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, m := range l.c.members {
+		l.renewed[m.id] = now
+		l.reachable[m.id] = true
+	}
+	for _, m := range l.c.members {
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		leases, err := m.kube.CoordinationV1().Leases(l.c.cfg.LeaseNamespace).List(lctx, metav1.ListOptions{LabelSelector: mcsv1beta1.LabelSourceCluster})
+		cancel()
+		if err != nil {
+			klog.InfoS("Cannot read source cluster leases", "cluster", m.id, "err", err)
+			continue
+		}
+		for _, lease := range leases.Items {
+			id := lease.Labels[mcsv1beta1.LabelSourceCluster]
+			if lease.Spec.RenewTime != nil && lease.Spec.RenewTime.After(l.renewed[id]) {
+				l.renewed[id] = lease.Spec.RenewTime.Time
+			}
+		}
+	}
+	for id := range l.renewed {
+		l.wasAlive[id] = l.aliveLocked(id, now)
+	}
+}
+
+func (l *sourceLeases) period() time.Duration {
+	p := l.c.cfg.EndpointTTL / 3
+	if p > 10*time.Second {
+		p = 10 * time.Second
+	}
+	if p < 200*time.Millisecond {
+		p = 200 * time.Millisecond
+	}
+	return p
+}
+
+func (l *sourceLeases) run(ctx context.Context) {
+	for _, m := range l.c.members {
+		go wait.UntilWithContext(ctx, func(ctx context.Context) { l.probe(ctx, m) }, l.period())
+	}
+	wait.UntilWithContext(ctx, l.checkExpiry, l.period()/2)
+}
+
+// probe asks m's apiserver whether it is ready and, if so, renews m's
+// Lease in every member.
+func (l *sourceLeases) probe(ctx context.Context, m *member) {
+	pctx, cancel := context.WithTimeout(ctx, l.period())
+	_, err := m.kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(pctx)
+	cancel()
+	now := time.Now()
+	l.mu.Lock()
+	back := err == nil && !l.reachable[m.id]
+	l.reachable[m.id] = err == nil
+	if err == nil {
+		l.renewed[m.id] = now
+	}
+	l.mu.Unlock()
+	if err != nil {
+		klog.V(2).InfoS("Member unreachable", "cluster", m.id, "err", err)
+		return
+	}
+	if back {
+		// Writes into it may be backing off; start them over.
+		klog.InfoS("Member reachable again", "cluster", m.id)
+		for _, k := range l.c.desiredKeys() {
+			m.queue.Forget(k)
+			m.queue.Add(k)
+		}
+	}
+	for _, target := range l.c.members {
+		l.renew(ctx, target, m.id, now)
+	}
+}
+
+func (l *sourceLeases) renew(ctx context.Context, target *member, source string, now time.Time) {
+	l.mu.Lock()
+	up := l.reachable[target.id]
+	l.mu.Unlock()
+	if !up {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.period())
+	defer cancel()
+	api := target.kube.CoordinationV1().Leases(l.c.cfg.LeaseNamespace)
+	name := sourceLeasePrefix + source
+	spec := coordinationv1.LeaseSpec{
+		HolderIdentity:       ptr.To(l.c.cfg.Identity),
+		LeaseDurationSeconds: ptr.To(int32((l.c.cfg.EndpointTTL + time.Second - 1) / time.Second)),
+		RenewTime:            &metav1.MicroTime{Time: now},
+	}
+	lease, err := api.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = api.Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{mcsv1beta1.LabelSourceCluster: source}},
+			Spec:       spec,
+		}, metav1.CreateOptions{})
+	case err == nil:
+		lease.Spec = spec
+		_, err = api.Update(ctx, lease, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		klog.V(2).InfoS("Renewing source cluster lease failed", "cluster", target.id, "source", source, "err", err)
+	}
+}
+
+// checkExpiry merges everything again when a source cluster's lease
+// expires or comes back.
+func (l *sourceLeases) checkExpiry(context.Context) {
+	now := time.Now()
+	var changed []string
+	l.mu.Lock()
+	for id := range l.renewed {
+		alive := l.aliveLocked(id, now)
+		if alive != l.wasAlive[id] {
+			l.wasAlive[id] = alive
+			changed = append(changed, id)
+		}
+	}
+	l.mu.Unlock()
+	for _, id := range changed {
+		if l.alive(id) {
+			klog.InfoS("Source cluster lease renewed; restoring its endpoints", "source", id)
+		} else {
+			klog.InfoS("Source cluster lease expired; withdrawing its endpoints from every member", "source", id, "ttl", l.c.cfg.EndpointTTL)
+		}
+	}
+	if len(changed) > 0 {
+		l.c.enqueueAll()
+	}
+}

@@ -1,0 +1,131 @@
+// Package topology finds the member clusters of a clusterset: one
+// kubeconfig context per member, each named by the cluster ID in its
+// ClusterProperty "cluster.clusterset.k8s.io" (KEP-2149).
+package topology
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
+)
+
+// Member is one member cluster.
+type Member struct {
+	// Context is the kubeconfig context the member was given as.
+	Context string
+	// ClusterID is the member's cluster ID.
+	ClusterID string
+	// Config reaches the member's apiserver.
+	Config *rest.Config
+}
+
+// Contexts returns the REST configuration of each named context of the
+// kubeconfig, or of every context (sorted by name) when names is empty.
+func Contexts(kubeconfig string, names []string) (map[string]*rest.Config, []string, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if kubeconfig != "" {
+		rules.ExplicitPath = kubeconfig
+	}
+	raw, err := rules.Load()
+	if err != nil {
+		return nil, nil, fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	if len(names) == 0 {
+		for name := range raw.Contexts {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+	}
+	if len(names) == 0 {
+		return nil, nil, errors.New("the kubeconfig has no contexts; give one context per member cluster")
+	}
+	out := map[string]*rest.Config{}
+	for _, name := range names {
+		if _, ok := raw.Contexts[name]; !ok {
+			return nil, nil, fmt.Errorf("context %q is not in the kubeconfig", name)
+		}
+		if _, dup := out[name]; dup {
+			return nil, nil, fmt.Errorf("context %q is listed twice", name)
+		}
+		cfg, err := clientcmd.NewNonInteractiveClientConfig(*raw, name, &clientcmd.ConfigOverrides{}, rules).ClientConfig()
+		if err != nil {
+			return nil, nil, fmt.Errorf("context %q: %w", name, err)
+		}
+		out[name] = cfg
+	}
+	return out, names, nil
+}
+
+// Resolve reads the cluster ID of every context, retrying a member that
+// cannot be reached until timeout. It refuses a member without a cluster
+// ID, with an ID that cannot label an EndpointSlice, or with the ID of
+// another member: any of these would mislabel endpoints clusterset-wide.
+func Resolve(ctx context.Context, configs map[string]*rest.Config, order []string, timeout time.Duration) ([]Member, error) {
+	var members []Member
+	byID := map[string]string{}
+	for _, name := range order {
+		id, err := readClusterID(ctx, configs[name], timeout)
+		if err != nil {
+			return nil, fmt.Errorf("member context %q: %w", name, err)
+		}
+		if other, dup := byID[id]; dup {
+			return nil, fmt.Errorf("member contexts %q and %q both have cluster ID %q; each cluster of a clusterset needs its own ID in ClusterProperty %s", other, name, id, aboutv1alpha1.ClusterIDProperty)
+		}
+		byID[id] = name
+		members = append(members, Member{Context: name, ClusterID: id, Config: configs[name]})
+		klog.InfoS("Member cluster", "context", name, "clusterID", id)
+	}
+	return members, nil
+}
+
+func readClusterID(ctx context.Context, cfg *rest.Config, timeout time.Duration) (string, error) {
+	client, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return "", err
+	}
+	var id string
+	var lastErr error
+	err = wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		obj, err := client.Resource(aboutv1alpha1.Resource).Get(ctx, aboutv1alpha1.ClusterIDProperty, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+			// Either the CRD or the property is missing: nothing to wait for.
+			return false, fmt.Errorf("no cluster ID: ClusterProperty %q (clusterproperties.about.k8s.io) not found; create it, e.g. kubectl apply -f - <<<'{\"apiVersion\":\"about.k8s.io/v1alpha1\",\"kind\":\"ClusterProperty\",\"metadata\":{\"name\":\"%s\"},\"spec\":{\"value\":\"<cluster-id>\"}}'", aboutv1alpha1.ClusterIDProperty, aboutv1alpha1.ClusterIDProperty)
+		case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
+			return false, fmt.Errorf("cannot read ClusterProperty %q: %w (see kind-config/mcs-controller-rbac.yaml)", aboutv1alpha1.ClusterIDProperty, err)
+		case err != nil:
+			lastErr = err
+			return false, nil
+		}
+		value, _, _ := unstructured.NestedString(obj.Object, "spec", "value")
+		id = strings.TrimSpace(value)
+		return true, nil
+	})
+	if err != nil {
+		if lastErr != nil && wait.Interrupted(err) {
+			return "", fmt.Errorf("cannot read the cluster ID within %s: %w", timeout, lastErr)
+		}
+		return "", err
+	}
+	// The ID labels EndpointSlices (multicluster.kubernetes.io/source-cluster)
+	// and names ServiceImport status.clusters, both RFC-1123 labels.
+	if errs := validation.IsDNS1123Label(id); len(errs) > 0 {
+		return "", fmt.Errorf("cluster ID %q in ClusterProperty %s is not a valid RFC-1123 label: %s", id, aboutv1alpha1.ClusterIDProperty, strings.Join(errs, "; "))
+	}
+	return id, nil
+}
