@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -168,7 +168,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	for i := 0; i < c.cfg.Workers; i++ {
 		run(func(ctx context.Context) { wait.UntilWithContext(ctx, c.clustersetWorker, time.Second) })
 		for _, m := range c.members {
-			run(func(ctx context.Context) { wait.UntilWithContext(ctx, func(ctx context.Context) { c.memberWorker(ctx, m) }, time.Second) })
+			run(func(ctx context.Context) {
+				wait.UntilWithContext(ctx, func(ctx context.Context) { c.memberWorker(ctx, m) }, time.Second)
+			})
 		}
 	}
 	run(c.ttl.run)

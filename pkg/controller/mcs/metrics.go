@@ -16,7 +16,7 @@ type Metrics struct {
 	registry     prometheus.Registerer
 	registerOnce sync.Once
 
-	mu        sync.Mutex
+	mu          sync.Mutex
 	conflictsOf map[string][]string // key -> reasons
 }
 
