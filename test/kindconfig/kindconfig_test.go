@@ -1,0 +1,279 @@
+// Package kindconfig checks kind-config/ where Docker cannot run: kind
+// cluster configs are decoded strictly by kind's own types, every manifest
+// is applied to a real kube-apiserver with server-side dry-run after the
+// CRDs are installed, and the Dockerfile's build context is built the way
+// the Dockerfile builds it and must give the same binary as hack/build.sh.
+package kindconfig
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/multiclusterservices/crds"
+	kindv1alpha4 "sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
+	"sigs.k8s.io/yaml"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
+)
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, "..", "..")
+}
+
+// TestKindClusterConfigs decodes every kind config strictly and checks that
+// no two members' pod or Service ranges overlap, nor the clusterset range.
+func TestKindClusterConfigs(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(repoRoot(t), "kind-config", "clusters", "*.yaml"))
+	if err != nil || len(files) < 3 {
+		t.Fatalf("want configs for 3 clusters, found %v (%v)", files, err)
+	}
+	ranges := map[string]netip.Prefix{"clusterset IPs": netip.MustParsePrefix("10.250.0.0/16")}
+	names := map[string]bool{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c kindv1alpha4.Cluster
+		if err := yaml.UnmarshalStrict(data, &c); err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		if c.Kind != "Cluster" || c.APIVersion != "kind.x-k8s.io/v1alpha4" || c.Name == "" || names[c.Name] {
+			t.Errorf("%s: kind %q apiVersion %q name %q (names must be unique)", f, c.Kind, c.APIVersion, c.Name)
+		}
+		names[c.Name] = true
+		if c.Networking.KubeProxyMode != kindv1alpha4.NFTablesProxyMode {
+			t.Errorf("%s: kube-proxy mode %q, want nftables", f, c.Networking.KubeProxyMode)
+		}
+		for what, s := range map[string]string{"pods": c.Networking.PodSubnet, "services": c.Networking.ServiceSubnet} {
+			p, err := netip.ParsePrefix(s)
+			if err != nil {
+				t.Errorf("%s: %s range %q: %v", f, what, s, err)
+				continue
+			}
+			for other, q := range ranges {
+				if p.Overlaps(q) {
+					t.Errorf("%s: %s range %s overlaps %s %s", f, what, p, other, q)
+				}
+			}
+			ranges[c.Name+" "+what] = p
+		}
+	}
+}
+
+var placeholder = regexp.MustCompile(`\$\{([A-Z_]+)\}`)
+
+// TestManifestsDryRun applies every manifest of kind-config/ to a real
+// kube-apiserver with server-side dry-run, as hack/kind-e2e.sh fills them in.
+func TestManifestsDryRun(t *testing.T) {
+	framework.SkipUnlessBuilt(t, "etcd", "kube-apiserver")
+	ctx := context.Background()
+	dir := t.TempDir()
+	etcd, err := framework.StartEtcd(ctx, filepath.Join(dir, "etcd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(etcd.Stop)
+	cluster, err := framework.StartCluster(ctx, framework.ClusterOptions{Name: "mcs-a", Etcd: etcd, Dir: filepath.Join(dir, "mcs-a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Stop)
+	all, err := crds.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := crds.Install(ctx, apiextensionsclient.NewForConfigOrDie(cluster.RESTConfig()), all...); err != nil {
+		t.Fatal(err)
+	}
+	// kubeadm creates these before any manifest here is applied.
+	for _, sa := range []string{"kube-proxy", "coredns"} {
+		_, _ = cluster.Client().CoreV1().ServiceAccounts("kube-system").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
+	}
+
+	dyn := dynamic.NewForConfigOrDie(cluster.RESTConfig())
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cluster.Client().Discovery()))
+	values := map[string]string{"CLUSTER": "mcs-a", "POD_SUBNET": "10.101.0.0/16", "KUBECONFIG_B64": "e30K"}
+
+	manifests, err := filepath.Glob(filepath.Join(repoRoot(t), "kind-config", "*.yaml"))
+	if err != nil || len(manifests) == 0 {
+		t.Fatalf("no manifests: %v", err)
+	}
+	applied := 0
+	for _, path := range manifests {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		filled := placeholder.ReplaceAllStringFunc(string(data), func(m string) string {
+			name := placeholder.FindStringSubmatch(m)[1]
+			v, ok := values[name]
+			if !ok {
+				t.Errorf("%s: unknown placeholder %s", path, m)
+			}
+			return v
+		})
+		decoder := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(filled), 4096)
+		for {
+			obj := &unstructured.Unstructured{}
+			if err := decoder.Decode(&obj.Object); err != nil {
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				t.Fatalf("%s: %v", path, err)
+			}
+			if len(obj.Object) == 0 {
+				continue
+			}
+			if err := dryRunApply(ctx, dyn, mapper, obj); err != nil {
+				t.Errorf("%s: %s %s: %v", filepath.Base(path), obj.GetKind(), obj.GetName(), err)
+			}
+			applied++
+		}
+	}
+	t.Logf("%d objects from %d manifests accepted by kube-apiserver (server-side dry-run)", applied, len(manifests))
+}
+
+func dryRunApply(ctx context.Context, dyn dynamic.Interface, mapper meta.RESTMapper, obj *unstructured.Unstructured) error {
+	gvk := obj.GroupVersionKind()
+	mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return err
+	}
+	data, err := obj.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	var ri dynamic.ResourceInterface = dyn.Resource(mapping.Resource)
+	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+		ns := obj.GetNamespace()
+		if ns == "" {
+			ns = "default"
+		}
+		ri = dyn.Resource(mapping.Resource).Namespace(ns)
+	}
+	force := true
+	_, err = ri.Patch(ctx, obj.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{
+		DryRun: []string{metav1.DryRunAll}, FieldManager: "kind-e2e", Force: &force,
+	})
+	return err
+}
+
+// TestDockerBuildContextBuildsTheSameBinary builds kube-proxy from a copy
+// of the Dockerfile's build context (the repository minus .dockerignore),
+// with the command the Dockerfile runs, and compares it with the binary
+// hack/build.sh made: the image carries exactly what the tests tested.
+func TestDockerBuildContextBuildsTheSameBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds kube-proxy")
+	}
+	root := repoRoot(t)
+	dockerfile, err := os.ReadFile(filepath.Join(root, "kind-config", "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := regexp.MustCompile(`(?m)^RUN (hack/build\.sh .*)$`).FindSubmatch(dockerfile)
+	if run == nil || !bytes.Contains(run[1], []byte("kube-proxy")) {
+		t.Fatalf("the Dockerfile does not build kube-proxy with hack/build.sh")
+	}
+	want, err := framework.Binary("kube-proxy")
+	if err != nil {
+		t.Skipf("kube-proxy not built (make build): %v", err)
+	}
+
+	ignored := readDockerignore(t, root)
+	context := t.TempDir()
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if rel == "." {
+			return nil
+		}
+		for _, ig := range ignored {
+			if rel == ig || strings.HasPrefix(rel, ig+string(filepath.Separator)) {
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+		}
+		target := filepath.Join(context, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		info, err := d.Info()
+		if err != nil || !info.Mode().IsRegular() {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, data, info.Mode().Perm())
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("hack/build.sh", "kube-proxy")
+	cmd.Dir = context
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building in the Docker build context: %v\n%s", err, out)
+	}
+	if a, b := sum(t, want), sum(t, filepath.Join(context, "_output", "bin", "kube-proxy")); a != b {
+		t.Errorf("the build context gives a different kube-proxy: %s vs %s", a, b)
+	}
+}
+
+func readDockerignore(t *testing.T, root string) []string {
+	data, err := os.ReadFile(filepath.Join(root, ".dockerignore"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		out = append(out, strings.TrimSuffix(line, "/"))
+	}
+	return out
+}
+
+func sum(t *testing.T, path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%x", sha256.Sum256(data))
+}
