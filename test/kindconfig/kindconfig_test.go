@@ -89,7 +89,7 @@ func TestKindClusterConfigs(t *testing.T) {
 	}
 }
 
-var placeholder = regexp.MustCompile(`\$\{([A-Z_]+)\}`)
+var placeholder = regexp.MustCompile(`\$\{([A-Z][A-Z0-9_]*)\}`)
 
 // TestManifestsDryRun applies every manifest of kind-config/ to a real
 // kube-apiserver with server-side dry-run, as hack/kind-e2e.sh fills them in.
@@ -155,6 +155,10 @@ func TestManifestsDryRun(t *testing.T) {
 			}
 			if err := dryRunApply(ctx, dyn, mapper, obj); err != nil {
 				t.Errorf("%s: %s %s: %v", filepath.Base(path), obj.GetKind(), obj.GetName(), err)
+			}
+			if obj.GetKind() == "Namespace" {
+				// Objects in it can only be dry-run once it exists.
+				_, _ = cluster.Client().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: obj.GetName()}}, metav1.CreateOptions{})
 			}
 			applied++
 		}
