@@ -1,0 +1,795 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
+	"k8s.io/multiclusterservices/crds"
+	mcsproxy "k8s.io/multiclusterservices/proxy"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+	mcsclientset "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/app"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
+)
+
+// controllerUser is the identity the mcs-controller uses in every member;
+// it has only what kind-config/mcs-controller-rbac.yaml grants, so these
+// tests also check that manifest.
+const controllerUser = "mcs-controller"
+
+// member is one member cluster of the test clusterset.
+type testMember struct {
+	id      string
+	cluster *framework.Cluster
+	kube    kubernetes.Interface
+	mcs     mcsclientset.Interface
+	// link is the TCP path the controller reaches the member through, so
+	// that a test can cut it to simulate an outage.
+	link *tcpLink
+}
+
+// TestMCSController runs the mcs-controller (two replicas, leader elected)
+// against three real apiservers and checks, in order: export → import in
+// all three members, a port conflict, unexport, Service deletion, refused
+// and missing namespaces, controller restart (same clusterset IPs, no
+// writes), failover between replicas, and endpoint TTL across a member
+// outage and return.
+func TestMCSController(t *testing.T) {
+	framework.SkipUnlessBuilt(t, "etcd", "kube-apiserver")
+	ctx := context.Background()
+	dir := t.TempDir()
+	etcd, err := framework.StartEtcd(ctx, filepath.Join(dir, "etcd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(etcd.Stop)
+
+	var members []*testMember
+	for _, id := range []string{"cluster-a", "cluster-b", "cluster-c"} {
+		members = append(members, startMember(t, etcd, dir, id))
+	}
+	a, b, c := members[0], members[1], members[2]
+	kubeconfig := writeControllerKubeconfig(t, dir, members)
+	for _, m := range members {
+		createNamespace(t, m, "demo")
+	}
+	createNamespace(t, a, "partial")
+	createNamespace(t, b, "partial")
+
+	const ttl = 8 * time.Second
+	replica1 := startController(t, kubeconfig, "replica-1", ttl)
+	waitLeader(t, a, "replica-1")
+	replica2 := startController(t, kubeconfig, "replica-2", ttl)
+
+	// --- Export → import in every member, exporters included.
+	exportService(t, a, "demo", "web", servicePorts("http", 80), endpoints("http", 8080, "10.1.0.1", "10.1.0.2"))
+	exportService(t, b, "demo", "web", servicePorts("http", 80), endpoints("http", 8080, "10.2.0.1"))
+	var vip string
+	for _, m := range members {
+		eventually(t, 60*time.Second, "demo/web imported in "+m.id, func() (bool, string) {
+			si, err := m.mcs.MulticlusterV1beta1().ServiceImports("demo").Get(ctx, "web", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			got := describeImport(si)
+			ok := si.Spec.Type == mcsv1beta1.ClusterSetIP && len(si.Spec.IPs) == 1 &&
+				portsString(si.Spec.Ports) == "http:80/TCP" && clustersString(si) == "cluster-a,cluster-b" &&
+				si.Spec.SessionAffinity == v1.ServiceAffinityNone && si.Spec.InternalTrafficPolicy != nil &&
+				slices.Equal(si.Spec.IPFamilies, []v1.IPFamily{v1.IPv4Protocol}) && importReady(si)
+			return ok, got
+		})
+		si, _ := m.mcs.MulticlusterV1beta1().ServiceImports("demo").Get(ctx, "web", metav1.GetOptions{})
+		ip := netip.MustParseAddr(si.Spec.IPs[0])
+		if !netip.MustParsePrefix(mcsproxy.DefaultClusterSetIPCIDRs[0]).Contains(ip) {
+			t.Errorf("clusterset IP %s is outside %s", ip, mcsproxy.DefaultClusterSetIPCIDRs[0])
+		}
+		if vip == "" {
+			vip = si.Spec.IPs[0]
+		} else if si.Spec.IPs[0] != vip {
+			t.Errorf("%s has clusterset IP %s, another member %s", m.id, si.Spec.IPs[0], vip)
+		}
+		waitSlices(t, m, "demo", "web", "cluster-a=10.1.0.1,10.1.0.2 ports http:8080;cluster-b=10.2.0.1 ports http:8080")
+		checkSliceMetadata(t, m, "demo", "web")
+	}
+	for _, m := range []*testMember{a, b} {
+		waitExportConditions(t, m, "demo", "web", "Valid=True/Valid Ready=True/Exported Conflict=False/NoConflicts")
+	}
+
+	// --- Conflict: c exports "http" on another port, plus a port of its
+	// own. The oldest export's "http" wins, every export says so, and c's
+	// slices carry only the port c really serves.
+	exportService(t, c, "demo", "web", servicePorts("http", 8080, "metrics", 9090), endpoints2("10.3.0.1", "http", 8080, "metrics", 9090))
+	for _, m := range members {
+		waitImport(t, m, "demo", "web", func(si *mcsv1beta1.ServiceImport) bool {
+			return portsString(si.Spec.Ports) == "http:80/TCP,metrics:9090/TCP" && clustersString(si) == "cluster-a,cluster-b,cluster-c"
+		})
+		waitSlices(t, m, "demo", "web", "cluster-a=10.1.0.1,10.1.0.2 ports http:8080;cluster-b=10.2.0.1 ports http:8080;cluster-c=10.3.0.1 ports metrics:9090")
+		waitExportConditions(t, m, "demo", "web", "Valid=True/Valid Ready=True/Exported Conflict=True/PortConflict")
+	}
+	se, _ := c.mcs.MulticlusterV1beta1().ServiceExports("demo").Get(ctx, "web", metav1.GetOptions{})
+	if msg := meta.FindStatusCondition(se.Status.Conditions, "Conflict").Message; !strings.Contains(msg, `port "http"`) || !strings.Contains(msg, `"cluster-a"`) {
+		t.Errorf("conflict message does not name the field and the winner: %s", msg)
+	}
+	waitEvent(t, c, "demo", "web", "PortConflict")
+
+	// --- Unexport: c's endpoints leave every member, the conflict clears.
+	if err := c.mcs.MulticlusterV1beta1().ServiceExports("demo").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range members {
+		waitSlices(t, m, "demo", "web", "cluster-a=10.1.0.1,10.1.0.2 ports http:8080;cluster-b=10.2.0.1 ports http:8080")
+		waitImport(t, m, "demo", "web", func(si *mcsv1beta1.ServiceImport) bool {
+			return portsString(si.Spec.Ports) == "http:80/TCP" && clustersString(si) == "cluster-a,cluster-b" && si.Spec.IPs[0] == vip
+		})
+	}
+	waitExportConditions(t, a, "demo", "web", "Valid=True/Valid Ready=True/Exported Conflict=False/NoConflicts")
+
+	// --- Service deletion: b's export becomes invalid, b's endpoints go.
+	if err := b.kube.CoreV1().Services("demo").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitExportConditions(t, b, "demo", "web", "Valid=False/NoService Ready=False/Failed Conflict=False/NoConflicts")
+	for _, m := range members {
+		waitSlices(t, m, "demo", "web", "cluster-a=10.1.0.1,10.1.0.2 ports http:8080")
+		waitImport(t, m, "demo", "web", func(si *mcsv1beta1.ServiceImport) bool { return clustersString(si) == "cluster-a" && si.Spec.IPs[0] == vip })
+	}
+
+	// --- Last export gone: the import and its slices go everywhere.
+	if err := a.mcs.MulticlusterV1beta1().ServiceExports("demo").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range members {
+		eventually(t, 30*time.Second, "demo/web removed from "+m.id, func() (bool, string) {
+			_, err := m.mcs.MulticlusterV1beta1().ServiceImports("demo").Get(ctx, "web", metav1.GetOptions{})
+			n := len(importedSlices(t, m, "demo", "web"))
+			return apierrors.IsNotFound(err) && n == 0, fmt.Sprintf("import err %v, %d slices", err, n)
+		})
+	}
+
+	// --- Bad input: a refused namespace, an ExternalName Service, a
+	// namespace missing in one member.
+	exportService(t, a, "default", "refused", servicePorts("http", 80), endpoints("http", 80, "10.1.0.9"))
+	waitExportConditions(t, a, "default", "refused", "Valid=False/NamespaceNotAllowed Ready=False/Failed Conflict=False/NoConflicts")
+	createExternalName(t, a, "demo", "external")
+	waitExportConditions(t, a, "demo", "external", "Valid=False/InvalidServiceType Ready=False/Failed Conflict=False/NoConflicts")
+	exportService(t, a, "partial", "solo", servicePorts("http", 80), endpoints("http", 80, "10.1.0.7"))
+	for _, m := range []*testMember{a, b} {
+		waitSlices(t, m, "partial", "solo", "cluster-a=10.1.0.7 ports http:80")
+	}
+	se = waitExportConditions(t, a, "partial", "solo", "Valid=True/Valid Ready=True/Exported Conflict=False/NoConflicts")
+	if msg := meta.FindStatusCondition(se.Status.Conditions, "Ready").Message; !strings.Contains(msg, "cluster-c") {
+		t.Errorf("Ready message does not say where the namespace is missing: %s", msg)
+	}
+	for _, ns := range []string{"default", "partial"} {
+		if list, _ := c.mcs.MulticlusterV1beta1().ServiceImports(ns).List(ctx, metav1.ListOptions{}); len(list.Items) > 0 {
+			t.Errorf("cluster-c has imports in %s: %v", ns, list.Items)
+		}
+	}
+	if list, _ := a.mcs.MulticlusterV1beta1().ServiceImports("default").List(ctx, metav1.ListOptions{}); len(list.Items) > 0 {
+		t.Errorf("an export from a refused namespace was imported")
+	}
+
+	// --- A service for the restart, failover and outage phases.
+	exportService(t, a, "demo", "api", servicePorts("grpc", 9000), endpoints("grpc", 9000, "10.1.1.1"))
+	exportService(t, b, "demo", "api", servicePorts("grpc", 9000), endpoints("grpc", 9000, "10.2.1.1"))
+	for _, m := range members {
+		waitSlices(t, m, "demo", "api", "cluster-a=10.1.1.1 ports grpc:9000;cluster-b=10.2.1.1 ports grpc:9000")
+	}
+	time.Sleep(2 * time.Second) // let status writes settle
+	before := snapshot(t, members, "demo", "api")
+
+	// --- Failover: the leader stops, the standby takes over and serves.
+	replica1.stop()
+	waitLeader(t, a, "replica-2")
+	exportService(t, c, "demo", "api", servicePorts("grpc", 9000), endpoints("grpc", 9000, "10.3.1.1"))
+	for _, m := range members {
+		waitSlices(t, m, "demo", "api", "cluster-a=10.1.1.1 ports grpc:9000;cluster-b=10.2.1.1 ports grpc:9000;cluster-c=10.3.1.1 ports grpc:9000")
+	}
+	deleteExport(t, c, "demo", "api")
+	for _, m := range members {
+		waitSlices(t, m, "demo", "api", "cluster-a=10.1.1.1 ports grpc:9000;cluster-b=10.2.1.1 ports grpc:9000")
+	}
+	time.Sleep(2 * time.Second)
+	before = snapshot(t, members, "demo", "api")
+
+	// --- Restart: a new controller process finds the same clusterset IP
+	// and writes nothing.
+	replica2.stop()
+	replica3 := startController(t, kubeconfig, "replica-3", ttl)
+	waitLeader(t, a, "replica-3")
+	replica3.waitReady(t)
+	time.Sleep(5 * time.Second)
+	if after := snapshot(t, members, "demo", "api"); after != before {
+		t.Errorf("restart changed objects:\nbefore %s\nafter  %s", before, after)
+	}
+
+	// --- Outage: b's API is cut off from the controller. After the TTL
+	// b's endpoints leave the members the controller can reach, and a's
+	// slices are not touched; they come back when b returns.
+	aSlices := sliceVersions(t, c, "demo", "api", "cluster-a")
+	b.link.cut()
+	for _, m := range []*testMember{a, c} {
+		waitSlices(t, m, "demo", "api", "cluster-a=10.1.1.1 ports grpc:9000")
+	}
+	if got := sliceVersions(t, c, "demo", "api", "cluster-a"); got != aSlices {
+		t.Errorf("cluster-a's slices moved during cluster-b's outage: %s -> %s", aSlices, got)
+	}
+	if si, err := c.mcs.MulticlusterV1beta1().ServiceImports("demo").Get(ctx, "api", metav1.GetOptions{}); err != nil || clustersString(si) != "cluster-a,cluster-b" {
+		t.Errorf("the import changed during the outage: %v %v", describeImport(si), err)
+	}
+	b.link.restore()
+	for _, m := range members {
+		waitSlices(t, m, "demo", "api", "cluster-a=10.1.1.1 ports grpc:9000;cluster-b=10.2.1.1 ports grpc:9000")
+	}
+}
+
+func startMember(t *testing.T, etcd *framework.Etcd, dir, id string) *testMember {
+	t.Helper()
+	ctx := context.Background()
+	cluster, err := framework.StartCluster(ctx, framework.ClusterOptions{Name: id, Etcd: etcd, Dir: filepath.Join(dir, id)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Stop)
+	cfg := cluster.RESTConfig()
+	m := &testMember{id: id, cluster: cluster, kube: cluster.Client(), mcs: mcsclientset.NewForConfigOrDie(cfg)}
+	all, err := crds.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := crds.Install(ctx, apiextensionsclient.NewForConfigOrDie(cfg), all...); err != nil {
+		t.Fatal(err)
+	}
+	dyn := dynamic.NewForConfigOrDie(cfg)
+	prop := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": aboutv1alpha1.SchemeGroupVersion.String(), "kind": "ClusterProperty",
+		"metadata": map[string]any{"name": aboutv1alpha1.ClusterIDProperty},
+		"spec":     map[string]any{"value": id},
+	}}
+	eventually(t, 30*time.Second, "ClusterProperty in "+id, func() (bool, string) {
+		_, err := dyn.Resource(aboutv1alpha1.Resource).Create(ctx, prop, metav1.CreateOptions{})
+		return err == nil || apierrors.IsAlreadyExists(err), errString(err)
+	})
+	applyControllerRBAC(t, m.kube)
+	return m
+}
+
+// applyControllerRBAC creates the objects of kind-config/mcs-controller-rbac.yaml.
+func applyControllerRBAC(t *testing.T, kube kubernetes.Interface) {
+	t.Helper()
+	ctx := context.Background()
+	f, err := os.Open(repoPath(t, "kind-config", "mcs-controller-rbac.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	decoder := yaml.NewYAMLOrJSONDecoder(f, 4096)
+	for {
+		var obj unstructured.Unstructured
+		if err := decoder.Decode(&obj.Object); errors.Is(err, io.EOF) {
+			return
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := obj.MarshalJSON()
+		switch obj.GetKind() {
+		case "ClusterRole":
+			var o rbacv1.ClusterRole
+			mustUnmarshal(t, data, &o)
+			_, err = kube.RbacV1().ClusterRoles().Create(ctx, &o, metav1.CreateOptions{})
+		case "ClusterRoleBinding":
+			var o rbacv1.ClusterRoleBinding
+			mustUnmarshal(t, data, &o)
+			_, err = kube.RbacV1().ClusterRoleBindings().Create(ctx, &o, metav1.CreateOptions{})
+		case "Role":
+			var o rbacv1.Role
+			mustUnmarshal(t, data, &o)
+			_, err = kube.RbacV1().Roles(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
+		case "RoleBinding":
+			var o rbacv1.RoleBinding
+			mustUnmarshal(t, data, &o)
+			_, err = kube.RbacV1().RoleBindings(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
+		default:
+			t.Fatalf("unexpected kind %q in the RBAC manifest", obj.GetKind())
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func mustUnmarshal(t *testing.T, data []byte, into any) {
+	t.Helper()
+	if err := yaml.Unmarshal(data, into); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeControllerKubeconfig writes one kubeconfig with a context per
+// member, acting as controllerUser and reaching each member through a
+// tcpLink.
+func writeControllerKubeconfig(t *testing.T, dir string, members []*testMember) string {
+	t.Helper()
+	kc := clientcmdapi.NewConfig()
+	for _, m := range members {
+		path, err := m.cluster.ImpersonatingKubeconfig(controllerUser, []string{"system:authenticated"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		one, err := clientcmd.LoadFromFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.link = newTCPLink(t, strings.TrimPrefix(m.cluster.URL(), "https://"))
+		for name, cl := range one.Clusters {
+			cl.Server = "https://" + m.link.addr()
+			kc.Clusters[name] = cl
+		}
+		for name, u := range one.AuthInfos {
+			kc.AuthInfos[name] = u
+		}
+		for name, c := range one.Contexts {
+			kc.Contexts[name] = c
+		}
+	}
+	kc.CurrentContext = members[0].id
+	path := filepath.Join(dir, "clusterset.kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+type runningController struct {
+	cancel context.CancelFunc
+	done   chan error
+	health string
+}
+
+func startController(t *testing.T, kubeconfig, identity string, ttl time.Duration) *runningController {
+	t.Helper()
+	o := app.NewOptions()
+	o.Kubeconfig = kubeconfig
+	o.Identity = identity
+	o.EndpointTTL = ttl
+	o.InitialSyncTimeout = 20 * time.Second
+	o.LeaderElectLeaseDuration = 4 * time.Second
+	o.LeaderElectRenewDeadline = 3 * time.Second
+	o.LeaderElectRetryPeriod = 500 * time.Millisecond
+	o.MetricsBindAddress = "0"
+	port, err := freeLocalPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.HealthzBindAddress = fmt.Sprintf("127.0.0.1:%d", port)
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &runningController{cancel: cancel, done: make(chan error, 1), health: o.HealthzBindAddress}
+	go func() { r.done <- app.Run(ctx, o) }()
+	t.Cleanup(r.stop)
+	return r
+}
+
+func (r *runningController) stop() {
+	r.cancel()
+	select {
+	case <-r.done:
+	case <-time.After(30 * time.Second):
+	}
+}
+
+func (r *runningController) waitReady(t *testing.T) {
+	t.Helper()
+	eventually(t, 60*time.Second, "the controller's /readyz", func() (bool, string) {
+		out, err := httpGet("http://" + r.health + "/readyz")
+		return err == nil && strings.TrimSpace(out) == "ok", out + errString(err)
+	})
+}
+
+func waitLeader(t *testing.T, m *testMember, identity string) {
+	t.Helper()
+	eventually(t, 60*time.Second, identity+" to lead", func() (bool, string) {
+		lease, err := m.kube.CoordinationV1().Leases("kube-system").Get(context.Background(), "mcs-controller", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		holder := ptr.Deref(lease.Spec.HolderIdentity, "")
+		return holder == identity, holder
+	})
+}
+
+func createNamespace(t *testing.T, m *testMember, name string) {
+	t.Helper()
+	_, err := m.kube.CoreV1().Namespaces().Create(context.Background(), &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+func servicePorts(nameAndPort ...any) []v1.ServicePort {
+	var out []v1.ServicePort
+	for i := 0; i < len(nameAndPort); i += 2 {
+		out = append(out, v1.ServicePort{Name: nameAndPort[i].(string), Port: int32(nameAndPort[i+1].(int)), Protocol: v1.ProtocolTCP})
+	}
+	return out
+}
+
+// slicePorts and addresses of a member's own EndpointSlice.
+type localSlice struct {
+	ports []discoveryv1.EndpointPort
+	addrs []string
+}
+
+func endpoints(port string, number int32, addrs ...string) localSlice {
+	return localSlice{ports: []discoveryv1.EndpointPort{{Name: ptr.To(port), Port: ptr.To(number), Protocol: ptr.To(v1.ProtocolTCP)}}, addrs: addrs}
+}
+
+func endpoints2(addr, p1 string, n1 int32, p2 string, n2 int32) localSlice {
+	return localSlice{ports: []discoveryv1.EndpointPort{
+		{Name: ptr.To(p1), Port: ptr.To(n1), Protocol: ptr.To(v1.ProtocolTCP)},
+		{Name: ptr.To(p2), Port: ptr.To(n2), Protocol: ptr.To(v1.ProtocolTCP)},
+	}, addrs: []string{addr}}
+}
+
+// exportService creates a selector-less Service, its EndpointSlice (as
+// the member's endpointslice controller would for pods) and its export.
+func exportService(t *testing.T, m *testMember, ns, name string, ports []v1.ServicePort, eps localSlice) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := m.kube.CoreV1().Services(ns).Create(ctx, &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       v1.ServiceSpec{Ports: ports},
+	}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-local", Labels: map[string]string{
+			discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: "test",
+		}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       eps.ports,
+	}
+	for _, addr := range eps.addrs {
+		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{
+			Addresses: []string{addr}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}, NodeName: ptr.To("node-1"),
+		})
+	}
+	if _, err := m.kube.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	createExport(t, m, ns, name)
+}
+
+func createExport(t *testing.T, m *testMember, ns, name string) {
+	t.Helper()
+	_, err := m.mcs.MulticlusterV1beta1().ServiceExports(ns).Create(context.Background(), &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func deleteExport(t *testing.T, m *testMember, ns, name string) {
+	t.Helper()
+	if err := m.mcs.MulticlusterV1beta1().ServiceExports(ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func createExternalName(t *testing.T, m *testMember, ns, name string) {
+	t.Helper()
+	_, err := m.kube.CoreV1().Services(ns).Create(context.Background(), &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       v1.ServiceSpec{Type: v1.ServiceTypeExternalName, ExternalName: "example.com"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	createExport(t, m, ns, name)
+}
+
+func waitImport(t *testing.T, m *testMember, ns, name string, ok func(*mcsv1beta1.ServiceImport) bool) {
+	t.Helper()
+	eventually(t, 60*time.Second, fmt.Sprintf("import %s/%s in %s", ns, name, m.id), func() (bool, string) {
+		si, err := m.mcs.MulticlusterV1beta1().ServiceImports(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return ok(si), describeImport(si)
+	})
+}
+
+// waitExportConditions waits until an export's conditions read want, e.g.
+// "Valid=True/Valid Ready=True/Exported Conflict=False/NoConflicts".
+func waitExportConditions(t *testing.T, m *testMember, ns, name, want string) *mcsv1beta1.ServiceExport {
+	t.Helper()
+	var se *mcsv1beta1.ServiceExport
+	eventually(t, 60*time.Second, fmt.Sprintf("conditions of export %s/%s in %s", ns, name, m.id), func() (bool, string) {
+		var err error
+		se, err = m.mcs.MulticlusterV1beta1().ServiceExports(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var got []string
+		for _, typ := range []string{"Valid", "Ready", "Conflict"} {
+			if c := meta.FindStatusCondition(se.Status.Conditions, typ); c != nil {
+				got = append(got, fmt.Sprintf("%s=%s/%s", typ, c.Status, c.Reason))
+			}
+		}
+		s := strings.Join(got, " ")
+		return s == want, s
+	})
+	return se
+}
+
+func waitEvent(t *testing.T, m *testMember, ns, name, reason string) {
+	t.Helper()
+	eventually(t, 30*time.Second, fmt.Sprintf("a %s event on %s/%s in %s", reason, ns, name, m.id), func() (bool, string) {
+		events, err := m.kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var got []string
+		for _, e := range events.Items {
+			if e.InvolvedObject.Name == name && e.InvolvedObject.Kind == "ServiceExport" {
+				got = append(got, e.Reason)
+				if strings.Contains(e.Reason, reason) {
+					return true, ""
+				}
+			}
+		}
+		return false, strings.Join(got, ",")
+	})
+}
+
+func importedSlices(t *testing.T, m *testMember, ns, name string) []discoveryv1.EndpointSlice {
+	t.Helper()
+	list, err := m.kube.DiscoveryV1().EndpointSlices(ns).List(context.Background(), metav1.ListOptions{LabelSelector: mcsv1beta1.LabelServiceName + "=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+// waitSlices waits until a member's imported slices of ns/name read want:
+// "<source>=<addrs> ports <name:port,...>" per source cluster, sorted, ";"
+// separated.
+func waitSlices(t *testing.T, m *testMember, ns, name, want string) {
+	t.Helper()
+	eventually(t, 60*time.Second, fmt.Sprintf("imported slices of %s/%s in %s", ns, name, m.id), func() (bool, string) {
+		got := slicesString(importedSlices(t, m, ns, name))
+		return got == want, got
+	})
+}
+
+func slicesString(slices []discoveryv1.EndpointSlice) string {
+	var parts []string
+	for _, s := range slices {
+		var addrs, ports []string
+		for _, e := range s.Endpoints {
+			addrs = append(addrs, e.Addresses...)
+		}
+		for _, p := range s.Ports {
+			ports = append(ports, fmt.Sprintf("%s:%d", ptr.Deref(p.Name, ""), ptr.Deref(p.Port, 0)))
+		}
+		sort.Strings(addrs)
+		sort.Strings(ports)
+		parts = append(parts, fmt.Sprintf("%s=%s ports %s", s.Labels[mcsv1beta1.LabelSourceCluster], strings.Join(addrs, ","), strings.Join(ports, ",")))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ";")
+}
+
+// checkSliceMetadata checks the labels and owner of imported slices, and
+// that kube-proxy would accept them.
+func checkSliceMetadata(t *testing.T, m *testMember, ns, name string) {
+	t.Helper()
+	si, err := m.mcs.MulticlusterV1beta1().ServiceImports(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := &mcsproxy.Options{TrustedManagers: []string{mcsproxy.DefaultManagedBy}}
+	for _, s := range importedSlices(t, m, ns, name) {
+		if s.Labels[discoveryv1.LabelManagedBy] != mcsproxy.DefaultManagedBy {
+			t.Errorf("%s: managed-by %q", s.Name, s.Labels[discoveryv1.LabelManagedBy])
+		}
+		if _, ok := s.Labels[discoveryv1.LabelServiceName]; ok {
+			t.Errorf("%s has the kubernetes.io/service-name label of a local Service", s.Name)
+		}
+		if len(s.OwnerReferences) != 1 || s.OwnerReferences[0].UID != si.UID || s.OwnerReferences[0].Kind != "ServiceImport" {
+			t.Errorf("%s: owner references %v, want the ServiceImport %s", s.Name, s.OwnerReferences, si.UID)
+		}
+		for _, e := range s.Endpoints {
+			if e.NodeName != nil || e.Hints != nil || e.TargetRef != nil {
+				t.Errorf("%s keeps another cluster's node name, hints or target", s.Name)
+			}
+		}
+		if _, err := mcsproxy.EndpointSliceForImport(&s, opts); err != nil {
+			t.Errorf("kube-proxy would reject %s: %v", s.Name, err)
+		}
+	}
+	opts.ClusterSetIPCIDRs, _ = mcsproxy.ParseCIDRs(mcsproxy.DefaultClusterSetIPCIDRs)
+	if _, err := mcsproxy.ServiceForImport(si, opts); err != nil {
+		t.Errorf("kube-proxy would reject the import: %v", err)
+	}
+}
+
+// snapshot describes the imports and slices of ns/name in every member
+// with their resource versions and clusterset IPs.
+func snapshot(t *testing.T, members []*testMember, ns, name string) string {
+	t.Helper()
+	var parts []string
+	for _, m := range members {
+		si, err := m.mcs.MulticlusterV1beta1().ServiceImports(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, fmt.Sprintf("%s import rv=%s ips=%v", m.id, si.ResourceVersion, si.Spec.IPs))
+		for _, s := range importedSlices(t, m, ns, name) {
+			parts = append(parts, fmt.Sprintf("%s slice %s rv=%s", m.id, s.Name, s.ResourceVersion))
+		}
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, "; ")
+}
+
+func sliceVersions(t *testing.T, m *testMember, ns, name, source string) string {
+	var parts []string
+	for _, s := range importedSlices(t, m, ns, name) {
+		if s.Labels[mcsv1beta1.LabelSourceCluster] == source {
+			parts = append(parts, s.Name+"@"+s.ResourceVersion)
+		}
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}
+
+func describeImport(si *mcsv1beta1.ServiceImport) string {
+	if si == nil {
+		return "<nil>"
+	}
+	ready := meta.FindStatusCondition(si.Status.Conditions, string(mcsv1beta1.ServiceImportConditionReady))
+	return fmt.Sprintf("type=%s ips=%v ports=%s families=%v clusters=%s ready=%v", si.Spec.Type, si.Spec.IPs, portsString(si.Spec.Ports), si.Spec.IPFamilies, clustersString(si), ready)
+}
+
+func importReady(si *mcsv1beta1.ServiceImport) bool {
+	return meta.IsStatusConditionTrue(si.Status.Conditions, string(mcsv1beta1.ServiceImportConditionReady))
+}
+
+func portsString(ports []mcsv1beta1.ServicePort) string {
+	var out []string
+	for _, p := range ports {
+		out = append(out, fmt.Sprintf("%s:%d/%s", p.Name, p.Port, p.Protocol))
+	}
+	return strings.Join(out, ",")
+}
+
+func clustersString(si *mcsv1beta1.ServiceImport) string {
+	var out []string
+	for _, c := range si.Status.Clusters {
+		out = append(out, c.Cluster)
+	}
+	return strings.Join(out, ",")
+}
+
+func freeLocalPort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func httpGet(url string) (string, error) {
+	c := &http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return string(body), nil
+}
+
+// tcpLink forwards TCP connections to an apiserver and can be cut, which
+// to the controller looks like the member's network going away.
+type tcpLink struct {
+	target string
+	l      net.Listener
+
+	mu    sync.Mutex
+	down  bool
+	conns map[net.Conn]bool
+}
+
+func newTCPLink(t *testing.T, target string) *tcpLink {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &tcpLink{target: target, l: l, conns: map[net.Conn]bool{}}
+	t.Cleanup(func() { l.Close(); k.cut() })
+	go k.serve()
+	return k
+}
+
+func (k *tcpLink) addr() string { return k.l.Addr().String() }
+
+func (k *tcpLink) serve() {
+	for {
+		in, err := k.l.Accept()
+		if err != nil {
+			return
+		}
+		k.mu.Lock()
+		down := k.down
+		if !down {
+			k.conns[in] = true
+		}
+		k.mu.Unlock()
+		if down {
+			in.Close()
+			continue
+		}
+		go func() {
+			out, err := net.Dial("tcp", k.target)
+			if err != nil {
+				in.Close()
+				return
+			}
+			k.mu.Lock()
+			k.conns[out] = true
+			k.mu.Unlock()
+			go func() { _, _ = io.Copy(out, in); out.Close() }()
+			_, _ = io.Copy(in, out)
+			in.Close()
+		}()
+	}
+}
+
+// cut closes every connection and refuses new ones until restore.
+func (k *tcpLink) cut() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.down = true
+	for c := range k.conns {
+		c.Close()
+	}
+	k.conns = map[net.Conn]bool{}
+}
+
+func (k *tcpLink) restore() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.down = false
+}
