@@ -30,10 +30,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/utils/ptr"
 	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
 	"k8s.io/multiclusterservices/crds"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
+	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 	mcsclientset "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 
@@ -160,7 +160,9 @@ func TestMCSController(t *testing.T) {
 	waitExportConditions(t, b, "demo", "web", "Valid=False/NoService Ready=False/Failed Conflict=False/NoConflicts")
 	for _, m := range members {
 		waitSlices(t, m, "demo", "web", "cluster-a=10.1.0.1,10.1.0.2 ports http:8080")
-		waitImport(t, m, "demo", "web", func(si *mcsv1beta1.ServiceImport) bool { return clustersString(si) == "cluster-a" && si.Spec.IPs[0] == vip })
+		waitImport(t, m, "demo", "web", func(si *mcsv1beta1.ServiceImport) bool {
+			return clustersString(si) == "cluster-a" && si.Spec.IPs[0] == vip
+		})
 	}
 
 	// --- Last export gone: the import and its slices go everywhere.
