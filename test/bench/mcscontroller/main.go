@@ -1,0 +1,398 @@
+// Command mcscontroller benchmarks the built mcs-controller against real
+// apiservers (run it through hack/bench-controller.sh): N member clusters
+// each export the same E Services with P endpoints each; it reports the time
+// from controller start to every import and slice being present in every
+// member, the latency from an endpoint change in one member to the imported
+// slice being updated in every member (p50, p99), and the controller's peak
+// RSS.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
+	"k8s.io/multiclusterservices/crds"
+	mcsproxy "k8s.io/multiclusterservices/proxy"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+	mcsclientset "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
+)
+
+const namespace = "bench"
+
+var (
+	clusters   = flag.Int("clusters", 3, "member clusters")
+	exports    = flag.Int("exports", 1000, "exported Services per cluster (the same names everywhere)")
+	perService = flag.Int("endpoints", 10, "endpoints per Service per cluster")
+	changes    = flag.Int("changes", 200, "endpoint changes whose propagation latency is measured")
+	controller = flag.String("controller", "_output/bin/mcs-controller", "mcs-controller binary")
+	workDir    = flag.String("dir", "", "working directory (default: a temporary one)")
+)
+
+type member struct {
+	id   string
+	cfg  *rest.Config
+	kube kubernetes.Interface
+	mcs  mcsclientset.Interface
+	// slices caches the imported slices, for the latency probe.
+	slices cache.Indexer
+}
+
+func main() {
+	flag.Parse()
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	ctx := context.Background()
+	dir := *workDir
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "bench-mcs-controller-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+	}
+	etcd, err := framework.StartEtcd(ctx, filepath.Join(dir, "etcd"))
+	if err != nil {
+		return err
+	}
+	defer etcd.Stop()
+
+	var members []*member
+	var fcs []*framework.Cluster
+	for i := 0; i < *clusters; i++ {
+		id := fmt.Sprintf("cluster-%c", 'a'+i)
+		c, err := framework.StartCluster(ctx, framework.ClusterOptions{Name: id, Etcd: etcd, Dir: filepath.Join(dir, id),
+			ExtraArgs: []string{"--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000"}})
+		if err != nil {
+			return err
+		}
+		defer c.Stop()
+		fcs = append(fcs, c)
+		cfg := c.RESTConfig()
+		cfg.QPS, cfg.Burst = 2000, 4000
+		m := &member{id: id, cfg: cfg, kube: kubernetes.NewForConfigOrDie(cfg), mcs: mcsclientset.NewForConfigOrDie(cfg)}
+		if err := prepare(ctx, m); err != nil {
+			return fmt.Errorf("%s: %w", id, err)
+		}
+		members = append(members, m)
+	}
+	kubeconfig := filepath.Join(dir, "clusterset.kubeconfig")
+	if err := framework.WriteClusterSetKubeconfig(kubeconfig, fcs...); err != nil {
+		return err
+	}
+
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(members))
+	for _, m := range members {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs <- populate(ctx, m) }()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	fmt.Printf("populated %d clusters x %d exports x %d endpoints in %s\n", *clusters, *exports, *perService, time.Since(start).Round(time.Millisecond))
+
+	stop := make(chan struct{})
+	defer close(stop)
+	for _, m := range members {
+		f := informers.NewSharedInformerFactoryWithOptions(m.kube, 0, informers.WithNamespace(namespace),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+				o.LabelSelector = discoveryv1.LabelManagedBy + "=" + mcsproxy.DefaultManagedBy
+			}))
+		inf := f.Discovery().V1().EndpointSlices().Informer()
+		m.slices = inf.GetIndexer()
+		f.Start(stop)
+		cache.WaitForCacheSync(stop, inf.HasSynced)
+	}
+
+	logPath := filepath.Join(dir, "mcs-controller.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	cmd := exec.Command(*controller, "--kubeconfig="+kubeconfig, "--leader-elect=false",
+		"--metrics-bind-address=127.0.0.1:0", "--healthz-bind-address=0", "--kube-api-qps=500", "--kube-api-burst=1000")
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	start = time.Now()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	peak := &peakRSS{pid: cmd.Process.Pid}
+	go peak.watch(stop)
+
+	wantSlices := *exports * *clusters
+	for {
+		done := true
+		var state []string
+		for _, m := range members {
+			n := 0
+			for _, o := range m.slices.List() {
+				if len(o.(*discoveryv1.EndpointSlice).Endpoints) == *perService {
+					n++
+				}
+			}
+			imports, err := m.mcs.MulticlusterV1beta1().ServiceImports(namespace).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+			ni := 0
+			if err == nil {
+				ni = len(imports.Items)
+			}
+			state = append(state, fmt.Sprintf("%s: %d/%d imports %d/%d slices", m.id, ni, *exports, n, wantSlices))
+			done = done && ni == *exports && n == wantSlices
+		}
+		if done {
+			break
+		}
+		if time.Since(start) > 10*time.Minute {
+			return fmt.Errorf("no convergence after 10m: %s (log %s)", strings.Join(state, "; "), logPath)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	convergence := time.Since(start)
+	fmt.Printf("convergence: %s from controller start to %d imports and %d slices in each of %d members\n",
+		convergence.Round(time.Millisecond), *exports, wantSlices, len(members))
+
+	latencies, err := measureLatency(ctx, members)
+	if err != nil {
+		return err
+	}
+	slices.Sort(latencies)
+	p := func(q float64) time.Duration { return latencies[int(q*float64(len(latencies)-1))] }
+	fmt.Printf("endpoint change -> slice updated in every member (%d changes): p50 %s  p99 %s  max %s\n",
+		len(latencies), p(0.50).Round(time.Millisecond), p(0.99).Round(time.Millisecond), latencies[len(latencies)-1].Round(time.Millisecond))
+	fmt.Printf("controller peak RSS: %d MB\n", peak.get()/1024)
+	fmt.Printf("targets: convergence < 60s: %v; p99 < 2s: %v; RSS < 500MB: %v\n",
+		convergence < time.Minute, p(0.99) < 2*time.Second, peak.get()/1024 < 500)
+	return nil
+}
+
+// prepare installs the CRDs, the cluster ID and the namespace.
+func prepare(ctx context.Context, m *member) error {
+	all, err := crds.All()
+	if err != nil {
+		return err
+	}
+	if err := crds.Install(ctx, apiextensionsclient.NewForConfigOrDie(m.cfg), all...); err != nil {
+		return err
+	}
+	prop := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": aboutv1alpha1.SchemeGroupVersion.String(), "kind": "ClusterProperty",
+		"metadata": map[string]any{"name": aboutv1alpha1.ClusterIDProperty},
+		"spec":     map[string]any{"value": m.id},
+	}}
+	dyn := dynamic.NewForConfigOrDie(m.cfg)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, err := dyn.Resource(aboutv1alpha1.Resource).Create(ctx, prop, metav1.CreateOptions{})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	_, err = m.kube.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{})
+	return err
+}
+
+func serviceName(i int) string { return fmt.Sprintf("svc-%04d", i) }
+
+// clusterIndex is the second octet of a member's endpoint addresses.
+func clusterIndex(id string) int { return int(id[len(id)-1]-'a') + 1 }
+
+func localSlice(m *member, i int, generation int) *discoveryv1.EndpointSlice {
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: serviceName(i) + "-local", Namespace: namespace, Labels: map[string]string{
+			discoveryv1.LabelServiceName: serviceName(i), discoveryv1.LabelManagedBy: "bench",
+		}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(v1.ProtocolTCP)}},
+	}
+	for e := 0; e < *perService; e++ {
+		// 10.<cluster>.<service/256>.<...>: unique per cluster and service;
+		// the generation moves the first endpoint, which is the change
+		// whose propagation is measured.
+		host := (i%16)*16 + e + 1
+		if e == 0 {
+			host = 200 + generation%50
+		}
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
+			Addresses:  []string{fmt.Sprintf("10.%d.%d.%d", clusterIndex(m.id), i/16, host)},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+		})
+	}
+	return s
+}
+
+// populate creates the Services, their slices and their exports.
+func populate(ctx context.Context, m *member) error {
+	sem := make(chan struct{}, 32)
+	var mu sync.Mutex
+	var firstErr error
+	var wg sync.WaitGroup
+	for i := 0; i < *exports; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			err := func() error {
+				_, err := m.kube.CoreV1().Services(namespace).Create(ctx, &v1.Service{
+					ObjectMeta: metav1.ObjectMeta{Name: serviceName(i)},
+					Spec:       v1.ServiceSpec{Ports: []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}}},
+				}, metav1.CreateOptions{})
+				if err != nil {
+					return err
+				}
+				if _, err := m.kube.DiscoveryV1().EndpointSlices(namespace).Create(ctx, localSlice(m, i, 0), metav1.CreateOptions{}); err != nil {
+					return err
+				}
+				_, err = m.mcs.MulticlusterV1beta1().ServiceExports(namespace).Create(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Name: serviceName(i)}}, metav1.CreateOptions{})
+				return err
+			}()
+			if err != nil {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return firstErr
+}
+
+// measureLatency changes one endpoint of a random Service in a random
+// member at a time and times until every member's imported slice shows it.
+func measureLatency(ctx context.Context, members []*member) ([]time.Duration, error) {
+	rng := rand.New(rand.NewSource(1))
+	var out []time.Duration
+	for g := 1; g <= *changes; g++ {
+		m := members[rng.Intn(len(members))]
+		i := rng.Intn(*exports)
+		s := localSlice(m, i, g)
+		want := s.Endpoints[0].Addresses[0]
+		cur, err := m.kube.DiscoveryV1().EndpointSlices(namespace).Get(ctx, s.Name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		s.ResourceVersion = cur.ResourceVersion
+		if slices.ContainsFunc(cur.Endpoints, func(e discoveryv1.Endpoint) bool { return e.Addresses[0] == want }) {
+			continue
+		}
+		start := time.Now()
+		if _, err := m.kube.DiscoveryV1().EndpointSlices(namespace).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+			return nil, err
+		}
+		for {
+			all := true
+			for _, target := range members {
+				if !hasAddress(target, serviceName(i), m.id, want) {
+					all = false
+					break
+				}
+			}
+			if all {
+				break
+			}
+			if time.Since(start) > time.Minute {
+				return nil, fmt.Errorf("change %d (%s in %s) not propagated after a minute", g, serviceName(i), m.id)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		out = append(out, time.Since(start))
+	}
+	return out, nil
+}
+
+func hasAddress(m *member, service, source, addr string) bool {
+	for _, o := range m.slices.List() {
+		s := o.(*discoveryv1.EndpointSlice)
+		if s.Labels[mcsv1beta1.LabelServiceName] != service || s.Labels[mcsv1beta1.LabelSourceCluster] != source {
+			continue
+		}
+		for _, e := range s.Endpoints {
+			if slices.Contains(e.Addresses, addr) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// peakRSS samples a process's high-water RSS (VmHWM) until stopped.
+type peakRSS struct {
+	pid int
+	mu  sync.Mutex
+	kb  int
+}
+
+func (p *peakRSS) watch(stop <-chan struct{}) {
+	for {
+		p.sample()
+		select {
+		case <-stop:
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func (p *peakRSS) sample() {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.pid))
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		var kb int
+		if _, err := fmt.Sscanf(line, "VmHWM: %d kB", &kb); err == nil {
+			p.mu.Lock()
+			if kb > p.kb {
+				p.kb = kb
+			}
+			p.mu.Unlock()
+		}
+	}
+}
+
+func (p *peakRSS) get() int {
+	p.sample()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.kb
+}
