@@ -1,0 +1,300 @@
+// Package clusterset brings up a clusterset on one machine, without Docker:
+// N real Kubernetes control planes (one etcd with a prefix per cluster, a
+// kube-apiserver and a kube-controller-manager per cluster) with the MCS
+// CRDs and a ClusterProperty per cluster; per node a network namespace
+// with a fake kubelet (test/fakekubelet) whose pods are real processes in
+// their own namespaces, and the project's kube-proxy programming real
+// nftables (or iptables); per cluster CoreDNS serving cluster.local and
+// clusterset.local. Pod and node namespaces of every cluster share one flat
+// network, as a flat-network clusterset does. See options.go for the
+// address plan.
+//
+// Up needs root, iproute2 and nftables, and the binaries of
+// hack/build-tools.sh and hack/build.sh in _output/bin. Every process it
+// starts dies with the calling process; Down (or, after a crash,
+// CleanLeftovers) removes every namespace it made. The program that calls
+// Up must import test/podimage (the fake kubelet re-executes it as the pod
+// processes); importing this package does that.
+package clusterset
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
+	_ "github.com/mcs-kube-proxy/mcs-kube-proxy/test/podimage" // see the package doc
+)
+
+// ClusterSet is a running clusterset.
+type ClusterSet struct {
+	opts       Options
+	Clusters   []*Cluster
+	kubeconfig string
+	etcd       *framework.Etcd
+	progress   *progress
+
+	mu       sync.Mutex
+	cleanups map[int][]func()
+	downOnce sync.Once
+}
+
+// Cluster is one member cluster.
+type Cluster struct {
+	// Name is also the cluster's ID (its ClusterProperty
+	// cluster.clusterset.k8s.io) and its kubeconfig context.
+	Name        string
+	Index       int
+	ServiceCIDR string
+	PodCIDR     string
+	// DNSIP is the ClusterIP of kube-system/kube-dns, served by CoreDNS.
+	DNSIP string
+	API   *framework.Cluster
+	Nodes []*Node
+	dir   string
+}
+
+// Node is a node of a cluster: a network namespace on the fabric.
+type Node struct {
+	Name    string
+	Netns   string
+	IP      string
+	PodCIDR string
+	// PodNetnsPrefix starts the network namespace name of its pods.
+	PodNetnsPrefix string
+	cluster        *Cluster
+}
+
+// Levels of teardown: Down stops everything of a level, in parallel,
+// before going to the next lower one.
+const (
+	levelEtcd = iota
+	levelAPIServer
+	levelControllers // kube-controller-manager, network
+	levelNode        // kube-proxy, CoreDNS, forwarders, scheduler
+	levelPods        // fake kubelets, which stop their pods
+)
+
+// Up starts a clusterset and returns once every component is ready. On
+// failure it stops what it started and returns an error naming the
+// component, with the end of its log.
+func Up(ctx context.Context, opts Options) (_ *ClusterSet, err error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	if err := preflight(opts); err != nil {
+		return nil, err
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	opts.Dir = dir
+	cs := &ClusterSet{opts: opts, cleanups: map[int][]func(){}, progress: newProgress(opts.Progress)}
+	defer func() {
+		if err != nil {
+			cs.Down()
+		}
+	}()
+	if err := cs.prepareDir(); err != nil {
+		return nil, err
+	}
+	cs.progress.printf("starting %d clusters with %d node(s) each; files and logs in %s", opts.Clusters, opts.NodesPerCluster, dir)
+	for i := range opts.Clusters {
+		c := &Cluster{Name: clusterName(i), Index: i, ServiceCIDR: serviceCIDR(i), PodCIDR: clusterPodCIDR(i), DNSIP: dnsIP(i), dir: filepath.Join(dir, clusterName(i))}
+		for j := range opts.NodesPerCluster {
+			c.Nodes = append(c.Nodes, &Node{
+				Name:           nodeName(i, j),
+				Netns:          opts.Prefix + "-" + nodeName(i, j),
+				IP:             nodeIP(i, j),
+				PodCIDR:        nodePodCIDR(i, j),
+				PodNetnsPrefix: podNetnsPrefix(opts.Prefix, clusterName(i)),
+				cluster:        c,
+			})
+		}
+		cs.Clusters = append(cs.Clusters, c)
+	}
+
+	// etcd and the network do not depend on each other.
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return cs.startEtcd(gctx) })
+	g.Go(func() error { return cs.startNetwork() })
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	g, gctx = errgroup.WithContext(ctx)
+	for _, c := range cs.Clusters {
+		g.Go(func() error { return cs.startCluster(gctx, c) })
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	cs.kubeconfig = filepath.Join(dir, "kubeconfig")
+	apis := make([]*framework.Cluster, len(cs.Clusters))
+	for i, c := range cs.Clusters {
+		apis[i] = c.API
+	}
+	if err := framework.WriteClusterSetKubeconfig(cs.kubeconfig, apis...); err != nil {
+		return nil, err
+	}
+	cs.progress.done("clusterset", "ready; kubeconfig "+cs.kubeconfig)
+	return cs, nil
+}
+
+// startCluster starts one cluster: its apiserver, then its controllers,
+// API objects, node components and DNS, each as soon as what it needs is
+// there.
+func (cs *ClusterSet) startCluster(ctx context.Context, c *Cluster) error {
+	if err := cs.startAPIServer(ctx, c); err != nil {
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return cs.startControllerManager(gctx, c) })
+	g.Go(func() error { return cs.startScheduler(c) })
+	g.Go(func() error {
+		if err := cs.setUpAPI(gctx, c); err != nil {
+			return err
+		}
+		ng, nctx := errgroup.WithContext(gctx)
+		for _, n := range c.Nodes {
+			ng.Go(func() error { return cs.startNode(nctx, n) })
+		}
+		if !cs.opts.NoDNS {
+			ng.Go(func() error { return cs.startCoreDNS(nctx, c) })
+		}
+		return ng.Wait()
+	})
+	return g.Wait()
+}
+
+// startNode makes the apiserver reachable in the node's namespace, then
+// runs the fake kubelet and kube-proxy there.
+func (cs *ClusterSet) startNode(ctx context.Context, n *Node) error {
+	if err := cs.forwardAPIServer(n); err != nil {
+		return err
+	}
+	if err := cs.startKubelet(ctx, n); err != nil {
+		return err
+	}
+	if cs.opts.NoKubeProxy {
+		return nil
+	}
+	return cs.startKubeProxy(ctx, n)
+}
+
+// onDown registers f to run at the given teardown level.
+func (cs *ClusterSet) onDown(level int, f func()) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	cs.cleanups[level] = append(cs.cleanups[level], f)
+}
+
+// Down stops every process and removes every namespace of the clusterset.
+// It is safe to call more than once.
+func (cs *ClusterSet) Down() {
+	cs.downOnce.Do(func() {
+		started := time.Now()
+		cs.mu.Lock()
+		levels := make([]int, 0, len(cs.cleanups))
+		for l := range cs.cleanups {
+			levels = append(levels, l)
+		}
+		cs.mu.Unlock()
+		sort.Sort(sort.Reverse(sort.IntSlice(levels)))
+		for _, l := range levels {
+			var wg sync.WaitGroup
+			for _, f := range cs.cleanups[l] {
+				wg.Go(f)
+			}
+			wg.Wait()
+		}
+		// A safety net for anything a failed start left half made.
+		if err := CleanLeftovers(cs.opts.Prefix); err != nil {
+			cs.progress.printf("cleanup: %v", err)
+		}
+		cs.progress.printf("clusterset stopped in %v", time.Since(started).Round(10*time.Millisecond))
+	})
+}
+
+// Kubeconfig returns the path of a kubeconfig with one context per
+// cluster, named after it, for the admin.
+func (cs *ClusterSet) Kubeconfig() string { return cs.kubeconfig }
+
+// Dir returns the directory with every component's files and logs.
+func (cs *ClusterSet) Dir() string { return cs.opts.Dir }
+
+// Prefix returns the prefix of the clusterset's network namespaces.
+func (cs *ClusterSet) Prefix() string { return cs.opts.Prefix }
+
+// Cluster returns the named cluster, or nil.
+func (cs *ClusterSet) Cluster(name string) *Cluster {
+	for _, c := range cs.Clusters {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// prepareDir removes what an earlier run left in Dir: a restarted etcd
+// would otherwise bring back the old clusters' objects.
+func (cs *ClusterSet) prepareDir() error {
+	if err := os.MkdirAll(cs.opts.Dir, 0o755); err != nil {
+		return err
+	}
+	old, err := filepath.Glob(filepath.Join(cs.opts.Dir, "cluster-*"))
+	if err != nil {
+		return err
+	}
+	for _, p := range append(old, filepath.Join(cs.opts.Dir, "etcd"), filepath.Join(cs.opts.Dir, "kubeconfig")) {
+		if err := os.RemoveAll(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// preflight fails early, saying what is missing, rather than halfway
+// through start-up.
+func preflight(opts Options) error {
+	if os.Geteuid() != 0 {
+		return errors.New("the clusterset needs root (CAP_NET_ADMIN) for network namespaces and nftables")
+	}
+	tools := []string{"ip", "nft"}
+	if opts.ProxyMode == "iptables" {
+		tools = append(tools, "iptables")
+	}
+	for _, t := range tools {
+		if _, err := exec.LookPath(t); err != nil {
+			return fmt.Errorf("%s is not installed (hack/install-deps.sh installs it): %w", t, err)
+		}
+	}
+	binaries := []string{"etcd", "kube-apiserver", "kube-controller-manager"}
+	if !opts.NoKubeProxy {
+		binaries = append(binaries, "kube-proxy")
+	}
+	if !opts.NoDNS {
+		binaries = append(binaries, "coredns")
+	}
+	for _, b := range binaries {
+		if _, err := framework.Binary(b); err != nil {
+			return fmt.Errorf("%w (hack/build-tools.sh builds etcd, kube-apiserver, kube-controller-manager and coredns; hack/build.sh builds kube-proxy)", err)
+		}
+	}
+	left, err := Leftovers(opts.Prefix)
+	if err != nil {
+		return err
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("network namespaces of an earlier clusterset with prefix %q still exist (%v); is one running? If not, remove them with hack/local-down-clusterset.sh", opts.Prefix, left)
+	}
+	return nil
+}

@@ -1,0 +1,225 @@
+package clusterset
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
+	"k8s.io/multiclusterservices/crds"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
+)
+
+const (
+	// kubeProxyUser is kube-proxy's identity: upstream's system:node-proxier
+	// role plus kind-config/kube-proxy-rbac.yaml, as in a real cluster.
+	kubeProxyUser = "system:kube-proxy"
+	// ClusterSetName is the value of every cluster's clusterset.k8s.io
+	// ClusterProperty.
+	ClusterSetName = "local-clusterset"
+	// harnessManager manages the kube-dns EndpointSlice the harness writes
+	// (CoreDNS is not a pod, so no controller would).
+	harnessManager = "clusterset-harness"
+)
+
+// controllers are kube-controller-manager's: the endpoint controllers that
+// make real EndpointSlices, what namespaces and owned objects need to go
+// away, and Deployments and ReplicaSets so users can deploy as usual.
+var controllers = append(append([]string{}, framework.DefaultControllers...), "deployment", "replicaset")
+
+func (cs *ClusterSet) startEtcd(ctx context.Context) error {
+	started := time.Now()
+	etcd, err := framework.StartEtcd(ctx, filepath.Join(cs.opts.Dir, "etcd"))
+	if err != nil {
+		return err
+	}
+	cs.etcd = etcd
+	cs.onDown(levelEtcd, etcd.Stop)
+	cs.progress.timed("etcd", "ready at "+etcd.Endpoint(), started)
+	return nil
+}
+
+func (cs *ClusterSet) startAPIServer(ctx context.Context, c *Cluster) error {
+	started := time.Now()
+	api, err := framework.StartCluster(ctx, framework.ClusterOptions{
+		Name:        c.Name,
+		Etcd:        cs.etcd,
+		ServiceCIDR: c.ServiceCIDR,
+		Dir:         c.dir,
+		ExtraUsers:  []framework.User{{Name: kubeProxyUser}},
+	})
+	if err != nil {
+		return err
+	}
+	c.API = api
+	cs.onDown(levelAPIServer, api.Stop)
+	cs.progress.timed(c.Name, "kube-apiserver ready at "+api.URL(), started)
+	return nil
+}
+
+func (cs *ClusterSet) startControllerManager(ctx context.Context, c *Cluster) error {
+	started := time.Now()
+	kcm, err := framework.StartControllerManager(ctx, c.API, framework.ControllerManagerOptions{Controllers: controllers})
+	if err != nil {
+		return err
+	}
+	cs.onDown(levelControllers, kcm.Stop)
+	cs.progress.timed(c.Name, "kube-controller-manager ready", started)
+	return nil
+}
+
+// setUpAPI writes what a clusterset member has before any workload: the
+// MCS and ClusterProperty CRDs, the cluster's ID, kube-proxy's RBAC and
+// the kube-dns Service.
+func (cs *ClusterSet) setUpAPI(ctx context.Context, c *Cluster) error {
+	started := time.Now()
+	all, err := crds.All()
+	if err != nil {
+		return err
+	}
+	ext, err := apiextensionsclient.NewForConfig(c.API.RESTConfig())
+	if err != nil {
+		return err
+	}
+	if err := crds.Install(ctx, ext, all...); err != nil {
+		return fmt.Errorf("cluster %s: %w", c.Name, err)
+	}
+	if err := writeClusterProperties(ctx, c); err != nil {
+		return fmt.Errorf("cluster %s: ClusterProperty: %w", c.Name, err)
+	}
+	if err := grantKubeProxy(ctx, c.API.Client()); err != nil {
+		return fmt.Errorf("cluster %s: kube-proxy RBAC: %w", c.Name, err)
+	}
+	if !cs.opts.NoDNS {
+		if err := createDNSService(ctx, c); err != nil {
+			return fmt.Errorf("cluster %s: kube-dns Service: %w", c.Name, err)
+		}
+	}
+	cs.progress.timed(c.Name, "MCS and ClusterProperty CRDs, cluster ID, RBAC, kube-dns Service", started)
+	return nil
+}
+
+// writeClusterProperties records the cluster's ID and its clusterset
+// (KEP-2149), which the mcs-controller reads.
+func writeClusterProperties(ctx context.Context, c *Cluster) error {
+	client, err := dynamic.NewForConfig(c.API.RESTConfig())
+	if err != nil {
+		return err
+	}
+	props := client.Resource(aboutv1alpha1.Resource)
+	for name, value := range map[string]string{aboutv1alpha1.ClusterIDProperty: c.Name, aboutv1alpha1.ClusterSetProperty: ClusterSetName} {
+		obj := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": aboutv1alpha1.SchemeGroupVersion.String(),
+			"kind":       "ClusterProperty",
+			"metadata":   map[string]any{"name": name},
+			"spec":       map[string]any{"value": value},
+		}}
+		if _, err := props.Create(ctx, obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// grantKubeProxy binds kube-proxy's user to upstream's role and to the
+// project's manifest.
+func grantKubeProxy(ctx context.Context, client kubernetes.Interface) error {
+	rbac := client.RbacV1()
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy-node-proxier"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:node-proxier"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: kubeProxyUser}},
+	}
+	if _, err := rbac.ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	path, err := repoFile("kind-config", "kube-proxy-rbac.yaml")
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	decoder := yaml.NewYAMLOrJSONDecoder(f, 4096)
+	var role rbacv1.ClusterRole
+	var roleBinding rbacv1.ClusterRoleBinding
+	if err := decoder.Decode(&role); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if err := decoder.Decode(&roleBinding); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if _, err := rbac.ClusterRoles().Create(ctx, &role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	if _, err := rbac.ClusterRoleBindings().Create(ctx, &roleBinding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
+}
+
+// createDNSService makes kube-system/kube-dns at the cluster DNS IP, with
+// CoreDNS (on the first node's address) as its only endpoint, so that pods
+// resolve through a ClusterIP and kube-proxy, as in a real cluster.
+func createDNSService(ctx context.Context, c *Cluster) error {
+	client := c.API.Client()
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: metav1.NamespaceSystem}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	svc := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Namespace: metav1.NamespaceSystem, Labels: map[string]string{"k8s-app": "kube-dns"}},
+		Spec: v1.ServiceSpec{
+			ClusterIP: c.DNSIP,
+			Ports: []v1.ServicePort{
+				{Name: "dns", Protocol: v1.ProtocolUDP, Port: 53},
+				{Name: "dns-tcp", Protocol: v1.ProtocolTCP, Port: 53},
+			},
+		},
+	}
+	if _, err := client.CoreV1().Services(metav1.NamespaceSystem).Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	ready := true
+	node := c.Nodes[0]
+	port := func(name string, proto v1.Protocol) discoveryv1.EndpointPort {
+		p := int32(53)
+		return discoveryv1.EndpointPort{Name: &name, Protocol: &proto, Port: &p}
+	}
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      "kube-dns-coredns",
+			Namespace: metav1.NamespaceSystem,
+			Labels: map[string]string{
+				discoveryv1.LabelServiceName: "kube-dns",
+				discoveryv1.LabelManagedBy:   harnessManager,
+			},
+		},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{
+			Addresses:  []string{node.IP},
+			Conditions: discoveryv1.EndpointConditions{Ready: &ready},
+			NodeName:   &node.Name,
+		}},
+		Ports: []discoveryv1.EndpointPort{port("dns", v1.ProtocolUDP), port("dns-tcp", v1.ProtocolTCP)},
+	}
+	_, err := client.DiscoveryV1().EndpointSlices(metav1.NamespaceSystem).Create(ctx, slice, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		err = nil
+	}
+	return err
+}

@@ -1,0 +1,151 @@
+package clusterset
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/fakekubelet"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/netns"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/process"
+)
+
+const startTimeout = 2 * time.Minute
+
+// forwardAPIServer makes the cluster's apiserver, on the host's loopback,
+// reachable at the same address on the node's loopback, so that the
+// kubeconfigs written by the framework work unchanged for kube-proxy and
+// CoreDNS there, and no route leads out of the clusterset's network.
+func (cs *ClusterSet) forwardAPIServer(n *Node) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	addr := strings.TrimPrefix(n.cluster.API.URL(), "https://")
+	if err := netns.Forward(ctx, n.Netns, addr, addr); err != nil {
+		cancel()
+		return fmt.Errorf("node %s: forwarding the apiserver: %w", n.Name, err)
+	}
+	cs.onDown(levelNode, cancel)
+	return nil
+}
+
+// startKubelet registers the node and runs its fake kubelet, in this
+// process, until Down.
+func (cs *ClusterSet) startKubelet(ctx context.Context, n *Node) error {
+	started := time.Now()
+	c := n.cluster
+	logFile, err := os.Create(filepath.Join(c.dir, "kubelet-"+n.Name+".log"))
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(c.API.RESTConfig())
+	if err != nil {
+		logFile.Close()
+		return err
+	}
+	cfg := fakekubelet.Config{
+		Client:      client,
+		ClusterName: c.Name,
+		NodeName:    n.Name,
+		NodeIP:      n.IP,
+		NodeNetns:   n.Netns,
+		PodCIDR:     n.PodCIDR,
+		NetnsPrefix: n.PodNetnsPrefix,
+		LogDir:      filepath.Join(c.dir, "pods"),
+		Logger:      log.New(logFile, "", log.LstdFlags|log.Lmicroseconds),
+	}
+	if !cs.opts.NoDNS {
+		cfg.DNS = &fakekubelet.DNSConfig{Nameserver: c.DNSIP, ClusterDomain: "cluster.local"}
+	}
+	kubelet, err := fakekubelet.New(cfg)
+	if err != nil {
+		logFile.Close()
+		return err
+	}
+	if err := kubelet.Register(ctx); err != nil {
+		logFile.Close()
+		return fmt.Errorf("node %s: registering: %w", n.Name, err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := kubelet.Run(runCtx); err != nil {
+			cfg.Logger.Printf("kubelet stopped: %v", err)
+		}
+	}()
+	cs.onDown(levelPods, func() {
+		stop()
+		<-done
+		logFile.Close()
+	})
+	cs.progress.timed(c.Name, "fake kubelet: node "+n.Name+" Ready, InternalIP "+n.IP+", pods in "+n.PodCIDR, started)
+	return nil
+}
+
+// startKubeProxy runs the project's kube-proxy in the node's namespace with
+// the MultiClusterServices gate on and waits for its first sync.
+func (cs *ClusterSet) startKubeProxy(ctx context.Context, n *Node) error {
+	started := time.Now()
+	c := n.cluster
+	binary, err := framework.Binary("kube-proxy")
+	if err != nil {
+		return err
+	}
+	kubeconfig, err := c.API.KubeconfigFor(kubeProxyUser)
+	if err != nil {
+		return err
+	}
+	args := append([]string{binary,
+		"--kubeconfig=" + kubeconfig,
+		"--hostname-override=" + n.Name,
+		"--proxy-mode=" + cs.opts.ProxyMode,
+		"--feature-gates=MultiClusterServices=true",
+		"--cluster-cidr=" + c.PodCIDR,
+		// The node is a namespace on a shared kernel: leave the host's
+		// conntrack limits alone.
+		"--conntrack-max-per-core=0", "--conntrack-min=0",
+		"--metrics-bind-address=127.0.0.1:10249",
+		"--healthz-bind-address=127.0.0.1:10256",
+		"--v=2",
+	}, cs.opts.KubeProxyArgs...)
+	proc, err := process.Start(process.Options{
+		Name:  fmt.Sprintf("kube-proxy on %s", n.Name),
+		Argv:  args,
+		Netns: n.Netns,
+		Log:   filepath.Join(c.dir, "kube-proxy-"+n.Name+".log"),
+	})
+	if err != nil {
+		return err
+	}
+	cs.onDown(levelNode, func() { proc.Stop(5 * time.Second) })
+	if err := proc.WaitReady(ctx, startTimeout, func(context.Context) error { return kubeProxySynced(n.Netns) }); err != nil {
+		return err
+	}
+	cs.progress.timed(c.Name, fmt.Sprintf("kube-proxy (%s) on %s synced", cs.opts.ProxyMode, n.Name), started)
+	return nil
+}
+
+// kubeProxySynced reports whether kube-proxy has programmed its rules once:
+// its /healthz already answers 200 while it is starting up, its sync
+// timestamp metric does not.
+func kubeProxySynced(ns string) error {
+	metrics, err := httpGet(ns, "127.0.0.1:10249", "/metrics")
+	if err != nil {
+		return err
+	}
+	s := bufio.NewScanner(strings.NewReader(metrics))
+	for s.Scan() {
+		line := s.Text()
+		if strings.HasPrefix(line, "kubeproxy_sync_proxy_rules_last_timestamp_seconds") && !strings.HasSuffix(line, " 0") {
+			return nil
+		}
+	}
+	return fmt.Errorf("no sync yet")
+}

@@ -1,0 +1,175 @@
+// Package fakekubelet is a kubelet without a container runtime for the local
+// clusterset harness. It registers a Ready Node and, for every pod bound to
+// that node, creates a network namespace with an address from the node's
+// pod CIDR, wired to the node's namespace by a veth pair as a CNI plugin
+// would, and runs each container as a real process in it (see
+// test/podimage for what the "images" do). It reports the pod Running with
+// its IP, Ready while its processes run and pass their TCP/HTTP readiness
+// probes, and finishes deleting pods, so that kube-controller-manager makes
+// real EndpointSlices and kube-proxy carries real traffic to real sockets.
+//
+// Not implemented: volumes, init containers, exec probes (treated as
+// passing), liveness and startup probes, hostNetwork, resource limits,
+// image pulls. It uses whatever credentials its client has (the harness
+// gives it the admin's), not a node identity.
+package fakekubelet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Config configures a Kubelet.
+type Config struct {
+	// Client talks to the node's cluster.
+	Client kubernetes.Interface
+	// ClusterName is passed to pod processes as CLUSTER_NAME.
+	ClusterName string
+	// NodeName is the Node's name.
+	NodeName string
+	// NodeIP is the Node's InternalIP, an address of the node namespace.
+	NodeIP string
+	// NodeNetns is the node's network namespace; pods' veth pairs end there
+	// and readiness probes are sent from there, as a real kubelet's are.
+	NodeNetns string
+	// PodCIDR is the node's pod range (an IPv4 /24 or larger); its first
+	// address is the pods' gateway on the node side.
+	PodCIDR string
+	// NetnsPrefix starts the name of every pod network namespace.
+	NetnsPrefix string
+	// DNS is the cluster DNS that ClusterFirst pods resolve through; nil
+	// leaves pods with the host's resolv.conf.
+	DNS *DNSConfig
+	// LogDir receives one log per container (<ns>_<pod>_<container>.log).
+	LogDir string
+	// Logger records what the kubelet does (default: stderr).
+	Logger *log.Logger
+	// Executable is the binary re-executed as a pod process (default: this
+	// process's own executable); it must import test/podimage.
+	Executable string
+}
+
+// DNSConfig is what a real kubelet gets from --cluster-dns and
+// --cluster-domain.
+type DNSConfig struct {
+	Nameserver    string
+	ClusterDomain string
+}
+
+// Kubelet serves one node.
+type Kubelet struct {
+	cfg     Config
+	log     *log.Logger
+	gateway net.IP
+	ipam    *ipam
+
+	mu      sync.Mutex
+	workers map[string]*podWorker // by pod UID
+	wg      sync.WaitGroup
+}
+
+// New checks cfg and returns a Kubelet; Run starts it.
+func New(cfg Config) (*Kubelet, error) {
+	if cfg.Client == nil || cfg.NodeName == "" || cfg.NodeIP == "" || cfg.NodeNetns == "" || cfg.NetnsPrefix == "" {
+		return nil, errors.New("fakekubelet: Client, NodeName, NodeIP, NodeNetns and NetnsPrefix are required")
+	}
+	ipam, gateway, err := newIPAM(cfg.PodCIDR)
+	if err != nil {
+		return nil, fmt.Errorf("fakekubelet %s: %w", cfg.NodeName, err)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = log.New(os.Stderr, cfg.NodeName+" ", log.LstdFlags|log.Lmicroseconds)
+	}
+	if cfg.Executable == "" {
+		if cfg.Executable, err = os.Executable(); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.LogDir == "" {
+		cfg.LogDir = os.TempDir()
+	}
+	if err := os.MkdirAll(cfg.LogDir, 0o755); err != nil {
+		return nil, err
+	}
+	return &Kubelet{cfg: cfg, log: cfg.Logger, gateway: gateway, ipam: ipam, workers: map[string]*podWorker{}}, nil
+}
+
+// Register creates (or updates) the Node object, Ready, with its address
+// and pod CIDR. Run calls it; the harness calls it earlier to wait for it.
+func (k *Kubelet) Register(ctx context.Context) error { return k.registerNode(ctx) }
+
+// Run registers the node and runs the pods bound to it until ctx is done.
+// Then it stops every pod process and deletes every pod network namespace
+// (the pods stay in the API, as they do when a real node goes away).
+func (k *Kubelet) Run(ctx context.Context) error {
+	defer k.wg.Wait()
+	if err := k.registerNode(ctx); err != nil {
+		return err
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(k.cfg.Client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", k.cfg.NodeName).String()
+		}))
+	pods := factory.Core().V1().Pods().Informer()
+	_, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { k.dispatch(ctx, obj.(*v1.Pod), false) },
+		UpdateFunc: func(_, obj any) { k.dispatch(ctx, obj.(*v1.Pod), false) },
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if pod, ok := obj.(*v1.Pod); ok {
+				k.dispatch(ctx, pod, true)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	k.log.Printf("node %s registered (InternalIP %s, pod CIDR %s, netns %s)", k.cfg.NodeName, k.cfg.NodeIP, k.cfg.PodCIDR, k.cfg.NodeNetns)
+	<-ctx.Done()
+	factory.Shutdown()
+	return nil
+}
+
+// dispatch hands the latest state of a pod to its worker, starting one for
+// a pod this kubelet has not run yet.
+func (k *Kubelet) dispatch(ctx context.Context, pod *v1.Pod, gone bool) {
+	if ctx.Err() != nil {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	uid := string(pod.UID)
+	w := k.workers[uid]
+	if w == nil {
+		terminal := pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
+		if gone || terminal && pod.DeletionTimestamp == nil {
+			return
+		}
+		w = newPodWorker(k, pod)
+		k.workers[uid] = w
+		k.wg.Add(1)
+		go func() {
+			defer k.wg.Done()
+			w.run(ctx)
+			k.mu.Lock()
+			delete(k.workers, uid)
+			k.mu.Unlock()
+		}()
+	}
+	w.update(pod, gone)
+}

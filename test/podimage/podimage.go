@@ -1,0 +1,110 @@
+// Package podimage is the fake kubelet's stand-in for container images:
+// with no container runtime, a pod's container runs as a re-execution of
+// the harness binary itself, inside the pod's network namespace, and this
+// package decides from the image name and arguments what that process does.
+//
+// Images it understands (matched by substring of the image name):
+//
+//   - "agnhost" (registry.k8s.io/e2e-test-images/agnhost), with the
+//     subcommand as the first argument:
+//     netexec [--http-port=8080] [--udp-port=N]
+//     HTTP: /hostname (the pod name), /echo?msg=, /clientip, /healthz,
+//     /exit?code=N, / (the time); UDP: "hostname", "echo <msg>".
+//     serve-hostname [--port=9376] [--http=true] [--tcp] [--udp]
+//     answers every HTTP request, TCP connection or UDP datagram with the
+//     pod name.
+//     pause, or any other subcommand: idle.
+//   - "echoserver" (this project's test/echoserver), args [--port=8080]:
+//     writes the pod name to every TCP connection and answers every UDP
+//     datagram with it.
+//   - anything else, including "pause": an idle process, so that the pod
+//     still becomes Running with an IP (a client pod to run commands in).
+//
+// Answers carry the pod name (from POD_NAME), as agnhost's do in a real
+// pod, where the hostname is the pod name.
+//
+// A binary becomes able to serve as a pod process simply by importing this
+// package: its init function takes over when the environment variable
+// ImageEnv is set, runs the image until SIGTERM and exits.
+package podimage
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+const (
+	// ImageEnv carries the image name; its presence makes the process a
+	// pod process.
+	ImageEnv = "MCS_FAKEKUBELET_IMAGE"
+	// ArgsEnv carries the container's command followed by its args, as a
+	// JSON list.
+	ArgsEnv = "MCS_FAKEKUBELET_ARGS"
+	// PodNameEnv is the pod's name, the answer of the servers.
+	PodNameEnv = "POD_NAME"
+)
+
+func init() {
+	image, ok := os.LookupEnv(ImageEnv)
+	if !ok {
+		return
+	}
+	var args []string
+	if raw := os.Getenv(ArgsEnv); raw != "" {
+		if err := json.Unmarshal([]byte(raw), &args); err != nil {
+			fmt.Fprintf(os.Stderr, "podimage: bad %s: %v\n", ArgsEnv, err)
+			os.Exit(2)
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	err := Run(ctx, image, args, os.Getenv(PodNameEnv))
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "podimage %s: %v\n", image, err)
+		if code, ok := err.(exitError); ok {
+			os.Exit(int(code))
+		}
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// exitError is returned by a server asked to exit with a given code.
+type exitError int
+
+func (e exitError) Error() string { return fmt.Sprintf("exit code %d requested", int(e)) }
+
+// Env returns the environment that makes a re-executed harness binary run
+// image with args (the container's command followed by its args).
+func Env(image string, args []string) ([]string, error) {
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return nil, err
+	}
+	return []string{ImageEnv + "=" + image, ArgsEnv + "=" + string(raw)}, nil
+}
+
+// Run runs image with args until ctx is done. name is the pod name the
+// servers answer with.
+func Run(ctx context.Context, image string, args []string, name string) error {
+	fmt.Printf("podimage: pod %s runs %s %s\n", name, image, strings.Join(args, " "))
+	switch {
+	case strings.Contains(image, "agnhost"):
+		return runAgnhost(ctx, args, name)
+	case strings.Contains(image, "echoserver"):
+		return runEcho(ctx, args, name)
+	default:
+		return idle(ctx)
+	}
+}
+
+// idle waits like the pause container.
+func idle(ctx context.Context) error {
+	<-ctx.Done()
+	return nil
+}
