@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -82,6 +83,14 @@ const (
 	levelNode        // kube-proxy, CoreDNS, forwarders, scheduler
 	levelPods        // fake kubelets, which stop their pods
 )
+
+var levelNames = map[int]string{
+	levelEtcd:        "etcd",
+	levelAPIServer:   "apiservers",
+	levelControllers: "controller-managers and network",
+	levelNode:        "kube-proxy, CoreDNS, schedulers",
+	levelPods:        "pods",
+}
 
 // Up starts a clusterset and returns once every component is ready. On
 // failure it stops what it started and returns an error naming the
@@ -209,18 +218,21 @@ func (cs *ClusterSet) Down() {
 		}
 		cs.mu.Unlock()
 		sort.Sort(sort.Reverse(sort.IntSlice(levels)))
+		var took []string
 		for _, l := range levels {
+			levelStart := time.Now()
 			var wg sync.WaitGroup
 			for _, f := range cs.cleanups[l] {
 				wg.Go(f)
 			}
 			wg.Wait()
+			took = append(took, fmt.Sprintf("%s %.1fs", levelNames[l], time.Since(levelStart).Seconds()))
 		}
 		// A safety net for anything a failed start left half made.
 		if err := CleanLeftovers(cs.opts.Prefix); err != nil {
 			cs.progress.printf("cleanup: %v", err)
 		}
-		cs.progress.printf("clusterset stopped in %v", time.Since(started).Round(10*time.Millisecond))
+		cs.progress.printf("clusterset stopped in %.1fs (%s)", time.Since(started).Seconds(), strings.Join(took, ", "))
 	})
 }
 

@@ -185,7 +185,11 @@ func (d *demo) startExporter(ctx context.Context) (func(), error) {
 		}
 		return func() { proc.Stop(5 * time.Second) }, nil
 	case ExporterStandIn:
-		heading(d.out, "Exporting: _output/bin/mcs-controller is not built, so the stand-in exporter (test/clusterset/standin) copies ServiceExports into ServiceImports and MCS EndpointSlices")
+		why := "chosen with --exporter=" + ExporterStandIn
+		if berr != nil {
+			why = "_output/bin/mcs-controller is not built"
+		}
+		heading(d.out, "Exporting with the stand-in exporter (%s): test/clusterset/standin copies ServiceExports into ServiceImports and MCS EndpointSlices", why)
 		members, err := standin.MembersFromKubeconfig(d.cs.Kubeconfig())
 		if err != nil {
 			return nil, err
