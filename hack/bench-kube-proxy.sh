@@ -5,21 +5,37 @@
 # 1,000), and prints the ratios. Needs root; runs in a fresh network
 # namespace so the host's rules are never touched.
 #
-# Usage: hack/bench-kube-proxy.sh [COUNT]   (COUNT repetitions, default 2)
+# Usage: hack/bench-kube-proxy.sh [COUNT]   (COUNT repetitions, default 3)
 set -o errexit -o nounset -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "${ROOT}"
-COUNT=${1:-2}
+COUNT=${1:-3}
 OUT=_output/bench
 mkdir -p "${OUT}"
 
 echo "Compiling the benchmark..."
 go test -c -o "${OUT}/multicluster.test" ./pkg/proxy/multicluster/
-echo "Running BenchmarkFirstSync ${COUNT}x in a fresh network namespace (this takes a few minutes)..."
-unshare --net -- env MCS_BENCH_IN_NETNS=1 "${OUT}/multicluster.test" \
-  -test.run '^$' -test.bench 'BenchmarkFirstSync' -test.benchtime 1x -test.count "${COUNT}" -test.timeout 60m \
-  2>"${OUT}/kube-proxy-bench.log" | tee "${OUT}/kube-proxy-bench.txt"
+# Every measurement runs in its own process and network namespace, and
+# the two paths alternate which goes first, so neither inherits the
+# other's garbage, conntrack state or kernel caches.
+: >"${OUT}/kube-proxy-bench.txt"
+: >"${OUT}/kube-proxy-bench.log"
+run() {
+  unshare --net -- env MCS_BENCH_IN_NETNS=1 "${OUT}/multicluster.test" \
+    -test.run '^$' -test.bench "^BenchmarkFirstSync$/^$1$/^$2$/^$3$" -test.benchtime 1x -test.timeout 60m \
+    2>>"${OUT}/kube-proxy-bench.log" | grep '^BenchmarkFirstSync' | tee -a "${OUT}/kube-proxy-bench.txt"
+}
+for rep in $(seq "${COUNT}"); do
+  for case in "nftables 1000" "nftables 10000" "iptables 1000"; do
+    read -r mode n <<<"${case}"
+    if (( rep % 2 )); then
+      run "${mode}" services "${n}"; run "${mode}" imports "${n}"
+    else
+      run "${mode}" imports "${n}"; run "${mode}" services "${n}"
+    fi
+  done
+done
 
 # Ratios of the medians, imports over services, for each mode and size.
 awk '
