@@ -48,7 +48,7 @@ func NewOptions() *Options {
 		RefusedNamespaces:        []string{"kube-system", "default"},
 		EndpointTTL:              40 * time.Second,
 		LeaseNamespace:           "kube-system",
-		Workers:                  4,
+		Workers:                  8,
 		InitialSyncTimeout:       30 * time.Second,
 		ClusterIDTimeout:         60 * time.Second,
 		APIQPS:                   100,

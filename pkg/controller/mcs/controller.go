@@ -11,6 +11,7 @@ import (
 	"golang.org/x/time/rate"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -115,8 +116,9 @@ func newRecorder(kube kubernetes.Interface) record.EventRecorder {
 
 func newLimiter() *rate.Limiter {
 	// Overall retry rate across keys, as in client-go's default controller
-	// rate limiter but with room for thousands of names.
-	return rate.NewLimiter(rate.Limit(100), 1000)
+	// rate limiter but with room for thousands of names: after a member
+	// outage every name of the member is retried at once.
+	return rate.NewLimiter(rate.Limit(500), 5000)
 }
 
 func rateLimiter() workqueue.TypedRateLimiter[string] {
@@ -337,8 +339,20 @@ func (c *Controller) addHandlers(m *member) {
 		_, _ = i.AddEventHandler(h)
 	}
 	f := m.inf
-	// Exports and their Services change what the clusterset imports.
-	handle(f.exports, on(merge))
+	// Exports and their Services change what the clusterset imports. Our
+	// own status writes on exports change nothing the merge reads.
+	handle(f.exports, cache.ResourceEventHandlerFuncs{
+		AddFunc:    merge,
+		DeleteFunc: merge,
+		UpdateFunc: func(old, cur any) {
+			o, ok1 := old.(*mcsv1beta1.ServiceExport)
+			n, ok2 := cur.(*mcsv1beta1.ServiceExport)
+			if ok1 && ok2 && (o.DeletionTimestamp == nil) == (n.DeletionTimestamp == nil) && apiequality.Semantic.DeepEqual(o.Spec, n.Spec) {
+				return
+			}
+			merge(cur)
+		},
+	})
 	handle(f.services, on(func(obj any) {
 		// Only Services somebody exports matter.
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil && c.isExportedSomewhere(key) {

@@ -233,16 +233,19 @@ func (c *Controller) writeSlices(ctx context.Context, m *member, key string, d *
 			continue
 		}
 		var err error
+		if !ok {
+			_, err = api.Create(ctx, want, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				// Our cache lags behind our own earlier create.
+				if cur, err = api.Get(ctx, name, metav1.GetOptions{}); err == nil && !sameSlice(cur, want) {
+					ok = true
+				}
+			}
+		}
 		if ok {
 			update := cur.DeepCopy()
 			update.Labels, update.OwnerReferences, update.Ports, update.Endpoints = want.Labels, want.OwnerReferences, want.Ports, want.Endpoints
 			_, err = api.Update(ctx, update, metav1.UpdateOptions{})
-		} else {
-			_, err = api.Create(ctx, want, metav1.CreateOptions{})
-			if apierrors.IsAlreadyExists(err) {
-				// Our cache lags; the next event brings it up to date.
-				err = fmt.Errorf("slice %s exists but is not cached yet", name)
-			}
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("writing EndpointSlice %s/%s in %s: %w", si.Namespace, name, m.id, err))

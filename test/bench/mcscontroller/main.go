@@ -11,7 +11,10 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,10 +33,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/utils/ptr"
 	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
 	"k8s.io/multiclusterservices/crds"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
+	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 	mcsclientset "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 
@@ -143,8 +146,13 @@ func run() error {
 		return err
 	}
 	defer logFile.Close()
+	metricsPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
 	cmd := exec.Command(*controller, "--kubeconfig="+kubeconfig, "--leader-elect=false",
-		"--metrics-bind-address=127.0.0.1:0", "--healthz-bind-address=0", "--kube-api-qps=500", "--kube-api-burst=1000")
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort), "--healthz-bind-address=0", "--kube-api-qps=500", "--kube-api-burst=1000")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	start = time.Now()
 	if err := cmd.Start(); err != nil {
@@ -194,6 +202,7 @@ func run() error {
 	fmt.Printf("endpoint change -> slice updated in every member (%d changes): p50 %s  p99 %s  max %s\n",
 		len(latencies), p(0.50).Round(time.Millisecond), p(0.99).Round(time.Millisecond), latencies[len(latencies)-1].Round(time.Millisecond))
 	fmt.Printf("controller peak RSS: %d MB\n", peak.get()/1024)
+	printSyncCounts(metricsURL)
 	fmt.Printf("targets: convergence < 60s: %v; p99 < 2s: %v; RSS < 500MB: %v\n",
 		convergence < time.Minute, p(0.99) < 2*time.Second, peak.get()/1024 < 500)
 	return nil
@@ -395,4 +404,30 @@ func (p *peakRSS) get() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.kb
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// printSyncCounts prints how many syncs the controller ran and how many
+// failed (a write lost to a stale cache is retried and counted here).
+func printSyncCounts(url string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		fmt.Println("metrics:", err)
+		return
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, "mcs_controller_export_sync_duration_seconds_count") || strings.HasPrefix(line, "mcs_controller_member_sync_duration_seconds_count") {
+			fmt.Println("  ", line)
+		}
+	}
 }
