@@ -1,0 +1,514 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+	mcsclientset "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/clusterset"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/clusterset/standin"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/netns"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/process"
+)
+
+const csNamespace = "it"
+
+// TestClusterSet brings up two clusters of the local clusterset harness and
+// checks what the harness promises: the fake kubelet's pods become real
+// EndpointSlices and follow their processes, kube-proxy carries traffic to
+// a Service's pods and, for an import, to pods of both clusters, CoreDNS
+// answers for cluster.local and clusterset.local, and tearing down leaves
+// no namespace, interface, nftables table or process behind.
+func TestClusterSet(t *testing.T) {
+	cs, before := upClusterSet(t, clusterset.Options{Clusters: 2, NodesPerCluster: 2, Prefix: "csit"})
+	a, b := cs.Clusters[0], cs.Clusters[1]
+	ctx := t.Context()
+
+	for _, c := range []*clusterset.Cluster{a, b} {
+		csCreateNamespace(t, c)
+		csCreateService(t, c, "echo", 8080)
+		csCreatePod(t, c, csClientPod())
+	}
+	csCreatePod(t, a, csEchoPod("echo-a-1"))
+	csCreatePod(t, a, csEchoPod("echo-a-2"))
+	csCreatePod(t, b, csEchoPod("echo-b-1"))
+	ipsA := csWaitPodsReady(t, a, "echo-a-1", "echo-a-2", "client")
+	csWaitPodsReady(t, b, "echo-b-1", "client")
+
+	t.Run("fake kubelet makes real EndpointSlices", func(t *testing.T) {
+		csWaitEndpoints(t, a, "echo", ipsA["echo-a-1"], ipsA["echo-a-2"])
+		// The scheduler stand-in spreads pods over both nodes.
+		nodes := map[string]bool{}
+		for _, name := range []string{"echo-a-1", "echo-a-2", "client"} {
+			pod, err := a.API.Client().CoreV1().Pods(csNamespace).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			nodes[pod.Spec.NodeName] = true
+		}
+		if len(nodes) != 2 {
+			t.Errorf("pods landed on %v, want both nodes of %s", nodes, a.Name)
+		}
+	})
+
+	t.Run("readiness follows the process", func(t *testing.T) {
+		csCreateService(t, a, "quitter", 8080)
+		pod := csNetexecPod("quitter")
+		pod.Spec.RestartPolicy = v1.RestartPolicyNever
+		csCreatePod(t, a, pod)
+		ip := csWaitPodsReady(t, a, "quitter")["quitter"]
+		csWaitEndpoints(t, a, "quitter", ip)
+		// agnhost's /exit ends the process; the pod fails and leaves the
+		// endpoints.
+		if _, err := csHTTPGet(a.Nodes[0].Netns, "http://"+ip+":8080/exit?code=3"); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, "the pod to fail with exit code 3", func() (bool, string) {
+			p, err := a.API.Client().CoreV1().Pods(csNamespace).Get(ctx, "quitter", metav1.GetOptions{})
+			if err != nil || len(p.Status.ContainerStatuses) == 0 {
+				return false, errString(err)
+			}
+			term := p.Status.ContainerStatuses[0].State.Terminated
+			return p.Status.Phase == v1.PodFailed && term != nil && term.ExitCode == 3, fmt.Sprintf("%s %+v", p.Status.Phase, p.Status.ContainerStatuses[0].State)
+		})
+		csWaitEndpoints(t, a, "quitter")
+	})
+
+	t.Run("kube-proxy carries traffic to a Service", func(t *testing.T) {
+		client := csPodNetns(t, cs, a, "client")
+		svc, err := a.API.Client().CoreV1().Services(csNamespace).Get(ctx, "echo", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := net.JoinHostPort(svc.Spec.ClusterIP, "80")
+		eventually(t, 30*time.Second, "the ClusterIP to reach both pods", func() (bool, string) {
+			got := answers(client, addr, 20)
+			return slices.Equal(got, []string{"echo-a-1", "echo-a-2"}), strings.Join(got, ",")
+		})
+		// The network is flat: a pod of cluster-b reaches a pod of
+		// cluster-a by its IP.
+		if got := answers(csPodNetns(t, cs, b, "client"), net.JoinHostPort(ipsA["echo-a-1"], "8080"), 1); !slices.Equal(got, []string{"echo-a-1"}) {
+			t.Errorf("pod-to-pod across clusters: got %v", got)
+		}
+	})
+
+	t.Run("a clusterset IP reaches pods of both clusters", func(t *testing.T) {
+		for _, c := range []*clusterset.Cluster{a, b} {
+			csExport(t, c, "echo")
+		}
+		members, err := standin.MembersFromKubeconfig(cs.Kubeconfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := standin.Sync(ctx, members); err != nil {
+			t.Fatal(err)
+		}
+		vip := csImportIP(t, b, "echo")
+		want := []string{"echo-a-1", "echo-a-2", "echo-b-1"}
+		for _, c := range []*clusterset.Cluster{a, b} {
+			client := csPodNetns(t, cs, c, "client")
+			eventually(t, 30*time.Second, "the clusterset IP seen from "+c.Name+" to reach every exporting pod", func() (bool, string) {
+				got := answers(client, net.JoinHostPort(vip, "80"), 30)
+				return slices.Equal(got, want), strings.Join(got, ",")
+			})
+		}
+	})
+
+	t.Run("CoreDNS answers for cluster.local and clusterset.local", func(t *testing.T) {
+		client := csPodNetns(t, cs, b, "client")
+		svc, err := b.API.Client().CoreV1().Services(csNamespace).Get(ctx, "echo", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		vip := csImportIP(t, b, "echo")
+		for name, want := range map[string]string{
+			"echo." + csNamespace + ".svc.cluster.local":    svc.Spec.ClusterIP,
+			"echo." + csNamespace + ".svc.clusterset.local": vip,
+		} {
+			eventually(t, 30*time.Second, name+" to resolve to "+want, func() (bool, string) {
+				got, err := csLookup(client, b.DNSIP, name)
+				return err == nil && slices.Equal(got, []string{want}), fmt.Sprintf("%v %v", got, err)
+			})
+		}
+		// And the pod's own resolver (resolv.conf from the fake kubelet)
+		// goes through the same kube-dns Service.
+		out, err := netns.Output("ip", "netns", "exec", client, "getent", "hosts", "echo."+csNamespace+".svc.clusterset.local")
+		if err != nil || !strings.Contains(out, vip) {
+			t.Errorf("getent inside the pod: %v %q", err, out)
+		}
+	})
+
+	t.Run("deleting a pod stops it and finishes the deletion", func(t *testing.T) {
+		ns := csPodNetns(t, cs, a, "echo-a-2")
+		if err := a.API.Client().CoreV1().Pods(csNamespace).Delete(ctx, "echo-a-2", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, "the pod object to go", func() (bool, string) {
+			_, err := a.API.Client().CoreV1().Pods(csNamespace).Get(ctx, "echo-a-2", metav1.GetOptions{})
+			return apierrors.IsNotFound(err), errString(err)
+		})
+		if _, err := os.Stat(filepath.Join("/var/run/netns", ns)); !os.IsNotExist(err) {
+			t.Errorf("network namespace %s of the deleted pod still exists (%v)", ns, err)
+		}
+		csWaitEndpoints(t, a, "echo", ipsA["echo-a-1"])
+	})
+
+	t.Run("teardown leaves nothing behind", func(t *testing.T) {
+		cs.Down()
+		csCheckNothingLeft(t, cs, before)
+	})
+}
+
+// TestClusterSetThreeClustersIPTables checks that three clusters come up,
+// with kube-proxy in iptables mode, and that the mcs-controller (when
+// built) imports a Service exported from all three into each of them.
+func TestClusterSetThreeClustersIPTables(t *testing.T) {
+	framework.SkipUnlessBuilt(t, "mcs-controller")
+	cs, before := upClusterSet(t, clusterset.Options{Clusters: 3, Prefix: "csit3", ProxyMode: "iptables"})
+	var want []string
+	for _, c := range cs.Clusters {
+		csCreateNamespace(t, c)
+		csCreateService(t, c, "echo", 8080)
+		name := "echo-" + strings.TrimPrefix(c.Name, "cluster-")
+		csCreatePod(t, c, csEchoPod(name))
+		csCreatePod(t, c, csClientPod())
+		csWaitPodsReady(t, c, name, "client")
+		csExport(t, c, "echo")
+		want = append(want, name)
+	}
+	binary, err := framework.Binary("mcs-controller")
+	if err != nil {
+		t.Fatal(err)
+	}
+	controller, err := process.Start(process.Options{
+		Name: "mcs-controller",
+		Argv: []string{binary, "--kubeconfig=" + cs.Kubeconfig(), "--v=2", "--metrics-bind-address=0", "--healthz-bind-address=0"},
+		Log:  filepath.Join(cs.Dir(), "mcs-controller.log"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		controller.Stop(5 * time.Second)
+		if t.Failed() {
+			t.Logf("last lines of %s:\n%s", controller.LogFile(), process.Tail(controller.LogFile(), 30))
+		}
+	})
+	for _, c := range cs.Clusters {
+		vip := csImportIP(t, c, "echo")
+		client := csPodNetns(t, cs, c, "client")
+		eventually(t, 60*time.Second, "the clusterset IP seen from "+c.Name+" to reach all three clusters", func() (bool, string) {
+			got := answers(client, net.JoinHostPort(vip, "80"), 40)
+			return slices.Equal(got, want), strings.Join(got, ",")
+		})
+	}
+	controller.Stop(5 * time.Second)
+	cs.Down()
+	csCheckNothingLeft(t, cs, before)
+}
+
+// hostState is what a clusterset must leave as it found: the host's
+// network namespaces, interfaces and nftables tables.
+type hostState struct {
+	netns, links, tables string
+}
+
+func csHostState(t *testing.T) hostState {
+	t.Helper()
+	run := func(name string, args ...string) string {
+		out, err := netns.Output(name, args...)
+		if err != nil {
+			t.Fatalf("%s %v: %v: %s", name, args, err, out)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		sort.Strings(lines)
+		return strings.Join(lines, "\n")
+	}
+	return hostState{
+		netns:  run("ip", "netns", "list"),
+		links:  run("sh", "-c", "ip -o link show | awk -F': ' '{print $2}'"),
+		tables: run("nft", "list", "tables"),
+	}
+}
+
+func upClusterSet(t *testing.T, opts clusterset.Options) (*clusterset.ClusterSet, hostState) {
+	t.Helper()
+	framework.SkipUnlessBuilt(t, "etcd", "kube-apiserver", "kube-controller-manager", "kube-proxy", "coredns")
+	netns.Require(t, "nft", "iptables", "getent")
+	before := csHostState(t)
+	opts.Dir = t.TempDir()
+	opts.Progress = testWriter{t}
+	started := time.Now()
+	cs, err := clusterset.Up(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d clusters up in %v", opts.Clusters, time.Since(started).Round(10*time.Millisecond))
+	t.Cleanup(func() {
+		cs.Down()
+		if t.Failed() {
+			csDumpLogs(t, cs)
+		}
+	})
+	return cs, before
+}
+
+// csCheckNothingLeft compares the host with its state before Up, and looks
+// for processes of the clusterset.
+func csCheckNothingLeft(t *testing.T, cs *clusterset.ClusterSet, before hostState) {
+	t.Helper()
+	if left, err := clusterset.Leftovers(cs.Prefix()); err != nil || len(left) > 0 {
+		t.Errorf("network namespaces left: %v (%v)", left, err)
+	}
+	after := csHostState(t)
+	if after.netns != before.netns {
+		t.Errorf("network namespaces changed:\nbefore:\n%s\nafter:\n%s", before.netns, after.netns)
+	}
+	if after.links != before.links {
+		t.Errorf("host interfaces changed:\nbefore:\n%s\nafter:\n%s", before.links, after.links)
+	}
+	if after.tables != before.tables {
+		t.Errorf("host nftables tables changed:\nbefore:\n%s\nafter:\n%s", before.tables, after.tables)
+	}
+	if procs := csProcesses(cs.Dir()); len(procs) > 0 {
+		t.Errorf("processes left: %v", procs)
+	}
+	etc, _ := filepath.Glob(filepath.Join("/etc/netns", cs.Prefix()+"-*"))
+	if len(etc) > 0 {
+		t.Errorf("/etc/netns entries left: %v", etc)
+	}
+}
+
+// csProcesses lists the children of this process (pods, kube-proxy,
+// CoreDNS, control planes are all children) and any process whose command
+// line mentions the clusterset's directory.
+func csProcesses(dir string) []string {
+	var out []string
+	entries, _ := os.ReadDir("/proc")
+	me := strconv.Itoa(os.Getpid())
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil || e.Name() == me {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// The parent pid is the second field after the command in parentheses.
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		cmd := strings.ReplaceAll(string(cmdline), "\x00", " ")
+		if (len(fields) > 1 && fields[1] == me) || strings.Contains(cmd, dir) {
+			out = append(out, e.Name()+": "+cmd)
+		}
+	}
+	return out
+}
+
+func csDumpLogs(t *testing.T, cs *clusterset.ClusterSet) {
+	logs, _ := filepath.Glob(filepath.Join(cs.Dir(), "cluster-*", "*.log"))
+	pods, _ := filepath.Glob(filepath.Join(cs.Dir(), "cluster-*", "pods", "*.log"))
+	for _, log := range append(logs, pods...) {
+		t.Logf("--- last lines of %s ---\n%s", log, process.Tail(log, 15))
+	}
+}
+
+// testWriter sends the harness's progress lines to the test log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func csCreateNamespace(t *testing.T, c *clusterset.Cluster) {
+	t.Helper()
+	_, err := c.API.Client().CoreV1().Namespaces().Create(t.Context(), &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: csNamespace}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func csCreateService(t *testing.T, c *clusterset.Cluster, app string, port int) {
+	t.Helper()
+	_, err := c.API.Client().CoreV1().Services(csNamespace).Create(t.Context(), &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: app},
+		Spec: v1.ServiceSpec{
+			Selector: map[string]string{"app": app},
+			Ports:    []v1.ServicePort{{Name: "tcp", Port: 80, TargetPort: intstr.FromInt(port)}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func csEchoPod(name string) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "echo"}},
+		Spec: v1.PodSpec{Containers: []v1.Container{{
+			Name: "echo", Image: "mcs-kube-proxy/echoserver", Args: []string{"--port=8080"},
+			ReadinessProbe: &v1.Probe{ProbeHandler: v1.ProbeHandler{TCPSocket: &v1.TCPSocketAction{Port: intstr.FromInt(8080)}}, PeriodSeconds: 1},
+		}}},
+	}
+}
+
+func csNetexecPod(name string) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": name}},
+		Spec: v1.PodSpec{Containers: []v1.Container{{
+			Name: "netexec", Image: "registry.k8s.io/e2e-test-images/agnhost:2.53", Args: []string{"netexec", "--http-port=8080"},
+			ReadinessProbe: &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt(8080)}}, PeriodSeconds: 1},
+		}}},
+	}
+}
+
+func csClientPod() *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "client"},
+		Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "pause", Image: "registry.k8s.io/pause:3.10"}}},
+	}
+}
+
+// csCreatePod retries while admission waits for the namespace's default
+// ServiceAccount.
+func csCreatePod(t *testing.T, c *clusterset.Cluster, pod *v1.Pod) {
+	t.Helper()
+	eventually(t, 30*time.Second, "creating pod "+pod.Name, func() (bool, string) {
+		_, err := c.API.Client().CoreV1().Pods(csNamespace).Create(t.Context(), pod, metav1.CreateOptions{})
+		return err == nil || apierrors.IsAlreadyExists(err), errString(err)
+	})
+}
+
+// csWaitPodsReady waits until the pods are Ready and returns their IPs.
+func csWaitPodsReady(t *testing.T, c *clusterset.Cluster, names ...string) map[string]string {
+	t.Helper()
+	ips := map[string]string{}
+	eventually(t, 60*time.Second, c.Name+" pods "+strings.Join(names, ",")+" to be ready", func() (bool, string) {
+		var waiting []string
+		for _, name := range names {
+			p, err := c.API.Client().CoreV1().Pods(csNamespace).Get(t.Context(), name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			ready := false
+			for _, cond := range p.Status.Conditions {
+				ready = ready || cond.Type == v1.PodReady && cond.Status == v1.ConditionTrue
+			}
+			if !ready || p.Status.PodIP == "" {
+				waiting = append(waiting, name+"("+string(p.Status.Phase)+")")
+				continue
+			}
+			ips[name] = p.Status.PodIP
+		}
+		return len(waiting) == 0, strings.Join(waiting, ",")
+	})
+	return ips
+}
+
+// csWaitEndpoints waits until the Service's EndpointSlices (made by
+// kube-controller-manager) list exactly these ready addresses.
+func csWaitEndpoints(t *testing.T, c *clusterset.Cluster, service string, ips ...string) {
+	t.Helper()
+	want := slices.Clone(ips)
+	sort.Strings(want)
+	eventually(t, 30*time.Second, service+" endpoints "+strings.Join(want, ","), func() (bool, string) {
+		list, err := c.API.Client().DiscoveryV1().EndpointSlices(csNamespace).List(t.Context(), metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + service})
+		if err != nil {
+			return false, err.Error()
+		}
+		var got []string
+		for _, s := range list.Items {
+			for _, e := range s.Endpoints {
+				if e.Conditions.Ready != nil && *e.Conditions.Ready {
+					got = append(got, e.Addresses...)
+				}
+			}
+		}
+		sort.Strings(got)
+		return slices.Equal(got, want), strings.Join(got, ",")
+	})
+}
+
+func csPodNetns(t *testing.T, cs *clusterset.ClusterSet, c *clusterset.Cluster, pod string) string {
+	t.Helper()
+	ns, err := cs.PodNetns(t.Context(), c, csNamespace, pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+func csExport(t *testing.T, c *clusterset.Cluster, name string) {
+	t.Helper()
+	mcs := mcsclientset.NewForConfigOrDie(c.API.RESTConfig())
+	_, err := mcs.MulticlusterV1beta1().ServiceExports(csNamespace).Create(t.Context(), &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// csImportIP waits for the cluster's ServiceImport and returns its IP.
+func csImportIP(t *testing.T, c *clusterset.Cluster, name string) string {
+	t.Helper()
+	mcs := mcsclientset.NewForConfigOrDie(c.API.RESTConfig())
+	var ip string
+	eventually(t, 60*time.Second, c.Name+" ServiceImport "+name, func() (bool, string) {
+		si, err := mcs.MulticlusterV1beta1().ServiceImports(csNamespace).Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil || len(si.Spec.IPs) == 0 {
+			return false, errString(err)
+		}
+		ip = si.Spec.IPs[0]
+		return true, ""
+	})
+	return ip
+}
+
+// csLookup resolves name through the DNS server at dnsIP, from inside a
+// pod's namespace.
+func csLookup(podNetns, dnsIP, name string) ([]string, error) {
+	r := &net.Resolver{PreferGo: true, Dial: func(_ context.Context, network, _ string) (net.Conn, error) {
+		return netns.Dial(podNetns, network, net.JoinHostPort(dnsIP, "53"), 2*time.Second)
+	}}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	addrs, err := r.LookupHost(ctx, name)
+	sort.Strings(addrs)
+	return addrs, err
+}
+
+// csHTTPGet fetches url from inside a network namespace.
+func csHTTPGet(ns, url string) (string, error) {
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DisableKeepAlives: true,
+		DialContext: func(_ context.Context, network, addr string) (net.Conn, error) {
+			return netns.Dial(ns, network, addr, 2*time.Second)
+		},
+	}}
+	resp, err := client.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return string(body), err
+}
