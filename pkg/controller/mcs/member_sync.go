@@ -155,14 +155,7 @@ func (c *Controller) writeImportStatus(ctx context.Context, m *member, d *desire
 	if len(d.Slices) > 0 {
 		status.EndpointSliceObjects = mcsv1beta1.EndpointSliceObjectsPresent
 	}
-	ready := metav1.Condition{Type: string(mcsv1beta1.ServiceImportConditionReady), Status: metav1.ConditionTrue, Reason: string(mcsv1beta1.ServiceImportReasonReady), Message: "the import is ready"}
-	if served := memberFamilies(m); len(served) > 0 && !slices.ContainsFunc(si.Spec.IPFamilies, func(f v1.IPFamily) bool { return served[f] }) {
-		ready.Status, ready.Reason = metav1.ConditionFalse, string(mcsv1beta1.ServiceImportReasonIPFamilyNotSupported)
-		ready.Message = fmt.Sprintf("the import's IP families %v are not served by cluster %s, whose Service CIDRs are %s only", si.Spec.IPFamilies, m.id, familyList(served))
-	} else if d.IPError != "" {
-		ready.Status, ready.Reason = metav1.ConditionFalse, string(mcsv1beta1.ServiceImportReasonPending)
-		ready.Message = "no clusterset IP: " + d.IPError
-	}
+	ready := importReadyCondition(si.Spec.IPFamilies, memberFamilies(m), m.id, d.IPError)
 	ready.ObservedGeneration = si.Generation
 	before := meta.FindStatusCondition(si.Status.Conditions, ready.Type)
 	meta.SetStatusCondition(&status.Conditions, ready)
@@ -178,6 +171,22 @@ func (c *Controller) writeImportStatus(ctx context.Context, m *member, d *desire
 		m.recorder.Event(si, v1.EventTypeWarning, ready.Reason, ready.Message)
 	}
 	return nil
+}
+
+// importReadyCondition is the Ready condition of an import with IP
+// families families in a member serving the families served (empty:
+// unknown, assumed to serve all). ipError says why clusterset IPs are
+// missing, if they are.
+func importReadyCondition(families []v1.IPFamily, served map[v1.IPFamily]bool, member, ipError string) metav1.Condition {
+	ready := metav1.Condition{Type: string(mcsv1beta1.ServiceImportConditionReady), Status: metav1.ConditionTrue, Reason: string(mcsv1beta1.ServiceImportReasonReady), Message: "the import is ready"}
+	if len(served) > 0 && !slices.ContainsFunc(families, func(f v1.IPFamily) bool { return served[f] }) {
+		ready.Status, ready.Reason = metav1.ConditionFalse, string(mcsv1beta1.ServiceImportReasonIPFamilyNotSupported)
+		ready.Message = fmt.Sprintf("the import's IP families %v are not served by cluster %s, whose Service CIDRs are %s only", families, member, familyList(served))
+	} else if ipError != "" {
+		ready.Status, ready.Reason = metav1.ConditionFalse, string(mcsv1beta1.ServiceImportReasonPending)
+		ready.Message = "no clusterset IP: " + ipError
+	}
+	return ready
 }
 
 // memberFamilies returns the IP families of m's Service CIDRs; empty when

@@ -1,0 +1,74 @@
+package topology
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
+)
+
+// apiserver serves the ClusterProperty cluster.clusterset.k8s.io with
+// value id, or 404 when id is empty.
+func apiserver(t *testing.T, id string) *rest.Config {
+	t.Helper()
+	path := fmt.Sprintf("/apis/%s/%s/clusterproperties/%s", aboutv1alpha1.GroupName, "v1alpha1", aboutv1alpha1.ClusterIDProperty)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path != path || id == "" {
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`)
+			return
+		}
+		fmt.Fprintf(w, `{"apiVersion":"about.k8s.io/v1alpha1","kind":"ClusterProperty","metadata":{"name":%q},"spec":{"value":%q}}`, aboutv1alpha1.ClusterIDProperty, id)
+	}))
+	t.Cleanup(srv.Close)
+	return &rest.Config{Host: srv.URL}
+}
+
+func TestResolve(t *testing.T) {
+	tests := []struct {
+		name    string
+		ids     []string
+		want    string
+		wantErr string
+	}{
+		{name: "distinct IDs", ids: []string{"east", "west"}, want: "east,west"},
+		{name: "missing ID", ids: []string{"east", ""}, wantErr: `member context "ctx-1": no cluster ID`},
+		{name: "duplicate ID", ids: []string{"east", "east"}, wantErr: `"ctx-0" and "ctx-1" both have cluster ID "east"`},
+		{name: "ID that cannot label a slice", ids: []string{"East_1"}, wantErr: "not a valid RFC-1123 label"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			configs := map[string]*rest.Config{}
+			var order []string
+			for i, id := range tt.ids {
+				name := fmt.Sprintf("ctx-%d", i)
+				configs[name] = apiserver(t, id)
+				order = append(order, name)
+			}
+			members, err := Resolve(context.Background(), configs, order, 5*time.Second)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, m := range members {
+				got = append(got, m.ClusterID)
+			}
+			if strings.Join(got, ",") != tt.want {
+				t.Errorf("IDs %v, want %s", got, tt.want)
+			}
+		})
+	}
+}
