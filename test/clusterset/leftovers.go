@@ -59,5 +59,8 @@ func CleanLeftovers(prefix string) error {
 			errs = append(errs, err)
 		}
 	}
+	// The fake kubelet created /etc/netns if it was missing; removing it
+	// fails harmlessly while anything else uses it.
+	_ = os.Remove("/etc/netns")
 	return errors.Join(errs...)
 }

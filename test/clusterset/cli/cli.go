@@ -137,16 +137,16 @@ func printUsage(cs *clusterset.ClusterSet) {
 	self, _ := os.Executable()
 	first, last := cs.Clusters[0], cs.Clusters[len(cs.Clusters)-1]
 	fmt.Printf(`
-The clusterset is up: %d clusters (contexts %s .. %s), logs in %s.
+The clusterset is up: %d clusters (kubeconfig contexts %s .. %s), logs in %s.
   export KUBECONFIG=%s
   kubectl --context %s get nodes,pods -A
   kubectl --context %s run client --image=registry.k8s.io/pause:3.10
-  %s exec --context %s client -- curl -s http://<service>.<ns>.svc.clusterset.local/
+  %s exec --kubeconfig=$KUBECONFIG --prefix=%s --context=%s client -- curl -s http://SERVICE.NAMESPACE.svc.clusterset.local/
 Pods run agnhost netexec/serve-hostname, the echoserver image, or idle (see test/podimage).
-Export with the mcs-controller (_output/bin/mcs-controller --kubeconfig=$KUBECONFIG)
-or the stand-in: %s export --kubeconfig=$KUBECONFIG --watch
-Press Ctrl-C to stop and clean up (after a crash: hack/local-down-clusterset.sh).
-`, len(cs.Clusters), first.Name, last.Name, cs.Dir(), cs.Kubeconfig(), first.Name, last.Name, self, last.Name, self)
+Export Services with the mcs-controller (_output/bin/mcs-controller --kubeconfig=$KUBECONFIG)
+or with the stand-in (%s export --kubeconfig=$KUBECONFIG --watch).
+Press Ctrl-C to stop and clean up (after a crash: hack/local-down-clusterset.sh --prefix=%s).
+`, len(cs.Clusters), first.Name, last.Name, cs.Dir(), cs.Kubeconfig(), first.Name, last.Name, self, cs.Prefix(), last.Name, self, cs.Prefix())
 }
 
 func demoCommand() *cobra.Command {

@@ -78,7 +78,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 		case len(left) > 0:
 			err = errors.Join(err, fmt.Errorf("left behind: %v", left))
 		default:
-			fmt.Fprintf(out, "nothing left behind: no processes, no network namespaces %s-*, no nftables tables, logs kept in %s\n", cs.Prefix(), cs.Dir())
+			fmt.Fprintf(out, "nothing left behind: every process stopped, no network namespace %s-* (their veths and nftables tables went with them); logs kept in %s\n", cs.Prefix(), cs.Dir())
 		}
 	}()
 	d := &demo{cs: cs, out: out, opts: opts}
