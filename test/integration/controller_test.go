@@ -62,7 +62,7 @@ type testMember struct {
 // all three members, a port conflict, unexport, Service deletion, refused
 // and missing namespaces, controller restart (same clusterset IPs, no
 // writes), failover between replicas, and endpoint TTL across a member
-// outage and return.
+// outage and return, and removing a member.
 func TestMCSController(t *testing.T) {
 	framework.SkipUnlessBuilt(t, "etcd", "kube-apiserver")
 	ctx := context.Background()
@@ -252,6 +252,22 @@ func TestMCSController(t *testing.T) {
 	for _, m := range members {
 		waitSlices(t, m, "demo", "api", "cluster-a=10.1.1.1 ports grpc:9000;cluster-b=10.2.1.1 ports grpc:9000")
 	}
+
+	// --- Removing a member: the controller restarts without cluster-b.
+	// b's exports no longer count, and its endpoints leave the remaining
+	// members once its lease (renewed by the previous run) expires.
+	aSlices = sliceVersions(t, c, "demo", "api", "cluster-a")
+	replica3.stop()
+	replica4 := startController(t, kubeconfig, "replica-4", ttl, "cluster-a", "cluster-c")
+	waitLeader(t, a, "replica-4")
+	for _, m := range []*testMember{a, c} {
+		waitImport(t, m, "demo", "api", func(si *mcsv1beta1.ServiceImport) bool { return clustersString(si) == "cluster-a" })
+		waitSlices(t, m, "demo", "api", "cluster-a=10.1.1.1 ports grpc:9000")
+	}
+	if got := sliceVersions(t, c, "demo", "api", "cluster-a"); got != aSlices {
+		t.Errorf("cluster-a's slices moved when cluster-b was removed: %s -> %s", aSlices, got)
+	}
+	replica4.stop()
 }
 
 func startMember(t *testing.T, etcd *framework.Etcd, dir, id string) *testMember {
@@ -377,10 +393,11 @@ type runningController struct {
 	health string
 }
 
-func startController(t *testing.T, kubeconfig, identity string, ttl time.Duration) *runningController {
+func startController(t *testing.T, kubeconfig, identity string, ttl time.Duration, contexts ...string) *runningController {
 	t.Helper()
 	o := app.NewOptions()
 	o.Kubeconfig = kubeconfig
+	o.Contexts = contexts
 	o.Identity = identity
 	o.EndpointTTL = ttl
 	o.InitialSyncTimeout = 20 * time.Second
