@@ -229,6 +229,15 @@ func TestMCSController(t *testing.T) {
 	replica3 := startController(t, kubeconfig, "replica-3", ttl)
 	waitLeader(t, a, "replica-3")
 	replica3.waitReady(t)
+	eventually(t, 30*time.Second, "the controller's metrics", func() (bool, string) {
+		out, err := httpGet("http://" + replica3.metrics + "/metrics")
+		for _, want := range []string{"mcs_controller_clusters_reachable 3", "mcs_controller_clusterset_ips_allocated 2", "mcs_controller_member_queue_depth{cluster=\"cluster-a\"}", "mcs_controller_member_sync_duration_seconds_bucket"} {
+			if !strings.Contains(out, want) {
+				return false, "no " + want + errString(err)
+			}
+		}
+		return true, ""
+	})
 	time.Sleep(5 * time.Second)
 	if after := snapshot(t, members, "demo", "api"); after != before {
 		t.Errorf("restart changed objects:\nbefore %s\nafter  %s", before, after)
@@ -388,9 +397,10 @@ func writeControllerKubeconfig(t *testing.T, dir string, members []*testMember) 
 }
 
 type runningController struct {
-	cancel context.CancelFunc
-	done   chan error
-	health string
+	cancel  context.CancelFunc
+	done    chan error
+	health  string
+	metrics string
 }
 
 func startController(t *testing.T, kubeconfig, identity string, ttl time.Duration, contexts ...string) *runningController {
@@ -404,14 +414,17 @@ func startController(t *testing.T, kubeconfig, identity string, ttl time.Duratio
 	o.LeaderElectLeaseDuration = 4 * time.Second
 	o.LeaderElectRenewDeadline = 3 * time.Second
 	o.LeaderElectRetryPeriod = 500 * time.Millisecond
-	o.MetricsBindAddress = "0"
 	port, err := freeLocalPort()
 	if err != nil {
 		t.Fatal(err)
 	}
 	o.HealthzBindAddress = fmt.Sprintf("127.0.0.1:%d", port)
+	if port, err = freeLocalPort(); err != nil {
+		t.Fatal(err)
+	}
+	o.MetricsBindAddress = fmt.Sprintf("127.0.0.1:%d", port)
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &runningController{cancel: cancel, done: make(chan error, 1), health: o.HealthzBindAddress}
+	r := &runningController{cancel: cancel, done: make(chan error, 1), health: o.HealthzBindAddress, metrics: o.MetricsBindAddress}
 	go func() { r.done <- app.Run(ctx, o) }()
 	t.Cleanup(r.stop)
 	return r
