@@ -173,6 +173,7 @@ func (cs *ClusterSet) startCluster(ctx context.Context, c *Cluster) error {
 			return err
 		}
 		ng, nctx := errgroup.WithContext(gctx)
+		ng.Go(func() error { return cs.writeClusterID(nctx, c) })
 		for _, n := range c.Nodes {
 			ng.Go(func() error { return cs.startNode(nctx, n) })
 		}

@@ -81,9 +81,8 @@ func (cs *ClusterSet) startControllerManager(ctx context.Context, c *Cluster) er
 	return nil
 }
 
-// setUpAPI writes what a clusterset member has before any workload: the
-// MCS and ClusterProperty CRDs, the cluster's ID, kube-proxy's RBAC and
-// the kube-dns Service.
+// setUpAPI writes what the node components need: the MCS and
+// ClusterProperty CRDs, kube-proxy's RBAC and the kube-dns Service.
 func (cs *ClusterSet) setUpAPI(ctx context.Context, c *Cluster) error {
 	started := time.Now()
 	all, err := crds.All()
@@ -97,9 +96,6 @@ func (cs *ClusterSet) setUpAPI(ctx context.Context, c *Cluster) error {
 	if err := crds.Install(ctx, ext, all...); err != nil {
 		return fmt.Errorf("cluster %s: %w", c.Name, err)
 	}
-	if err := writeClusterProperties(ctx, c); err != nil {
-		return fmt.Errorf("cluster %s: ClusterProperty: %w", c.Name, err)
-	}
 	if err := grantKubeProxy(ctx, c.API.Client()); err != nil {
 		return fmt.Errorf("cluster %s: kube-proxy RBAC: %w", c.Name, err)
 	}
@@ -108,7 +104,20 @@ func (cs *ClusterSet) setUpAPI(ctx context.Context, c *Cluster) error {
 			return fmt.Errorf("cluster %s: kube-dns Service: %w", c.Name, err)
 		}
 	}
-	cs.progress.timed(c.Name, "MCS and ClusterProperty CRDs, cluster ID, RBAC, kube-dns Service", started)
+	cs.progress.timed(c.Name, "MCS and ClusterProperty CRDs, kube-proxy RBAC, kube-dns Service", started)
+	return nil
+}
+
+// writeClusterID writes the cluster's ClusterProperties. It runs beside the
+// node components' start: the first write to a fresh CRD takes about two
+// seconds (the apiserver's, polling does not help), and nothing but an
+// mcs-controller needs the properties.
+func (cs *ClusterSet) writeClusterID(ctx context.Context, c *Cluster) error {
+	started := time.Now()
+	if err := writeClusterProperties(ctx, c); err != nil {
+		return fmt.Errorf("cluster %s: ClusterProperty: %w", c.Name, err)
+	}
+	cs.progress.timed(c.Name, "ClusterProperty "+aboutv1alpha1.ClusterIDProperty+" = "+c.Name, started)
 	return nil
 }
 
