@@ -5,6 +5,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -40,12 +41,28 @@ func NewCommand() *cobra.Command {
 	return root
 }
 
+// errInterrupted replaces the error of a start-up cut short by Ctrl-C: it
+// is not a failure worth a log dump.
+var errInterrupted = errors.New("interrupted; everything started was stopped and removed")
+
 // Main runs the command and exits.
 func Main() {
 	if err := NewCommand().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "clusterset:", err)
+		if errors.Is(err, errInterrupted) {
+			os.Exit(130)
+		}
 		os.Exit(1)
 	}
+}
+
+// unlessInterrupted returns errInterrupted for an error caused by the
+// cancellation of ctx.
+func unlessInterrupted(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil {
+		return errInterrupted
+	}
+	return err
 }
 
 func addClusterSetFlags(cmd *cobra.Command, o *clusterset.Options) {
@@ -121,7 +138,7 @@ func upCommand() *cobra.Command {
 			o.Progress = os.Stdout
 			cs, err := clusterset.Up(ctx, o)
 			if err != nil {
-				return err
+				return unlessInterrupted(ctx, err)
 			}
 			defer cs.Down()
 			printUsage(cs)
@@ -170,7 +187,7 @@ func demoCommand() *cobra.Command {
 			o.AskCommand = []string{self, "ask"}
 			ctx, cancel := signalContext()
 			defer cancel()
-			return demo.Run(ctx, o)
+			return unlessInterrupted(ctx, demo.Run(ctx, o))
 		},
 	}
 	addClusterSetFlags(cmd, &o.ClusterSet)
