@@ -52,4 +52,5 @@ for ns in $(ip netns list | awk '{print $1}' | grep "^${PREFIX}-" || true); do
   removed=$((removed + 1))
 done
 rm -rf /etc/netns/"${PREFIX}"-*
+rmdir /etc/netns 2>/dev/null || true
 echo "removed ${removed} network namespace(s) ${PREFIX}-*"
