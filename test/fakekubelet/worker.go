@@ -50,7 +50,7 @@ type podWorker struct {
 }
 
 func newPodWorker(k *Kubelet, pod *v1.Pod) *podWorker {
-	w := &podWorker{k: k, uid: pod.UID, wake: make(chan struct{}, 1), conditions: map[v1.PodConditionType]v1.PodCondition{}}
+	w := &podWorker{k: k, uid: pod.UID, latest: pod, wake: make(chan struct{}, 1), conditions: map[v1.PodConditionType]v1.PodCondition{}}
 	for _, c := range pod.Spec.Containers {
 		w.containers = append(w.containers, &container{spec: c})
 	}
