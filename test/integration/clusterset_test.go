@@ -253,6 +253,14 @@ func upClusterSet(t *testing.T, opts clusterset.Options) (*clusterset.ClusterSet
 	t.Helper()
 	framework.SkipUnlessBuilt(t, "etcd", "kube-apiserver", "kube-controller-manager", "kube-proxy", "coredns")
 	netns.Require(t, "nft", "iptables", "getent")
+	// A test binary killed by a timeout leaves its namespaces behind; the
+	// prefix is this test's own.
+	if left, _ := clusterset.Leftovers(opts.Prefix); len(left) > 0 {
+		t.Logf("removing namespaces an earlier run left: %v", left)
+		if err := clusterset.CleanLeftovers(opts.Prefix); err != nil {
+			t.Fatal(err)
+		}
+	}
 	before := csHostState(t)
 	opts.Dir = t.TempDir()
 	opts.Progress = testWriter{t}
