@@ -117,9 +117,9 @@ func (d *demo) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		for name, ip := range ips {
-			d.pods[name] = fmt.Sprintf("%s, %s", c.Name, ip)
-			fmt.Fprintf(d.out, "  %-10s %-8s Running, Ready, IP %s\n", c.Name, name, ip)
+		for _, name := range keys(ips) {
+			d.pods[name] = fmt.Sprintf("%s, %s", c.Name, ips[name])
+			fmt.Fprintf(d.out, "  %-10s %-8s Running, Ready, IP %s\n", c.Name, name, ips[name])
 		}
 	}
 
