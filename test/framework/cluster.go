@@ -50,7 +50,7 @@ type Cluster struct {
 	name        string
 	dir         string
 	removeDir   bool
-	proc        *process
+	proc        *childProcess
 	config      *rest.Config // admin
 	client      kubernetes.Interface
 	users       map[string]User

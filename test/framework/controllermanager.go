@@ -35,7 +35,7 @@ type ControllerManagerOptions struct {
 
 // ControllerManager is a running kube-controller-manager.
 type ControllerManager struct {
-	proc *process
+	proc *childProcess
 }
 
 // StartControllerManager runs kube-controller-manager against c as the

@@ -14,7 +14,7 @@ const etcdStartTimeout = time.Minute
 
 // Etcd is a single-member etcd listening on loopback.
 type Etcd struct {
-	proc     *process
+	proc     *childProcess
 	endpoint string
 }
 
