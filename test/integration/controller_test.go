@@ -64,14 +64,9 @@ type testMember struct {
 // writes), failover between replicas, and endpoint TTL across a member
 // outage and return, and removing a member.
 func TestMCSController(t *testing.T) {
-	framework.SkipUnlessBuilt(t, "etcd", "kube-apiserver")
 	ctx := context.Background()
 	dir := t.TempDir()
-	etcd, err := framework.StartEtcd(ctx, filepath.Join(dir, "etcd"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(etcd.Stop)
+	etcd := framework.StartTestEtcd(t)
 
 	var members []*testMember
 	for _, id := range []string{"cluster-a", "cluster-b", "cluster-c"} {

@@ -31,24 +31,10 @@ const kubeProxyUser = "system:kube-proxy"
 
 func startControlPlane(t *testing.T) *framework.Cluster {
 	t.Helper()
-	framework.SkipUnlessBuilt(t, "etcd", "kube-apiserver")
-	ctx := context.Background()
-	dir := t.TempDir()
-	etcd, err := framework.StartEtcd(ctx, filepath.Join(dir, "etcd"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(etcd.Stop)
-	cluster, err := framework.StartCluster(ctx, framework.ClusterOptions{
+	cluster := framework.StartTestCluster(t, framework.StartTestEtcd(t), framework.ClusterOptions{
 		Name:       "cluster-a",
-		Etcd:       etcd,
-		Dir:        filepath.Join(dir, "cluster-a"),
 		ExtraUsers: []framework.User{{Name: kubeProxyUser}},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cluster.Stop)
 	grantKubeProxy(t, cluster.Client())
 	return cluster
 }

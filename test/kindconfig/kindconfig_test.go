@@ -94,19 +94,8 @@ var placeholder = regexp.MustCompile(`\$\{([A-Z][A-Z0-9_]*)\}`)
 // TestManifestsDryRun applies every manifest of kind-config/ to a real
 // kube-apiserver with server-side dry-run, as hack/kind-e2e.sh fills them in.
 func TestManifestsDryRun(t *testing.T) {
-	framework.SkipUnlessBuilt(t, "etcd", "kube-apiserver")
 	ctx := context.Background()
-	dir := t.TempDir()
-	etcd, err := framework.StartEtcd(ctx, filepath.Join(dir, "etcd"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(etcd.Stop)
-	cluster, err := framework.StartCluster(ctx, framework.ClusterOptions{Name: "mcs-a", Etcd: etcd, Dir: filepath.Join(dir, "mcs-a")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cluster.Stop)
+	cluster := framework.StartTestCluster(t, framework.StartTestEtcd(t), framework.ClusterOptions{Name: "mcs-a"})
 	all, err := crds.All()
 	if err != nil {
 		t.Fatal(err)
