@@ -16,7 +16,8 @@ import (
 // server (client, node manager, proxier for the configured mode) in
 // unexported functions. Linking to them keeps every step of the start-up
 // upstream's own; the only change is the Provider the server runs with.
-// TestUpstreamSeam fails if these ever stop matching upstream.
+// TestLinkedSignatures and TestUpstreamSeam fail if these ever stop matching
+// upstream (a linkname with a stale signature would link and corrupt memory).
 
 //go:linkname newProxyServer k8s.io/kubernetes/cmd/kube-proxy/app.newProxyServer
 func newProxyServer(ctx context.Context, config *kubeproxyconfig.KubeProxyConfiguration, master string, initOnly bool, flagzReader flagz.Reader) (*app.ProxyServer, error)
