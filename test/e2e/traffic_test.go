@@ -1,0 +1,192 @@
+package e2e
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/dns/dnsmessage"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// waitDNS waits until name resolves (A records) to exactly want, asked
+// from a pod of B through B's kube-dns.
+func (s *suite) waitDNS(t *testing.T, client, name string, want []string) {
+	t.Helper()
+	eventually(t, 30*time.Second, name+" to resolve to "+strings.Join(want, ","), func() (bool, string) {
+		got, err := query(client, s.b.DNSIP, name, dnsmessage.TypeA)
+		if len(want) == 0 {
+			return err == nil && got.RCode == dnsmessage.RCodeNameError, got.String() + " " + errString(err)
+		}
+		return err == nil && slices.Equal(got.A, want), got.String() + " " + errString(err)
+	})
+}
+
+func (s *suite) testReachable(t *testing.T) {
+	sp := s.space(t, "e2e-reach")
+	sp.service(s.a, "web", func(spec *v1.ServiceSpec) {
+		spec.Ports = []v1.ServicePort{
+			{Name: "http", Port: 80, TargetPort: intstr.FromInt(8080), Protocol: v1.ProtocolTCP},
+			{Name: "alt", Port: 8081, TargetPort: intstr.FromInt(8080), Protocol: v1.ProtocolTCP},
+			{Name: "udp", Port: 80, TargetPort: intstr.FromInt(8080), Protocol: v1.ProtocolUDP},
+		}
+	})
+	pods := podNames(sp.echoPods(s.a, "web", "web-a-1", "web-a-2"))
+	client := sp.client(s.b, "client")
+	sp.export(s.a, "web")
+	si := sp.waitImport(s.b, "web", "with 3 ports and an IP", func(si *mcsv1beta1.ServiceImport) bool {
+		return len(si.Spec.IPs) == 1 && len(si.Spec.Ports) == 3
+	})
+	vip := si.Spec.IPs[0]
+	if si.Spec.Type != mcsv1beta1.ClusterSetIP {
+		t.Errorf("import type %q, want ClusterSetIP", si.Spec.Type)
+	}
+	name := "web." + sp.name + ".svc.clusterset.local"
+	s.waitDNS(t, client, name, []string{vip})
+	for _, p := range []struct {
+		network string
+		port    int
+	}{{"tcp", 80}, {"tcp", 8081}, {"udp", 80}} {
+		waitAnswers(t, client, p.network, hostPort(vip, p.port), 30, pods)
+		// By name: what the pod's resolver would do.
+		got, err := query(client, s.b.DNSIP, name, dnsmessage.TypeA)
+		if err != nil || len(got.A) != 1 {
+			t.Fatalf("%s: %v %v", name, got, err)
+		}
+		waitAnswers(t, client, p.network, hostPort(got.A[0], p.port), 30, pods)
+	}
+}
+
+func (s *suite) testBothClusters(t *testing.T) {
+	sp := s.space(t, "e2e-both")
+	sp.service(s.a, "web", nil)
+	sp.service(s.b, "web", nil)
+	want := append(podNames(sp.echoPods(s.a, "web", "web-a-1", "web-a-2")), podNames(sp.echoPods(s.b, "web", "web-b-1"))...)
+	slices.Sort(want)
+	clientB := sp.client(s.b, "client")
+	clientA := sp.client(s.a, "client")
+	sp.export(s.a, "web")
+	sp.export(s.b, "web")
+	vip := sp.vip(s.b, "web")
+	if vipA := sp.vip(s.a, "web"); vipA != vip {
+		t.Errorf("clusterset IP differs: %s in %s, %s in %s", vipA, s.a.Name, vip, s.b.Name)
+	}
+	for _, client := range []string{clientB, clientA} {
+		waitAnswers(t, client, "tcp", hostPort(vip, 80), 30, want)
+		counts := countAnswers(client, hostPort(vip, 80), 90)
+		t.Logf("90 requests from %s: %v", client, counts)
+		for _, pod := range want {
+			if counts[pod] < 5 {
+				t.Errorf("pod %s answered %d of 90 requests from %s, want a fair share: %v", pod, counts[pod], client, counts)
+			}
+		}
+		if counts[""] > 0 {
+			t.Errorf("%d of 90 requests got no answer", counts[""])
+		}
+	}
+}
+
+func (s *suite) testLocalServiceUnaffected(t *testing.T) {
+	sp := s.space(t, "e2e-local")
+	sp.service(s.a, "web", nil)
+	local := sp.service(s.b, "web", nil)
+	podsA := podNames(sp.echoPods(s.a, "web", "web-a-1"))
+	podsB := podNames(sp.echoPods(s.b, "web", "web-b-1"))
+	client := sp.client(s.b, "client")
+	sp.export(s.a, "web")
+	vip := sp.vip(s.b, "web")
+	s.waitDNS(t, client, "web."+sp.name+".svc.clusterset.local", []string{vip})
+	waitAnswers(t, client, "tcp", hostPort(vip, 80), 30, podsA)
+	s.waitDNS(t, client, "web."+sp.name+".svc.cluster.local", []string{local.Spec.ClusterIP})
+	// Many requests: not a single one may reach the import's endpoints.
+	if got := answers(client, "tcp", hostPort(local.Spec.ClusterIP, 80), 40); !slices.Equal(got, podsB) {
+		t.Errorf("the local Service %s reached %v, want only %v", local.Spec.ClusterIP, got, podsB)
+	}
+	svc, err := s.b.API.Client().CoreV1().Services(sp.name).Get(t.Context(), "web", metav1.GetOptions{})
+	if err != nil || svc.Spec.ClusterIP != local.Spec.ClusterIP {
+		t.Errorf("local Service changed: %v %v", svc, err)
+	}
+}
+
+func (s *suite) testUnexport(t *testing.T) {
+	sp := s.space(t, "e2e-unexport")
+	sp.service(s.a, "web", nil)
+	sp.service(s.b, "web", nil)
+	ipsA := sp.echoPods(s.a, "web", "web-a-1")
+	ipsB := sp.echoPods(s.b, "web", "web-b-1")
+	client := sp.client(s.b, "client")
+	sp.export(s.a, "web")
+	sp.export(s.b, "web")
+	vip := sp.vip(s.b, "web")
+	name := "web." + sp.name + ".svc.clusterset.local"
+	waitAnswers(t, client, "tcp", hostPort(vip, 80), 30, []string{"web-a-1", "web-b-1"})
+	node := s.b.Nodes[0].Netns
+	waitRules(t, node, 10*time.Second, []string{vip, ipsA["web-a-1"], ipsB["web-b-1"]}, nil)
+
+	sp.unexport(s.a, "web")
+	waitRules(t, node, 30*time.Second, []string{vip, ipsB["web-b-1"]}, []string{ipsA["web-a-1"]})
+	waitAnswers(t, client, "tcp", hostPort(vip, 80), 30, []string{"web-b-1"})
+	if got := sp.vip(s.b, "web"); got != vip {
+		t.Errorf("clusterset IP moved from %s to %s when one export went", vip, got)
+	}
+	s.waitDNS(t, client, name, []string{vip})
+
+	sp.unexport(s.b, "web")
+	for _, c := range s.cs.Clusters {
+		eventually(t, 30*time.Second, "the import to leave "+c.Name, func() (bool, string) {
+			_, err := mcsClient(c).MulticlusterV1beta1().ServiceImports(sp.name).Get(t.Context(), "web", metav1.GetOptions{})
+			return apierrors.IsNotFound(err), errString(err)
+		})
+	}
+	// B's pod stays in B's rules: B's local Service web still selects it.
+	waitRules(t, node, 30*time.Second, []string{ipsB["web-b-1"]}, []string{vip})
+	s.waitDNS(t, client, name, nil)
+	if got := answers(client, "tcp", hostPort(vip, 80), 5); len(got) > 0 {
+		t.Errorf("the clusterset IP of a deleted import still answers: %v", got)
+	}
+}
+
+func (s *suite) testSessionAffinity(t *testing.T) {
+	sp := s.space(t, "e2e-affinity")
+	affinity := func(spec *v1.ServiceSpec) {
+		spec.SessionAffinity = v1.ServiceAffinityClientIP
+		timeout := int32(600)
+		spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: &timeout}}
+	}
+	sp.service(s.a, "web", affinity)
+	sp.service(s.b, "web", affinity)
+	ipsA := sp.echoPods(s.a, "web", "web-a-1", "web-a-2")
+	ipsB := sp.echoPods(s.b, "web", "web-b-1", "web-b-2")
+	clients := []string{sp.client(s.b, "client-1"), sp.client(s.b, "client-2"), sp.client(s.a, "client-3")}
+	sp.export(s.a, "web")
+	sp.export(s.b, "web")
+	si := sp.waitImport(s.b, "web", "with ClientIP affinity", func(si *mcsv1beta1.ServiceImport) bool {
+		return len(si.Spec.IPs) > 0 && si.Spec.SessionAffinity == v1.ServiceAffinityClientIP
+	})
+	vip := si.Spec.IPs[0]
+	var all []string
+	for _, ips := range []map[string]string{ipsA, ipsB} {
+		for _, ip := range ips {
+			all = append(all, ip)
+		}
+	}
+	// Every endpoint of both clusters is behind the VIP, yet each client
+	// sticks to one of them.
+	waitRules(t, s.b.Nodes[0].Netns, 30*time.Second, append([]string{vip}, all...), nil)
+	for _, client := range clients {
+		eventually(t, 30*time.Second, "the VIP to answer "+client, func() (bool, string) {
+			return ask(client, "tcp", hostPort(vip, 80)) != "", ""
+		})
+		counts := countAnswers(client, hostPort(vip, 80), 40)
+		t.Logf("40 requests from %s: %v", client, counts)
+		if len(counts) != 1 || counts[""] > 0 {
+			t.Errorf("client %s reached %v, want a single endpoint for all 40 requests", client, counts)
+		}
+	}
+}
+
