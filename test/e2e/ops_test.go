@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	apiextensionsclientset "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -200,6 +201,19 @@ func (s *suite) testGateOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// kube-proxy waits for its Node object (for the node's IPs) before
+	// giving up on it; the harness's scheduler stand-in binds pods only to
+	// the harness's own nodes, so an extra Node object is safe.
+	extra := &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-extra-node"},
+		Status:     v1.NodeStatus{Addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "172.30.1.250"}}},
+	}
+	if _, err := s.b.API.Client().CoreV1().Nodes().Create(t.Context(), extra, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = s.b.API.Client().CoreV1().Nodes().Delete(context.Background(), extra.Name, metav1.DeleteOptions{})
+	})
 	rulesets := map[string]string{}
 	for _, run := range []struct{ ns, binary, gate string }{
 		{prefix + "-gateoff", "kube-proxy", "--feature-gates=MultiClusterServices=false"},
@@ -222,7 +236,7 @@ func (s *suite) testGateOff(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		argv := []string{binary, "--kubeconfig=" + kubeconfig, "--hostname-override=e2e-extra-node",
+		argv := []string{binary, "--kubeconfig=" + kubeconfig, "--hostname-override=" + extra.Name,
 			"--proxy-mode=nftables", "--cluster-cidr=" + s.b.PodCIDR,
 			"--conntrack-max-per-core=0", "--conntrack-min=0",
 			"--metrics-bind-address=127.0.0.1:10249", "--healthz-bind-address=127.0.0.1:10256", "--v=2"}
@@ -240,7 +254,9 @@ func (s *suite) testGateOff(t *testing.T) {
 				t.Logf("last lines of %s:\n%s", proxy.LogFile(), process.Tail(proxy.LogFile(), 20))
 			}
 		})
+		started := time.Now()
 		waitRules(t, run.ns, 60*time.Second, []string{local.Spec.ClusterIP}, nil)
+		t.Logf("%s programmed the local Service after %v", run.binary, time.Since(started).Round(10*time.Millisecond))
 	}
 	// Same rules as upstream, and no clusterset IP, once both settle.
 	eventually(t, 30*time.Second, "the gate-off ruleset to equal upstream's", func() (bool, string) {
@@ -311,9 +327,11 @@ func (s *suite) testOutage(t *testing.T) {
 	// The harness has no Stop/Start for one apiserver that keeps the
 	// cluster (framework.Cluster.Stop is final): kill the process found by
 	// its directory and run the same command line again later.
+	// SIGKILL: a crash, and no graceful shutdown that drains watches for
+	// a while.
 	pid, argv := findProcess(t, "kube-apiserver", s.a.API.Dir())
 	down := time.Now()
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	waitGone(t, pid)

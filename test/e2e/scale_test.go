@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -11,11 +10,15 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/clusterset"
 )
 
 // sliceWatch records when each address became ready, or stopped being
-// ready, in a Service's own EndpointSlices: the moment the endpoint
-// change happened in the source cluster.
+// ready, in the EndpointSlices a label selector picks: a Service's own in
+// the source cluster (the moment the endpoint change happened), or the
+// MCS slices the controller wrote into the importing cluster.
 type sliceWatch struct {
 	mu      sync.Mutex
 	slices  map[string]map[string]bool // slice name -> ready addresses
@@ -24,9 +27,9 @@ type sliceWatch struct {
 	removed map[string]time.Time
 }
 
-func (s *suite) watchSlices(t *testing.T, ns, service string) *sliceWatch {
+func watchSlices(t *testing.T, c *clusterset.Cluster, ns, selector string) *sliceWatch {
 	t.Helper()
-	w, err := s.a.API.Client().DiscoveryV1().EndpointSlices(ns).Watch(t.Context(), metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + service})
+	w, err := c.API.Client().DiscoveryV1().EndpointSlices(ns).Watch(t.Context(), metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,23 +116,27 @@ func (s *suite) testScaleLatency(t *testing.T) {
 	sp.service(s.a, "web", nil)
 	base := sp.echoPods(s.a, "web", "web-0")
 	client := sp.client(s.b, "client")
-	sw := s.watchSlices(t, sp.name, "web")
+	sw := watchSlices(t, s.a, sp.name, discoveryv1.LabelServiceName+"=web")
+	imported := watchSlices(t, s.b, sp.name, mcsv1beta1.LabelServiceName+"=web")
 	sp.export(s.a, "web")
 	vip := sp.vip(s.b, "web")
 	node := s.b.Nodes[0].Netns
 	waitAnswers(t, client, "tcp", hostPort(vip, 80), 10, []string{"web-0"})
 
 	const pods = 26 // 26 scale-ups and 26 scale-downs
-	var latencies []time.Duration
+	var latencies, toSlice []time.Duration
 	measure := func(name, ip string, added bool) {
 		seen := rulesFollow(t, node, ip, added)
-		var changed time.Time
-		eventually(t, 10*time.Second, "the slice watch to see "+name, func() (bool, string) {
+		var changed, mirrored time.Time
+		eventually(t, 10*time.Second, "the slice watches to see "+name, func() (bool, string) {
 			at, ok := sw.at(ip, added)
 			changed = at
-			return ok, ""
+			at2, ok2 := imported.at(ip, added)
+			mirrored = at2
+			return ok && ok2, ""
 		})
 		latencies = append(latencies, seen.Sub(changed))
+		toSlice = append(toSlice, mirrored.Sub(changed))
 	}
 	ips := map[string]string{}
 	for i := 1; i <= pods; i++ {
@@ -151,7 +158,11 @@ func (s *suite) testScaleLatency(t *testing.T) {
 	waitAnswers(t, client, "tcp", hostPort(vip, 80), 20, []string{"web-0"})
 	waitRules(t, node, 5*time.Second, []string{vip, base["web-0"]}, nil)
 
-	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
+	slices.Sort(latencies)
+	slices.Sort(toSlice)
+	// The controller's share: A's slice changed -> MCS slice in B changed.
+	t.Logf("LATENCY endpoint-change-to-mcs-slice-in-B p50=%v p99=%v n=%d",
+		percentile(toSlice, 0.50).Round(time.Millisecond), percentile(toSlice, 0.99).Round(time.Millisecond), len(toSlice))
 	t.Logf("LATENCY endpoint-change-to-rules-in-B p50=%v p99=%v max=%v min=%v n=%d",
 		percentile(latencies, 0.50).Round(time.Millisecond), percentile(latencies, 0.99).Round(time.Millisecond),
 		latencies[len(latencies)-1].Round(time.Millisecond), latencies[0].Round(time.Millisecond), len(latencies))

@@ -189,4 +189,3 @@ func (s *suite) testSessionAffinity(t *testing.T) {
 		}
 	}
 }
-
