@@ -88,21 +88,27 @@ func (sw *sliceWatch) at(ip string, added bool) (time.Time, bool) {
 	return at, ok
 }
 
-// rulesFollow polls B's node ruleset until ip is there (or gone) and
-// returns the time it was first seen so.
-func rulesFollow(t *testing.T, node, ip string, present bool) time.Time {
+// rulesFollow polls a node's ruleset until every ip is there (or gone)
+// and returns when each was first seen so.
+func rulesFollow(t *testing.T, node string, ips []string, present bool) map[string]time.Time {
 	t.Helper()
+	seen := map[string]time.Time{}
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		rs, err := ruleset(node)
 		now := time.Now()
-		if err == nil && hasIP(rs, ip) == present {
-			return now
+		for _, ip := range ips {
+			if _, done := seen[ip]; !done && err == nil && hasIP(rs, ip) == present {
+				seen[ip] = now
+			}
+		}
+		if len(seen) == len(ips) {
+			return seen
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	t.Fatalf("ruleset of %s: %s never became present=%v", node, ip, present)
-	return time.Time{}
+	t.Fatalf("ruleset of %s: %v never all became present=%v (done: %v)", node, ips, present, seen)
+	return nil
 }
 
 func percentile(sorted []time.Duration, p float64) time.Duration {
@@ -111,59 +117,86 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 	return sorted[i]
 }
 
+// latencies collects endpoint change -> rules latencies of one path.
+type latencies []time.Duration
+
+func (l latencies) line(what string) string {
+	s := sorted(l)
+	return fmt.Sprintf("LATENCY %s p50=%v p99=%v min=%v max=%v n=%d", what,
+		percentile(s, 0.50).Round(time.Millisecond), percentile(s, 0.99).Round(time.Millisecond),
+		s[0].Round(time.Millisecond), s[len(s)-1].Round(time.Millisecond), len(s))
+}
+
+// testScaleLatency scales an export of A up and down, one pod at a time,
+// and times each endpoint change until B's rules follow. A local Service
+// of B is scaled in step with it, one pod of B per pod of A, so that the
+// same run measures the upstream path (a local Service's EndpointSlice ->
+// kube-proxy's rules) next to the clusterset path (A's EndpointSlice ->
+// mcs-controller -> MCS EndpointSlice in B -> kube-proxy's rules).
 func (s *suite) testScaleLatency(t *testing.T) {
 	sp := s.space(t, "e2e-scale")
 	sp.service(s.a, "web", nil)
+	sp.service(s.b, "local", nil)
 	base := sp.echoPods(s.a, "web", "web-0")
 	client := sp.client(s.b, "client")
-	sw := watchSlices(t, s.a, sp.name, discoveryv1.LabelServiceName+"=web")
+	source := watchSlices(t, s.a, sp.name, discoveryv1.LabelServiceName+"=web")
 	imported := watchSlices(t, s.b, sp.name, mcsv1beta1.LabelServiceName+"=web")
+	local := watchSlices(t, s.b, sp.name, discoveryv1.LabelServiceName+"=local")
 	sp.export(s.a, "web")
 	vip := sp.vip(s.b, "web")
 	node := s.b.Nodes[0].Netns
 	waitAnswers(t, client, "tcp", hostPort(vip, 80), 10, []string{"web-0"})
 
-	const pods = 26 // 26 scale-ups and 26 scale-downs
-	var latencies, toSlice []time.Duration
-	measure := func(name, ip string, added bool) {
-		seen := rulesFollow(t, node, ip, added)
-		var changed, mirrored time.Time
-		eventually(t, 10*time.Second, "the slice watches to see "+name, func() (bool, string) {
-			at, ok := sw.at(ip, added)
-			changed = at
-			at2, ok2 := imported.at(ip, added)
-			mirrored = at2
-			return ok && ok2, ""
+	const pods = 26 // 26 scale-ups and 26 scale-downs of each Service
+	var clusterset, controller, upstream latencies
+	measure := func(ipA, ipB string, added bool) {
+		seen := rulesFollow(t, node, []string{ipA, ipB}, added)
+		var changedA, mirrored, changedB time.Time
+		eventually(t, 10*time.Second, "the slice watches to see "+ipA+" and "+ipB, func() (bool, string) {
+			var ok1, ok2, ok3 bool
+			changedA, ok1 = source.at(ipA, added)
+			mirrored, ok2 = imported.at(ipA, added)
+			changedB, ok3 = local.at(ipB, added)
+			return ok1 && ok2 && ok3, ""
 		})
-		latencies = append(latencies, seen.Sub(changed))
-		toSlice = append(toSlice, mirrored.Sub(changed))
+		clusterset = append(clusterset, seen[ipA].Sub(changedA))
+		controller = append(controller, mirrored.Sub(changedA))
+		upstream = append(upstream, seen[ipB].Sub(changedB))
 	}
-	ips := map[string]string{}
+	ipsA, ipsB := map[string]string{}, map[string]string{}
 	for i := 1; i <= pods; i++ {
 		name := fmt.Sprintf("web-%d", i)
-		ip := sp.echoPods(s.a, "web", name)[name]
-		ips[name] = ip
-		measure(name, ip, true)
+		sp.createPod(s.a, echoPod(name, "web"))
+		sp.createPod(s.b, echoPod(name, "local"))
+		ipsA[name] = sp.waitReady(s.a, name)[name]
+		ipsB[name] = sp.waitReady(s.b, name)[name]
+		measure(ipsA[name], ipsB[name], true)
 	}
-	want := append(podNames(ips), "web-0")
+	want := append(podNames(ipsA), "web-0")
 	slices.Sort(want)
 	waitAnswers(t, client, "tcp", hostPort(vip, 80), 200, want)
 	for i := 1; i <= pods; i++ {
 		name := fmt.Sprintf("web-%d", i)
-		if err := s.a.API.Client().CoreV1().Pods(sp.name).Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
+		for _, c := range s.cs.Clusters {
+			if err := c.API.Client().CoreV1().Pods(sp.name).Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
 		}
-		measure(name, ips[name], false)
+		measure(ipsA[name], ipsB[name], false)
 	}
 	waitAnswers(t, client, "tcp", hostPort(vip, 80), 20, []string{"web-0"})
 	waitRules(t, node, 5*time.Second, []string{vip, base["web-0"]}, nil)
 
-	slices.Sort(latencies)
-	slices.Sort(toSlice)
-	// The controller's share: A's slice changed -> MCS slice in B changed.
-	t.Logf("LATENCY endpoint-change-to-mcs-slice-in-B p50=%v p99=%v n=%d",
-		percentile(toSlice, 0.50).Round(time.Millisecond), percentile(toSlice, 0.99).Round(time.Millisecond), len(toSlice))
-	t.Logf("LATENCY endpoint-change-to-rules-in-B p50=%v p99=%v max=%v min=%v n=%d",
-		percentile(latencies, 0.50).Round(time.Millisecond), percentile(latencies, 0.99).Round(time.Millisecond),
-		latencies[len(latencies)-1].Round(time.Millisecond), latencies[0].Round(time.Millisecond), len(latencies))
+	t.Log(controller.line("endpoint-change-in-A-to-mcs-slice-in-B"))
+	t.Log(upstream.line("upstream-local-endpoint-change-to-rules-in-B"))
+	t.Log(clusterset.line("endpoint-change-in-A-to-rules-in-B"))
+	t.Logf("LATENCY ratio clusterset/upstream p50=%.2f p99=%.2f",
+		float64(percentile(sorted(clusterset), 0.5))/float64(percentile(sorted(upstream), 0.5)),
+		float64(percentile(sorted(clusterset), 0.99))/float64(percentile(sorted(upstream), 0.99)))
+}
+
+func sorted(l latencies) []time.Duration {
+	s := slices.Clone(l)
+	slices.Sort(s)
+	return s
 }
