@@ -351,7 +351,7 @@ func (s *suite) testOutage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.top.Cleanup(func() { api.Stop(10 * time.Second) })
+		s.top.Cleanup(func() { api.Stop(3 * time.Second) })
 		back := time.Now()
 		eventually(t, 60*time.Second, "A's apiserver to answer", func() (bool, string) {
 			_, err := s.a.API.Client().CoreV1().Namespaces().Get(t.Context(), sp.name, metav1.GetOptions{})
