@@ -44,6 +44,11 @@ func (s *suite) testHeadlessDNS(t *testing.T) {
 		sp.createPod(s.a, p)
 	}
 	sp.createPod(s.b, statefulPod("db-0", "db-0", "db"))
+	// A pod that never gets ready: its endpoint is exported, not ready,
+	// and must have no DNS record.
+	unready := statefulPod("db-2", "db-2", "db")
+	unready.Spec.Containers[0].ReadinessProbe.TCPSocket.Port = intstr.FromInt(9999)
+	sp.createPod(s.a, unready)
 	ipsA := sp.waitReady(s.a, "db-0", "db-1")
 	ipsB := sp.waitReady(s.b, "db-0")
 	client := sp.client(s.b, "client")
@@ -102,6 +107,14 @@ func (s *suite) testHeadlessDNS(t *testing.T) {
 			if !slices.Equal(got.A, []string{ip}) {
 				t.Errorf("dig @%s %s A: %s; KEP-1645 requires A %s", s.b.DNSIP, name, got, ip)
 			}
+		}
+	})
+
+	t.Run("no record for a not-ready endpoint", func(t *testing.T) {
+		name := "db-2." + s.a.Name + "." + zone
+		got := ask(client, s.b.DNSIP, name, dnsmessage.TypeA)
+		if len(got.A) > 0 {
+			t.Errorf("dig @%s %s A: %s; the endpoint is not ready", s.b.DNSIP, name, got)
 		}
 	})
 

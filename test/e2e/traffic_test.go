@@ -48,6 +48,16 @@ func (s *suite) testReachable(t *testing.T) {
 	}
 	name := "web." + sp.name + ".svc.clusterset.local"
 	s.waitDNS(t, client, name, []string{vip})
+	// SRV per named port, as the service DNS spec the KEP aligns with
+	// has it for a ClusterIP Service: the port, and the service's name.
+	for _, p := range []struct{ name, proto, port string }{{"http", "tcp", "80"}, {"alt", "tcp", "8081"}, {"udp", "udp", "80"}} {
+		srv := "_" + p.name + "._" + p.proto + "." + name
+		got, err := query(client, s.b.DNSIP, srv, dnsmessage.TypeSRV)
+		t.Logf("dig @%s %s SRV -> %s %v", s.b.DNSIP, srv, got, err)
+		if err != nil || len(got.SRV) != 1 || !strings.HasSuffix(got.SRV[0], " "+p.port+" "+name+".") {
+			t.Errorf("dig @%s %s SRV: %s %v; want one SRV with port %s and target %s.", s.b.DNSIP, srv, got, err, p.port, name)
+		}
+	}
 	for _, p := range []struct {
 		network string
 		port    int
