@@ -3,8 +3,9 @@
 # clusterset of kind clusters with a flat network, swaps kube-proxy for this
 # project's build with the MultiClusterServices gate on, installs the CRDs,
 # ClusterProperties, CoreDNS with clusterset.local and the mcs-controller
-# (hub mode, in the first cluster), then runs the end-to-end suite against
-# it. Everything it uses is in kind-config/.
+# (hub mode, in the first cluster), then checks with kubectl that a Service
+# exported from every cluster is reached from the last one by clusterset IP
+# and clusterset.local name. Everything it uses is in kind-config/.
 #
 # Usage: hack/kind-e2e.sh [--clusters N] [--keep] [--skip-tests]
 #   --clusters N   2 (default) or 3
@@ -118,11 +119,44 @@ fill "${NAMES[0]}" "" "$(base64 -w0 "${KUBECONFIG_FILE}")" kind-config/mcs-contr
 kubectl --context "$(ctx "${NAMES[0]}")" -n mcs-system rollout status deployment/mcs-controller --timeout 120s
 
 if [[ "${TESTS}" == true ]]; then
-  step "End-to-end suite"
-  if [[ ! -d test/e2e ]]; then
-    echo "test/e2e does not exist yet: the clusterset is set up, but there is no suite to run" >&2
+  # test/e2e drives the local clusterset's namespaces directly (requests
+  # from pod namespaces, nft in node namespaces); until it can drive kind
+  # contexts, the kind clusterset gets the suite's first two cases through
+  # kubectl: a Service exported from every cluster answers, from a pod in
+  # the last cluster, by its clusterset IP and its clusterset.local name,
+  # from pods of every cluster.
+  step "Smoke test: export from every cluster, requests from ${NAMES[-1]}"
+  AGNHOST=registry.k8s.io/e2e-test-images/agnhost:2.53
+  for name in "${NAMES[@]}"; do
+    c=$(ctx "${name}")
+    kubectl --context "${c}" create namespace demo --dry-run=client -o yaml | kubectl --context "${c}" apply -f -
+    kubectl --context "${c}" -n demo create deployment web --image "${AGNHOST}" --replicas 2 -- /agnhost netexec --http-port=8080
+    kubectl --context "${c}" -n demo expose deployment web --port 80 --target-port 8080
+    kubectl --context "${c}" -n demo rollout status deployment/web --timeout 120s
+    printf 'apiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceExport\nmetadata: {name: web, namespace: demo}\n' | kubectl --context "${c}" apply -f -
+  done
+  client=$(ctx "${NAMES[-1]}")
+  for _ in $(seq 60); do
+    vip=$(kubectl --context "${client}" -n demo get serviceimport web -o jsonpath='{.spec.ips[0]}' 2>/dev/null || true)
+    [[ -n "${vip}" ]] && break
+    sleep 2
+  done
+  if [[ -z "${vip:-}" ]]; then
+    echo "no ServiceImport demo/web with a clusterset IP in ${NAMES[-1]}" >&2
     exit 1
   fi
-  contexts=$(printf 'kind-%s,' "${NAMES[@]}")
-  MCS_E2E_PROVIDER=kind MCS_E2E_CONTEXTS="${contexts%,}" go test -count=1 -timeout 60m -v ./test/e2e/
+  answers=$(kubectl --context "${client}" -n demo run client --rm -i --restart Never --image "${AGNHOST}" --command -- \
+    sh -c "for i in \$(seq 40); do wget -qO- -T 2 http://${vip}/hostname; echo; wget -qO- -T 2 http://web.demo.svc.clusterset.local/hostname; echo; done")
+  echo "${answers}" | sort | uniq -c
+  for name in "${NAMES[@]}"; do
+    answered=false
+    for pod in $(kubectl --context "$(ctx "${name}")" -n demo get pods -l app=web -o jsonpath='{.items[*].metadata.name}'); do
+      grep -qxF "${pod}" <<<"${answers}" && answered=true
+    done
+    if [[ "${answered}" == false ]]; then
+      echo "no answer from any pod of ${name}" >&2
+      exit 1
+    fi
+  done
+  echo "every cluster's pods answered through the clusterset IP ${vip} and web.demo.svc.clusterset.local"
 fi

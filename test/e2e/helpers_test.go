@@ -103,26 +103,10 @@ func (sp *space) client(c *clusterset.Cluster, name string) string {
 
 func (sp *space) waitReady(c *clusterset.Cluster, names ...string) map[string]string {
 	sp.t.Helper()
-	ips := map[string]string{}
-	eventually(sp.t, 60*time.Second, c.Name+" pods "+strings.Join(names, ",")+" ready", func() (bool, string) {
-		var waiting []string
-		for _, name := range names {
-			p, err := c.API.Client().CoreV1().Pods(sp.name).Get(sp.t.Context(), name, metav1.GetOptions{})
-			if err != nil {
-				return false, err.Error()
-			}
-			ready := false
-			for _, cond := range p.Status.Conditions {
-				ready = ready || cond.Type == v1.PodReady && cond.Status == v1.ConditionTrue
-			}
-			if !ready || p.Status.PodIP == "" {
-				waiting = append(waiting, name+"("+string(p.Status.Phase)+")")
-				continue
-			}
-			ips[name] = p.Status.PodIP
-		}
-		return len(waiting) == 0, strings.Join(waiting, ",")
-	})
+	ips, err := c.WaitPodsReady(sp.t.Context(), 60*time.Second, sp.name, names...)
+	if err != nil {
+		sp.t.Fatal(err)
+	}
 	return ips
 }
 

@@ -408,26 +408,10 @@ func csCreatePod(t *testing.T, c *clusterset.Cluster, pod *v1.Pod) {
 // csWaitPodsReady waits until the pods are Ready and returns their IPs.
 func csWaitPodsReady(t *testing.T, c *clusterset.Cluster, names ...string) map[string]string {
 	t.Helper()
-	ips := map[string]string{}
-	eventually(t, 60*time.Second, c.Name+" pods "+strings.Join(names, ",")+" to be ready", func() (bool, string) {
-		var waiting []string
-		for _, name := range names {
-			p, err := c.API.Client().CoreV1().Pods(csNamespace).Get(t.Context(), name, metav1.GetOptions{})
-			if err != nil {
-				return false, err.Error()
-			}
-			ready := false
-			for _, cond := range p.Status.Conditions {
-				ready = ready || cond.Type == v1.PodReady && cond.Status == v1.ConditionTrue
-			}
-			if !ready || p.Status.PodIP == "" {
-				waiting = append(waiting, name+"("+string(p.Status.Phase)+")")
-				continue
-			}
-			ips[name] = p.Status.PodIP
-		}
-		return len(waiting) == 0, strings.Join(waiting, ",")
-	})
+	ips, err := c.WaitPodsReady(t.Context(), 60*time.Second, csNamespace, names...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return ips
 }
 
