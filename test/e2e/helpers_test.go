@@ -19,6 +19,7 @@ import (
 	mcsclientset "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/clusterset"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/echoserver"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/netns"
 )
 
@@ -206,16 +207,8 @@ func ask(ns, network, addr string) string {
 	if err != nil {
 		return ""
 	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if network == "udp" {
-		if _, err := c.Write([]byte("hostname")); err != nil {
-			return ""
-		}
-	}
-	buf := make([]byte, 128)
-	k, _ := c.Read(buf)
-	return strings.TrimSpace(string(buf[:k]))
+	name, _ := echoserver.AskOn(c, network, time.Second)
+	return name
 }
 
 // countAnswers sends n TCP requests and counts the answers per pod.

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"time"
 )
 
@@ -37,17 +38,21 @@ func Serve(ctx context.Context, network, addr, name string) error {
 			return err
 		}
 		go func() { <-ctx.Done(); _ = l.Close() }()
-		go func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				_, _ = c.Write([]byte(name + "\n"))
-				_ = c.Close()
-			}
-		}()
+		go ServeListener(l, name)
 		return nil
+	}
+}
+
+// ServeListener writes name to every connection l accepts until l is
+// closed; for listeners opened elsewhere, e.g. inside a network namespace.
+func ServeListener(l net.Listener, name string) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		_, _ = c.Write([]byte(name + "\n"))
+		_ = c.Close()
 	}
 }
 
@@ -57,20 +62,24 @@ func Ask(network, addr string, timeout time.Duration) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return AskOn(c, network, timeout)
+}
+
+// AskOn asks over a connection already made (e.g. dialled from inside a
+// network namespace), waiting at most timeout, and closes it. Over UDP it
+// sends "hostname", which agnhost netexec also answers.
+func AskOn(c net.Conn, network string, timeout time.Duration) (string, error) {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(timeout))
 	if network == "udp" || network == "udp4" || network == "udp6" {
-		if _, err := c.Write([]byte("who\n")); err != nil {
+		if _, err := c.Write([]byte("hostname")); err != nil {
 			return "", err
 		}
 	}
 	buf := make([]byte, 256)
 	n, err := c.Read(buf)
-	if n > 0 {
-		if buf[n-1] == '\n' {
-			n--
-		}
-		return string(buf[:n]), nil
+	if name := strings.TrimSpace(string(buf[:n])); name != "" {
+		return name, nil
 	}
 	if err == nil {
 		err = errors.New("empty answer")

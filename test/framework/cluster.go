@@ -154,7 +154,7 @@ func (c *Cluster) writeCredentials(extra []User) error {
 }
 
 func (c *Cluster) startAPIServer(ctx context.Context, binary string, opts ClusterOptions) error {
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return err
 	}

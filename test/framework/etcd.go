@@ -37,11 +37,11 @@ func StartEtcd(ctx context.Context, dir string) (*Etcd, error) {
 }
 
 func startEtcd(ctx context.Context, binary, dir string) (*Etcd, error) {
-	clientPort, err := freePort()
+	clientPort, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
-	peerPort, err := freePort()
+	peerPort, err := FreePort()
 	if err != nil {
 		return nil, err
 	}

@@ -5,11 +5,11 @@ import (
 	"strings"
 )
 
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 // The port is released before the child binds it, so another process may
 // take it in between; start functions retry when the child then reports
 // isAddrInUse.
-func freePort() (int, error) {
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
@@ -19,7 +19,7 @@ func freePort() (int, error) {
 }
 
 // startAttempts bounds the retries for a port that was taken between
-// freePort and the child binding it.
+// FreePort and the child binding it.
 const startAttempts = 3
 
 // isAddrInUse reports whether a failed start was caused by a port taken in

@@ -409,12 +409,12 @@ func startController(t *testing.T, kubeconfig, identity string, ttl time.Duratio
 	o.LeaderElectLeaseDuration = 4 * time.Second
 	o.LeaderElectRenewDeadline = 3 * time.Second
 	o.LeaderElectRetryPeriod = 500 * time.Millisecond
-	port, err := freeLocalPort()
+	port, err := framework.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
 	o.HealthzBindAddress = fmt.Sprintf("127.0.0.1:%d", port)
-	if port, err = freeLocalPort(); err != nil {
+	if port, err = framework.FreePort(); err != nil {
 		t.Fatal(err)
 	}
 	o.MetricsBindAddress = fmt.Sprintf("127.0.0.1:%d", port)
@@ -725,15 +725,6 @@ func clustersString(si *mcsv1beta1.ServiceImport) string {
 		out = append(out, c.Cluster)
 	}
 	return strings.Join(out, ",")
-}
-
-func freeLocalPort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func httpGet(url string) (string, error) {

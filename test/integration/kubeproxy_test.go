@@ -4,7 +4,6 @@ package integration
 
 import (
 	"context"
-	"net"
 	"sort"
 	"strings"
 	"testing"
@@ -21,6 +20,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 	mcsclientset "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/echoserver"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/netns"
 )
 
@@ -50,7 +50,7 @@ func TestKubeProxyFollowsTheServiceImportCRD(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { l.Close() })
-		go serveName(l, name)
+		go echoserver.ServeListener(l, name)
 	}
 
 	// The clusterset range is configured to overlap the Service CIDR, a
@@ -183,17 +183,6 @@ func createMCSSlice(t *testing.T, kube kubernetes.Interface, ns, importName, clu
 	}
 }
 
-func serveName(l net.Listener, name string) {
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			return
-		}
-		_, _ = c.Write([]byte(name + "\n"))
-		_ = c.Close()
-	}
-}
-
 // answers connects n times from inside a namespace and returns the sorted
 // distinct names that answered.
 func answers(ns, addr string, n int) []string {
@@ -203,11 +192,7 @@ func answers(ns, addr string, n int) []string {
 		if err != nil {
 			continue
 		}
-		_ = c.SetDeadline(time.Now().Add(time.Second))
-		buf := make([]byte, 64)
-		k, _ := c.Read(buf)
-		c.Close()
-		if name := strings.TrimSpace(string(buf[:k])); name != "" {
+		if name, err := echoserver.AskOn(c, "tcp", time.Second); err == nil {
 			seen[name] = true
 		}
 	}

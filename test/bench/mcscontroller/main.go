@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -146,7 +145,7 @@ func run() error {
 		return err
 	}
 	defer logFile.Close()
-	metricsPort, err := freePort()
+	metricsPort, err := framework.FreePort()
 	if err != nil {
 		return err
 	}
@@ -404,15 +403,6 @@ func (p *peakRSS) get() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.kb
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // printSyncCounts prints how many syncs the controller ran and how many
