@@ -2,7 +2,8 @@
 # Builds the project's binaries into _output/bin/: kube-proxy (upstream
 # kube-proxy plus the MultiClusterServices gate), kube-proxy-upstream (the
 # unmodified upstream command, which the tests compare against) and every
-# other command under cmd/ (mcs-controller, ...).
+# other command under cmd/ (mcs-controller, ...), and the test images'
+# commands under test/cmd/ (echoserver).
 #
 # Usage: hack/build.sh [NAME...]   (default: all of them)
 #
@@ -22,7 +23,11 @@ ldflags="-X k8s.io/component-base/version.gitVersion=${version} -X k8s.io/compon
 package() {
   case "$1" in
     kube-proxy-upstream) echo "k8s.io/kubernetes/cmd/kube-proxy" ;;
-    *) [[ -d "cmd/$1" ]] && echo "./cmd/$1" ;;
+    *)
+      if [[ -d "cmd/$1" ]]; then echo "./cmd/$1"
+      elif [[ -d "test/cmd/$1" ]]; then echo "./test/cmd/$1"
+      else return 1
+      fi ;;
   esac
 }
 
@@ -43,6 +48,9 @@ if [[ ${#names[@]} -eq 0 ]]; then
   for dir in cmd/*/; do
     name=$(basename "${dir}")
     [[ "${name}" == kube-proxy ]] || names+=("${name}")
+  done
+  for dir in test/cmd/*/; do
+    names+=("$(basename "${dir}")")
   done
 fi
 for name in "${names[@]}"; do

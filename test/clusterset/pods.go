@@ -40,13 +40,19 @@ func (cs *ClusterSet) PodNetns(ctx context.Context, c *Cluster, namespace, name 
 // IP and returns their IPs by name; on timeout its error names the pods
 // still waiting and their phases.
 func (c *Cluster) WaitPodsReady(ctx context.Context, timeout time.Duration, namespace string, names ...string) (map[string]string, error) {
+	return WaitPodsReady(ctx, c.API.Client(), c.Name, timeout, namespace, names...)
+}
+
+// WaitPodsReady is Cluster.WaitPodsReady for any cluster's client; cluster
+// names it in the error.
+func WaitPodsReady(ctx context.Context, client kubernetes.Interface, cluster string, timeout time.Duration, namespace string, names ...string) (map[string]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {
 		ips := map[string]string{}
 		var waiting []string
 		for _, name := range names {
-			p, err := c.API.Client().CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+			p, err := client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				waiting = append(waiting, name+"("+err.Error()+")")
 				continue
@@ -62,7 +68,7 @@ func (c *Cluster) WaitPodsReady(ctx context.Context, timeout time.Duration, name
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%s: pods not ready after %v: %s", c.Name, timeout, strings.Join(waiting, ", "))
+			return nil, fmt.Errorf("%s: pods not ready after %v: %s", cluster, timeout, strings.Join(waiting, ", "))
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

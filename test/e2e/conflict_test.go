@@ -29,7 +29,7 @@ func (s *suite) testConflict(t *testing.T) {
 		sp.waitImport(s.b, "web", "from A", func(si *mcsv1beta1.ServiceImport) bool { return len(si.Spec.IPs) > 0 })
 		time.Sleep(1100 * time.Millisecond) // creation timestamps have a one-second resolution
 		sp.export(s.b, "web")
-		for _, c := range s.cs.Clusters {
+		for _, c := range s.p.members() {
 			eventually(t, 30*time.Second, c.Name+"'s export to carry Conflict=True/PortConflict", func() (bool, string) {
 				got := sp.exportConditions(c, "web")
 				return strings.Contains(got, "Conflict=True/") && strings.Contains(got, "PortConflict"), got
@@ -40,7 +40,7 @@ func (s *suite) testConflict(t *testing.T) {
 		})
 		vip := si.Spec.IPs[0]
 		waitAnswers(t, client, "tcp", hostPort(vip, 80), 30, podsA)
-		if got := answers(client, "tcp", hostPort(vip, 81), 3); len(got) > 0 {
+		if got := client.answers("tcp", hostPort(vip, 81), 3); len(got) > 0 {
 			t.Errorf("the losing export's port 81 answers on the VIP: %v", got)
 		}
 	})
@@ -57,7 +57,7 @@ func (s *suite) testConflict(t *testing.T) {
 		sp.waitImport(s.b, "db", "from A", func(si *mcsv1beta1.ServiceImport) bool { return len(si.Spec.IPs) > 0 })
 		time.Sleep(1100 * time.Millisecond)
 		sp.export(s.b, "db")
-		for _, c := range s.cs.Clusters {
+		for _, c := range s.p.members() {
 			eventually(t, 30*time.Second, c.Name+"'s export to carry Conflict=True/TypeConflict", func() (bool, string) {
 				got := sp.exportConditions(c, "db")
 				return strings.Contains(got, "Conflict=True/") && strings.Contains(got, "TypeConflict"), got
@@ -71,7 +71,7 @@ func (s *suite) testConflict(t *testing.T) {
 		// B's endpoints join is the controller's port rule: same port,
 		// protocol and appProtocol.)
 		eventually(t, 30*time.Second, "the VIP to reach A's pods", func() (bool, string) {
-			got := answers(client, "tcp", hostPort(vip, 80), 30)
+			got := client.answers("tcp", hostPort(vip, 80), 30)
 			for _, p := range podsA {
 				if !strings.Contains(strings.Join(got, ","), p) {
 					return false, strings.Join(got, ",")
@@ -79,6 +79,6 @@ func (s *suite) testConflict(t *testing.T) {
 			}
 			return true, ""
 		})
-		t.Logf("VIP %s reaches %v", vip, answers(client, "tcp", hostPort(vip, 80), 30))
+		t.Logf("VIP %s reaches %v", vip, client.answers("tcp", hostPort(vip, 80), 30))
 	})
 }

@@ -10,6 +10,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/echoserver"
 )
 
 // statefulPod is an echo pod with a hostname under the headless Service
@@ -71,8 +73,8 @@ func (s *suite) testHeadlessDNS(t *testing.T) {
 	slices.Sort(targets)
 
 	// The exchange, with the cluster.local equivalent in A for comparison.
-	ask := func(ns, server, name string, typ dnsmessage.Type) dnsAnswer {
-		got, err := query(ns, server, name, typ)
+	dig := func(from *pod, server, name string, typ dnsmessage.Type) echoserver.Answer {
+		got, err := from.query(server, name, typ)
 		if err != nil {
 			t.Fatalf("dig @%s %s %s: %v", server, name, typ, err)
 		}
@@ -84,7 +86,7 @@ func (s *suite) testHeadlessDNS(t *testing.T) {
 		if len(si.Spec.IPs) > 0 {
 			t.Errorf("headless import has IPs %v", si.Spec.IPs)
 		}
-		rs, err := ruleset(s.b.Nodes[0].Netns)
+		rs, err := s.ruleset(t.Context(), s.b)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -95,15 +97,15 @@ func (s *suite) testHeadlessDNS(t *testing.T) {
 
 	t.Run("service name has an A record per ready endpoint", func(t *testing.T) {
 		eventually(t, 30*time.Second, zone+" A "+strings.Join(all, ","), func() (bool, string) {
-			got, err := query(client, s.b.DNSIP, zone, dnsmessage.TypeA)
+			got, err := client.query(s.b.DNSIP, zone, dnsmessage.TypeA)
 			return err == nil && slices.Equal(got.A, all), got.String() + errString(err)
 		})
-		ask(client, s.b.DNSIP, zone, dnsmessage.TypeA)
+		dig(client, s.b.DNSIP, zone, dnsmessage.TypeA)
 	})
 
 	t.Run("per-endpoint names hostname.clusterid", func(t *testing.T) {
 		for name, ip := range endpoints {
-			got := ask(client, s.b.DNSIP, name, dnsmessage.TypeA)
+			got := dig(client, s.b.DNSIP, name, dnsmessage.TypeA)
 			if !slices.Equal(got.A, []string{ip}) {
 				t.Errorf("dig @%s %s A: %s; KEP-1645 requires A %s", s.b.DNSIP, name, got, ip)
 			}
@@ -112,7 +114,7 @@ func (s *suite) testHeadlessDNS(t *testing.T) {
 
 	t.Run("no record for a not-ready endpoint", func(t *testing.T) {
 		name := "db-2." + s.a.Name + "." + zone
-		got := ask(client, s.b.DNSIP, name, dnsmessage.TypeA)
+		got := dig(client, s.b.DNSIP, name, dnsmessage.TypeA)
 		if len(got.A) > 0 {
 			t.Errorf("dig @%s %s A: %s; the endpoint is not ready", s.b.DNSIP, name, got)
 		}
@@ -120,9 +122,9 @@ func (s *suite) testHeadlessDNS(t *testing.T) {
 
 	t.Run("SRV per named port", func(t *testing.T) {
 		clientA := sp.client(s.a, "client")
-		local := ask(clientA, s.a.DNSIP, "_http._tcp.db."+sp.name+".svc.cluster.local", dnsmessage.TypeSRV)
+		local := dig(clientA, s.a.DNSIP, "_http._tcp.db."+sp.name+".svc.cluster.local", dnsmessage.TypeSRV)
 		srv := "_http._tcp." + zone
-		got := ask(client, s.b.DNSIP, srv, dnsmessage.TypeSRV)
+		got := dig(client, s.b.DNSIP, srv, dnsmessage.TypeSRV)
 		var gotTargets []string
 		for _, r := range got.SRV {
 			f := strings.Fields(r)

@@ -1,8 +1,12 @@
 package e2e
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"net"
+	"os/exec"
 	"regexp"
 	"slices"
 	"sort"
@@ -10,17 +14,23 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/dns/dnsmessage"
 	v1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
-	mcsclientset "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/clusterset"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/echoserver"
-	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/netns"
+)
+
+const (
+	// echoImage is test/cmd/echoserver: the local clusterset's pods run it
+	// as a process (test/podimage), kind's from kind-config/Dockerfile.
+	echoImage = "mcs-kube-proxy/echoserver:dev"
+	// caseLabel marks the namespaces the suite creates, for clean-up.
+	caseLabel = "e2e.mcs-kube-proxy.io/case"
 )
 
 // space is one case's Kubernetes namespace, created in every cluster (the
@@ -33,8 +43,9 @@ type space struct {
 
 func (s *suite) space(t *testing.T, name string) *space {
 	t.Helper()
-	for _, c := range s.cs.Clusters {
-		_, err := c.API.Client().CoreV1().Namespaces().Create(t.Context(), &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	for _, m := range s.p.members() {
+		ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{caseLabel: "true"}}}
+		_, err := m.Client.CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
@@ -43,7 +54,7 @@ func (s *suite) space(t *testing.T, name string) *space {
 }
 
 // service creates a Service selecting app=name.
-func (sp *space) service(c *clusterset.Cluster, name string, mutate func(*v1.ServiceSpec)) *v1.Service {
+func (sp *space) service(m *member, name string, mutate func(*v1.ServiceSpec)) *v1.Service {
 	sp.t.Helper()
 	spec := v1.ServiceSpec{
 		Selector: map[string]string{"app": name},
@@ -52,7 +63,7 @@ func (sp *space) service(c *clusterset.Cluster, name string, mutate func(*v1.Ser
 	if mutate != nil {
 		mutate(&spec)
 	}
-	svc, err := c.API.Client().CoreV1().Services(sp.name).Create(sp.t.Context(), &v1.Service{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}, metav1.CreateOptions{})
+	svc, err := m.Client.CoreV1().Services(sp.name).Create(sp.t.Context(), &v1.Service{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}, metav1.CreateOptions{})
 	if err != nil {
 		sp.t.Fatal(err)
 	}
@@ -61,81 +72,79 @@ func (sp *space) service(c *clusterset.Cluster, name string, mutate func(*v1.Ser
 
 // echoPod is a pod of app that answers its own name on TCP and UDP 8080.
 func echoPod(name, app string) *v1.Pod {
+	p := clientPod(name)
+	p.Labels = map[string]string{"app": app}
+	p.Spec.Containers[0].ReadinessProbe = &v1.Probe{ProbeHandler: v1.ProbeHandler{TCPSocket: &v1.TCPSocketAction{Port: intstr.FromInt(8080)}}, PeriodSeconds: 1}
+	return p
+}
+
+// clientPod runs the same image, unselected: the suite runs the image's
+// client inside it.
+func clientPod(name string) *v1.Pod {
 	return &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": app}},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: v1.PodSpec{Containers: []v1.Container{{
-			Name: "echo", Image: "mcs-kube-proxy/echoserver", Args: []string{"--port=8080"},
-			ReadinessProbe: &v1.Probe{ProbeHandler: v1.ProbeHandler{TCPSocket: &v1.TCPSocketAction{Port: intstr.FromInt(8080)}}, PeriodSeconds: 1},
+			Name: "echo", Image: echoImage, ImagePullPolicy: v1.PullIfNotPresent, Args: []string{"--port=8080"},
 		}}},
 	}
 }
 
-func (sp *space) createPod(c *clusterset.Cluster, pod *v1.Pod) {
+func (sp *space) createPod(m *member, pod *v1.Pod) {
 	sp.t.Helper()
 	eventually(sp.t, 30*time.Second, "creating pod "+pod.Name, func() (bool, string) {
-		_, err := c.API.Client().CoreV1().Pods(sp.name).Create(sp.t.Context(), pod, metav1.CreateOptions{})
+		_, err := m.Client.CoreV1().Pods(sp.name).Create(sp.t.Context(), pod, metav1.CreateOptions{})
 		return err == nil || apierrors.IsAlreadyExists(err), errString(err)
 	})
 }
 
 // echoPods creates echo pods of app and returns their IPs once ready.
-func (sp *space) echoPods(c *clusterset.Cluster, app string, names ...string) map[string]string {
+func (sp *space) echoPods(m *member, app string, names ...string) map[string]string {
 	sp.t.Helper()
 	for _, n := range names {
-		sp.createPod(c, echoPod(n, app))
+		sp.createPod(m, echoPod(n, app))
 	}
-	return sp.waitReady(c, names...)
+	return sp.waitReady(m, names...)
 }
 
-// client creates an idle pod in c and returns its network namespace.
-func (sp *space) client(c *clusterset.Cluster, name string) string {
+// client creates a pod in m that the suite sends requests and DNS
+// questions from.
+func (sp *space) client(m *member, name string) *pod {
 	sp.t.Helper()
-	sp.createPod(c, &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "pause", Image: "registry.k8s.io/pause:3.10"}}},
-	})
-	sp.waitReady(c, name)
-	ns, err := sp.s.cs.PodNetns(sp.t.Context(), c, sp.name, name)
-	if err != nil {
-		sp.t.Fatal(err)
-	}
-	return ns
+	sp.createPod(m, clientPod(name))
+	sp.waitReady(m, name)
+	return &pod{p: sp.s.p, m: m, ns: sp.name, name: name}
 }
 
-func (sp *space) waitReady(c *clusterset.Cluster, names ...string) map[string]string {
+func (sp *space) waitReady(m *member, names ...string) map[string]string {
 	sp.t.Helper()
-	ips, err := c.WaitPodsReady(sp.t.Context(), 60*time.Second, sp.name, names...)
+	ips, err := clusterset.WaitPodsReady(sp.t.Context(), m.Client, m.Name, 120*time.Second, sp.name, names...)
 	if err != nil {
 		sp.t.Fatal(err)
 	}
 	return ips
 }
 
-func mcsClient(c *clusterset.Cluster) mcsclientset.Interface {
-	return mcsclientset.NewForConfigOrDie(c.API.RESTConfig())
-}
-
-func (sp *space) export(c *clusterset.Cluster, name string) {
+func (sp *space) export(m *member, name string) {
 	sp.t.Helper()
-	_, err := mcsClient(c).MulticlusterV1beta1().ServiceExports(sp.name).Create(sp.t.Context(), &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	_, err := m.MCS.MulticlusterV1beta1().ServiceExports(sp.name).Create(sp.t.Context(), &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 	if err != nil {
 		sp.t.Fatal(err)
 	}
 }
 
-func (sp *space) unexport(c *clusterset.Cluster, name string) {
+func (sp *space) unexport(m *member, name string) {
 	sp.t.Helper()
-	if err := mcsClient(c).MulticlusterV1beta1().ServiceExports(sp.name).Delete(sp.t.Context(), name, metav1.DeleteOptions{}); err != nil {
+	if err := m.MCS.MulticlusterV1beta1().ServiceExports(sp.name).Delete(sp.t.Context(), name, metav1.DeleteOptions{}); err != nil {
 		sp.t.Fatal(err)
 	}
 }
 
-// waitImport waits until c has the ServiceImport and cond holds for it.
-func (sp *space) waitImport(c *clusterset.Cluster, name string, what string, cond func(*mcsv1beta1.ServiceImport) bool) *mcsv1beta1.ServiceImport {
+// waitImport waits until m has the ServiceImport and cond holds for it.
+func (sp *space) waitImport(m *member, name string, what string, cond func(*mcsv1beta1.ServiceImport) bool) *mcsv1beta1.ServiceImport {
 	sp.t.Helper()
 	var si *mcsv1beta1.ServiceImport
-	eventually(sp.t, 60*time.Second, c.Name+" ServiceImport "+name+" "+what, func() (bool, string) {
-		got, err := mcsClient(c).MulticlusterV1beta1().ServiceImports(sp.name).Get(sp.t.Context(), name, metav1.GetOptions{})
+	eventually(sp.t, 60*time.Second, m.Name+" ServiceImport "+name+" "+what, func() (bool, string) {
+		got, err := m.MCS.MulticlusterV1beta1().ServiceImports(sp.name).Get(sp.t.Context(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -145,17 +154,26 @@ func (sp *space) waitImport(c *clusterset.Cluster, name string, what string, con
 	return si
 }
 
-// vip waits for the import's clusterset IP in c.
-func (sp *space) vip(c *clusterset.Cluster, name string) string {
+// waitNoImport waits until the ServiceImport has left m.
+func (sp *space) waitNoImport(m *member, name string) {
 	sp.t.Helper()
-	si := sp.waitImport(c, name, "with an IP", func(si *mcsv1beta1.ServiceImport) bool { return len(si.Spec.IPs) > 0 })
+	eventually(sp.t, 30*time.Second, "import "+name+" to leave "+m.Name, func() (bool, string) {
+		_, err := m.MCS.MulticlusterV1beta1().ServiceImports(sp.name).Get(sp.t.Context(), name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), errString(err)
+	})
+}
+
+// vip waits for the import's clusterset IP in m.
+func (sp *space) vip(m *member, name string) string {
+	sp.t.Helper()
+	si := sp.waitImport(m, name, "with an IP", func(si *mcsv1beta1.ServiceImport) bool { return len(si.Spec.IPs) > 0 })
 	return si.Spec.IPs[0]
 }
 
 // exportConditions renders an export's conditions as
 // "Valid=True/Valid Ready=True/Exported Conflict=False/NoConflicts".
-func (sp *space) exportConditions(c *clusterset.Cluster, name string) string {
-	se, err := mcsClient(c).MulticlusterV1beta1().ServiceExports(sp.name).Get(sp.t.Context(), name, metav1.GetOptions{})
+func (sp *space) exportConditions(m *member, name string) string {
+	se, err := m.MCS.MulticlusterV1beta1().ServiceExports(sp.name).Get(sp.t.Context(), name, metav1.GetOptions{})
 	if err != nil {
 		return err.Error()
 	}
@@ -170,54 +188,69 @@ func (sp *space) exportConditions(c *clusterset.Cluster, name string) string {
 	return strings.Join(parts, " ")
 }
 
-// readyEndpoints lists the ready addresses of a Service's own slices.
-func readyEndpoints(t *testing.T, c *clusterset.Cluster, ns, service string) []string {
-	list, err := c.API.Client().DiscoveryV1().EndpointSlices(ns).List(t.Context(), metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + service})
+// pod is a client pod: requests and DNS questions leave from inside it.
+type pod struct {
+	p    provider
+	m    *member
+	ns   string
+	name string
+}
+
+func (c *pod) String() string { return c.m.Name + "/" + c.ns + "/" + c.name }
+
+// askEach sends n requests (TCP connections, or UDP datagrams), one after
+// the other, and returns who answered each, "" where nobody did.
+func (c *pod) askEach(network, addr string, n int) []string {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(n)*2*time.Second+20*time.Second)
+	defer cancel()
+	out, err := c.p.client(ctx, c.m, c.ns, c.name, "ask", "--network="+network, fmt.Sprintf("--count=%d", n), addr)
+	got := make([]string, n)
 	if err != nil {
-		return nil
+		return got
 	}
-	var got []string
-	for _, s := range list.Items {
-		for _, e := range s.Endpoints {
-			if e.Conditions.Ready != nil && *e.Conditions.Ready {
-				got = append(got, e.Addresses...)
-			}
+	for i, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if i < n && line != "-" {
+			got[i] = line
 		}
 	}
-	sort.Strings(got)
 	return got
 }
 
-// answers sends n requests from inside a pod's namespace and returns the
-// sorted set of pod names that answered.
-func answers(ns, network, addr string, n int) []string {
+// ask sends one request and returns who answered, or "".
+func (c *pod) ask(network, addr string) string { return c.askEach(network, addr, 1)[0] }
+
+// answers sends n requests and returns the sorted set of pods that
+// answered.
+func (c *pod) answers(network, addr string, n int) []string {
 	seen := map[string]bool{}
-	for range n {
-		if name := ask(ns, network, addr); name != "" {
+	for _, name := range c.askEach(network, addr, n) {
+		if name != "" {
 			seen[name] = true
 		}
 	}
 	return sortedKeys(seen)
 }
 
-// ask sends one request (a TCP connection, or a UDP datagram) and returns
-// the pod name answered, or "".
-func ask(ns, network, addr string) string {
-	c, err := netns.Dial(ns, network, addr, 300*time.Millisecond)
-	if err != nil {
-		return ""
-	}
-	name, _ := echoserver.AskOn(c, network, time.Second)
-	return name
-}
-
 // countAnswers sends n TCP requests and counts the answers per pod.
-func countAnswers(ns, addr string, n int) map[string]int {
+func (c *pod) countAnswers(addr string, n int) map[string]int {
 	got := map[string]int{}
-	for range n {
-		got[ask(ns, "tcp", addr)]++
+	for _, name := range c.askEach("tcp", addr, n) {
+		got[name]++
 	}
 	return got
+}
+
+// query asks server one question, as `dig @server name type` would.
+func (c *pod) query(server, name string, typ dnsmessage.Type) (echoserver.Answer, error) {
+	var answer echoserver.Answer
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := c.p.client(ctx, c.m, c.ns, c.name, "dig", "--server="+server, name, strings.TrimPrefix(typ.String(), "Type"))
+	if err != nil {
+		return answer, err
+	}
+	err = json.Unmarshal(out, &answer)
+	return answer, err
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -231,9 +264,10 @@ func sortedKeys[V any](m map[string]V) []string {
 
 func podNames(ips map[string]string) []string { return sortedKeys(ips) }
 
-// ruleset is `nft list ruleset` in a network namespace.
-func ruleset(ns string) (string, error) {
-	return netns.Output("ip", "netns", "exec", ns, "nft", "list", "ruleset")
+// ruleset is `nft list ruleset` on m's node.
+func (s *suite) ruleset(ctx context.Context, m *member) (string, error) {
+	out, err := s.p.nodeExec(ctx, m, m.Node, "nft", "list", "ruleset")
+	return string(out), err
 }
 
 // hasIP reports whether text mentions ip as a whole address.
@@ -241,12 +275,12 @@ func hasIP(text, ip string) bool {
 	return regexp.MustCompile(`(^|[^0-9.])` + regexp.QuoteMeta(ip) + `([^0-9.]|\.[^0-9]|$)`).MatchString(text)
 }
 
-// waitRules waits until the node's ruleset mentions every ip of present
-// and none of absent.
-func waitRules(t *testing.T, node string, timeout time.Duration, present, absent []string) {
+// waitRules waits until the ruleset of m's node mentions every ip of
+// present and none of absent.
+func (s *suite) waitRules(t *testing.T, m *member, timeout time.Duration, present, absent []string) {
 	t.Helper()
-	eventually(t, timeout, fmt.Sprintf("ruleset of %s to have %v and not %v", node, present, absent), func() (bool, string) {
-		rs, err := ruleset(node)
+	eventually(t, timeout, fmt.Sprintf("ruleset of %s/%s to have %v and not %v", m.Name, m.Node, present, absent), func() (bool, string) {
+		rs, err := s.ruleset(t.Context(), m)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -265,10 +299,10 @@ func waitRules(t *testing.T, node string, timeout time.Duration, present, absent
 	})
 }
 
-func waitAnswers(t *testing.T, ns, network, addr string, n int, want []string) {
+func waitAnswers(t *testing.T, client *pod, network, addr string, n int, want []string) {
 	t.Helper()
-	eventually(t, 60*time.Second, fmt.Sprintf("%s %s from %s to answer %v", network, addr, ns, want), func() (bool, string) {
-		got := answers(ns, network, addr, n)
+	eventually(t, 60*time.Second, fmt.Sprintf("%s %s from %s to answer %v", network, addr, client, want), func() (bool, string) {
+		got := client.answers(network, addr, n)
 		return slices.Equal(got, want), strings.Join(got, ",")
 	})
 }
@@ -296,4 +330,16 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// output runs cmd and returns its standard output; a failure carries its
+// standard error.
+func output(cmd *exec.Cmd) ([]byte, error) {
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("%s: %w: %s", strings.Join(cmd.Args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
 }

@@ -11,8 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
-
-	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/clusterset"
 )
 
 // sliceWatch records when each address became ready, or stopped being
@@ -27,9 +25,9 @@ type sliceWatch struct {
 	removed map[string]time.Time
 }
 
-func watchSlices(t *testing.T, c *clusterset.Cluster, ns, selector string) *sliceWatch {
+func watchSlices(t *testing.T, m *member, ns, selector string) *sliceWatch {
 	t.Helper()
-	w, err := c.API.Client().DiscoveryV1().EndpointSlices(ns).Watch(t.Context(), metav1.ListOptions{LabelSelector: selector})
+	w, err := m.Client.DiscoveryV1().EndpointSlices(ns).Watch(t.Context(), metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,12 +88,12 @@ func (sw *sliceWatch) at(ip string, added bool) (time.Time, bool) {
 
 // rulesFollow polls a node's ruleset until every ip is there (or gone)
 // and returns when each was first seen so.
-func rulesFollow(t *testing.T, node string, ips []string, present bool) map[string]time.Time {
+func (s *suite) rulesFollow(t *testing.T, m *member, ips []string, present bool) map[string]time.Time {
 	t.Helper()
 	seen := map[string]time.Time{}
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		rs, err := ruleset(node)
+		rs, err := s.ruleset(t.Context(), m)
 		now := time.Now()
 		for _, ip := range ips {
 			if _, done := seen[ip]; !done && err == nil && hasIP(rs, ip) == present {
@@ -107,7 +105,7 @@ func rulesFollow(t *testing.T, node string, ips []string, present bool) map[stri
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	t.Fatalf("ruleset of %s: %v never all became present=%v (done: %v)", node, ips, present, seen)
+	t.Fatalf("ruleset of %s/%s: %v never all became present=%v (done: %v)", m.Name, m.Node, ips, present, seen)
 	return nil
 }
 
@@ -144,13 +142,12 @@ func (s *suite) testScaleLatency(t *testing.T) {
 	local := watchSlices(t, s.b, sp.name, discoveryv1.LabelServiceName+"=local")
 	sp.export(s.a, "web")
 	vip := sp.vip(s.b, "web")
-	node := s.b.Nodes[0].Netns
 	waitAnswers(t, client, "tcp", hostPort(vip, 80), 10, []string{"web-0"})
 
 	const pods = 26 // 26 scale-ups and 26 scale-downs of each Service
 	var clusterset, controller, upstream latencies
 	measure := func(ipA, ipB string, added bool) {
-		seen := rulesFollow(t, node, []string{ipA, ipB}, added)
+		seen := s.rulesFollow(t, s.b, []string{ipA, ipB}, added)
 		var changedA, mirrored, changedB time.Time
 		eventually(t, 10*time.Second, "the slice watches to see "+ipA+" and "+ipB, func() (bool, string) {
 			var ok1, ok2, ok3 bool
@@ -177,15 +174,15 @@ func (s *suite) testScaleLatency(t *testing.T) {
 	waitAnswers(t, client, "tcp", hostPort(vip, 80), 200, want)
 	for i := 1; i <= pods; i++ {
 		name := fmt.Sprintf("web-%d", i)
-		for _, c := range s.cs.Clusters {
-			if err := c.API.Client().CoreV1().Pods(sp.name).Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
+		for _, c := range s.p.members() {
+			if err := c.Client.CoreV1().Pods(sp.name).Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		measure(ipsA[name], ipsB[name], false)
 	}
 	waitAnswers(t, client, "tcp", hostPort(vip, 80), 20, []string{"web-0"})
-	waitRules(t, node, 5*time.Second, []string{vip, base["web-0"]}, nil)
+	s.waitRules(t, s.b, 5*time.Second, []string{vip, base["web-0"]}, nil)
 
 	t.Log(controller.line("endpoint-change-in-A-to-mcs-slice-in-B"))
 	t.Log(upstream.line("upstream-local-endpoint-change-to-rules-in-B"))

@@ -1,37 +1,27 @@
 // Package e2e is the end-to-end suite of multi-cluster Services (KEP-1645
-// test plan): one local clusterset (test/clusterset) with real apiservers,
-// the real mcs-controller, this project's kube-proxy programming nftables,
-// CoreDNS 1.15 and pods running as processes, and behaviour checked the
-// way an MCS user would: requests and DNS queries from inside a pod.
+// test plan), run against a clusterset of two clusters with real
+// apiservers, the real mcs-controller, this project's kube-proxy
+// programming nftables, CoreDNS 1.15 and real pod processes, and checked
+// the way an MCS user would: requests and DNS queries from inside a pod,
+// and kube-proxy's rules on a node. The clusterset is the local one of
+// test/clusterset (CI), or kind clusters (hack/kind-e2e.sh).
 package e2e
 
 import (
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/clusterset"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
-	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/netns"
-	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/process"
-)
-
-const (
-	prefix = "e2e"
-	// endpointTTL is the controller's --endpoint-ttl: how long a source
-	// cluster's endpoints outlive its unreachable apiserver.
-	endpointTTL = 10 * time.Second
 )
 
 // suite is the clusterset every case shares; each case works in its own
 // Kubernetes namespace.
 type suite struct {
-	cs         *clusterset.ClusterSet
-	a, b       *clusterset.Cluster
-	controller *process.Process
-	top        *testing.T
+	p    provider
+	a, b *member
+	top  *testing.T
 }
 
 // TestMultiClusterServices runs every case against one clusterset of two
@@ -40,7 +30,10 @@ type suite struct {
 // away come last.
 func TestMultiClusterServices(t *testing.T) {
 	started := time.Now()
-	s := upSuite(t)
+	p := newProvider(t)
+	ms := p.members()
+	s := &suite{p: p, a: ms[0], b: ms[1], top: t}
+	t.Logf("cluster a: %s, cluster b: %s", s.a.Name, s.b.Name)
 	t.Run("1 export from A is reachable from B by VIP and DNS on every port", s.testReachable)
 	t.Run("2 export from A and B reaches endpoints in both", s.testBothClusters)
 	t.Run("3 local Service with the import's name is unaffected", s.testLocalServiceUnaffected)
@@ -67,64 +60,6 @@ func requireBuilt(t *testing.T, names ...string) {
 		}
 	}
 	framework.SkipUnlessBuilt(t, names...)
-}
-
-func upSuite(t *testing.T) *suite {
-	t.Helper()
-	requireBuilt(t, "etcd", "kube-apiserver", "kube-controller-manager", "kube-proxy", "kube-proxy-upstream", "coredns", "mcs-controller")
-	netns.Require(t, "nft", "ip")
-	if left, _ := clusterset.Leftovers(prefix); len(left) > 0 {
-		t.Logf("removing namespaces an earlier run left: %v", left)
-		if err := clusterset.CleanLeftovers(prefix); err != nil {
-			t.Fatal(err)
-		}
-	}
-	upStart := time.Now()
-	cs, err := clusterset.Up(t.Context(), clusterset.Options{
-		Clusters: 2, Prefix: prefix, Dir: t.TempDir(), Progress: testWriter{t},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("clusterset up in %v", time.Since(upStart).Round(10*time.Millisecond))
-	s := &suite{cs: cs, a: cs.Clusters[0], b: cs.Clusters[1], top: t}
-	t.Cleanup(func() {
-		cs.Down()
-		if t.Failed() {
-			dumpLogs(t, cs)
-		}
-	})
-	binary, err := framework.Binary("mcs-controller")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The leader election Lease lives in cluster-b so that cluster-a's
-	// outage (case 9) does not take the controller's leadership with it.
-	s.controller, err = process.Start(process.Options{
-		Name: "mcs-controller",
-		Argv: []string{binary, "--kubeconfig=" + cs.Kubeconfig(), "--v=2",
-			"--metrics-bind-address=0", "--healthz-bind-address=0",
-			"--leader-elect-context=" + s.b.Name,
-			"--endpoint-ttl=" + endpointTTL.String()},
-		Log: filepath.Join(cs.Dir(), "mcs-controller.log"),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		s.controller.Stop(5 * time.Second)
-		if t.Failed() {
-			t.Logf("last lines of %s:\n%s", s.controller.LogFile(), process.Tail(s.controller.LogFile(), 40))
-		}
-	})
-	return s
-}
-
-func dumpLogs(t *testing.T, cs *clusterset.ClusterSet) {
-	logs, _ := filepath.Glob(filepath.Join(cs.Dir(), "cluster-*", "*.log"))
-	for _, log := range logs {
-		t.Logf("--- last lines of %s ---\n%s", log, process.Tail(log, 15))
-	}
 }
 
 // testWriter sends the harness's progress lines to the test log.

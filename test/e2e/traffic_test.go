@@ -8,7 +8,6 @@ import (
 
 	"golang.org/x/net/dns/dnsmessage"
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
@@ -16,10 +15,10 @@ import (
 
 // waitDNS waits until name resolves (A records) to exactly want, asked
 // from a pod of B through B's kube-dns.
-func (s *suite) waitDNS(t *testing.T, client, name string, want []string) {
+func (s *suite) waitDNS(t *testing.T, client *pod, name string, want []string) {
 	t.Helper()
 	eventually(t, 30*time.Second, name+" to resolve to "+strings.Join(want, ","), func() (bool, string) {
-		got, err := query(client, s.b.DNSIP, name, dnsmessage.TypeA)
+		got, err := client.query(s.b.DNSIP, name, dnsmessage.TypeA)
 		if len(want) == 0 {
 			return err == nil && got.RCode == dnsmessage.RCodeNameError, got.String() + " " + errString(err)
 		}
@@ -52,7 +51,7 @@ func (s *suite) testReachable(t *testing.T) {
 	// has it for a ClusterIP Service: the port, and the service's name.
 	for _, p := range []struct{ name, proto, port string }{{"http", "tcp", "80"}, {"alt", "tcp", "8081"}, {"udp", "udp", "80"}} {
 		srv := "_" + p.name + "._" + p.proto + "." + name
-		got, err := query(client, s.b.DNSIP, srv, dnsmessage.TypeSRV)
+		got, err := client.query(s.b.DNSIP, srv, dnsmessage.TypeSRV)
 		t.Logf("dig @%s %s SRV -> %s %v", s.b.DNSIP, srv, got, err)
 		if err != nil || len(got.SRV) != 1 || !strings.HasSuffix(got.SRV[0], " "+p.port+" "+name+".") {
 			t.Errorf("dig @%s %s SRV: %s %v; want one SRV with port %s and target %s.", s.b.DNSIP, srv, got, err, p.port, name)
@@ -64,7 +63,7 @@ func (s *suite) testReachable(t *testing.T) {
 	}{{"tcp", 80}, {"tcp", 8081}, {"udp", 80}} {
 		waitAnswers(t, client, p.network, hostPort(vip, p.port), 30, pods)
 		// By name: what the pod's resolver would do.
-		got, err := query(client, s.b.DNSIP, name, dnsmessage.TypeA)
+		got, err := client.query(s.b.DNSIP, name, dnsmessage.TypeA)
 		if err != nil || len(got.A) != 1 {
 			t.Fatalf("%s: %v %v", name, got, err)
 		}
@@ -86,9 +85,9 @@ func (s *suite) testBothClusters(t *testing.T) {
 	if vipA := sp.vip(s.a, "web"); vipA != vip {
 		t.Errorf("clusterset IP differs: %s in %s, %s in %s", vipA, s.a.Name, vip, s.b.Name)
 	}
-	for _, client := range []string{clientB, clientA} {
+	for _, client := range []*pod{clientB, clientA} {
 		waitAnswers(t, client, "tcp", hostPort(vip, 80), 30, want)
-		counts := countAnswers(client, hostPort(vip, 80), 90)
+		counts := client.countAnswers(hostPort(vip, 80), 90)
 		t.Logf("90 requests from %s: %v", client, counts)
 		for _, pod := range want {
 			if counts[pod] < 5 {
@@ -114,10 +113,10 @@ func (s *suite) testLocalServiceUnaffected(t *testing.T) {
 	waitAnswers(t, client, "tcp", hostPort(vip, 80), 30, podsA)
 	s.waitDNS(t, client, "web."+sp.name+".svc.cluster.local", []string{local.Spec.ClusterIP})
 	// Many requests: not a single one may reach the import's endpoints.
-	if got := answers(client, "tcp", hostPort(local.Spec.ClusterIP, 80), 40); !slices.Equal(got, podsB) {
+	if got := client.answers("tcp", hostPort(local.Spec.ClusterIP, 80), 40); !slices.Equal(got, podsB) {
 		t.Errorf("the local Service %s reached %v, want only %v", local.Spec.ClusterIP, got, podsB)
 	}
-	svc, err := s.b.API.Client().CoreV1().Services(sp.name).Get(t.Context(), "web", metav1.GetOptions{})
+	svc, err := s.b.Client.CoreV1().Services(sp.name).Get(t.Context(), "web", metav1.GetOptions{})
 	if err != nil || svc.Spec.ClusterIP != local.Spec.ClusterIP {
 		t.Errorf("local Service changed: %v %v", svc, err)
 	}
@@ -135,11 +134,10 @@ func (s *suite) testUnexport(t *testing.T) {
 	vip := sp.vip(s.b, "web")
 	name := "web." + sp.name + ".svc.clusterset.local"
 	waitAnswers(t, client, "tcp", hostPort(vip, 80), 30, []string{"web-a-1", "web-b-1"})
-	node := s.b.Nodes[0].Netns
-	waitRules(t, node, 10*time.Second, []string{vip, ipsA["web-a-1"], ipsB["web-b-1"]}, nil)
+	s.waitRules(t, s.b, 10*time.Second, []string{vip, ipsA["web-a-1"], ipsB["web-b-1"]}, nil)
 
 	sp.unexport(s.a, "web")
-	waitRules(t, node, 30*time.Second, []string{vip, ipsB["web-b-1"]}, []string{ipsA["web-a-1"]})
+	s.waitRules(t, s.b, 30*time.Second, []string{vip, ipsB["web-b-1"]}, []string{ipsA["web-a-1"]})
 	waitAnswers(t, client, "tcp", hostPort(vip, 80), 30, []string{"web-b-1"})
 	if got := sp.vip(s.b, "web"); got != vip {
 		t.Errorf("clusterset IP moved from %s to %s when one export went", vip, got)
@@ -147,16 +145,13 @@ func (s *suite) testUnexport(t *testing.T) {
 	s.waitDNS(t, client, name, []string{vip})
 
 	sp.unexport(s.b, "web")
-	for _, c := range s.cs.Clusters {
-		eventually(t, 30*time.Second, "the import to leave "+c.Name, func() (bool, string) {
-			_, err := mcsClient(c).MulticlusterV1beta1().ServiceImports(sp.name).Get(t.Context(), "web", metav1.GetOptions{})
-			return apierrors.IsNotFound(err), errString(err)
-		})
+	for _, m := range s.p.members() {
+		sp.waitNoImport(m, "web")
 	}
 	// B's pod stays in B's rules: B's local Service web still selects it.
-	waitRules(t, node, 30*time.Second, []string{ipsB["web-b-1"]}, []string{vip})
+	s.waitRules(t, s.b, 30*time.Second, []string{ipsB["web-b-1"]}, []string{vip})
 	s.waitDNS(t, client, name, nil)
-	if got := answers(client, "tcp", hostPort(vip, 80), 5); len(got) > 0 {
+	if got := client.answers("tcp", hostPort(vip, 80), 5); len(got) > 0 {
 		t.Errorf("the clusterset IP of a deleted import still answers: %v", got)
 	}
 }
@@ -172,7 +167,7 @@ func (s *suite) testSessionAffinity(t *testing.T) {
 	sp.service(s.b, "web", affinity)
 	ipsA := sp.echoPods(s.a, "web", "web-a-1", "web-a-2")
 	ipsB := sp.echoPods(s.b, "web", "web-b-1", "web-b-2")
-	clients := []string{sp.client(s.b, "client-1"), sp.client(s.b, "client-2"), sp.client(s.a, "client-3")}
+	clients := []*pod{sp.client(s.b, "client-1"), sp.client(s.b, "client-2"), sp.client(s.a, "client-3")}
 	sp.export(s.a, "web")
 	sp.export(s.b, "web")
 	si := sp.waitImport(s.b, "web", "with ClientIP affinity", func(si *mcsv1beta1.ServiceImport) bool {
@@ -187,12 +182,12 @@ func (s *suite) testSessionAffinity(t *testing.T) {
 	}
 	// Every endpoint of both clusters is behind the VIP, yet each client
 	// sticks to one of them.
-	waitRules(t, s.b.Nodes[0].Netns, 30*time.Second, append([]string{vip}, all...), nil)
+	s.waitRules(t, s.b, 30*time.Second, append([]string{vip}, all...), nil)
 	for _, client := range clients {
-		eventually(t, 30*time.Second, "the VIP to answer "+client, func() (bool, string) {
-			return ask(client, "tcp", hostPort(vip, 80)) != "", ""
+		eventually(t, 30*time.Second, "the VIP to answer "+client.String(), func() (bool, string) {
+			return client.ask("tcp", hostPort(vip, 80)) != "", ""
 		})
-		counts := countAnswers(client, hostPort(vip, 80), 40)
+		counts := client.countAnswers(hostPort(vip, 80), 40)
 		t.Logf("40 requests from %s: %v", client, counts)
 		if len(counts) != 1 || counts[""] > 0 {
 			t.Errorf("client %s reached %v, want a single endpoint for all 40 requests", client, counts)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path"
 	"strconv"
 	"strings"
@@ -122,20 +123,13 @@ func serveHostname(ctx context.Context, args []string, name string) error {
 	return idle(ctx)
 }
 
-// runEcho serves test/echoserver's protocol on TCP and UDP.
+// runEcho runs the image mcs-kube-proxy/echoserver (test/echoserver.Main).
 func runEcho(ctx context.Context, args []string, name string) error {
-	fs := flag.NewFlagSet("echoserver", flag.ContinueOnError)
-	port := fs.Int("port", 8080, "TCP and UDP port")
-	if err := fs.Parse(args); err != nil {
-		return err
+	// The command may start with the binary itself (["/echoserver", "ask"]).
+	if len(args) > 0 && strings.Contains(path.Base(args[0]), "echoserver") {
+		args = args[1:]
 	}
-	addr := fmt.Sprintf(":%d", *port)
-	for _, network := range []string{"tcp", "udp"} {
-		if err := echoserver.Serve(ctx, network, addr, name); err != nil {
-			return err
-		}
-	}
-	return idle(ctx)
+	return echoserver.Main(ctx, args, name, os.Stdout)
 }
 
 // serveHTTP serves h on port until ctx is done; it returns once listening.

@@ -1,4 +1,4 @@
-package e2e
+package echoserver
 
 import (
 	"fmt"
@@ -8,21 +8,18 @@ import (
 	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
-
-	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/netns"
 )
 
-// dnsAnswer is what a DNS server said to one question, rendered like dig
-// so that a skip or failure message shows the exact exchange.
-type dnsAnswer struct {
-	RCode dnsmessage.RCode
-	A     []string // sorted addresses
-	SRV   []string // sorted "priority weight port target"
+// Answer is what a DNS server said to one question, rendered like dig so
+// that a failure message shows the exact exchange.
+type Answer struct {
+	RCode dnsmessage.RCode `json:"rcode"`
+	A     []string         `json:"a,omitempty"`   // sorted addresses
+	SRV   []string         `json:"srv,omitempty"` // sorted "priority weight port target"
 }
 
-func (a dnsAnswer) String() string {
-	var parts []string
-	parts = append(parts, "status: "+strings.TrimPrefix(a.RCode.String(), "RCode"))
+func (a Answer) String() string {
+	parts := []string{"status: " + strings.TrimPrefix(a.RCode.String(), "RCode")}
 	for _, ip := range a.A {
 		parts = append(parts, "A "+ip)
 	}
@@ -35,15 +32,20 @@ func (a dnsAnswer) String() string {
 	return strings.Join(parts, "; ")
 }
 
-// query asks server (port 53) one question over UDP from inside a pod's
-// network namespace, as `dig @server name type` would.
-func query(podNetns, server, name string, typ dnsmessage.Type) (dnsAnswer, error) {
-	var out dnsAnswer
-	fqdn := name
-	if !strings.HasSuffix(fqdn, ".") {
-		fqdn += "."
+// QueryTypes are the question types Query is used with, by the names dig
+// gives them.
+var QueryTypes = map[string]dnsmessage.Type{"A": dnsmessage.TypeA, "AAAA": dnsmessage.TypeAAAA, "SRV": dnsmessage.TypeSRV}
+
+// Query asks one question over c (a UDP connection to a DNS server, dialled
+// wherever the question must come from), as `dig @server name type` would,
+// and closes c.
+func Query(c net.Conn, name string, typ dnsmessage.Type) (Answer, error) {
+	defer c.Close()
+	var out Answer
+	if !strings.HasSuffix(name, ".") {
+		name += "."
 	}
-	qname, err := dnsmessage.NewName(fqdn)
+	qname, err := dnsmessage.NewName(name)
 	if err != nil {
 		return out, err
 	}
@@ -55,11 +57,6 @@ func query(podNetns, server, name string, typ dnsmessage.Type) (dnsAnswer, error
 	if err != nil {
 		return out, err
 	}
-	c, err := netns.Dial(podNetns, "udp", net.JoinHostPort(server, "53"), 2*time.Second)
-	if err != nil {
-		return out, err
-	}
-	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(3 * time.Second))
 	if _, err := c.Write(packet); err != nil {
 		return out, err
@@ -81,6 +78,8 @@ func query(podNetns, server, name string, typ dnsmessage.Type) (dnsAnswer, error
 		switch body := rr.Body.(type) {
 		case *dnsmessage.AResource:
 			out.A = append(out.A, net.IP(body.A[:]).String())
+		case *dnsmessage.AAAAResource:
+			out.A = append(out.A, net.IP(body.AAAA[:]).String())
 		case *dnsmessage.SRVResource:
 			out.SRV = append(out.SRV, fmt.Sprintf("%d %d %d %s", body.Priority, body.Weight, body.Port, body.Target.String()))
 		}

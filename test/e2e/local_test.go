@@ -1,0 +1,309 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/clusterset"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/netns"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/process"
+)
+
+const (
+	prefix = "e2e"
+	// localEndpointTTL is the controller's --endpoint-ttl on the local
+	// clusterset: short, so that the outage case is quick.
+	localEndpointTTL = 10 * time.Second
+)
+
+// local is the local clusterset (test/clusterset, two clusters of one
+// node) with the real mcs-controller run as a process. Pods are network
+// namespaces: the client runs there with ip netns exec.
+type local struct {
+	cs         *clusterset.ClusterSet
+	clusters   []*clusterset.Cluster
+	ms         []*member
+	echoserver string
+	top        *testing.T
+
+	mu    sync.Mutex
+	netns map[string]string // "cluster/ns/pod" -> network namespace
+}
+
+func upLocal(t *testing.T) *local {
+	t.Helper()
+	requireBuilt(t, "etcd", "kube-apiserver", "kube-controller-manager", "kube-proxy", "kube-proxy-upstream", "coredns", "mcs-controller", "echoserver")
+	netns.Require(t, "nft", "ip")
+	if left, _ := clusterset.Leftovers(prefix); len(left) > 0 {
+		t.Logf("removing namespaces an earlier run left: %v", left)
+		if err := clusterset.CleanLeftovers(prefix); err != nil {
+			t.Fatal(err)
+		}
+	}
+	upStart := time.Now()
+	cs, err := clusterset.Up(t.Context(), clusterset.Options{
+		Clusters: 2, Prefix: prefix, Dir: t.TempDir(), Progress: testWriter{t},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("clusterset up in %v", time.Since(upStart).Round(10*time.Millisecond))
+	l := &local{cs: cs, clusters: cs.Clusters, top: t, netns: map[string]string{}}
+	t.Cleanup(func() {
+		cs.Down()
+		if t.Failed() {
+			logs, _ := filepath.Glob(filepath.Join(cs.Dir(), "cluster-*", "*.log"))
+			for _, log := range logs {
+				t.Logf("--- last lines of %s ---\n%s", log, process.Tail(log, 15))
+			}
+		}
+	})
+	if l.echoserver, err = framework.Binary("echoserver"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs.Clusters {
+		m, err := newMember(t.Context(), c.API.RESTConfig(), c.PodCIDR, c.Nodes[0].Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.ms = append(l.ms, m)
+	}
+	binary, err := framework.Binary("mcs-controller")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The leader election Lease lives in cluster-b so that cluster-a's
+	// outage (case 9) does not take the controller's leadership with it.
+	controller, err := process.Start(process.Options{
+		Name: "mcs-controller",
+		Argv: []string{binary, "--kubeconfig=" + cs.Kubeconfig(), "--v=2",
+			"--metrics-bind-address=0", "--healthz-bind-address=0",
+			"--leader-elect-context=" + cs.Clusters[1].Name,
+			"--endpoint-ttl=" + localEndpointTTL.String()},
+		Log: filepath.Join(cs.Dir(), "mcs-controller.log"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		controller.Stop(5 * time.Second)
+		if t.Failed() {
+			t.Logf("last lines of %s:\n%s", controller.LogFile(), process.Tail(controller.LogFile(), 40))
+		}
+	})
+	return l
+}
+
+func (l *local) members() []*member         { return l.ms }
+func (l *local) endpointTTL() time.Duration { return localEndpointTTL }
+
+func (l *local) cluster(m *member) *clusterset.Cluster {
+	for i, mm := range l.ms {
+		if mm == m {
+			return l.clusters[i]
+		}
+	}
+	panic("not a member of the local clusterset: " + m.Name)
+}
+
+func (l *local) node(m *member, name string) *clusterset.Node {
+	for _, n := range l.cluster(m).Nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	panic("no node " + name + " in " + m.Name)
+}
+
+func (l *local) podNetns(ctx context.Context, m *member, ns, name string) (string, error) {
+	key := m.Name + "/" + ns + "/" + name
+	l.mu.Lock()
+	found, ok := l.netns[key]
+	l.mu.Unlock()
+	if ok {
+		return found, nil
+	}
+	found, err := l.cs.PodNetns(ctx, l.cluster(m), ns, name)
+	if err != nil {
+		return "", err
+	}
+	l.mu.Lock()
+	l.netns[key] = found
+	l.mu.Unlock()
+	return found, nil
+}
+
+func (l *local) client(ctx context.Context, m *member, ns, name string, args ...string) ([]byte, error) {
+	podNetns, err := l.podNetns(ctx, m, ns, name)
+	if err != nil {
+		return nil, err
+	}
+	return output(exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", podNetns, l.echoserver}, args...)...))
+}
+
+func (l *local) nodeExec(ctx context.Context, m *member, node string, argv ...string) ([]byte, error) {
+	return output(exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", l.node(m, node).Netns}, argv...)...))
+}
+
+// stopKubeProxy SIGKILLs the node's kube-proxy (a crash: no cleanup, no
+// graceful shutdown) and starts the same command line again. The harness
+// hands out no handle on it, so it is found by its command line, as an
+// operator would.
+func (l *local) stopKubeProxy(t *testing.T, m *member, node string) func(*testing.T) {
+	t.Helper()
+	n := l.node(m, node)
+	pid, argv := findProcess(t, "kube-proxy", "--hostname-override="+n.Name, l.cs.Dir())
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, pid)
+	return func(t *testing.T) {
+		proxy, err := process.Start(process.Options{
+			Name: "restarted kube-proxy on " + n.Name, Argv: argv, Netns: n.Netns,
+			Log: filepath.Join(l.cs.Dir(), m.Name, "kube-proxy-"+n.Name+"-restarted.log"),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.top.Cleanup(func() { proxy.Stop(5 * time.Second) })
+	}
+}
+
+// stopAPIServer SIGKILLs the cluster's kube-apiserver (a crash, without a
+// graceful shutdown that drains watches for a while) and runs the same
+// command line again on start: framework.Cluster.Stop is final.
+func (l *local) stopAPIServer(t *testing.T, m *member) func(*testing.T) {
+	t.Helper()
+	c := l.cluster(m)
+	pid, argv := findProcess(t, "kube-apiserver", c.API.Dir())
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, pid)
+	return func(t *testing.T) {
+		api, err := process.Start(process.Options{Name: "restarted kube-apiserver of " + m.Name, Argv: argv,
+			Log: filepath.Join(l.cs.Dir(), m.Name, "kube-apiserver-restarted.log")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.top.Cleanup(func() { api.Stop(3 * time.Second) })
+		waitAPI(t, m, true, 60*time.Second)
+	}
+}
+
+// startGateOff runs both kube-proxies as processes in two fresh network
+// namespaces, reaching the apiserver through a forwarded port.
+func (l *local) startGateOff(t *testing.T, m *member, _ string, node string) (gateOff, upstream func(context.Context) (string, error)) {
+	t.Helper()
+	c := l.cluster(m)
+	kubeconfig, err := c.API.KubeconfigFor("system:kube-proxy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readers := map[string]func(context.Context) (string, error){}
+	for _, run := range []struct{ ns, binary, gate string }{
+		{prefix + "-gateoff", "kube-proxy", "--feature-gates=MultiClusterServices=false"},
+		{prefix + "-upstream", "kube-proxy-upstream", ""},
+	} {
+		if out, err := netns.Output("ip", "netns", "add", run.ns); err != nil {
+			t.Fatalf("ip netns add %s: %v %s", run.ns, err, out)
+		}
+		t.Cleanup(func() { _, _ = netns.Output("ip", "netns", "del", run.ns) })
+		if out, err := netns.Output("ip", "-n", run.ns, "link", "set", "lo", "up"); err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		addr := strings.TrimPrefix(c.API.URL(), "https://")
+		if err := netns.Forward(ctx, run.ns, addr, addr); err != nil {
+			t.Fatal(err)
+		}
+		binary, err := framework.Binary(run.binary)
+		if err != nil {
+			t.Fatal(err)
+		}
+		argv := append([]string{binary, "--kubeconfig=" + kubeconfig}, gateOffArgs(m, node)...)
+		if run.gate != "" {
+			argv = append(argv, run.gate)
+		}
+		proxy, err := process.Start(process.Options{Name: run.binary + " in " + run.ns, Argv: argv, Netns: run.ns,
+			Log: filepath.Join(l.cs.Dir(), run.ns+".log")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			proxy.Stop(5 * time.Second)
+			if t.Failed() {
+				t.Logf("last lines of %s:\n%s", proxy.LogFile(), process.Tail(proxy.LogFile(), 20))
+			}
+		})
+		readers[run.binary] = func(ctx context.Context) (string, error) {
+			out, err := output(exec.CommandContext(ctx, "ip", "netns", "exec", run.ns, "nft", "list", "ruleset"))
+			return string(out), err
+		}
+	}
+	return readers["kube-proxy"], readers["kube-proxy-upstream"]
+}
+
+// gateOffArgs are the flags both kube-proxies of the gate-off case run
+// with, as the Node node, in a network namespace of their own.
+func gateOffArgs(m *member, node string) []string {
+	return []string{"--hostname-override=" + node,
+		"--proxy-mode=nftables", "--cluster-cidr=" + m.PodCIDR,
+		"--conntrack-max-per-core=0", "--conntrack-min=0",
+		"--metrics-bind-address=127.0.0.1:10249", "--healthz-bind-address=127.0.0.1:10256", "--v=2"}
+}
+
+// findProcess returns the pid and command line of the one process whose
+// argv[0] ends with binary and whose arguments contain every one of want.
+func findProcess(t *testing.T, binary string, want ...string) (int, []string) {
+	t.Helper()
+	entries, _ := os.ReadDir("/proc")
+	var found []int
+	var argv []string
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || len(raw) == 0 {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
+		if !strings.HasSuffix(args[0], "/"+binary) {
+			continue
+		}
+		all := strings.Join(args, " ")
+		ok := true
+		for _, w := range want {
+			ok = ok && strings.Contains(all, w)
+		}
+		if ok {
+			found = append(found, pid)
+			argv = args
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("want one %s process with %v, found %v", binary, want, found)
+	}
+	return found[0], argv
+}
+
+// waitGone waits until pid has exited (the harness reaps its children).
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	eventually(t, 20*time.Second, "process "+strconv.Itoa(pid)+" to exit", func() (bool, string) {
+		_, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid)))
+		return os.IsNotExist(err), ""
+	})
+}

@@ -1,0 +1,92 @@
+package echoserver
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"time"
+)
+
+// Main is the image mcs-kube-proxy/echoserver: with no subcommand it serves
+// name on TCP and UDP --port (what a pod of a tested Service runs); "ask"
+// and "dig" are what a test runs inside a client pod (by exec, or in the
+// pod's network namespace) to see, from there, who answers an address and
+// what a DNS server says. Results go to out, one line per answer.
+func Main(ctx context.Context, args []string, name string, out io.Writer) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "ask":
+			return askMain(args[1:], out)
+		case "dig":
+			return digMain(args[1:], out)
+		case "serve":
+			args = args[1:]
+		}
+	}
+	fs := flag.NewFlagSet("echoserver", flag.ContinueOnError)
+	port := fs.Int("port", 8080, "TCP and UDP port to answer on")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	addr := fmt.Sprintf(":%d", *port)
+	for _, network := range []string{"tcp", "udp"} {
+		if err := Serve(ctx, network, addr, name); err != nil {
+			return err
+		}
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// askMain: ask [--network tcp|udp] [--count N] ADDR prints, for each of N
+// requests, the name that answered or "-" for none.
+func askMain(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("ask", flag.ContinueOnError)
+	network := fs.String("network", "tcp", "tcp or udp")
+	count := fs.Int("count", 1, "requests to send, one after the other")
+	timeout := fs.Duration("timeout", time.Second, "how long to wait for each answer")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("ask needs one address (host:port), got %v", fs.Args())
+	}
+	for range *count {
+		name := "-"
+		// A short dial timeout: a VIP without rules drops the SYN.
+		if c, err := net.DialTimeout(*network, fs.Arg(0), 300*time.Millisecond); err == nil {
+			if got, err := AskOn(c, *network, *timeout); err == nil {
+				name = got
+			}
+		}
+		if _, err := fmt.Fprintln(out, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// digMain: dig --server IP NAME TYPE prints the Answer as JSON.
+func digMain(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("dig", flag.ContinueOnError)
+	server := fs.String("server", "", "DNS server address")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	typ, ok := QueryTypes[fs.Arg(1)]
+	if fs.NArg() != 2 || *server == "" || !ok {
+		return fmt.Errorf("usage: dig --server IP NAME A|AAAA|SRV")
+	}
+	c, err := net.DialTimeout("udp", net.JoinHostPort(*server, "53"), 2*time.Second)
+	if err != nil {
+		return err
+	}
+	answer, err := Query(c, fs.Arg(0), typ)
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(out).Encode(answer)
+}
