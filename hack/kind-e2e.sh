@@ -3,14 +3,20 @@
 # clusterset of kind clusters with a flat network, swaps kube-proxy for this
 # project's build with the MultiClusterServices gate on, installs the CRDs,
 # ClusterProperties, CoreDNS with clusterset.local and the mcs-controller
-# (hub mode, in the first cluster), then checks with kubectl that a Service
-# exported from every cluster is reached from the last one by clusterset IP
-# and clusterset.local name. Everything it uses is in kind-config/.
+# (hub mode, in the first cluster), then runs a kubectl smoke test (a
+# Service exported from every cluster is reached from the last one by
+# clusterset IP and clusterset.local name) and the end-to-end suite of
+# test/e2e against the clusters (MCS_E2E_PROVIDER=kind). Everything it
+# uses is in kind-config/.
 #
 # Usage: hack/kind-e2e.sh [--clusters N] [--keep] [--skip-tests]
 #   --clusters N   2 (default) or 3
 #   --keep         leave the clusters running afterwards
 #   --skip-tests   set the clusterset up and stop
+#
+# The suite runs with cluster a = mcs-b (exporter; the outage case stops its
+# kube-apiserver) and cluster b = mcs-a (importer; it runs the controller and
+# holds its leader election Lease, which must outlive a's outage).
 set -o errexit -o nounset -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -54,11 +60,15 @@ trap cleanup EXIT
 step "Building images"
 docker build -f kind-config/Dockerfile --target kube-proxy -t mcs-kube-proxy:dev .
 docker build -f kind-config/Dockerfile --target mcs-controller -t mcs-controller:dev .
+docker build -f kind-config/Dockerfile --target echoserver -t mcs-kube-proxy/echoserver:dev .
+# The gate-off case runs upstream kube-proxy next to ours: the pinned base.
+UPSTREAM_KUBE_PROXY=$(sed -n 's/^ARG KUBE_PROXY_BASE=//p' kind-config/Dockerfile)
+docker image inspect "${UPSTREAM_KUBE_PROXY}" >/dev/null 2>&1 || docker pull "${UPSTREAM_KUBE_PROXY}"
 
 for name in "${NAMES[@]}"; do
   step "Creating cluster ${name}"
   kind create cluster --config "kind-config/clusters/cluster-${name#mcs-}.yaml" --wait 120s
-  kind load docker-image mcs-kube-proxy:dev mcs-controller:dev --name "${name}"
+  kind load docker-image mcs-kube-proxy:dev mcs-controller:dev mcs-kube-proxy/echoserver:dev "${UPSTREAM_KUBE_PROXY}" --name "${name}"
 done
 
 step "Flat pod network between clusters"
@@ -119,12 +129,7 @@ fill "${NAMES[0]}" "" "$(base64 -w0 "${KUBECONFIG_FILE}")" kind-config/mcs-contr
 kubectl --context "$(ctx "${NAMES[0]}")" -n mcs-system rollout status deployment/mcs-controller --timeout 120s
 
 if [[ "${TESTS}" == true ]]; then
-  # test/e2e drives the local clusterset's namespaces directly (requests
-  # from pod namespaces, nft in node namespaces); until it can drive kind
-  # contexts, the kind clusterset gets the suite's first two cases through
-  # kubectl: a Service exported from every cluster answers, from a pod in
-  # the last cluster, by its clusterset IP and its clusterset.local name,
-  # from pods of every cluster.
+  # First the quick check across every cluster, with stock images only...
   step "Smoke test: export from every cluster, requests from ${NAMES[-1]}"
   AGNHOST=registry.k8s.io/e2e-test-images/agnhost:2.53
   for name in "${NAMES[@]}"; do
@@ -159,4 +164,9 @@ if [[ "${TESTS}" == true ]]; then
     fi
   done
   echo "every cluster's pods answered through the clusterset IP ${vip} and web.demo.svc.clusterset.local"
+
+  # ...then the same end-to-end suite CI runs on the local clusterset.
+  step "End-to-end suite (test/e2e) against kind-mcs-b (a) and kind-mcs-a (b)"
+  MCS_E2E_PROVIDER=kind MCS_E2E_CONTEXTS=kind-mcs-b,kind-mcs-a \
+    go test ./test/e2e/ -run 'TestMultiClusterServices$' -count=1 -timeout 60m -v
 fi

@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
-	"runtime/debug"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -62,8 +63,11 @@ func connectKind(t *testing.T) *kind {
 	k := &kind{
 		controlPlane:   map[*member]string{},
 		kubeProxyImage: envOr("MCS_E2E_KUBE_PROXY_IMAGE", "mcs-kube-proxy:dev"),
-		upstreamImage:  upstreamKubeProxyImage(),
 		ttl:            controllerapp.NewOptions().EndpointTTL,
+	}
+	var err error
+	if k.upstreamImage, err = upstreamKubeProxyImage(); err != nil {
+		t.Fatal(err)
 	}
 	for _, name := range contexts {
 		config, err := contextConfig(os.Getenv("MCS_E2E_KUBECONFIG"), name)
@@ -97,19 +101,23 @@ func envOr(name, def string) string {
 	return def
 }
 
-// upstreamKubeProxyImage is upstream's kube-proxy image of the
-// k8s.io/kubernetes version this project is built against (the base of
-// kind-config/Dockerfile's kube-proxy image).
-func upstreamKubeProxyImage() string {
-	version := "unknown"
-	if info, ok := debug.ReadBuildInfo(); ok {
-		for _, dep := range info.Deps {
-			if dep.Path == "k8s.io/kubernetes" {
-				version = dep.Version
-			}
-		}
+// upstreamKubeProxyImage is upstream's kube-proxy image of the pinned
+// version: the base kind-config/Dockerfile builds this project's image on.
+func upstreamKubeProxyImage() (string, error) {
+	if image := os.Getenv("MCS_E2E_UPSTREAM_KUBE_PROXY_IMAGE"); image != "" {
+		return image, nil
 	}
-	return envOr("MCS_E2E_UPSTREAM_KUBE_PROXY_IMAGE", "registry.k8s.io/kube-proxy:"+version)
+	_, self, _, _ := runtime.Caller(0)
+	dockerfile := filepath.Join(filepath.Dir(self), "..", "..", "kind-config", "Dockerfile")
+	data, err := os.ReadFile(dockerfile)
+	if err != nil {
+		return "", err
+	}
+	found := regexp.MustCompile(`(?m)^ARG KUBE_PROXY_BASE=(\S+)$`).FindSubmatch(data)
+	if found == nil {
+		return "", fmt.Errorf("%s has no ARG KUBE_PROXY_BASE", dockerfile)
+	}
+	return string(found[1]), nil
 }
 
 func contextConfig(kubeconfig, context string) (*rest.Config, error) {

@@ -9,9 +9,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/netip"
 	"os"
@@ -23,11 +21,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
@@ -89,8 +83,6 @@ func TestKindClusterConfigs(t *testing.T) {
 	}
 }
 
-var placeholder = regexp.MustCompile(`\$\{([A-Z][A-Z0-9_]*)\}`)
-
 // TestManifestsDryRun applies every manifest of kind-config/ to a real
 // kube-apiserver with server-side dry-run, as hack/kind-e2e.sh fills them in.
 func TestManifestsDryRun(t *testing.T) {
@@ -118,31 +110,12 @@ func TestManifestsDryRun(t *testing.T) {
 	}
 	applied := 0
 	for _, path := range manifests {
-		data, err := os.ReadFile(path)
+		objs, err := Objects(path, values)
 		if err != nil {
 			t.Fatal(err)
 		}
-		filled := placeholder.ReplaceAllStringFunc(string(data), func(m string) string {
-			name := placeholder.FindStringSubmatch(m)[1]
-			v, ok := values[name]
-			if !ok {
-				t.Errorf("%s: unknown placeholder %s", path, m)
-			}
-			return v
-		})
-		decoder := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(filled), 4096)
-		for {
-			obj := &unstructured.Unstructured{}
-			if err := decoder.Decode(&obj.Object); err != nil {
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				t.Fatalf("%s: %v", path, err)
-			}
-			if len(obj.Object) == 0 {
-				continue
-			}
-			if err := dryRunApply(ctx, dyn, mapper, obj); err != nil {
+		for _, obj := range objs {
+			if err := Apply(ctx, dyn, mapper, obj, true); err != nil {
 				t.Errorf("%s: %s %s: %v", filepath.Base(path), obj.GetKind(), obj.GetName(), err)
 			}
 			if obj.GetKind() == "Namespace" {
@@ -155,35 +128,12 @@ func TestManifestsDryRun(t *testing.T) {
 	t.Logf("%d objects from %d manifests accepted by kube-apiserver (server-side dry-run)", applied, len(manifests))
 }
 
-func dryRunApply(ctx context.Context, dyn dynamic.Interface, mapper meta.RESTMapper, obj *unstructured.Unstructured) error {
-	gvk := obj.GroupVersionKind()
-	mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if err != nil {
-		return err
-	}
-	data, err := obj.MarshalJSON()
-	if err != nil {
-		return err
-	}
-	var ri dynamic.ResourceInterface = dyn.Resource(mapping.Resource)
-	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
-		ns := obj.GetNamespace()
-		if ns == "" {
-			ns = "default"
-		}
-		ri = dyn.Resource(mapping.Resource).Namespace(ns)
-	}
-	force := true
-	_, err = ri.Patch(ctx, obj.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{
-		DryRun: []string{metav1.DryRunAll}, FieldManager: "kind-e2e", Force: &force,
-	})
-	return err
-}
 
-// TestDockerBuildContextBuildsTheSameBinary builds kube-proxy from a copy
-// of the Dockerfile's build context (the repository minus .dockerignore),
-// with the command the Dockerfile runs, and compares it with the binary
-// hack/build.sh made: the image carries exactly what the tests tested.
+// TestDockerBuildContextBuildsTheSameBinary builds the images' binaries
+// (kube-proxy, mcs-controller, echoserver) from a copy of the Dockerfile's
+// build context (the repository minus .dockerignore), with the command the
+// Dockerfile runs, and compares them with the binaries hack/build.sh made:
+// the images carry exactly what the tests tested.
 func TestDockerBuildContextBuildsTheSameBinary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds kube-proxy")
@@ -197,8 +147,7 @@ func TestDockerBuildContextBuildsTheSameBinary(t *testing.T) {
 	if run == nil || !bytes.Contains(run[1], []byte("kube-proxy")) {
 		t.Fatalf("the Dockerfile does not build kube-proxy with hack/build.sh")
 	}
-	want, err := framework.Binary("kube-proxy")
-	if err != nil {
+	if _, err := framework.Binary("kube-proxy"); err != nil {
 		t.Skipf("kube-proxy not built (make build): %v", err)
 	}
 
@@ -237,13 +186,20 @@ func TestDockerBuildContextBuildsTheSameBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("hack/build.sh", "kube-proxy")
+	cmd := exec.Command("bash", "-c", string(run[1]))
 	cmd.Dir = context
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building in the Docker build context: %v\n%s", err, out)
 	}
-	if a, b := sum(t, want), sum(t, filepath.Join(context, "_output", "bin", "kube-proxy")); a != b {
-		t.Errorf("the build context gives a different kube-proxy: %s vs %s", a, b)
+	for _, name := range strings.Fields(string(run[1]))[1:] {
+		built, err := framework.Binary(name)
+		if err != nil {
+			t.Errorf("the Dockerfile builds %s, which make build did not: %v", name, err)
+			continue
+		}
+		if a, b := sum(t, built), sum(t, filepath.Join(context, "_output", "bin", name)); a != b {
+			t.Errorf("the build context gives a different %s: %s vs %s", name, a, b)
+		}
 	}
 }
 

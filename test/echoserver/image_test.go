@@ -1,0 +1,68 @@
+package echoserver
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// TestImage runs the image as a pod and as a client would: the server
+// answers its name on TCP and UDP, "ask" prints one line per request and
+// "-" where nobody answered.
+func TestImage(t *testing.T) {
+	addr := freeAddr(t)
+	_, port, _ := net.SplitHostPort(addr)
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- Main(ctx, []string{"--port=" + port}, "web-1", nil) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Error(err)
+		}
+	})
+	for _, network := range []string{"tcp", "udp"} {
+		var out bytes.Buffer
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			out.Reset()
+			if err := Main(context.Background(), []string{"ask", "--network=" + network, "--count=3", addr}, "client", &out); err != nil {
+				t.Fatal(err)
+			}
+			if out.String() == "web-1\nweb-1\nweb-1\n" || time.Now().After(deadline) {
+				break
+			}
+		}
+		if out.String() != "web-1\nweb-1\nweb-1\n" {
+			t.Errorf("ask over %s: %q, want web-1 three times", network, out.String())
+		}
+	}
+
+	var out bytes.Buffer
+	if err := Main(context.Background(), []string{"ask", "--count=2", freeAddr(t)}, "client", &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != "-\n-\n" {
+		t.Errorf("ask to a closed port: %q, want - twice", out.String())
+	}
+	for _, args := range [][]string{{"ask"}, {"ask", "a:1", "b:2"}, {"dig", "name", "A"}, {"dig", "--server=127.0.0.1", "name", "MX"}} {
+		if err := Main(context.Background(), args, "client", &out); err == nil {
+			t.Errorf("%v: no error", args)
+		} else if !strings.Contains(err.Error(), args[0]) {
+			t.Errorf("%v: %v does not say what is wrong with %s", args, err, args[0])
+		}
+	}
+}
