@@ -654,13 +654,26 @@ func checkSliceMetadata(t *testing.T, m *testMember, ns, name string) {
 		if len(s.OwnerReferences) != 1 || s.OwnerReferences[0].UID != si.UID || s.OwnerReferences[0].Kind != "ServiceImport" {
 			t.Errorf("%s: owner references %v, want the ServiceImport %s", s.Name, s.OwnerReferences, si.UID)
 		}
+		// The source's node names stay for its own proxies; hints are the
+		// import's (no trafficDistribution: none); Pods stay private.
 		for _, e := range s.Endpoints {
-			if e.NodeName != nil || e.Hints != nil || e.TargetRef != nil {
-				t.Errorf("%s keeps another cluster's node name, hints or target", s.Name)
+			if e.NodeName == nil || *e.NodeName != "node-1" || e.Hints != nil || e.TargetRef != nil {
+				t.Errorf("%s: endpoint %v: want the source's node name node-1, no hints, no target", s.Name, e)
 			}
 		}
-		if _, err := mcsproxy.EndpointSliceForImport(&s, opts); err != nil {
-			t.Errorf("kube-proxy would reject %s: %v", s.Name, err)
+		source := s.Labels[mcsv1beta1.LabelSourceCluster]
+		for _, proxyIn := range []string{source, "elsewhere"} {
+			opts.LocalClusterID = proxyIn
+			got, err := mcsproxy.EndpointSliceForImport(&s, opts)
+			if err != nil {
+				t.Errorf("kube-proxy would reject %s: %v", s.Name, err)
+				continue
+			}
+			for _, e := range got.Endpoints {
+				if keep := proxyIn == source; (e.NodeName != nil) != keep {
+					t.Errorf("%s as kube-proxy of %s programs it: node name %v, want kept=%v", s.Name, proxyIn, e.NodeName, keep)
+				}
+			}
 		}
 	}
 	opts.ClusterSetIPCIDRs, _ = mcsproxy.ParseCIDRs(mcsproxy.DefaultClusterSetIPCIDRs)

@@ -102,7 +102,7 @@ func (c *Controller) syncClusterset(ctx context.Context, key string) error {
 				continue
 			}
 			for _, s := range slicesOf(c.byID[e.Cluster].localSlices, byService, key) {
-				if is := export.ImportedSlice(s, name, e.Cluster, c.cfg.ManagedBy, r.ServedPorts[e.Cluster]); is != nil {
+				if is := export.ImportedSlice(s, name, e.Cluster, c.cfg.ManagedBy, r.ServedPorts[e.Cluster], r.Spec.TrafficDistribution); is != nil {
 					d.Slices[is.Name] = is
 				}
 			}

@@ -12,7 +12,8 @@
 //   - ImportedSlice mirrors one of a source cluster's EndpointSlices into the
 //     EndpointSlice the members get, carrying only the ports that cluster
 //     serves, so that on a port conflict traffic reaches only endpoints that
-//     really serve the port.
+//     really serve the port, and the topology hints the import's
+//     trafficDistribution asks for.
 //
 // Everything here is a pure function of its arguments, so that the
 // controller around it only reads caches, calls it, and writes the result.

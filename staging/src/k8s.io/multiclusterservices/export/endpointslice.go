@@ -9,6 +9,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/endpointslice/trafficdist"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
@@ -40,12 +41,17 @@ func SliceName(service, cluster, sourceSlice string) string {
 //
 // The result carries the labels KEP-1645 asks for and never
 // kubernetes.io/service-name, which would make it a slice of a local
-// Service. Node names, hints and target references are dropped: they name
-// nodes, zones hints and Pods of another cluster. Endpoints without a valid
-// unicast address are dropped too, because a proxy rejects a whole slice
-// that has one. The caller sets the owner reference to the member's
-// ServiceImport.
-func ImportedSlice(src *discoveryv1.EndpointSlice, service, cluster, managedBy string, served map[string]bool) *discoveryv1.EndpointSlice {
+// Service. Target references are dropped: they name Pods of another
+// cluster. Node names stay, for the proxies of the source cluster itself
+// (internalTrafficPolicy Local, PreferSameNode); proxies elsewhere drop
+// them (proxy.EndpointSliceForImport). The source's topology hints are
+// replaced by the ones the import's trafficDistribution asks for, computed
+// as the EndpointSlice controller computes them for a Service
+// (k8s.io/endpointslice/trafficdist): the source's own may weigh that
+// cluster's nodes only. Endpoints without a valid unicast address are
+// dropped too, because a proxy rejects a whole slice that has one. The
+// caller sets the owner reference to the member's ServiceImport.
+func ImportedSlice(src *discoveryv1.EndpointSlice, service, cluster, managedBy string, served map[string]bool, trafficDistribution *string) *discoveryv1.EndpointSlice {
 	var valid func(netip.Addr) bool
 	switch src.AddressType {
 	case discoveryv1.AddressTypeIPv4:
@@ -92,10 +98,14 @@ func ImportedSlice(src *discoveryv1.EndpointSlice, service, cluster, managedBy s
 		if ep.Hostname != nil {
 			e.Hostname = ptr.To(*ep.Hostname)
 		}
+		if ep.NodeName != nil {
+			e.NodeName = ptr.To(*ep.NodeName)
+		}
 		if ep.Zone != nil {
 			e.Zone = ptr.To(*ep.Zone)
 		}
 		out.Endpoints = append(out.Endpoints, e)
 	}
+	trafficdist.ReconcileHints(trafficDistribution, []*discoveryv1.EndpointSlice{out}, nil, nil)
 	return out
 }

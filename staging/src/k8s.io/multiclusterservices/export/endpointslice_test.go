@@ -37,7 +37,7 @@ func TestImportedSlice(t *testing.T) {
 			{Addresses: []string{"127.0.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}},
 		},
 	}
-	got := ImportedSlice(src, "web", "cluster-a", "mcs-controller.multicluster.x-k8s.io", served("http"))
+	got := ImportedSlice(src, "web", "cluster-a", "mcs-controller.multicluster.x-k8s.io", served("http"), nil)
 	want := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: SliceName("web", "cluster-a", "web-abcde"), Labels: map[string]string{
 			mcsv1beta1.LabelServiceName:   "web",
@@ -50,6 +50,7 @@ func TestImportedSlice(t *testing.T) {
 			Addresses:  []string{"10.1.0.5"},
 			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
 			Hostname:   ptr.To("web-0"),
+			NodeName:   ptr.To("node-1"),
 			Zone:       ptr.To("zone-a"),
 		}},
 	}
@@ -62,12 +63,53 @@ func TestImportedSlice(t *testing.T) {
 
 	// Ports with no name default to "" and are kept when "" is served.
 	src.Ports = []discoveryv1.EndpointPort{{Port: ptr.To[int32](8080)}}
-	if got := ImportedSlice(src, "web", "cluster-a", "m", served("")); len(got.Ports) != 1 || *got.Ports[0].Protocol != v1.ProtocolTCP {
+	if got := ImportedSlice(src, "web", "cluster-a", "m", served(""), nil); len(got.Ports) != 1 || *got.Ports[0].Protocol != v1.ProtocolTCP {
 		t.Errorf("unnamed port: %+v", got.Ports)
 	}
 	src.AddressType = discoveryv1.AddressTypeFQDN
-	if got := ImportedSlice(src, "web", "cluster-a", "m", served("http")); got != nil {
+	if got := ImportedSlice(src, "web", "cluster-a", "m", served("http"), nil); got != nil {
 		t.Errorf("an FQDN slice cannot be imported, got %v", got)
+	}
+}
+
+// TestImportedSliceHints: the hints are the import's trafficDistribution's,
+// whatever hints the source cluster had (here, proportional ones pointing
+// elsewhere).
+func TestImportedSliceHints(t *testing.T) {
+	src := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: "web-abcde"},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080)}},
+		Endpoints: []discoveryv1.Endpoint{
+			{Addresses: []string{"10.1.0.5"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}, NodeName: ptr.To("node-1"), Zone: ptr.To("zone-a"),
+				Hints: &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "zone-b"}}}},
+			{Addresses: []string{"10.1.0.6"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}, NodeName: ptr.To("node-2")},
+			{Addresses: []string{"10.1.0.7"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false)}, NodeName: ptr.To("node-3"), Zone: ptr.To("zone-a")},
+		},
+	}
+	zone := func(z string) []discoveryv1.ForZone { return []discoveryv1.ForZone{{Name: z}} }
+	node := func(n string) []discoveryv1.ForNode { return []discoveryv1.ForNode{{Name: n}} }
+	for _, tc := range []struct {
+		td   *string
+		want []*discoveryv1.EndpointHints
+	}{
+		{td: nil, want: []*discoveryv1.EndpointHints{nil, nil, nil}},
+		{td: ptr.To("SomethingNew"), want: []*discoveryv1.EndpointHints{nil, nil, nil}},
+		{td: ptr.To(v1.ServiceTrafficDistributionPreferClose), want: []*discoveryv1.EndpointHints{{ForZones: zone("zone-a")}, nil, nil}},
+		{td: ptr.To(v1.ServiceTrafficDistributionPreferSameZone), want: []*discoveryv1.EndpointHints{{ForZones: zone("zone-a")}, nil, nil}},
+		{td: ptr.To(v1.ServiceTrafficDistributionPreferSameNode), want: []*discoveryv1.EndpointHints{{ForZones: zone("zone-a"), ForNodes: node("node-1")}, {ForNodes: node("node-2")}, nil}},
+	} {
+		got := ImportedSlice(src, "web", "cluster-a", "m", served("http"), tc.td)
+		var hints []*discoveryv1.EndpointHints
+		for _, ep := range got.Endpoints {
+			hints = append(hints, ep.Hints)
+		}
+		if diff := cmp.Diff(tc.want, hints); diff != "" {
+			t.Errorf("trafficDistribution %v: hints (-want +got):\n%s", ptr.Deref(tc.td, "<unset>"), diff)
+		}
+	}
+	if src.Endpoints[0].Hints.ForZones[0].Name != "zone-b" {
+		t.Errorf("ImportedSlice changed its input")
 	}
 }
 

@@ -75,11 +75,21 @@ func EndpointSliceForImport(slice *discoveryv1.EndpointSlice, opts *Options) (*d
 	out.ManagedFields = nil
 	out.Labels[discoveryv1.LabelServiceName] = ServiceName(name)
 	if slice.Labels[mcsv1beta1.LabelSourceCluster] != opts.LocalClusterID || opts.LocalClusterID == "" {
-		// Node names and zone hints of another cluster mean nothing here;
-		// kept, they would make endpoints look node-local or zone-local.
+		// Node names of another cluster mean nothing here: kept, they would
+		// make endpoints look node-local (internalTrafficPolicy Local,
+		// PreferSameNode). Zone hints stay: zones are named alike across a
+		// clusterset, and the controller writes them from the import's
+		// trafficDistribution, so a proxy prefers the endpoints of its zone
+		// in every cluster.
 		for i := range out.Endpoints {
-			out.Endpoints[i].NodeName = nil
-			out.Endpoints[i].Hints = nil
+			ep := &out.Endpoints[i]
+			ep.NodeName = nil
+			if ep.Hints != nil {
+				ep.Hints.ForNodes = nil
+				if len(ep.Hints.ForZones) == 0 {
+					ep.Hints = nil
+				}
+			}
 		}
 	}
 	return out, nil

@@ -28,7 +28,7 @@ func testSlice(mutate func(*discoveryv1.EndpointSlice)) *discoveryv1.EndpointSli
 			Conditions: discoveryv1.EndpointConditions{Ready: ptrTo(true)},
 			NodeName:   ptrTo("node-a"),
 			Zone:       ptrTo("zone-a"),
-			Hints:      &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "zone-a"}}},
+			Hints:      &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "zone-a"}}, ForNodes: []discoveryv1.ForNode{{Name: "node-a"}}},
 		}},
 		Ports: []discoveryv1.EndpointPort{{Name: ptrTo("http"), Protocol: ptrTo(v1.ProtocolTCP), Port: ptrTo(int32(8080))}},
 	}
@@ -61,22 +61,22 @@ func TestEndpointSliceForImport(t *testing.T) {
 		wantReason Reason
 	}{
 		{
-			name: "remote slice joins the synthetic Service and loses node name and hints",
+			name: "remote slice joins the synthetic Service, loses node name and node hints, keeps zone hints",
 			want: func(s *discoveryv1.EndpointSlice) {
 				s.Endpoints[0].NodeName = nil
-				s.Endpoints[0].Hints = nil
+				s.Endpoints[0].Hints.ForNodes = nil
 			},
 		},
 		{
-			name:    "the local cluster's own slice keeps node name and hints",
+			name:    "the local cluster's own slice keeps node name and every hint",
 			localID: "cluster-a",
 		},
 		{
-			name:    "another cluster's slice loses them even when the local ID is known",
+			name:    "another cluster's slice loses node name and node hints even when the local ID is known",
 			localID: "cluster-b",
 			want: func(s *discoveryv1.EndpointSlice) {
 				s.Endpoints[0].NodeName = nil
-				s.Endpoints[0].Hints = nil
+				s.Endpoints[0].Hints.ForNodes = nil
 			},
 		},
 		{
@@ -85,6 +85,14 @@ func TestEndpointSliceForImport(t *testing.T) {
 				s.AddressType = discoveryv1.AddressTypeIPv6
 				s.Endpoints[0].Addresses = []string{"fd00:1::5"}
 			},
+			want: func(s *discoveryv1.EndpointSlice) {
+				s.Endpoints[0].NodeName = nil
+				s.Endpoints[0].Hints.ForNodes = nil
+			},
+		},
+		{
+			name:   "a remote endpoint with node hints only has no hints left",
+			mutate: func(s *discoveryv1.EndpointSlice) { s.Endpoints[0].Hints.ForZones = nil },
 			want: func(s *discoveryv1.EndpointSlice) {
 				s.Endpoints[0].NodeName = nil
 				s.Endpoints[0].Hints = nil

@@ -24,9 +24,10 @@ type Options struct {
 	// TrustedManagers are the endpointslice.kubernetes.io/managed-by values
 	// of MCS EndpointSlices a proxy accepts endpoints from.
 	TrustedManagers []string
-	// LocalClusterID is the ID of the cluster the proxy runs in, if known.
-	// Endpoints from any other source cluster have their nodeName and
-	// topology hints removed, because those name nodes and zones of
+	// LocalClusterID is the ID of the cluster the proxy runs in, if known
+	// (its ClusterProperty cluster.clusterset.k8s.io). Endpoints from any
+	// other source cluster, or from every cluster while it is unknown, have
+	// their nodeName and node hints removed, because those name nodes of
 	// another cluster.
 	LocalClusterID string
 }
