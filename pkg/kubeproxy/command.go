@@ -12,6 +12,7 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -121,17 +122,22 @@ func runWithMultiCluster(ctx context.Context, view *optionsView, mcOpts *MultiCl
 	if err != nil {
 		return err
 	}
+	dynamicClient, err := dynamic.NewForConfig(restConfig)
+	if err != nil {
+		return err
+	}
 
 	multicluster.RegisterMetrics()
 	proxier := multicluster.NewProxier(logger, server.Proxier, translation, server.Recorder)
 	server.Proxier = proxier
 	watcher := &multicluster.Watcher{
-		Proxier:      proxier,
-		KubeClient:   server.Client,
-		MCSClient:    mcsClient,
-		CRDClient:    crdClient,
-		ResyncPeriod: view.config.ConfigSyncPeriod.Duration,
-		SyncTimeout:  mcOpts.SyncTimeout,
+		Proxier:       proxier,
+		KubeClient:    server.Client,
+		MCSClient:     mcsClient,
+		CRDClient:     crdClient,
+		DynamicClient: dynamicClient,
+		ResyncPeriod:  view.config.ConfigSyncPeriod.Duration,
+		SyncTimeout:   mcOpts.SyncTimeout,
 	}
 	logger.Info("Multi-cluster services enabled", "clusterSetIPCIDRs", translation.ClusterSetIPCIDRs, "endpointSliceManagers", translation.TrustedManagers)
 	watcher.Start(ctx)

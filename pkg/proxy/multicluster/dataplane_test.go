@@ -27,6 +27,7 @@ import (
 	proxyutil "k8s.io/kubernetes/pkg/proxy/util"
 	utiliptables "k8s.io/kubernetes/pkg/util/iptables"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
+	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/proxy/multicluster"
@@ -198,6 +199,9 @@ type ep struct {
 	ip                          string
 	ready, serving, terminating bool
 	node                        string
+	// zone is the endpoint's zone; it gets the zone hint the controller
+	// writes for trafficDistribution PreferClose.
+	zone string
 }
 
 func readyEP(ip string) ep { return ep{ip: ip, ready: true, serving: true} }
@@ -222,6 +226,10 @@ func slice(importName, cluster string, ports []discoveryv1.EndpointPort, eps ...
 		}
 		if e.node != "" {
 			endpoint.NodeName = &e.node
+		}
+		if e.zone != "" {
+			endpoint.Zone = &e.zone
+			endpoint.Hints = &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: e.zone}}}
 		}
 		s.Endpoints = append(s.Endpoints, endpoint)
 	}
@@ -257,6 +265,7 @@ func testDataplane(t *testing.T, mode kubeproxyconfig.ProxyMode) {
 	d.endpoint("local1", "10.3.0.1", "tcp/8080")
 	d.endpoint("v6a", "fd00:1::1", "tcp/8080")
 	d.endpoint("v6b", "fd00:2::1", "tcp/8080")
+	p.OnTopologyChange(map[string]string{v1.LabelTopologyZone: "zone-a"})
 
 	type check struct {
 		network, addr string
@@ -340,6 +349,19 @@ func testDataplane(t *testing.T, mode kubeproxyconfig.ProxyMode) {
 				p.OnMultiClusterEndpointSliceUpsert(slice("nodelocal", localClusterID, httpPort, ep{ip: "10.3.0.1", ready: true, serving: true, node: nodeName}))
 			},
 			checks: []check{{"tcp", "10.250.0.7:80", []string{"local1"}}},
+		},
+		{
+			name: "trafficDistribution PreferClose: this zone's endpoints of every cluster",
+			setup: func() {
+				si := serviceImport("close", []string{"10.250.0.12"})
+				si.Spec.TrafficDistribution = ptr.To(v1.ServiceTrafficDistributionPreferClose)
+				p.OnServiceImportUpsert(si)
+				// This node is in zone-a (below): a1 in cluster-a and b1 in
+				// cluster-b are, a2 is not.
+				p.OnMultiClusterEndpointSliceUpsert(slice("close", "cluster-a", httpPort, ep{ip: "10.1.0.1", ready: true, serving: true, zone: "zone-a"}, ep{ip: "10.1.0.2", ready: true, serving: true, zone: "zone-b"}))
+				p.OnMultiClusterEndpointSliceUpsert(slice("close", "cluster-b", httpPort, ep{ip: "10.2.0.1", ready: true, serving: true, zone: "zone-a"}))
+			},
+			checks: []check{{"tcp", "10.250.0.12:80", []string{"a1", "b1"}}},
 		},
 		{
 			name: "a local Service keeps its IP against an import",

@@ -38,6 +38,15 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	})
 
+	// localClusterIDKnown is 1 while kube-proxy knows the ID of its
+	// cluster (ClusterProperty cluster.clusterset.k8s.io).
+	localClusterIDKnown = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "multicluster_local_cluster_id_known",
+		Help:           "1 while kube-proxy knows its cluster's ID (ClusterProperty cluster.clusterset.k8s.io), 0 otherwise.",
+		StabilityLevel: metrics.ALPHA,
+	})
+
 	registerOnce sync.Once
 )
 
@@ -45,6 +54,6 @@ var (
 // metrics endpoint.
 func RegisterMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(rejectionsTotal, programmedImports, serviceImportAPIServed)
+		legacyregistry.MustRegister(rejectionsTotal, programmedImports, serviceImportAPIServed, localClusterIDKnown)
 	})
 }

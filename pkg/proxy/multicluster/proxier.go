@@ -258,17 +258,59 @@ func (p *Proxier) OnMultiClusterEndpointSliceUpsert(slice *discoveryv1.EndpointS
 		p.unindexSlice(st.importKey, key)
 	}
 	st.obj, st.importKey = slice, importKey
-	st.translated, st.invalid = nil, nil
-	translated, err := mcsproxy.EndpointSliceForImport(slice, p.opts)
-	if err != nil && !errors.As(err, &st.invalid) {
-		st.invalid = &mcsproxy.RejectionError{Reason: mcsproxy.ReasonInvalidEndpoint, Message: err.Error()}
-	}
-	st.translated = translated
+	p.translateSlice(st)
 	if p.slicesByImport[importKey] == nil {
 		p.slicesByImport[importKey] = sets.New[types.NamespacedName]()
 	}
 	p.slicesByImport[importKey].Insert(key)
 	p.reconcileSlice(key)
+}
+
+func (p *Proxier) translateSlice(st *sliceState) {
+	st.translated, st.invalid = nil, nil
+	translated, err := mcsproxy.EndpointSliceForImport(st.obj, p.opts)
+	if err != nil && !errors.As(err, &st.invalid) {
+		st.invalid = &mcsproxy.RejectionError{Reason: mcsproxy.ReasonInvalidEndpoint, Message: err.Error()}
+	}
+	st.translated = translated
+}
+
+// SetLocalClusterID tells the proxier which cluster it runs in ("" when
+// that is not known): the endpoints of that cluster's own exports keep
+// their node names and node hints (internalTrafficPolicy Local,
+// PreferSameNode), every other cluster's lose them. Every MCS EndpointSlice
+// is translated again when the ID changes.
+func (p *Proxier) SetLocalClusterID(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.opts.LocalClusterID == id {
+		return
+	}
+	p.logger.Info("Local cluster ID changed", "clusterID", id, "previous", p.opts.LocalClusterID)
+	opts := *p.opts
+	opts.LocalClusterID = id
+	p.opts = &opts
+	for key, st := range p.slices {
+		if st.obj == nil {
+			continue
+		}
+		before := st.translated
+		p.translateSlice(st)
+		if before != nil && apiequality.Semantic.DeepEqual(before, st.translated) {
+			// Another cluster's slice: the same with either ID. Keeping
+			// the programmed object spares the proxier a change.
+			st.translated = before
+			continue
+		}
+		p.reconcileSlice(key)
+	}
+}
+
+// LocalClusterID is the cluster ID the proxier last learnt.
+func (p *Proxier) LocalClusterID() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.opts.LocalClusterID
 }
 
 // OnMultiClusterEndpointSliceDelete forgets an MCS EndpointSlice.

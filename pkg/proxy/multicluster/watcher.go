@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -36,17 +37,24 @@ type Watcher struct {
 	KubeClient kubernetes.Interface
 	MCSClient  mcsclientset.Interface
 	CRDClient  apiextensionsclient.Interface
+	// DynamicClient reads the ClusterProperty naming the cluster; without
+	// it every cluster's endpoints are treated as remote.
+	DynamicClient dynamic.Interface
 	// ResyncPeriod is kube-proxy's --config-sync-period.
 	ResyncPeriod time.Duration
 	// SyncTimeout bounds how long the proxier's first sync waits for the
 	// multi-cluster informers. If the API cannot be read (RBAC, an
 	// unreachable aggregated API), local Services must not wait forever.
 	SyncTimeout time.Duration
+
+	clusterID *clusterID
 }
 
 // Start runs the watcher until ctx is done.
 func (w *Watcher) Start(ctx context.Context) {
 	logger := klog.FromContext(ctx).WithName("multicluster")
+	w.clusterID = &clusterID{w: w, settled: make(chan struct{})}
+	w.clusterID.start(ctx)
 	gate := &crdgate.Gate{
 		Name:     ServiceImportCRDName,
 		Versions: servedVersions,
@@ -164,6 +172,10 @@ func (w *Watcher) run(ctx context.Context, version string) {
 	sliceFactory.Start(ctx.Done())
 	serviceImportAPIServed.Set(1)
 	if cache.WaitForCacheSync(ctx.Done(), importInformer.HasSynced, sliceInformer.HasSynced) {
+		// Programmed before the cluster ID is known, this cluster's own
+		// endpoints would lose their node names until it is: a blip in
+		// internalTrafficPolicy Local imports at every restart.
+		w.clusterID.wait(ctx)
 		logger.Info("ServiceImports and their EndpointSlices synced", "version", version)
 		w.Proxier.MultiClusterSynced()
 	}

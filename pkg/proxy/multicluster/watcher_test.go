@@ -13,13 +13,17 @@ import (
 	apiextensionsfake "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/fake"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	clientfeatures "k8s.io/client-go/features"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/component-base/featuregate"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
+	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
 	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 	mcsfake "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned/fake"
 )
@@ -188,5 +192,73 @@ func TestWatcherCannotReadTheCRD(t *testing.T) {
 	f.waitCalls("ServiceSynced", "SlicesSynced")
 	if waited := time.Since(start); waited < 200*time.Millisecond {
 		t.Errorf("first sync released after %v, before the timeout", waited)
+	}
+}
+
+func crdServing(name string, versions ...string) *apiextensionsv1.CustomResourceDefinition {
+	crd := serviceImportCRD(versions...)
+	crd.Name = name
+	return crd
+}
+
+func clusterProperty(value string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(aboutv1alpha1.SchemeGroupVersion.String())
+	u.SetKind("ClusterProperty")
+	u.SetName(aboutv1alpha1.ClusterIDProperty)
+	_ = unstructured.SetNestedField(u.Object, value, "spec", "value")
+	return u
+}
+
+// TestWatcherLearnsTheClusterID: the ClusterProperty naming the cluster is
+// read before the proxier's first sync, so that the cluster's own
+// endpoints are node-local from the first rules on, and followed after.
+func TestWatcherLearnsTheClusterID(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, featuregate.Feature(clientfeatures.WatchListClient), false)
+	f := newFixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	node := "node-1"
+	slice := mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1")
+	slice.Endpoints[0].NodeName = &node
+	kube := kubefake.NewClientset(slice)
+	mcs := mcsfake.NewSimpleClientset(serviceImport("ns", "web", 0, "10.250.0.10"))
+	ext := apiextensionsfake.NewClientset(serviceImportCRD("v1beta1"), crdServing(ClusterPropertyCRDName, "v1alpha1"))
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{aboutv1alpha1.Resource: "ClusterPropertyList"}, clusterProperty("cluster-a"))
+	// The cluster ID comes later than the imports.
+	dyn.PrependReactor("list", "clusterproperties", func(clienttesting.Action) (bool, runtime.Object, error) {
+		time.Sleep(300 * time.Millisecond)
+		return false, nil, nil
+	})
+
+	f.proxier.OnServiceSynced()
+	f.proxier.OnEndpointSlicesSynced()
+	w := &Watcher{Proxier: f.proxier, KubeClient: kube, MCSClient: mcs, CRDClient: ext, DynamicClient: dyn}
+	w.Start(ctx)
+	f.waitCalls("ServiceSynced", "SlicesSynced")
+	if got := f.provider.slices["ns/web-a"]; got == nil || got.Endpoints[0].NodeName == nil || *got.Endpoints[0].NodeName != node {
+		t.Fatalf("at the first sync the proxier holds %+v, want cluster-a's own endpoint on %s", got, node)
+	}
+
+	properties := dyn.Resource(aboutv1alpha1.Resource)
+	if _, err := properties.Update(ctx, clusterProperty("cluster-b"), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitCalls("SliceUpdate ns/web-a")
+	if got := f.provider.slices["ns/web-a"]; got.Endpoints[0].NodeName != nil {
+		t.Errorf("in cluster-b, cluster-a's endpoint keeps its node name: %+v", got.Endpoints[0])
+	}
+	if _, err := properties.Update(ctx, clusterProperty("cluster-a"), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitCalls("SliceUpdate ns/web-a")
+	if err := ext.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, ClusterPropertyCRDName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitCalls("SliceUpdate ns/web-a")
+	if id := f.proxier.LocalClusterID(); id != "" {
+		t.Errorf("the cluster ID outlived its CRD: %q", id)
 	}
 }
