@@ -107,10 +107,10 @@ func (sp *space) echoPods(m *member, app string, names ...string) map[string]str
 }
 
 // client creates a pod in m that the suite sends requests and DNS
-// questions from.
+// questions from, on the node whose rules the suite reads.
 func (sp *space) client(m *member, name string) *pod {
 	sp.t.Helper()
-	sp.createPod(m, clientPod(name))
+	sp.createPod(m, onNode(clientPod(name), m.Node))
 	sp.waitReady(m, name)
 	return &pod{p: sp.s.p, m: m, ns: sp.name, name: name}
 }
