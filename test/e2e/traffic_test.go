@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/echoserver"
 )
 
 // waitDNS waits until name resolves (A records) to exactly want, asked
@@ -56,6 +58,17 @@ func (s *suite) testReachable(t *testing.T) {
 		if err != nil || len(got.SRV) != 1 || !strings.HasSuffix(got.SRV[0], " "+p.port+" "+name+".") {
 			t.Errorf("dig @%s %s SRV: %s %v; want one SRV with port %s and target %s.", s.b.DNSIP, srv, got, err, p.port, name)
 		}
+	}
+	// No PTR record names the clusterset IP: the KEP specifies forward
+	// records only, and the IP is no Service's in any cluster.
+	reverse, err := echoserver.ReverseName(vip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ptr, err := client.query(s.b.DNSIP, reverse, dnsmessage.TypePTR)
+	t.Logf("dig @%s -x %s -> %s %v", s.b.DNSIP, vip, ptr, err)
+	if err != nil || len(ptr.PTR) > 0 {
+		t.Errorf("dig @%s -x %s: %s %v; want no PTR record", s.b.DNSIP, vip, ptr, err)
 	}
 	for _, p := range []struct {
 		network string

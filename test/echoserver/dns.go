@@ -3,6 +3,7 @@ package echoserver
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"sort"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ type Answer struct {
 	RCode dnsmessage.RCode `json:"rcode"`
 	A     []string         `json:"a,omitempty"`   // sorted addresses
 	SRV   []string         `json:"srv,omitempty"` // sorted "priority weight port target"
+	PTR   []string         `json:"ptr,omitempty"` // sorted names
 }
 
 func (a Answer) String() string {
@@ -26,15 +28,36 @@ func (a Answer) String() string {
 	for _, s := range a.SRV {
 		parts = append(parts, "SRV "+s)
 	}
-	if len(a.A)+len(a.SRV) == 0 {
+	for _, s := range a.PTR {
+		parts = append(parts, "PTR "+s)
+	}
+	if len(a.A)+len(a.SRV)+len(a.PTR) == 0 {
 		parts = append(parts, "no answer records")
 	}
 	return strings.Join(parts, "; ")
 }
 
+// ReverseName is the PTR question name of an address, as dig -x forms it.
+func ReverseName(addr string) (string, error) {
+	ip, err := netip.ParseAddr(addr)
+	if err != nil {
+		return "", err
+	}
+	if ip.Is4() {
+		b := ip.As4()
+		return fmt.Sprintf("%d.%d.%d.%d.in-addr.arpa.", b[3], b[2], b[1], b[0]), nil
+	}
+	b := ip.As16()
+	var labels []string
+	for i := len(b) - 1; i >= 0; i-- {
+		labels = append(labels, fmt.Sprintf("%x", b[i]&0xf), fmt.Sprintf("%x", b[i]>>4))
+	}
+	return strings.Join(labels, ".") + ".ip6.arpa.", nil
+}
+
 // QueryTypes are the question types Query is used with, by the names dig
 // gives them.
-var QueryTypes = map[string]dnsmessage.Type{"A": dnsmessage.TypeA, "AAAA": dnsmessage.TypeAAAA, "SRV": dnsmessage.TypeSRV}
+var QueryTypes = map[string]dnsmessage.Type{"A": dnsmessage.TypeA, "AAAA": dnsmessage.TypeAAAA, "SRV": dnsmessage.TypeSRV, "PTR": dnsmessage.TypePTR}
 
 // Query asks one question over c (a UDP connection to a DNS server, dialled
 // wherever the question must come from), as `dig @server name type` would,
@@ -82,9 +105,12 @@ func Query(c net.Conn, name string, typ dnsmessage.Type) (Answer, error) {
 			out.A = append(out.A, net.IP(body.AAAA[:]).String())
 		case *dnsmessage.SRVResource:
 			out.SRV = append(out.SRV, fmt.Sprintf("%d %d %d %s", body.Priority, body.Weight, body.Port, body.Target.String()))
+		case *dnsmessage.PTRResource:
+			out.PTR = append(out.PTR, body.PTR.String())
 		}
 	}
 	sort.Strings(out.A)
 	sort.Strings(out.SRV)
+	sort.Strings(out.PTR)
 	return out, nil
 }

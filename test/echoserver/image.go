@@ -78,7 +78,7 @@ func digMain(args []string, out io.Writer) error {
 	}
 	typ, ok := QueryTypes[fs.Arg(1)]
 	if fs.NArg() != 2 || *server == "" || !ok {
-		return fmt.Errorf("usage: dig --server IP NAME A|AAAA|SRV")
+		return fmt.Errorf("usage: dig --server IP NAME A|AAAA|SRV|PTR")
 	}
 	c, err := net.DialTimeout("udp", net.JoinHostPort(*server, "53"), 2*time.Second)
 	if err != nil {

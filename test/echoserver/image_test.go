@@ -66,3 +66,14 @@ func TestImage(t *testing.T) {
 		}
 	}
 }
+
+func TestReverseName(t *testing.T) {
+	for addr, want := range map[string]string{
+		"10.250.0.7":     "7.0.250.10.in-addr.arpa.",
+		"fd00:10:250::7": "7.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.5.2.0.0.1.0.0.0.0.d.f.ip6.arpa.",
+	} {
+		if got, err := ReverseName(addr); err != nil || got != want {
+			t.Errorf("ReverseName(%s) = %q, %v; want %q", addr, got, err, want)
+		}
+	}
+}
