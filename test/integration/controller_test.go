@@ -392,8 +392,10 @@ func writeControllerKubeconfig(t *testing.T, dir string, members []*testMember) 
 }
 
 type runningController struct {
-	cancel  context.CancelFunc
-	done    chan error
+	cancel context.CancelFunc
+	// exited is closed when app.Run has returned err.
+	exited  chan struct{}
+	err     error
 	health  string
 	metrics string
 }
@@ -409,6 +411,7 @@ func startController(t *testing.T, kubeconfig, identity string, ttl time.Duratio
 	o.LeaderElectLeaseDuration = 4 * time.Second
 	o.LeaderElectRenewDeadline = 3 * time.Second
 	o.LeaderElectRetryPeriod = 500 * time.Millisecond
+	o.ClusterIDTimeout = 3 * time.Second
 	port, err := framework.FreePort()
 	if err != nil {
 		t.Fatal(err)
@@ -419,8 +422,11 @@ func startController(t *testing.T, kubeconfig, identity string, ttl time.Duratio
 	}
 	o.MetricsBindAddress = fmt.Sprintf("127.0.0.1:%d", port)
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &runningController{cancel: cancel, done: make(chan error, 1), health: o.HealthzBindAddress, metrics: o.MetricsBindAddress}
-	go func() { r.done <- app.Run(ctx, o) }()
+	r := &runningController{cancel: cancel, exited: make(chan struct{}), health: o.HealthzBindAddress, metrics: o.MetricsBindAddress}
+	go func() {
+		r.err = app.Run(ctx, o)
+		close(r.exited)
+	}()
 	t.Cleanup(r.stop)
 	return r
 }
@@ -428,7 +434,7 @@ func startController(t *testing.T, kubeconfig, identity string, ttl time.Duratio
 func (r *runningController) stop() {
 	r.cancel()
 	select {
-	case <-r.done:
+	case <-r.exited:
 	case <-time.After(30 * time.Second):
 	}
 }
@@ -823,4 +829,57 @@ func (k *tcpLink) restore() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.down = false
+}
+
+// TestMCSControllerWithAMemberDownAtStart starts the controller while one
+// member cannot be reached: the others work without it (an export of
+// cluster-a is imported in cluster-a), the unreachable context is counted,
+// and once the member answers the controller exits to be restarted, as a
+// Deployment restarts it; the restarted controller imports into it too.
+func TestMCSControllerWithAMemberDownAtStart(t *testing.T) {
+	dir := t.TempDir()
+	etcd := framework.StartTestEtcd(t)
+	a := startMember(t, etcd, dir, "cluster-a")
+	b := startMember(t, etcd, dir, "cluster-b")
+	kubeconfig := writeControllerKubeconfig(t, dir, []*testMember{a, b})
+	for _, m := range []*testMember{a, b} {
+		createNamespace(t, m, "demo")
+	}
+	b.link.cut()
+
+	const ttl = 8 * time.Second
+	first := startController(t, kubeconfig, "replica-1", ttl)
+	exportService(t, a, "demo", "web", servicePorts("http", 80), endpoints("http", 8080, "10.1.0.1"))
+	waitImport(t, a, "demo", "web", func(si *mcsv1beta1.ServiceImport) bool {
+		return len(si.Spec.IPs) == 1 && clustersString(si) == "cluster-a"
+	})
+	waitSlices(t, a, "demo", "web", "cluster-a=10.1.0.1 ports http:8080")
+	eventually(t, 30*time.Second, "the unreachable member in the controller's metrics", func() (bool, string) {
+		out, err := httpGet("http://" + first.metrics + "/metrics")
+		return err == nil && strings.Contains(out, "\nmcs_controller_unreachable_member_contexts 1\n"), errString(err)
+	})
+	select {
+	case <-first.exited:
+		t.Fatalf("the controller exited while cluster-b was still unreachable: %v", first.err)
+	default:
+	}
+
+	b.link.restore()
+	select {
+	case <-first.exited:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the controller did not exit after cluster-b came back")
+	}
+	var joined *app.MemberJoinedError
+	if !errors.As(first.err, &joined) || joined.ClusterID != "cluster-b" {
+		t.Fatalf("the controller exited with %v, want a MemberJoinedError for cluster-b", first.err)
+	}
+	t.Logf("controller exited: %v", first.err)
+
+	second := startController(t, kubeconfig, "replica-1", ttl)
+	second.waitReady(t)
+	waitImport(t, b, "demo", "web", func(si *mcsv1beta1.ServiceImport) bool {
+		return len(si.Spec.IPs) == 1 && clustersString(si) == "cluster-a"
+	})
+	waitSlices(t, b, "demo", "web", "cluster-a=10.1.0.1 ports http:8080")
 }

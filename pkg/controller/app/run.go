@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
@@ -46,7 +47,7 @@ func Run(ctx context.Context, o *Options) error {
 		cfg.QPS, cfg.Burst = o.APIQPS, o.APIBurst
 		cfg.UserAgent = "mcs-controller"
 	}
-	members, err := topology.Resolve(ctx, configs, order, o.ClusterIDTimeout)
+	members, unreachable, err := topology.Resolve(ctx, configs, order, o.ClusterIDTimeout)
 	if err != nil {
 		return err
 	}
@@ -54,6 +55,25 @@ func Run(ctx context.Context, o *Options) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	unreachableGauge := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "mcs_controller_unreachable_member_contexts",
+		Help: "Member contexts whose cluster ID could not be read at start-up; the controller runs without them and exits to be restarted once one answers.",
+	})
+	unreachableGauge.Set(float64(len(unreachable)))
+	reg.MustRegister(unreachableGauge)
+	// A member that could not be reached at start-up joins through a
+	// restart, as kube-proxy restarts on a configuration change: everything
+	// that depends on the member set (queues, Leases, merges) is built once.
+	ctx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
+	if len(unreachable) > 0 {
+		klog.InfoS("Running without unreachable member clusters; exiting to be restarted once one answers", "contexts", unreachable)
+		known := map[string]string{}
+		for _, m := range members {
+			known[m.ClusterID] = m.Context
+		}
+		go watchUnreachable(ctx, configs, unreachable, known, min(o.ClusterIDTimeout, 10*time.Second), stopRun)
+	}
 	metrics := mcs.NewMetrics(reg)
 	h := &health{}
 	if err := serve(ctx, o.MetricsBindAddress, "/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{})); err != nil {
@@ -84,7 +104,10 @@ func Run(ctx context.Context, o *Options) error {
 	h.set(ctrl)
 	if !o.LeaderElect {
 		h.lead()
-		return ctrl.Run(ctx)
+		if err := ctrl.Run(ctx); err != nil {
+			return err
+		}
+		return memberJoined(ctx)
 	}
 
 	leaderCfg := configs[order[0]]
@@ -136,10 +159,56 @@ func Run(ctx context.Context, o *Options) error {
 	if runErr != nil {
 		return runErr
 	}
+	if err := memberJoined(ctx); err != nil {
+		return err
+	}
 	if ctx.Err() == nil && led {
 		return errors.New("leadership lost")
 	}
 	return nil
+}
+
+// MemberJoinedError ends Run when a member context that could not be
+// reached at start-up answers with a valid cluster ID: a restart adds it.
+type MemberJoinedError struct {
+	Context, ClusterID string
+}
+
+func (e *MemberJoinedError) Error() string {
+	return fmt.Sprintf("member context %q (cluster %s) answers now; exiting so that a restart adds it", e.Context, e.ClusterID)
+}
+
+func memberJoined(ctx context.Context) error {
+	var joined *MemberJoinedError
+	if errors.As(context.Cause(ctx), &joined) {
+		return joined
+	}
+	return nil
+}
+
+// watchUnreachable reads the cluster ID of the unreachable contexts every
+// period until one answers with one, then stops the run with a
+// *MemberJoinedError. A member that answers without a usable ID, or with
+// the ID of a running member (known: ID -> context), is logged and watched
+// on: the others keep working.
+func watchUnreachable(ctx context.Context, configs map[string]*rest.Config, contexts []string, known map[string]string, period time.Duration, stop context.CancelCauseFunc) {
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		for _, name := range contexts {
+			id, err := topology.ClusterID(ctx, configs[name], period)
+			var down *topology.UnreachableError
+			switch {
+			case errors.As(err, &down):
+				klog.V(2).InfoS("Member cluster still unreachable", "context", name, "err", err)
+			case err != nil:
+				klog.ErrorS(err, "Member cluster answers but cannot join", "context", name)
+			case known[id] != "":
+				klog.ErrorS(nil, "Member cluster answers with the cluster ID of another member and cannot join", "context", name, "clusterID", id, "otherContext", known[id])
+			default:
+				stop(&MemberJoinedError{Context: name, ClusterID: id})
+				return
+			}
+		}
+	}, period)
 }
 
 func serve(ctx context.Context, addr, pattern string, handler http.Handler) error {

@@ -71,26 +71,58 @@ func Contexts(kubeconfig string, names []string) (map[string]*rest.Config, []str
 	return out, names, nil
 }
 
+// UnreachableError is why a member's cluster ID could not be read: its
+// API did not answer (as opposed to answering without a usable ID).
+type UnreachableError struct {
+	Timeout time.Duration
+	Err     error
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("cannot read the cluster ID within %s: %v", e.Timeout, e.Err)
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
 // Resolve reads the cluster ID of every context, retrying a member that
-// cannot be reached until timeout. It refuses a member without a cluster
-// ID, with an ID that cannot label an EndpointSlice, or with the ID of
-// another member: any of these would mislabel endpoints clusterset-wide.
-func Resolve(ctx context.Context, configs map[string]*rest.Config, order []string, timeout time.Duration) ([]Member, error) {
-	var members []Member
+// cannot be reached until timeout. A member still unreachable then is
+// returned in unreachable, by context name: the clusterset works without it
+// until it answers. Resolve refuses a member without a cluster ID, with an
+// ID that cannot label an EndpointSlice, or with the ID of another member,
+// since any of these would mislabel endpoints clusterset-wide, and a
+// clusterset none of whose members answers.
+func Resolve(ctx context.Context, configs map[string]*rest.Config, order []string, timeout time.Duration) (members []Member, unreachable []string, err error) {
 	byID := map[string]string{}
+	var unreachableErrs []error
 	for _, name := range order {
-		id, err := readClusterID(ctx, configs[name], timeout)
+		id, err := ClusterID(ctx, configs[name], timeout)
+		var down *UnreachableError
+		if errors.As(err, &down) {
+			klog.ErrorS(err, "Member cluster unreachable", "context", name)
+			unreachable = append(unreachable, name)
+			unreachableErrs = append(unreachableErrs, fmt.Errorf("member context %q: %w", name, err))
+			continue
+		}
 		if err != nil {
-			return nil, fmt.Errorf("member context %q: %w", name, err)
+			return nil, nil, fmt.Errorf("member context %q: %w", name, err)
 		}
 		if other, dup := byID[id]; dup {
-			return nil, fmt.Errorf("member contexts %q and %q both have cluster ID %q; each cluster of a clusterset needs its own ID in ClusterProperty %s", other, name, id, aboutv1alpha1.ClusterIDProperty)
+			return nil, nil, fmt.Errorf("member contexts %q and %q both have cluster ID %q; each cluster of a clusterset needs its own ID in ClusterProperty %s", other, name, id, aboutv1alpha1.ClusterIDProperty)
 		}
 		byID[id] = name
 		members = append(members, Member{Context: name, ClusterID: id, Config: configs[name]})
 		klog.InfoS("Member cluster", "context", name, "clusterID", id)
 	}
-	return members, nil
+	if len(members) == 0 {
+		return nil, nil, fmt.Errorf("no member cluster answers: %w", errors.Join(unreachableErrs...))
+	}
+	return members, unreachable, nil
+}
+
+// ClusterID reads a member's cluster ID, retrying while its API does not
+// answer, until timeout: then the error is an *UnreachableError.
+func ClusterID(ctx context.Context, cfg *rest.Config, timeout time.Duration) (string, error) {
+	return readClusterID(ctx, cfg, timeout)
 }
 
 func readClusterID(ctx context.Context, cfg *rest.Config, timeout time.Duration) (string, error) {
@@ -118,7 +150,7 @@ func readClusterID(ctx context.Context, cfg *rest.Config, timeout time.Duration)
 	})
 	if err != nil {
 		if lastErr != nil && wait.Interrupted(err) {
-			return "", fmt.Errorf("cannot read the cluster ID within %s: %w", timeout, lastErr)
+			return "", &UnreachableError{Timeout: timeout, Err: lastErr}
 		}
 		return "", err
 	}

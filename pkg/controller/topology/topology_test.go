@@ -2,6 +2,7 @@ package topology
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -52,7 +53,7 @@ func TestResolve(t *testing.T) {
 				configs[name] = apiserver(t, id)
 				order = append(order, name)
 			}
-			members, err := Resolve(context.Background(), configs, order, 5*time.Second)
+			members, unreachable, err := Resolve(context.Background(), configs, order, 5*time.Second)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
@@ -62,6 +63,9 @@ func TestResolve(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if len(unreachable) > 0 {
+				t.Errorf("unreachable %v", unreachable)
+			}
 			var got []string
 			for _, m := range members {
 				got = append(got, m.ClusterID)
@@ -70,5 +74,26 @@ func TestResolve(t *testing.T) {
 				t.Errorf("IDs %v, want %s", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestResolveUnreachable: a member whose API does not answer is left out
+// (and named) rather than keeping the others from working; with none
+// answering there is nothing to run.
+func TestResolveUnreachable(t *testing.T) {
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close() // nothing listens there any more
+	configs := map[string]*rest.Config{"east": apiserver(t, "east"), "west": {Host: down.URL}}
+	members, unreachable, err := Resolve(context.Background(), configs, []string{"east", "west"}, 1500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(members) != 1 || members[0].ClusterID != "east" || strings.Join(unreachable, ",") != "west" {
+		t.Errorf("members %v, unreachable %v; want east, and west unreachable", members, unreachable)
+	}
+	_, _, err = Resolve(context.Background(), map[string]*rest.Config{"west": {Host: down.URL}}, []string{"west"}, 1500*time.Millisecond)
+	var unreachableErr *UnreachableError
+	if err == nil || !errors.As(err, &unreachableErr) || !strings.Contains(err.Error(), "no member cluster answers") {
+		t.Errorf("with no member answering: %v", err)
 	}
 }
