@@ -33,6 +33,7 @@ import (
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
 	_ "github.com/mcs-kube-proxy/mcs-kube-proxy/test/podimage" // see the package doc
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/process"
 )
 
 // ClusterSet is a running clusterset.
@@ -72,6 +73,11 @@ type Node struct {
 	// PodNetnsPrefix starts the network namespace name of its pods.
 	PodNetnsPrefix string
 	cluster        *Cluster
+
+	mu sync.Mutex
+	// proxy is the node's kube-proxy, proxyArgv its command line.
+	proxy     *process.Process
+	proxyArgv []string
 }
 
 // Levels of teardown: Down stops everything of a level, in parallel,

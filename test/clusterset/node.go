@@ -115,21 +115,56 @@ func (cs *ClusterSet) startKubeProxy(ctx context.Context, n *Node) error {
 		"--healthz-bind-address=127.0.0.1:10256",
 		"--v=2",
 	}, cs.opts.KubeProxyArgs...)
+	if err := runKubeProxy(ctx, n, args); err != nil {
+		return err
+	}
+	// Down stops whichever kube-proxy runs then, restarted or not.
+	cs.onDown(levelNode, func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		n.proxy.Stop(5 * time.Second)
+	})
+	cs.progress.timed(c.Name, fmt.Sprintf("kube-proxy (%s) on %s synced", cs.opts.ProxyMode, n.Name), started)
+	return nil
+}
+
+func runKubeProxy(ctx context.Context, n *Node, argv []string) error {
 	proc, err := process.Start(process.Options{
 		Name:  fmt.Sprintf("kube-proxy on %s", n.Name),
-		Argv:  args,
+		Argv:  argv,
 		Netns: n.Netns,
-		Log:   filepath.Join(c.dir, "kube-proxy-"+n.Name+".log"),
+		Log:   filepath.Join(n.cluster.dir, "kube-proxy-"+n.Name+".log"),
 	})
 	if err != nil {
 		return err
 	}
-	cs.onDown(levelNode, func() { proc.Stop(5 * time.Second) })
-	if err := proc.WaitReady(ctx, startTimeout, func(context.Context) error { return kubeProxySynced(n.Netns) }); err != nil {
-		return err
+	n.mu.Lock()
+	n.proxy, n.proxyArgv = proc, argv
+	n.mu.Unlock()
+	return proc.WaitReady(ctx, startTimeout, func(context.Context) error { return kubeProxySynced(n.Netns) })
+}
+
+// CrashKubeProxy kills the node's kube-proxy with SIGKILL, as a crash
+// would: its rules stay in the node's namespace.
+func (n *Node) CrashKubeProxy() {
+	n.mu.Lock()
+	proc := n.proxy
+	n.mu.Unlock()
+	proc.Kill()
+}
+
+// RestartKubeProxy runs the node's kube-proxy again after CrashKubeProxy,
+// with the same command line, and waits until it has synced its rules.
+func (n *Node) RestartKubeProxy(ctx context.Context) error {
+	n.mu.Lock()
+	proc, argv := n.proxy, n.proxyArgv
+	n.mu.Unlock()
+	select {
+	case <-proc.Exited():
+	default:
+		return fmt.Errorf("kube-proxy on %s is still running", n.Name)
 	}
-	cs.progress.timed(c.Name, fmt.Sprintf("kube-proxy (%s) on %s synced", cs.opts.ProxyMode, n.Name), started)
-	return nil
+	return runKubeProxy(ctx, n, argv)
 }
 
 // kubeProxySynced reports whether kube-proxy has programmed its rules once:

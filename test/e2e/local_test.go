@@ -2,13 +2,10 @@ package e2e
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -33,7 +30,6 @@ type local struct {
 	clusters   []*clusterset.Cluster
 	ms         []*member
 	echoserver string
-	top        *testing.T
 
 	mu    sync.Mutex
 	netns map[string]string // "cluster/ns/pod" -> network namespace
@@ -57,7 +53,7 @@ func upLocal(t *testing.T) *local {
 		t.Fatal(err)
 	}
 	t.Logf("clusterset up in %v", time.Since(upStart).Round(10*time.Millisecond))
-	l := &local{cs: cs, clusters: cs.Clusters, top: t, netns: map[string]string{}}
+	l := &local{cs: cs, clusters: cs.Clusters, netns: map[string]string{}}
 	t.Cleanup(func() {
 		cs.Down()
 		if t.Failed() {
@@ -155,47 +151,29 @@ func (l *local) nodeExec(ctx context.Context, m *member, node string, argv ...st
 }
 
 // stopKubeProxy SIGKILLs the node's kube-proxy (a crash: no cleanup, no
-// graceful shutdown) and starts the same command line again. The harness
-// hands out no handle on it, so it is found by its command line, as an
-// operator would.
+// graceful shutdown); start runs the same command line again.
 func (l *local) stopKubeProxy(t *testing.T, m *member, node string) func(*testing.T) {
 	t.Helper()
 	n := l.node(m, node)
-	pid, argv := findProcess(t, "kube-proxy", "--hostname-override="+n.Name, l.cs.Dir())
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	waitGone(t, pid)
+	n.CrashKubeProxy()
 	return func(t *testing.T) {
-		proxy, err := process.Start(process.Options{
-			Name: "restarted kube-proxy on " + n.Name, Argv: argv, Netns: n.Netns,
-			Log: filepath.Join(l.cs.Dir(), m.Name, "kube-proxy-"+n.Name+"-restarted.log"),
-		})
-		if err != nil {
+		if err := n.RestartKubeProxy(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		l.top.Cleanup(func() { proxy.Stop(5 * time.Second) })
 	}
 }
 
 // stopAPIServer SIGKILLs the cluster's kube-apiserver (a crash, without a
-// graceful shutdown that drains watches for a while) and runs the same
-// command line again on start: framework.Cluster.Stop is final.
+// graceful shutdown that drains watches for a while); start runs it again
+// with the same address and credentials.
 func (l *local) stopAPIServer(t *testing.T, m *member) func(*testing.T) {
 	t.Helper()
-	c := l.cluster(m)
-	pid, argv := findProcess(t, "kube-apiserver", c.API.Dir())
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	waitGone(t, pid)
+	api := l.cluster(m).API
+	api.Crash()
 	return func(t *testing.T) {
-		api, err := process.Start(process.Options{Name: "restarted kube-apiserver of " + m.Name, Argv: argv,
-			Log: filepath.Join(l.cs.Dir(), m.Name, "kube-apiserver-restarted.log")})
-		if err != nil {
+		if err := api.Restart(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		l.top.Cleanup(func() { api.Stop(3 * time.Second) })
 		waitAPI(t, m, true, 60*time.Second)
 	}
 }
@@ -261,49 +239,4 @@ func gateOffArgs(m *member, node string) []string {
 		"--proxy-mode=nftables", "--cluster-cidr=" + m.PodCIDR,
 		"--conntrack-max-per-core=0", "--conntrack-min=0",
 		"--metrics-bind-address=127.0.0.1:10249", "--healthz-bind-address=127.0.0.1:10256", "--v=2"}
-}
-
-// findProcess returns the pid and command line of the one process whose
-// argv[0] ends with binary and whose arguments contain every one of want.
-func findProcess(t *testing.T, binary string, want ...string) (int, []string) {
-	t.Helper()
-	entries, _ := os.ReadDir("/proc")
-	var found []int
-	var argv []string
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || len(raw) == 0 {
-			continue
-		}
-		args := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
-		if !strings.HasSuffix(args[0], "/"+binary) {
-			continue
-		}
-		all := strings.Join(args, " ")
-		ok := true
-		for _, w := range want {
-			ok = ok && strings.Contains(all, w)
-		}
-		if ok {
-			found = append(found, pid)
-			argv = args
-		}
-	}
-	if len(found) != 1 {
-		t.Fatalf("want one %s process with %v, found %v", binary, want, found)
-	}
-	return found[0], argv
-}
-
-// waitGone waits until pid has exited (the harness reaps its children).
-func waitGone(t *testing.T, pid int) {
-	t.Helper()
-	eventually(t, 20*time.Second, "process "+strconv.Itoa(pid)+" to exit", func() (bool, string) {
-		_, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid)))
-		return os.IsNotExist(err), ""
-	})
 }

@@ -47,14 +47,18 @@ type ClusterOptions struct {
 
 // Cluster is a running kube-apiserver.
 type Cluster struct {
-	name        string
-	dir         string
-	removeDir   bool
-	proc        *childProcess
-	config      *rest.Config // admin
-	client      kubernetes.Interface
-	users       map[string]User
-	kubeconfigs map[string]string // user name -> path
+	name      string
+	dir       string
+	removeDir bool
+	proc      *childProcess
+	// binary and args are the command line, for Restart.
+	binary       string
+	args         []string
+	startTimeout time.Duration
+	config       *rest.Config // admin
+	client       kubernetes.Interface
+	users        map[string]User
+	kubeconfigs  map[string]string // user name -> path
 }
 
 // StartCluster starts kube-apiserver on a free loopback port against
@@ -216,6 +220,36 @@ func (c *Cluster) startAPIServer(ctx context.Context, binary string, opts Cluste
 		proc.Stop()
 		c.config, c.client = nil, nil
 		return err
+	}
+	c.proc, c.binary, c.args, c.startTimeout = proc, binary, args, opts.StartTimeout
+	return nil
+}
+
+// Crash kills kube-apiserver with SIGKILL, as a crash would: no graceful
+// shutdown draining watches. Its state (etcd, certificates, tokens) stays,
+// for Restart.
+func (c *Cluster) Crash() { c.proc.Kill() }
+
+// Restart runs kube-apiserver again after Crash, with the same command line
+// (address, certificates, tokens), and waits until it is ready: clients
+// and kubeconfigs made before keep working.
+func (c *Cluster) Restart(ctx context.Context) error {
+	select {
+	case <-c.proc.Exited():
+	default:
+		return fmt.Errorf("cluster %s: kube-apiserver is still running", c.name)
+	}
+	proc, err := startProcess("kube-apiserver", c.binary, c.args, filepath.Join(c.dir, "kube-apiserver.log"))
+	if err != nil {
+		return err
+	}
+	probe := func(ctx context.Context) error {
+		_, err := c.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err
+	}
+	if err := proc.waitReady(ctx, c.startTimeout, probe); err != nil {
+		proc.Stop()
+		return fmt.Errorf("cluster %s: %w", c.name, err)
 	}
 	c.proc = proc
 	return nil

@@ -250,3 +250,40 @@ func dumpLogOnFailure(t *testing.T, path string) {
 		t.Logf("--- end of %s ---\n%s", path, data)
 	})
 }
+
+// TestClusterCrashAndRestart: after a crash the apiserver does not answer;
+// restarted, it answers the same clients and kubeconfigs with the state it
+// had.
+func TestClusterCrashAndRestart(t *testing.T) {
+	framework.SkipUnlessBuilt(t, "etcd", "kube-apiserver")
+	ctx := t.Context()
+	c := framework.StartTestCluster(t, framework.StartTestEtcd(t), framework.ClusterOptions{Name: "crash"})
+	client := c.Client()
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kept"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Restart(ctx); err == nil {
+		t.Errorf("Restart of a running apiserver succeeded")
+	}
+	c.Crash()
+	if _, err := client.CoreV1().Namespaces().Get(ctx, "kept", metav1.GetOptions{}); err == nil {
+		t.Fatal("the apiserver answers after Crash")
+	}
+	if err := c.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().Namespaces().Get(ctx, "kept", metav1.GetOptions{}); err != nil {
+		t.Errorf("after Restart, the old client: %v", err)
+	}
+	kubeconfig, err := c.KubeconfigFor(framework.AdminUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().Namespaces().Get(ctx, "kept", metav1.GetOptions{}); err != nil {
+		t.Errorf("after Restart, the kubeconfig written before: %v", err)
+	}
+}

@@ -128,7 +128,6 @@ func TestManifestsDryRun(t *testing.T) {
 	t.Logf("%d objects from %d manifests accepted by kube-apiserver (server-side dry-run)", applied, len(manifests))
 }
 
-
 // TestDockerBuildContextBuildsTheSameBinary builds the images' binaries
 // (kube-proxy, mcs-controller, echoserver) from a copy of the Dockerfile's
 // build context (the repository minus .dockerignore), with the command the

@@ -140,6 +140,21 @@ func (p *Process) Stop(grace time.Duration) {
 	})
 }
 
+// Kill ends the process with SIGKILL, as a crash would (no graceful
+// shutdown), and waits for the exit. Like Stop, it is safe to call more
+// than once and after the process has exited.
+func (p *Process) Kill() {
+	p.stop.Do(func() {
+		select {
+		case <-p.exited:
+			return
+		default:
+		}
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	})
+}
+
 // WaitReady calls probe every 100ms until it returns nil, giving up when the
 // process exits, ctx ends or timeout passes. Its error names the process
 // and carries the last lines of its log.
