@@ -59,6 +59,13 @@ func (s *suite) testReachable(t *testing.T) {
 			t.Errorf("dig @%s %s SRV: %s %v; want one SRV with port %s and target %s.", s.b.DNSIP, srv, got, err, p.port, name)
 		}
 	}
+	// AAAA for an IPv4-only import: the name exists, it has no IPv6
+	// address (NOERROR without records, as for a cluster.local Service).
+	aaaa, err := client.query(s.b.DNSIP, name, dnsmessage.TypeAAAA)
+	t.Logf("dig @%s %s AAAA -> %s %v", s.b.DNSIP, name, aaaa, err)
+	if err != nil || aaaa.RCode != dnsmessage.RCodeSuccess || len(aaaa.A) > 0 {
+		t.Errorf("dig @%s %s AAAA: %s %v; want NOERROR and no record", s.b.DNSIP, name, aaaa, err)
+	}
 	// No PTR record names the clusterset IP: the KEP specifies forward
 	// records only, and the IP is no Service's in any cluster.
 	reverse, err := echoserver.ReverseName(vip)
