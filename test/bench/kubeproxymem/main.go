@@ -1,0 +1,322 @@
+// Command bench-kube-proxy-memory measures what kube-proxy holds in memory
+// for N ServiceImports against N plain Services, in the same run: for each
+// path a fresh kube-apiserver is filled with N objects of 10 endpoints in
+// two EndpointSlices (imports: one per source cluster), this project's
+// kube-proxy (gate on, nftables) runs in a network namespace of its own
+// until every clusterset or cluster IP is in its rules, and its live heap
+// is read after a forced garbage collection (/debug/pprof/heap?gc=1). The
+// same kube-proxy against the empty apiserver gives the baseline that is
+// subtracted. hack/bench-kube-proxy-memory.sh builds and runs it (as root).
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
+	"k8s.io/multiclusterservices/crds"
+	mcsproxy "k8s.io/multiclusterservices/proxy"
+	"k8s.io/utils/ptr"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+	mcsclientset "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/netns"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/process"
+)
+
+var (
+	count     = flag.Int("n", 10000, "ServiceImports, and Services, per path")
+	endpoints = flag.Int("endpoints", 10, "endpoints per object, in two EndpointSlices")
+	kubeProxy = flag.String("kube-proxy", "_output/bin/kube-proxy", "kube-proxy binary")
+	workDir   = flag.String("dir", "", "working directory (default: a temporary one)")
+)
+
+const (
+	namespace = "bench"
+	nodeName  = "bench-node"
+)
+
+func main() {
+	flag.Parse()
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+type result struct {
+	path                 string
+	base, full           uint64 // live heap bytes
+	baseRSS, fullRSS     uint64
+	objects, slices, eps int
+}
+
+func run() error {
+	ctx := context.Background()
+	dir := *workDir
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "bench-kube-proxy-memory-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+	}
+	binary, err := filepath.Abs(*kubeProxy)
+	if err != nil {
+		return err
+	}
+	etcd, err := framework.StartEtcd(ctx, filepath.Join(dir, "etcd"))
+	if err != nil {
+		return err
+	}
+	defer etcd.Stop()
+	var results []result
+	for _, path := range []string{"services", "imports"} {
+		r, err := measure(ctx, etcd, dir, binary, path)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		results = append(results, r)
+	}
+	fmt.Printf("\n%-9s %8s %12s %12s %14s %12s\n", "path", "objects", "heap base", "heap full", "heap/object", "RSS full")
+	var perObject [2]float64
+	for i, r := range results {
+		perObject[i] = float64(r.full-r.base) / float64(r.objects)
+		fmt.Printf("%-9s %8d %10.1f MB %10.1f MB %12.0f B %10.1f MB\n", r.path, r.objects, mb(r.base), mb(r.full), perObject[i], mb(r.fullRSS))
+	}
+	fmt.Printf("RESULT heap per import / heap per Service = %.2f (N=%d, %d endpoints each)\n", perObject[1]/perObject[0], *count, *endpoints)
+	return nil
+}
+
+func mb(b uint64) float64 { return float64(b) / (1 << 20) }
+
+// measure fills a fresh apiserver with one path's objects and measures
+// kube-proxy before and after.
+func measure(ctx context.Context, etcd *framework.Etcd, dir, binary, path string) (result, error) {
+	r := result{path: path, objects: *count}
+	c, err := framework.StartCluster(ctx, framework.ClusterOptions{Name: "bench-" + path, Etcd: etcd, Dir: filepath.Join(dir, path),
+		ServiceCIDR: "10.96.0.0/12",
+		ExtraArgs:   []string{"--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000"}})
+	if err != nil {
+		return r, err
+	}
+	defer c.Stop()
+	cfg := c.RESTConfig()
+	cfg.QPS, cfg.Burst = 3000, 6000
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	if err := prepare(ctx, c, kube); err != nil {
+		return r, err
+	}
+	kubeconfig, err := c.KubeconfigFor(framework.AdminUser)
+	if err != nil {
+		return r, err
+	}
+	if r.base, r.baseRSS, err = runKubeProxy(ctx, dir, binary, kubeconfig, c.URL(), path+"-base", 0); err != nil {
+		return r, err
+	}
+	start := time.Now()
+	if err := populate(ctx, kube, mcsclientset.NewForConfigOrDie(cfg), path); err != nil {
+		return r, err
+	}
+	fmt.Printf("%s: created %d objects with 2 slices each in %s\n", path, *count, time.Since(start).Round(time.Millisecond))
+	r.full, r.fullRSS, err = runKubeProxy(ctx, dir, binary, kubeconfig, c.URL(), path, *count)
+	return r, err
+}
+
+func prepare(ctx context.Context, c *framework.Cluster, kube kubernetes.Interface) error {
+	all, err := crds.All()
+	if err != nil {
+		return err
+	}
+	if err := crds.Install(ctx, apiextensionsclient.NewForConfigOrDie(c.RESTConfig()), all...); err != nil {
+		return err
+	}
+	prop := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": aboutv1alpha1.SchemeGroupVersion.String(), "kind": "ClusterProperty",
+		"metadata": map[string]any{"name": aboutv1alpha1.ClusterIDProperty},
+		"spec":     map[string]any{"value": "bench"},
+	}}
+	if _, err := dynamic.NewForConfigOrDie(c.RESTConfig()).Resource(aboutv1alpha1.Resource).Create(ctx, prop, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	// kube-proxy waits for its Node (for the node's IPs) before starting.
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}, Status: v1.NodeStatus{Addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "192.168.99.1"}}}}
+	if _, err := kube.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	_, err = kube.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{})
+	return err
+}
+
+// populate creates N Services, or N ServiceImports, with two slices each.
+func populate(ctx context.Context, kube kubernetes.Interface, mcs mcsclientset.Interface, path string) error {
+	sem := make(chan struct{}, 64)
+	errs := make(chan error, 1)
+	var wg sync.WaitGroup
+	for i := 0; i < *count; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := create(ctx, kube, mcs, path, i); err != nil {
+				select {
+				case errs <- err:
+				default:
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return nil
+	}
+}
+
+func create(ctx context.Context, kube kubernetes.Interface, mcs mcsclientset.Interface, path string, i int) error {
+	name := fmt.Sprintf("svc-%05d", i)
+	for half := range 2 {
+		slice := &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: namespace, Name: fmt.Sprintf("%s-%d", name, half)},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(v1.ProtocolTCP)}},
+		}
+		for e := range *endpoints / 2 {
+			slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{
+				Addresses:  []string{fmt.Sprintf("10.%d.%d.%d", 128+half, (i*(*endpoints/2)+e)/250%250, (i*(*endpoints/2)+e)%250+1)},
+				Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+			})
+		}
+		if path == "services" {
+			slice.Labels = map[string]string{discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: "bench"}
+		} else {
+			slice.Labels = map[string]string{mcsv1beta1.LabelServiceName: name, mcsv1beta1.LabelSourceCluster: fmt.Sprintf("cluster-%d", half), discoveryv1.LabelManagedBy: mcsproxy.DefaultManagedBy}
+		}
+		if _, err := kube.DiscoveryV1().EndpointSlices(namespace).Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	port := []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}}
+	if path == "services" {
+		_, err := kube.CoreV1().Services(namespace).Create(ctx, &v1.Service{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.ServiceSpec{Ports: port}}, metav1.CreateOptions{})
+		return err
+	}
+	_, err := mcs.MulticlusterV1beta1().ServiceImports(namespace).Create(ctx, &mcsv1beta1.ServiceImport{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, IPs: []string{fmt.Sprintf("10.250.%d.%d", i/250, i%250+1)},
+			Ports: []mcsv1beta1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}}},
+	}, metav1.CreateOptions{})
+	return err
+}
+
+// runKubeProxy runs kube-proxy in a fresh network namespace until its
+// rules send want service IPs to endpoints (the kubernetes Service has none
+// here: the test apiserver runs no endpoint reconciler),
+// then returns its live heap after a forced GC and its RSS.
+func runKubeProxy(ctx context.Context, dir, binary, kubeconfig, apiURL, name string, want int) (heap, rss uint64, err error) {
+	ns := "mcs-bench-" + name
+	_, _ = netns.Output("ip", "netns", "del", ns) // left by an interrupted run
+	if out, err := netns.Output("ip", "netns", "add", ns); err != nil {
+		return 0, 0, fmt.Errorf("ip netns add %s: %v %s", ns, err, out)
+	}
+	defer func() { _, _ = netns.Output("ip", "netns", "del", ns) }()
+	if out, err := netns.Output("ip", "-n", ns, "link", "set", "lo", "up"); err != nil {
+		return 0, 0, fmt.Errorf("%v %s", err, out)
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	addr := strings.TrimPrefix(apiURL, "https://")
+	if err := netns.Forward(fctx, ns, addr, addr); err != nil {
+		return 0, 0, err
+	}
+	proc, err := process.Start(process.Options{
+		Name: "kube-proxy " + name, Netns: ns, Log: filepath.Join(dir, "kube-proxy-"+name+".log"),
+		Argv: []string{binary, "--kubeconfig=" + kubeconfig, "--hostname-override=" + nodeName, "--proxy-mode=nftables",
+			"--feature-gates=MultiClusterServices=true", "--cluster-cidr=10.128.0.0/9",
+			"--conntrack-max-per-core=0", "--conntrack-min=0", "--profiling=true",
+			"--metrics-bind-address=127.0.0.1:10249", "--healthz-bind-address=127.0.0.1:10256", "--v=1"},
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer proc.Stop(5 * time.Second)
+	start := time.Now()
+	err = proc.WaitReady(ctx, 10*time.Minute, func(context.Context) error {
+		out, err := exec.Command("ip", "netns", "exec", ns, "nft", "list", "map", "ip", "kube-proxy", "service-ips").Output()
+		if err != nil {
+			return err
+		}
+		if got := strings.Count(string(out), "goto service-"); got < want {
+			return fmt.Errorf("%d of %d service IPs programmed", got, want)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	fmt.Printf("%s: kube-proxy programmed %d service IPs in %s\n", name, want, time.Since(start).Round(time.Millisecond))
+	// Let informer resyncs and the first syncs' garbage settle.
+	time.Sleep(5 * time.Second)
+	// The metrics port is in kube-proxy's namespace: dial it from there.
+	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{
+		DialContext: func(_ context.Context, network, addr string) (net.Conn, error) {
+			return netns.Dial(ns, network, addr, 5*time.Second)
+		},
+	}}
+	resp, err := client.Get("http://127.0.0.1:10249/debug/pprof/heap?debug=1&gc=1")
+	if err != nil {
+		return 0, 0, err
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return 0, 0, err
+	}
+	text := string(b)
+	found := regexp.MustCompile(`(?m)^# HeapAlloc = (\d+)$`).FindStringSubmatch(text)
+	if found == nil {
+		return 0, 0, fmt.Errorf("no HeapAlloc in kube-proxy's heap profile")
+	}
+	heap, _ = strconv.ParseUint(found[1], 10, 64)
+	return heap, vmRSS(proc.Pid()), nil
+}
+
+func vmRSS(pid int) uint64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if v, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
+			kb, _ := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
