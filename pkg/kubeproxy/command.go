@@ -132,7 +132,6 @@ func runWithMultiCluster(ctx context.Context, view *optionsView, mcOpts *MultiCl
 	server.Proxier = proxier
 	watcher := &multicluster.Watcher{
 		Proxier:       proxier,
-		KubeClient:    server.Client,
 		MCSClient:     mcsClient,
 		CRDClient:     crdClient,
 		DynamicClient: dynamicClient,

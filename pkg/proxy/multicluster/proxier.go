@@ -132,26 +132,42 @@ func (p *Proxier) OnServiceSynced() {
 	p.forwardSynced()
 }
 
-// OnEndpointSliceAdd is called by kube-proxy's EndpointSlice informer. MCS
-// slices arrive here too; they are handled by the MCS watcher instead.
+// OnEndpointSliceAdd is called by kube-proxy's EndpointSlice informer,
+// which delivers the MCS EndpointSlices too: they are held here until their
+// import is programmed, so that kube-proxy caches each slice once.
 func (p *Proxier) OnEndpointSliceAdd(slice *discoveryv1.EndpointSlice) {
-	if !mcsproxy.IsMultiClusterEndpointSlice(slice) {
-		p.Provider.OnEndpointSliceAdd(slice)
+	if mcsproxy.IsMultiClusterEndpointSlice(slice) {
+		p.OnMultiClusterEndpointSliceUpsert(slice)
+		return
 	}
+	p.Provider.OnEndpointSliceAdd(slice)
 }
 
 // OnEndpointSliceUpdate is called by kube-proxy's EndpointSlice informer.
 func (p *Proxier) OnEndpointSliceUpdate(oldSlice, slice *discoveryv1.EndpointSlice) {
-	if !mcsproxy.IsMultiClusterEndpointSlice(slice) {
+	wasMCS, isMCS := mcsproxy.IsMultiClusterEndpointSlice(oldSlice), mcsproxy.IsMultiClusterEndpointSlice(slice)
+	switch {
+	case wasMCS && isMCS:
+		p.OnMultiClusterEndpointSliceUpsert(slice)
+	case !wasMCS && !isMCS:
 		p.Provider.OnEndpointSliceUpdate(oldSlice, slice)
+	case isMCS:
+		// Relabelled from a local Service's slice into an MCS one.
+		p.Provider.OnEndpointSliceDelete(oldSlice)
+		p.OnMultiClusterEndpointSliceUpsert(slice)
+	default:
+		p.OnMultiClusterEndpointSliceDelete(oldSlice)
+		p.Provider.OnEndpointSliceAdd(slice)
 	}
 }
 
 // OnEndpointSliceDelete is called by kube-proxy's EndpointSlice informer.
 func (p *Proxier) OnEndpointSliceDelete(slice *discoveryv1.EndpointSlice) {
-	if !mcsproxy.IsMultiClusterEndpointSlice(slice) {
-		p.Provider.OnEndpointSliceDelete(slice)
+	if mcsproxy.IsMultiClusterEndpointSlice(slice) {
+		p.OnMultiClusterEndpointSliceDelete(slice)
+		return
 	}
+	p.Provider.OnEndpointSliceDelete(slice)
 }
 
 // OnEndpointSlicesSynced is called by kube-proxy's EndpointSlice informer.
@@ -162,9 +178,10 @@ func (p *Proxier) OnEndpointSlicesSynced() {
 	p.forwardSynced()
 }
 
-// MultiClusterSynced tells the Proxier that the ServiceImports and MCS
-// EndpointSlices that existed at start-up have all been delivered, or that
-// there are none to wait for.
+// MultiClusterSynced tells the Proxier that the ServiceImports that
+// existed at start-up have all been delivered, or that there are none to
+// wait for. (MCS EndpointSlices come with kube-proxy's own EndpointSlice
+// informer, whose sync OnEndpointSlicesSynced reports.)
 func (p *Proxier) MultiClusterSynced() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -328,8 +345,11 @@ func (p *Proxier) OnMultiClusterEndpointSliceDelete(slice *discoveryv1.EndpointS
 	delete(p.slices, key)
 }
 
-// Reset forgets every ServiceImport and MCS EndpointSlice and removes their
-// rules; it is called when the ServiceImport API stops being served.
+// Reset forgets every ServiceImport and removes the rules of imports and
+// their slices; it is called when the ServiceImport API stops being served.
+// MCS EndpointSlices stay, unprogrammed: kube-proxy's EndpointSlice
+// informer, which delivers them, goes on and will not deliver them again
+// when imports come back.
 func (p *Proxier) Reset() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -338,16 +358,12 @@ func (p *Proxier) Reset() {
 		st.obj, st.svc, st.invalid = nil, nil, nil
 		p.reconcileImport(key)
 	}
-	for key, st := range p.slices {
-		if st.programmed != nil {
-			p.Provider.OnEndpointSliceDelete(st.programmed)
-		}
-		delete(p.slices, key)
-	}
 	p.imports = map[types.NamespacedName]*importState{}
-	p.slicesByImport = map[types.NamespacedName]sets.Set[types.NamespacedName]{}
 	p.importClaims = map[netip.Addr]sets.Set[types.NamespacedName]{}
 	p.importIPs = map[types.NamespacedName][]netip.Addr{}
+	for key := range p.slices {
+		p.reconcileSlice(key)
+	}
 }
 
 func (p *Proxier) reconcileImports(keys sets.Set[types.NamespacedName]) {

@@ -457,10 +457,13 @@ func TestResetRemovesEveryImport(t *testing.T) {
 		t.Errorf("after reset the proxier holds %v and %v; only the local Service must remain", f.provider.services, f.provider.slices)
 	}
 
-	// The API coming back replays everything.
+	// The API coming back replays the imports; their slices, which
+	// kube-proxy's EndpointSlice informer does not deliver again, were
+	// kept and are programmed with them, endpoints first.
 	p.OnServiceImportUpsert(serviceImport("ns", "web", 0, "10.250.0.10"))
-	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1"))
-	f.expectCalls("ServiceAdd ns/web.clusterset", "SliceAdd ns/web-a")
+	f.expectCalls("SliceAdd ns/web-a", "ServiceAdd ns/web.clusterset")
+	p.OnServiceImportUpsert(serviceImport("ns", "api", 0, "10.250.0.11"))
+	f.expectCalls("SliceAdd ns/api-a", "ServiceAdd ns/api.clusterset")
 }
 
 func keys[T any](m map[string]T) []string {

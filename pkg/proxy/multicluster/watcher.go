@@ -4,15 +4,9 @@ import (
 	"context"
 	"time"
 
-	discoveryv1 "k8s.io/api/discovery/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/multiclusterservices/crdgate"
@@ -30,13 +24,14 @@ const ServiceImportCRDName = mcsv1beta1.ServiceImportPluralName + "." + mcsv1bet
 // preferred first: v1beta1 is the storage version of mcs-api v0.5.2.
 var servedVersions = []string{mcsv1beta1.GroupVersion.Version, "v1alpha1"}
 
-// Watcher feeds a Proxier from ServiceImport and MCS EndpointSlice
-// informers that run only while the ServiceImport CRD is served.
+// Watcher feeds a Proxier from a ServiceImport informer that runs only
+// while the ServiceImport CRD is served. MCS EndpointSlices reach the
+// Proxier through kube-proxy's own EndpointSlice informer, which already
+// lists them: a second informer would cache every one of them twice.
 type Watcher struct {
-	Proxier    *Proxier
-	KubeClient kubernetes.Interface
-	MCSClient  mcsclientset.Interface
-	CRDClient  apiextensionsclient.Interface
+	Proxier   *Proxier
+	MCSClient mcsclientset.Interface
+	CRDClient apiextensionsclient.Interface
 	// DynamicClient reads the ClusterProperty naming the cluster; without
 	// it every cluster's endpoints are treated as remote.
 	DynamicClient dynamic.Interface
@@ -80,8 +75,8 @@ func (w *Watcher) Start(ctx context.Context) {
 	}
 }
 
-// run watches ServiceImports of one API version and their EndpointSlices
-// until ctx is done, then removes everything it programmed.
+// run watches ServiceImports of one API version until ctx is done, then
+// removes everything it programmed.
 func (w *Watcher) run(ctx context.Context, version string) {
 	logger := klog.FromContext(ctx).WithName("multicluster")
 	stripManagedFields := func(obj any) (any, error) {
@@ -134,56 +129,20 @@ func (w *Watcher) run(ctx context.Context, version string) {
 		},
 	})
 
-	// Only slices of imports: slices of local Services reach the proxier
-	// through kube-proxy's own informer.
-	hasImport, _ := labels.NewRequirement(mcsv1beta1.LabelServiceName, selection.Exists, nil)
-	noService, _ := labels.NewRequirement(discoveryv1.LabelServiceName, selection.DoesNotExist, nil)
-	selector := labels.NewSelector().Add(*hasImport, *noService).String()
-	sliceFactory := informers.NewSharedInformerFactoryWithOptions(w.KubeClient, w.ResyncPeriod,
-		informers.WithTransform(stripManagedFields),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
-	sliceInformer := sliceFactory.Discovery().V1().EndpointSlices().Informer()
-	toSlice := func(obj any) *discoveryv1.EndpointSlice {
-		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = tomb.Obj
-		}
-		s, _ := obj.(*discoveryv1.EndpointSlice)
-		return s
-	}
-	_, _ = sliceInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if s := toSlice(obj); s != nil {
-				w.Proxier.OnMultiClusterEndpointSliceUpsert(s)
-			}
-		},
-		UpdateFunc: func(_, obj any) {
-			if s := toSlice(obj); s != nil {
-				w.Proxier.OnMultiClusterEndpointSliceUpsert(s)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if s := toSlice(obj); s != nil {
-				w.Proxier.OnMultiClusterEndpointSliceDelete(s)
-			}
-		},
-	})
-
 	mcsFactory.Start(ctx.Done())
-	sliceFactory.Start(ctx.Done())
 	serviceImportAPIServed.Set(1)
-	if cache.WaitForCacheSync(ctx.Done(), importInformer.HasSynced, sliceInformer.HasSynced) {
+	if cache.WaitForCacheSync(ctx.Done(), importInformer.HasSynced) {
 		// Programmed before the cluster ID is known, this cluster's own
 		// endpoints would lose their node names until it is: a blip in
 		// internalTrafficPolicy Local imports at every restart.
 		w.clusterID.wait(ctx)
-		logger.Info("ServiceImports and their EndpointSlices synced", "version", version)
+		logger.Info("ServiceImports synced", "version", version)
 		w.Proxier.MultiClusterSynced()
 	}
 	<-ctx.Done()
 	// Shutdown waits for the informers' goroutines, so no event handler
 	// can run after the reset below.
 	mcsFactory.Shutdown()
-	sliceFactory.Shutdown()
 	w.Proxier.Reset()
 	serviceImportAPIServed.Set(0)
 }

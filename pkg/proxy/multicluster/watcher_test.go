@@ -19,7 +19,6 @@ import (
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	clientfeatures "k8s.io/client-go/features"
-	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/component-base/featuregate"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
@@ -95,14 +94,18 @@ func TestWatcherFollowsTheCRD(t *testing.T) {
 	slice := mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1")
 	localSlice := mcsSlice("ns", "local-abc", "web", "cluster-a", "10.1.0.9")
 	localSlice.Labels["kubernetes.io/service-name"] = "local"
-	kube := kubefake.NewClientset(slice, localSlice)
 	si := serviceImport("ns", "web", 0, "10.250.0.10")
 	mcs := mcsfake.NewSimpleClientset(si)
 	ext := apiextensionsfake.NewClientset()
 
+	// What kube-proxy's own informers deliver: a local Service's slice
+	// goes straight through, an MCS slice waits for its import.
 	f.proxier.OnServiceSynced()
+	f.proxier.OnEndpointSliceAdd(localSlice)
+	f.proxier.OnEndpointSliceAdd(slice)
 	f.proxier.OnEndpointSlicesSynced()
-	w := &Watcher{Proxier: f.proxier, KubeClient: kube, MCSClient: mcs, CRDClient: ext}
+	f.expectCalls("SliceAdd ns/local-abc")
+	w := &Watcher{Proxier: f.proxier, MCSClient: mcs, CRDClient: ext}
 	w.Start(ctx)
 
 	// No CRD: the proxier's first sync is released, nothing else happens.
@@ -118,7 +121,7 @@ func TestWatcherFollowsTheCRD(t *testing.T) {
 	got = f.waitCallsAnyOrder("SliceAdd ns/web-a", "ServiceAdd ns/web.clusterset")
 	for _, c := range got {
 		if strings.Contains(c, "local-abc") {
-			t.Errorf("a local Service's slice came through the MCS watcher: %q", c)
+			t.Errorf("a local Service's slice was handled again: %q", c)
 		}
 	}
 
@@ -131,9 +134,7 @@ func TestWatcherFollowsTheCRD(t *testing.T) {
 	f.waitCalls("ServiceUpdate ns/web.clusterset")
 	moved := slice.DeepCopy()
 	moved.Endpoints[0].Addresses = []string{"10.1.0.2"}
-	if _, err := kube.DiscoveryV1().EndpointSlices("ns").Update(ctx, moved, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	f.proxier.OnEndpointSliceUpdate(slice, moved)
 	f.waitCalls("SliceUpdate ns/web-a")
 	if got := f.provider.slices["ns/web-a"]; got == nil || got.Endpoints[0].Addresses[0] != "10.1.0.2" {
 		t.Errorf("proxier holds %+v, want the updated slice", got)
@@ -144,8 +145,8 @@ func TestWatcherFollowsTheCRD(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.waitCalls("ServiceDelete ns/web.clusterset", "SliceDelete ns/web-a")
-	if len(f.provider.services) != 0 || len(f.provider.slices) != 0 {
-		t.Errorf("after the CRD was deleted the proxier still holds %v %v", f.provider.services, f.provider.slices)
+	if len(f.provider.services) != 0 || len(f.provider.slices) != 1 || f.provider.slices["ns/local-abc"] == nil {
+		t.Errorf("after the CRD was deleted the proxier holds %v %v, want only the local Service's slice", f.provider.services, f.provider.slices)
 	}
 
 	// An older CRD serving only v1alpha1 works too.
@@ -160,7 +161,12 @@ func TestWatcherFollowsTheCRD(t *testing.T) {
 	if _, err := crds.Create(ctx, serviceImportCRD("v1alpha1"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The MCS slice was kept while the API was away: kube-proxy's
+	// informer does not deliver it again.
 	f.waitCallsAnyOrder("SliceAdd ns/web-a", "ServiceAdd ns/web.clusterset")
+	if got := f.provider.slices["ns/web-a"]; got == nil || got.Endpoints[0].Addresses[0] != "10.1.0.2" {
+		t.Errorf("after the API came back the proxier holds %+v, want the last state of the slice", got)
+	}
 	if svc := f.provider.services["ns/web.clusterset"]; svc == nil || svc.Spec.Ports[0].Port != 80 {
 		t.Errorf("v1alpha1 import not programmed as it is: %+v", svc)
 	}
@@ -186,7 +192,7 @@ func TestWatcherCannotReadTheCRD(t *testing.T) {
 	})
 	f.proxier.OnServiceSynced()
 	f.proxier.OnEndpointSlicesSynced()
-	w := &Watcher{Proxier: f.proxier, KubeClient: kubefake.NewClientset(), MCSClient: mcsfake.NewSimpleClientset(), CRDClient: ext, SyncTimeout: 200 * time.Millisecond}
+	w := &Watcher{Proxier: f.proxier, MCSClient: mcsfake.NewSimpleClientset(), CRDClient: ext, SyncTimeout: 200 * time.Millisecond}
 	start := time.Now()
 	w.Start(ctx)
 	f.waitCalls("ServiceSynced", "SlicesSynced")
@@ -222,7 +228,6 @@ func TestWatcherLearnsTheClusterID(t *testing.T) {
 	node := "node-1"
 	slice := mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1")
 	slice.Endpoints[0].NodeName = &node
-	kube := kubefake.NewClientset(slice)
 	mcs := mcsfake.NewSimpleClientset(serviceImport("ns", "web", 0, "10.250.0.10"))
 	ext := apiextensionsfake.NewClientset(serviceImportCRD("v1beta1"), crdServing(ClusterPropertyCRDName, "v1alpha1"))
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
@@ -234,8 +239,9 @@ func TestWatcherLearnsTheClusterID(t *testing.T) {
 	})
 
 	f.proxier.OnServiceSynced()
+	f.proxier.OnEndpointSliceAdd(slice)
 	f.proxier.OnEndpointSlicesSynced()
-	w := &Watcher{Proxier: f.proxier, KubeClient: kube, MCSClient: mcs, CRDClient: ext, DynamicClient: dyn}
+	w := &Watcher{Proxier: f.proxier, MCSClient: mcs, CRDClient: ext, DynamicClient: dyn}
 	w.Start(ctx)
 	f.waitCalls("ServiceSynced", "SlicesSynced")
 	if got := f.provider.slices["ns/web-a"]; got == nil || got.Endpoints[0].NodeName == nil || *got.Endpoints[0].NodeName != node {

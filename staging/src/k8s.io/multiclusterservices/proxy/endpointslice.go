@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"maps"
 	"net/netip"
 
 	v1 "k8s.io/api/core/v1"
@@ -27,7 +28,8 @@ func ImportNameOf(slice *discoveryv1.EndpointSlice) string {
 }
 
 // EndpointSliceForImport returns the EndpointSlice a proxy programs for an
-// MCS EndpointSlice: a copy that belongs to the import's synthetic Service.
+// MCS EndpointSlice: a copy that belongs to the import's synthetic Service
+// and shares with slice what it does not change.
 // A slice that is not trusted, or that holds anything a proxy could not turn
 // into a valid rule, is rejected whole with a *RejectionError.
 func EndpointSliceForImport(slice *discoveryv1.EndpointSlice, opts *Options) (*discoveryv1.EndpointSlice, error) {
@@ -71,8 +73,13 @@ func EndpointSliceForImport(slice *discoveryv1.EndpointSlice, opts *Options) (*d
 		}
 	}
 
-	out := slice.DeepCopy()
+	// A proxy holds the result as long as the slice exists: it shares with
+	// slice what it does not change (addresses, conditions, ports), which
+	// is safe because informer objects are never modified, and neither is
+	// the result.
+	out := *slice
 	out.ManagedFields = nil
+	out.Labels = maps.Clone(slice.Labels)
 	out.Labels[discoveryv1.LabelServiceName] = ServiceName(name)
 	if slice.Labels[mcsv1beta1.LabelSourceCluster] != opts.LocalClusterID || opts.LocalClusterID == "" {
 		// Node names of another cluster mean nothing here: kept, they would
@@ -81,16 +88,17 @@ func EndpointSliceForImport(slice *discoveryv1.EndpointSlice, opts *Options) (*d
 		// clusterset, and the controller writes them from the import's
 		// trafficDistribution, so a proxy prefers the endpoints of its zone
 		// in every cluster.
-		for i := range out.Endpoints {
-			ep := &out.Endpoints[i]
+		out.Endpoints = make([]discoveryv1.Endpoint, len(slice.Endpoints))
+		for i, ep := range slice.Endpoints {
 			ep.NodeName = nil
-			if ep.Hints != nil {
-				ep.Hints.ForNodes = nil
-				if len(ep.Hints.ForZones) == 0 {
-					ep.Hints = nil
-				}
+			if ep.Hints != nil && len(ep.Hints.ForNodes) > 0 {
+				ep.Hints = &discoveryv1.EndpointHints{ForZones: ep.Hints.ForZones}
 			}
+			if ep.Hints != nil && len(ep.Hints.ForZones) == 0 {
+				ep.Hints = nil
+			}
+			out.Endpoints[i] = ep
 		}
 	}
-	return out, nil
+	return &out, nil
 }
