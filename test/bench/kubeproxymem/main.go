@@ -50,6 +50,7 @@ var (
 	endpoints = flag.Int("endpoints", 10, "endpoints per object, in two EndpointSlices")
 	kubeProxy = flag.String("kube-proxy", "_output/bin/kube-proxy", "kube-proxy binary")
 	workDir   = flag.String("dir", "", "working directory (default: a temporary one)")
+	profiles  = flag.String("profiles", "", "directory to save kube-proxy's heap profiles in (go tool pprof -sample_index=inuse_space)")
 )
 
 const (
@@ -297,6 +298,21 @@ func runKubeProxy(ctx context.Context, dir, binary, kubeconfig, apiURL, name str
 		return 0, 0, err
 	}
 	text := string(b)
+	if *profiles != "" {
+		resp, err := client.Get("http://127.0.0.1:10249/debug/pprof/heap?gc=1")
+		if err != nil {
+			return 0, 0, err
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(filepath.Join(*profiles, name+".heap"))
+		if err != nil {
+			return 0, 0, err
+		}
+		defer f.Close()
+		if _, err := io.Copy(f, resp.Body); err != nil {
+			return 0, 0, err
+		}
+	}
 	found := regexp.MustCompile(`(?m)^# HeapAlloc = (\d+)$`).FindStringSubmatch(text)
 	if found == nil {
 		return 0, 0, fmt.Errorf("no HeapAlloc in kube-proxy's heap profile")
