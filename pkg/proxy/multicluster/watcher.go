@@ -111,7 +111,7 @@ func (w *Watcher) run(ctx context.Context, version string) {
 		}
 		return nil
 	}
-	_, _ = importInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	registration, _ := importInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if si := toV1beta1(obj); si != nil {
 				w.Proxier.OnServiceImportUpsert(si)
@@ -131,7 +131,10 @@ func (w *Watcher) run(ctx context.Context, version string) {
 
 	mcsFactory.Start(ctx.Done())
 	serviceImportAPIServed.Set(1)
-	if cache.WaitForCacheSync(ctx.Done(), importInformer.HasSynced) {
+	// The registration's HasSynced, not the informer's: the informer has
+	// synced once its store is full, the handler once every import in it
+	// has reached the Proxier, which is what the first sync must wait for.
+	if cache.WaitForCacheSync(ctx.Done(), registration.HasSynced) {
 		// Programmed before the cluster ID is known, this cluster's own
 		// endpoints would lose their node names until it is: a blip in
 		// internalTrafficPolicy Local imports at every restart.

@@ -3,6 +3,7 @@ package multicluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -266,5 +267,40 @@ func TestWatcherLearnsTheClusterID(t *testing.T) {
 	f.waitCalls("SliceUpdate ns/web-a")
 	if id := f.proxier.LocalClusterID(); id != "" {
 		t.Errorf("the cluster ID outlived its CRD: %q", id)
+	}
+}
+
+// TestWatcherHoldsTheFirstSyncForEveryImport: the proxier's first sync
+// comes after every import that existed at start-up reached it, not merely
+// after the informer listed them, or a restart would program a ruleset
+// without some clusterset IPs.
+func TestWatcherHoldsTheFirstSyncForEveryImport(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, featuregate.Feature(clientfeatures.WatchListClient), false)
+	f := newFixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const n = 20000
+	var objs []runtime.Object
+	for i := range n {
+		objs = append(objs, serviceImport("ns", fmt.Sprintf("web-%d", i), 0, fmt.Sprintf("10.250.%d.%d", i/250, i%250+1)))
+	}
+	mcs := mcsfake.NewSimpleClientset(objs...)
+	ext := apiextensionsfake.NewClientset(serviceImportCRD("v1beta1"))
+	f.proxier.OnServiceSynced()
+	f.proxier.OnEndpointSlicesSynced()
+	w := &Watcher{Proxier: f.proxier, MCSClient: mcs, CRDClient: ext}
+	w.Start(ctx)
+	got := f.waitCalls("ServiceSynced")
+	added := 0
+	for _, c := range got {
+		if c == "ServiceSynced" {
+			break
+		}
+		if strings.HasPrefix(c, "ServiceAdd ") {
+			added++
+		}
+	}
+	if added != n {
+		t.Errorf("the first sync was released after %d of %d imports reached the proxier", added, n)
 	}
 }
