@@ -6,7 +6,7 @@ STAGING := staging/src/k8s.io/multiclusterservices
 GO_TEST_FLAGS ?= -timeout 40m
 FUZZTIME ?= 30s
 
-.PHONY: all deps tools build test unit-test integration-test fuzz demo bench clean
+.PHONY: all deps tools build test unit-test integration-test fuzz demo bench bench-memory kind-e2e clean
 
 all: build
 
@@ -37,6 +37,13 @@ demo: deps tools build
 
 bench: deps build
 	hack/bench-kube-proxy.sh
+
+bench-memory: deps tools build
+	hack/bench-kube-proxy-memory.sh
+
+# Needs Docker, kind and kubectl; see README.md "kind".
+kind-e2e:
+	hack/kind-e2e.sh
 
 clean:
 	rm -rf _output
