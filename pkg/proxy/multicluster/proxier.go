@@ -54,12 +54,14 @@ type Proxier struct {
 
 type importState struct {
 	obj *mcsv1beta1.ServiceImport
-	// svc is the translation of obj: nil for a headless or invalid import.
-	svc *v1.Service
-	// invalid is why obj cannot be translated, if it cannot.
+	// invalid is why obj cannot be translated, if it cannot. The IPs a
+	// valid import claims are in Proxier.importIPs.
 	invalid *mcsproxy.RejectionError
-	// programmed is the Service the wrapped Provider holds, if any.
-	programmed *v1.Service
+	// programmedFrom is the ServiceImport whose translation the wrapped
+	// Provider holds, if any. The translation itself is not kept: the
+	// Provider keeps what it needs of it, and ServiceForImport, a pure
+	// function, gives it again when it is to be updated or deleted.
+	programmedFrom *mcsv1beta1.ServiceImport
 	// reported is the last rejection reported, so that each is logged,
 	// evented and counted once rather than on every event.
 	reported mcsproxy.Reason
@@ -220,17 +222,16 @@ func (p *Proxier) OnServiceImportUpsert(si *mcsv1beta1.ServiceImport) {
 		st = &importState{}
 		p.imports[key] = st
 	}
-	affected := p.claimants(st.svc)
+	affected := p.claimants(p.importIPs[key])
 	st.obj = si
-	st.svc, st.invalid = nil, nil
+	st.invalid = nil
 	svc, err := mcsproxy.ServiceForImport(si, p.opts)
 	if err != nil && !errors.As(err, &st.invalid) {
 		st.invalid = &mcsproxy.RejectionError{Reason: mcsproxy.ReasonInvalidType, Message: err.Error()}
 	}
-	st.svc = svc
-	p.setImportClaims(key, st.svc)
+	p.setImportClaims(key, claimIPs(svc))
 	affected.Insert(key)
-	affected = affected.Union(p.claimants(st.svc))
+	affected = affected.Union(p.claimants(p.importIPs[key]))
 	p.reconcileImports(affected)
 }
 
@@ -243,9 +244,9 @@ func (p *Proxier) OnServiceImportDelete(si *mcsv1beta1.ServiceImport) {
 	if st == nil {
 		return
 	}
-	affected := p.claimants(st.svc)
+	affected := p.claimants(p.importIPs[key])
 	p.setImportClaims(key, nil)
-	st.obj, st.svc, st.invalid = nil, nil, nil
+	st.obj, st.invalid = nil, nil
 	p.reconcileImports(affected.Insert(key))
 	delete(p.imports, key)
 	for _, sliceKey := range sortedKeys(p.slicesByImport[key]) {
@@ -355,7 +356,7 @@ func (p *Proxier) Reset() {
 	defer p.mu.Unlock()
 	for key, st := range p.imports {
 		p.setImportClaims(key, nil)
-		st.obj, st.svc, st.invalid = nil, nil, nil
+		st.obj, st.invalid = nil, nil
 		p.reconcileImport(key)
 	}
 	p.imports = map[types.NamespacedName]*importState{}
@@ -390,10 +391,14 @@ func (p *Proxier) desired(key types.NamespacedName) (*v1.Service, *mcsproxy.Reje
 	if st == nil || st.obj == nil {
 		return nil, nil
 	}
-	if st.invalid != nil || st.svc == nil {
+	if st.invalid != nil {
 		return nil, st.invalid
 	}
-	for _, ip := range claimIPs(st.svc) {
+	svc := p.translate(st.obj)
+	if svc == nil {
+		return nil, nil // headless: DNS serves it
+	}
+	for _, ip := range p.importIPs[key] {
 		if owners := p.serviceClaims[ip]; owners.Len() > 0 {
 			return nil, &mcsproxy.RejectionError{
 				Reason:  mcsproxy.ReasonIPInUseByService,
@@ -407,7 +412,16 @@ func (p *Proxier) desired(key types.NamespacedName) (*v1.Service, *mcsproxy.Reje
 			}
 		}
 	}
-	return st.svc, nil
+	return svc, nil
+}
+
+// translate is the Service the Provider gets for si, nil when it gets none.
+func (p *Proxier) translate(si *mcsv1beta1.ServiceImport) *v1.Service {
+	if si == nil {
+		return nil
+	}
+	svc, _ := mcsproxy.ServiceForImport(si, p.opts)
+	return svc
 }
 
 func (p *Proxier) reconcileImport(key types.NamespacedName) {
@@ -416,26 +430,27 @@ func (p *Proxier) reconcileImport(key types.NamespacedName) {
 		return
 	}
 	want, rejection := p.desired(key)
+	programmed := p.translate(st.programmedFrom)
 	switch {
-	case want == nil && st.programmed != nil:
-		p.Provider.OnServiceDelete(st.programmed)
-		st.programmed = nil
+	case want == nil && programmed != nil:
+		p.Provider.OnServiceDelete(programmed)
+		st.programmedFrom = nil
 		programmedImports.Dec()
 		for _, sliceKey := range sortedKeys(p.slicesByImport[key]) {
 			p.reconcileSlice(sliceKey)
 		}
-	case want != nil && st.programmed == nil:
+	case want != nil && programmed == nil:
 		// Endpoints first, so the first sync that sees the VIP already
 		// has somewhere to send it.
-		st.programmed = want
+		st.programmedFrom = st.obj
 		for _, sliceKey := range sortedKeys(p.slicesByImport[key]) {
 			p.reconcileSlice(sliceKey)
 		}
 		p.Provider.OnServiceAdd(want)
 		programmedImports.Inc()
-	case want != nil && !apiequality.Semantic.DeepEqual(want, st.programmed):
-		p.Provider.OnServiceUpdate(st.programmed, want)
-		st.programmed = want
+	case want != nil && !apiequality.Semantic.DeepEqual(want, programmed):
+		p.Provider.OnServiceUpdate(programmed, want)
+		st.programmedFrom = st.obj
 	}
 	if st.obj != nil {
 		p.reportImport(st, rejection)
@@ -449,7 +464,7 @@ func (p *Proxier) reconcileSlice(key types.NamespacedName) {
 	}
 	var want *discoveryv1.EndpointSlice
 	imp := p.imports[st.importKey]
-	if st.obj != nil && st.translated != nil && imp != nil && imp.programmed != nil {
+	if st.obj != nil && st.translated != nil && imp != nil && imp.programmedFrom != nil {
 		want = st.translated
 	}
 	switch {
@@ -532,16 +547,16 @@ func ownedByServiceImport(slice *discoveryv1.EndpointSlice) bool {
 	return false
 }
 
-// claimants returns the imports that claim any IP of svc.
-func (p *Proxier) claimants(svc *v1.Service) sets.Set[types.NamespacedName] {
+// claimants returns the imports that claim any of ips.
+func (p *Proxier) claimants(ips []netip.Addr) sets.Set[types.NamespacedName] {
 	out := sets.New[types.NamespacedName]()
-	for _, ip := range claimIPs(svc) {
+	for _, ip := range ips {
 		out = out.Union(p.importClaims[ip])
 	}
 	return out
 }
 
-func (p *Proxier) setImportClaims(key types.NamespacedName, svc *v1.Service) {
+func (p *Proxier) setImportClaims(key types.NamespacedName, ips []netip.Addr) {
 	for _, ip := range p.importIPs[key] {
 		if owners := p.importClaims[ip]; owners != nil {
 			owners.Delete(key)
@@ -551,10 +566,10 @@ func (p *Proxier) setImportClaims(key types.NamespacedName, svc *v1.Service) {
 		}
 	}
 	delete(p.importIPs, key)
-	if ips := claimIPs(svc); len(ips) > 0 {
+	if len(ips) > 0 {
 		p.importIPs[key] = ips
 	}
-	for _, ip := range claimIPs(svc) {
+	for _, ip := range ips {
 		if p.importClaims[ip] == nil {
 			p.importClaims[ip] = sets.New[types.NamespacedName]()
 		}
