@@ -62,6 +62,9 @@ type importState struct {
 	// Provider keeps what it needs of it, and ServiceForImport, a pure
 	// function, gives it again when it is to be updated or deleted.
 	programmedFrom *mcsv1beta1.ServiceImport
+	// translation is obj's Service while the event that brought obj is
+	// handled, so that it is derived once per event, not kept.
+	translation *v1.Service
 	// reported is the last rejection reported, so that each is logged,
 	// evented and counted once rather than on every event.
 	reported mcsproxy.Reason
@@ -232,7 +235,9 @@ func (p *Proxier) OnServiceImportUpsert(si *mcsv1beta1.ServiceImport) {
 	p.setImportClaims(key, claimIPs(svc))
 	affected.Insert(key)
 	affected = affected.Union(p.claimants(p.importIPs[key]))
+	st.translation = svc
 	p.reconcileImports(affected)
+	st.translation = nil
 }
 
 // OnServiceImportDelete forgets a ServiceImport and removes its rules.
@@ -394,7 +399,10 @@ func (p *Proxier) desired(key types.NamespacedName) (*v1.Service, *mcsproxy.Reje
 	if st.invalid != nil {
 		return nil, st.invalid
 	}
-	svc := p.translate(st.obj)
+	svc := st.translation
+	if svc == nil {
+		svc = p.translate(st.obj)
+	}
 	if svc == nil {
 		return nil, nil // headless: DNS serves it
 	}
