@@ -438,16 +438,15 @@ func (p *Proxier) reconcileImport(key types.NamespacedName) {
 		return
 	}
 	want, rejection := p.desired(key)
-	programmed := p.translate(st.programmedFrom)
 	switch {
-	case want == nil && programmed != nil:
-		p.Provider.OnServiceDelete(programmed)
+	case want == nil && st.programmedFrom != nil:
+		p.Provider.OnServiceDelete(p.translate(st.programmedFrom))
 		st.programmedFrom = nil
 		programmedImports.Dec()
 		for _, sliceKey := range sortedKeys(p.slicesByImport[key]) {
 			p.reconcileSlice(sliceKey)
 		}
-	case want != nil && programmed == nil:
+	case want != nil && st.programmedFrom == nil:
 		// Endpoints first, so the first sync that sees the VIP already
 		// has somewhere to send it.
 		st.programmedFrom = st.obj
@@ -456,8 +455,12 @@ func (p *Proxier) reconcileImport(key types.NamespacedName) {
 		}
 		p.Provider.OnServiceAdd(want)
 		programmedImports.Inc()
-	case want != nil && !apiequality.Semantic.DeepEqual(want, programmed):
-		p.Provider.OnServiceUpdate(programmed, want)
+	case want != nil && st.programmedFrom != st.obj:
+		// The same object translates the same: only a new one (an update
+		// of the import) can change what the Provider holds.
+		if programmed := p.translate(st.programmedFrom); !apiequality.Semantic.DeepEqual(want, programmed) {
+			p.Provider.OnServiceUpdate(programmed, want)
+		}
 		st.programmedFrom = st.obj
 	}
 	if st.obj != nil {
