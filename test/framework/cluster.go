@@ -213,8 +213,7 @@ func (c *Cluster) startAPIServer(ctx context.Context, binary string, opts Cluste
 				return err
 			}
 		}
-		_, err := c.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		return err
+		return c.readyz(ctx)
 	}
 	if err := proc.waitReady(ctx, opts.StartTimeout, probe); err != nil {
 		proc.Stop()
@@ -223,6 +222,12 @@ func (c *Cluster) startAPIServer(ctx context.Context, binary string, opts Cluste
 	}
 	c.proc, c.binary, c.args, c.startTimeout = proc, binary, args, opts.StartTimeout
 	return nil
+}
+
+// readyz asks kube-apiserver whether it is ready.
+func (c *Cluster) readyz(ctx context.Context) error {
+	_, err := c.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+	return err
 }
 
 // Crash kills kube-apiserver with SIGKILL, as a crash would: no graceful
@@ -243,11 +248,7 @@ func (c *Cluster) Restart(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	probe := func(ctx context.Context) error {
-		_, err := c.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		return err
-	}
-	if err := proc.waitReady(ctx, c.startTimeout, probe); err != nil {
+	if err := proc.waitReady(ctx, c.startTimeout, c.readyz); err != nil {
 		proc.Stop()
 		return fmt.Errorf("cluster %s: %w", c.name, err)
 	}

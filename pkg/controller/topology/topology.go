@@ -122,10 +122,6 @@ func Resolve(ctx context.Context, configs map[string]*rest.Config, order []strin
 // ClusterID reads a member's cluster ID, retrying while its API does not
 // answer, until timeout: then the error is an *UnreachableError.
 func ClusterID(ctx context.Context, cfg *rest.Config, timeout time.Duration) (string, error) {
-	return readClusterID(ctx, cfg, timeout)
-}
-
-func readClusterID(ctx context.Context, cfg *rest.Config, timeout time.Duration) (string, error) {
 	client, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return "", err
