@@ -317,3 +317,20 @@ func preflight(opts Options) error {
 	}
 	return nil
 }
+
+// StartController runs the built mcs-controller against every cluster of
+// the clusterset (its kubeconfig), logging to mcs-controller.log in Dir,
+// with no metrics or health ports (nothing here scrapes them, and none can
+// collide); args are added to its flags. The caller stops it.
+func (cs *ClusterSet) StartController(args ...string) (*process.Process, error) {
+	binary, err := framework.Binary("mcs-controller")
+	if err != nil {
+		return nil, err
+	}
+	return process.Start(process.Options{
+		Name: "mcs-controller",
+		Argv: append([]string{binary, "--kubeconfig=" + cs.Kubeconfig(), "--v=2",
+			"--metrics-bind-address=0", "--healthz-bind-address=0"}, args...),
+		Log: filepath.Join(cs.Dir(), "mcs-controller.log"),
+	})
+}

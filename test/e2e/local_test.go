@@ -73,20 +73,10 @@ func upLocal(t *testing.T) *local {
 		}
 		l.ms = append(l.ms, m)
 	}
-	binary, err := framework.Binary("mcs-controller")
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The leader election Lease lives in cluster-b so that cluster-a's
 	// outage (case 9) does not take the controller's leadership with it.
-	controller, err := process.Start(process.Options{
-		Name: "mcs-controller",
-		Argv: []string{binary, "--kubeconfig=" + cs.Kubeconfig(), "--v=2",
-			"--metrics-bind-address=0", "--healthz-bind-address=0",
-			"--leader-elect-context=" + cs.Clusters[1].Name,
-			"--endpoint-ttl=" + localEndpointTTL.String()},
-		Log: filepath.Join(cs.Dir(), "mcs-controller.log"),
-	})
+	controller, err := cs.StartController("--leader-elect-context="+cs.Clusters[1].Name,
+		"--endpoint-ttl="+localEndpointTTL.String())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -195,15 +195,7 @@ func TestClusterSetThreeClustersIPTables(t *testing.T) {
 		csExport(t, c, "echo")
 		want = append(want, name)
 	}
-	binary, err := framework.Binary("mcs-controller")
-	if err != nil {
-		t.Fatal(err)
-	}
-	controller, err := process.Start(process.Options{
-		Name: "mcs-controller",
-		Argv: []string{binary, "--kubeconfig=" + cs.Kubeconfig(), "--v=2", "--metrics-bind-address=0", "--healthz-bind-address=0"},
-		Log:  filepath.Join(cs.Dir(), "mcs-controller.log"),
-	})
+	controller, err := cs.StartController()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/clusterset"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/clusterset/standin"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
-	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/process"
 )
 
 // Exporters: what turns ServiceExports into ServiceImports and MCS
@@ -173,13 +172,7 @@ func (d *demo) startExporter(ctx context.Context) (func(), error) {
 			return nil, berr
 		}
 		heading(d.out, "Exporting: running %s against every context of %s", binary, d.cs.Kubeconfig())
-		proc, err := process.Start(process.Options{
-			Name: "mcs-controller",
-			Argv: []string{binary, "--kubeconfig=" + d.cs.Kubeconfig(), "--v=2",
-				// Nothing here scrapes them; no ports to collide.
-				"--metrics-bind-address=0", "--healthz-bind-address=0"},
-			Log: filepath.Join(d.cs.Dir(), "mcs-controller.log"),
-		})
+		proc, err := d.cs.StartController()
 		if err != nil {
 			return nil, err
 		}
