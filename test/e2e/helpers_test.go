@@ -5,11 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"os/exec"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -113,6 +113,24 @@ func (sp *space) client(m *member, name string) *pod {
 	sp.createPod(m, onNode(clientPod(name), m.Node))
 	sp.waitReady(m, name)
 	return &pod{p: sp.s.p, m: m, ns: sp.name, name: name}
+}
+
+// webInBoth exports a Service web from A and B, with one echo pod in each
+// (web-a-1, web-b-1) and a client in B, and waits until both pods answer
+// the clusterset IP from the client. It returns the pods' IPs by name.
+func (sp *space) webInBoth() (ips map[string]string, client *pod, vip string) {
+	sp.t.Helper()
+	s := sp.s
+	sp.service(s.a, "web", nil)
+	sp.service(s.b, "web", nil)
+	ips = sp.echoPods(s.a, "web", "web-a-1")
+	maps.Copy(ips, sp.echoPods(s.b, "web", "web-b-1"))
+	client = sp.client(s.b, "client")
+	sp.export(s.a, "web")
+	sp.export(s.b, "web")
+	vip = sp.vip(s.b, "web")
+	waitAnswers(sp.t, client, "tcp", hostPort(vip, 80), 30, []string{"web-a-1", "web-b-1"})
+	return ips, client, vip
 }
 
 func (sp *space) waitReady(m *member, names ...string) map[string]string {
@@ -228,7 +246,7 @@ func (c *pod) answers(network, addr string, n int) []string {
 			seen[name] = true
 		}
 	}
-	return sortedKeys(seen)
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // countAnswers sends n TCP requests and counts the answers per pod.
@@ -253,16 +271,7 @@ func (c *pod) query(server, name string, typ dnsmessage.Type) (echoserver.Answer
 	return answer, err
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func podNames(ips map[string]string) []string { return sortedKeys(ips) }
+func podNames(ips map[string]string) []string { return slices.Sorted(maps.Keys(ips)) }
 
 // ruleset is `nft list ruleset` on m's node.
 func (s *suite) ruleset(ctx context.Context, m *member) (string, error) {

@@ -48,19 +48,12 @@ func (tr *traffic) finish() (ok, failed int64) {
 
 func (s *suite) testRestartAndCRD(t *testing.T) {
 	sp := s.space(t, "e2e-restart")
-	sp.service(s.a, "web", nil)
-	sp.service(s.b, "web", nil)
+	_, client, vip := sp.webInBoth()
 	sp.service(s.a, "gone", nil)
-	sp.echoPods(s.a, "web", "web-a-1")
-	sp.echoPods(s.b, "web", "web-b-1")
 	sp.echoPods(s.a, "gone", "gone-a-1")
-	client := sp.client(s.b, "client")
-	sp.export(s.a, "web")
-	sp.export(s.b, "web")
 	sp.export(s.a, "gone")
-	vip, vipGone := sp.vip(s.b, "web"), sp.vip(s.b, "gone")
+	vipGone := sp.vip(s.b, "gone")
 	both := []string{"web-a-1", "web-b-1"}
-	waitAnswers(t, client, "tcp", hostPort(vip, 80), 30, both)
 	waitAnswers(t, client, "tcp", hostPort(vipGone, 80), 5, []string{"gone-a-1"})
 
 	t.Run("kube-proxy restart", func(t *testing.T) {
@@ -210,20 +203,12 @@ func lineDiff(a, b string) string {
 
 func (s *suite) testOutage(t *testing.T) {
 	sp := s.space(t, "e2e-outage")
-	sp.service(s.a, "web", nil)
-	sp.service(s.b, "web", nil)
-	ipsA := sp.echoPods(s.a, "web", "web-a-1")
-	ipsB := sp.echoPods(s.b, "web", "web-b-1")
-	client := sp.client(s.b, "client")
-	sp.export(s.a, "web")
-	sp.export(s.b, "web")
-	vip := sp.vip(s.b, "web")
-	waitAnswers(t, client, "tcp", hostPort(vip, 80), 30, []string{"web-a-1", "web-b-1"})
+	ips, client, vip := sp.webInBoth()
 
 	ttl := s.p.endpointTTL()
 	start := s.p.stopAPIServer(t, s.a)
 	down := time.Now()
-	s.waitRules(t, s.b, ttl+60*time.Second, []string{vip, ipsB["web-b-1"]}, []string{ipsA["web-a-1"]})
+	s.waitRules(t, s.b, ttl+60*time.Second, []string{vip, ips["web-b-1"]}, []string{ips["web-a-1"]})
 	t.Logf("OUTAGE A's endpoints left B's rules %v after A's apiserver stopped (endpoint TTL %v)", time.Since(down).Round(100*time.Millisecond), ttl)
 	if elapsed := time.Since(down); elapsed < ttl/2 {
 		t.Errorf("A's endpoints left after %v, before the endpoint TTL %v", elapsed, ttl)
@@ -236,7 +221,7 @@ func (s *suite) testOutage(t *testing.T) {
 	t.Run("return", func(t *testing.T) {
 		start(t)
 		back := time.Now()
-		s.waitRules(t, s.b, 90*time.Second, []string{vip, ipsA["web-a-1"], ipsB["web-b-1"]}, nil)
+		s.waitRules(t, s.b, 90*time.Second, []string{vip, ips["web-a-1"], ips["web-b-1"]}, nil)
 		t.Logf("OUTAGE A's endpoints back in B's rules %v after A's apiserver restarted", time.Since(back).Round(100*time.Millisecond))
 		waitAnswers(t, client, "tcp", hostPort(vip, 80), 30, []string{"web-a-1", "web-b-1"})
 	})

@@ -144,20 +144,12 @@ func (s *suite) testLocalServiceUnaffected(t *testing.T) {
 
 func (s *suite) testUnexport(t *testing.T) {
 	sp := s.space(t, "e2e-unexport")
-	sp.service(s.a, "web", nil)
-	sp.service(s.b, "web", nil)
-	ipsA := sp.echoPods(s.a, "web", "web-a-1")
-	ipsB := sp.echoPods(s.b, "web", "web-b-1")
-	client := sp.client(s.b, "client")
-	sp.export(s.a, "web")
-	sp.export(s.b, "web")
-	vip := sp.vip(s.b, "web")
+	ips, client, vip := sp.webInBoth()
 	name := "web." + sp.name + ".svc.clusterset.local"
-	waitAnswers(t, client, "tcp", hostPort(vip, 80), 30, []string{"web-a-1", "web-b-1"})
-	s.waitRules(t, s.b, 10*time.Second, []string{vip, ipsA["web-a-1"], ipsB["web-b-1"]}, nil)
+	s.waitRules(t, s.b, 10*time.Second, []string{vip, ips["web-a-1"], ips["web-b-1"]}, nil)
 
 	sp.unexport(s.a, "web")
-	s.waitRules(t, s.b, 30*time.Second, []string{vip, ipsB["web-b-1"]}, []string{ipsA["web-a-1"]})
+	s.waitRules(t, s.b, 30*time.Second, []string{vip, ips["web-b-1"]}, []string{ips["web-a-1"]})
 	waitAnswers(t, client, "tcp", hostPort(vip, 80), 30, []string{"web-b-1"})
 	if got := sp.vip(s.b, "web"); got != vip {
 		t.Errorf("clusterset IP moved from %s to %s when one export went", vip, got)
@@ -169,7 +161,7 @@ func (s *suite) testUnexport(t *testing.T) {
 		sp.waitNoImport(m, "web")
 	}
 	// B's pod stays in B's rules: B's local Service web still selects it.
-	s.waitRules(t, s.b, 30*time.Second, []string{ipsB["web-b-1"]}, []string{vip})
+	s.waitRules(t, s.b, 30*time.Second, []string{ips["web-b-1"]}, []string{vip})
 	s.waitDNS(t, client, name, nil)
 	if got := client.answers("tcp", hostPort(vip, 80), 5); len(got) > 0 {
 		t.Errorf("the clusterset IP of a deleted import still answers: %v", got)
