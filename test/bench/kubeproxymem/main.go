@@ -23,8 +23,9 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -67,10 +68,10 @@ func main() {
 }
 
 type result struct {
-	path                 string
-	base, full           uint64 // live heap bytes
-	baseRSS, fullRSS     uint64
-	objects, slices, eps int
+	path       string
+	base, full uint64 // live heap bytes
+	fullRSS    uint64
+	objects    int
 }
 
 func run() error {
@@ -133,7 +134,7 @@ func measure(ctx context.Context, etcd *framework.Etcd, dir, binary, path string
 	if err != nil {
 		return r, err
 	}
-	if r.base, r.baseRSS, err = runKubeProxy(ctx, dir, binary, kubeconfig, c.URL(), path+"-base", 0); err != nil {
+	if r.base, _, err = runKubeProxy(ctx, dir, binary, kubeconfig, c.URL(), path+"-base", 0); err != nil {
 		return r, err
 	}
 	start := time.Now()
@@ -172,30 +173,12 @@ func prepare(ctx context.Context, c *framework.Cluster, kube kubernetes.Interfac
 
 // populate creates N Services, or N ServiceImports, with two slices each.
 func populate(ctx context.Context, kube kubernetes.Interface, mcs mcsclientset.Interface, path string) error {
-	sem := make(chan struct{}, 64)
-	errs := make(chan error, 1)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(64)
 	for i := 0; i < *count; i++ {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if err := create(ctx, kube, mcs, path, i); err != nil {
-				select {
-				case errs <- err:
-				default:
-				}
-			}
-		}()
+		g.Go(func() error { return create(ctx, kube, mcs, path, i) })
 	}
-	wg.Wait()
-	select {
-	case err := <-errs:
-		return err
-	default:
-		return nil
-	}
+	return g.Wait()
 }
 
 func create(ctx context.Context, kube kubernetes.Interface, mcs mcsclientset.Interface, path string, i int) error {

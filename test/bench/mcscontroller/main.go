@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -268,41 +269,25 @@ func localSlice(m *member, i int, generation int) *discoveryv1.EndpointSlice {
 
 // populate creates the Services, their slices and their exports.
 func populate(ctx context.Context, m *member) error {
-	sem := make(chan struct{}, 32)
-	var mu sync.Mutex
-	var firstErr error
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(32)
 	for i := 0; i < *exports; i++ {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			err := func() error {
-				_, err := m.kube.CoreV1().Services(namespace).Create(ctx, &v1.Service{
-					ObjectMeta: metav1.ObjectMeta{Name: serviceName(i)},
-					Spec:       v1.ServiceSpec{Ports: []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}}},
-				}, metav1.CreateOptions{})
-				if err != nil {
-					return err
-				}
-				if _, err := m.kube.DiscoveryV1().EndpointSlices(namespace).Create(ctx, localSlice(m, i, 0), metav1.CreateOptions{}); err != nil {
-					return err
-				}
-				_, err = m.mcs.MulticlusterV1beta1().ServiceExports(namespace).Create(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Name: serviceName(i)}}, metav1.CreateOptions{})
-				return err
-			}()
+		g.Go(func() error {
+			_, err := m.kube.CoreV1().Services(namespace).Create(ctx, &v1.Service{
+				ObjectMeta: metav1.ObjectMeta{Name: serviceName(i)},
+				Spec:       v1.ServiceSpec{Ports: []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}}},
+			}, metav1.CreateOptions{})
 			if err != nil {
-				mu.Lock()
-				if firstErr == nil {
-					firstErr = err
-				}
-				mu.Unlock()
+				return err
 			}
-		}()
+			if _, err := m.kube.DiscoveryV1().EndpointSlices(namespace).Create(ctx, localSlice(m, i, 0), metav1.CreateOptions{}); err != nil {
+				return err
+			}
+			_, err = m.mcs.MulticlusterV1beta1().ServiceExports(namespace).Create(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Name: serviceName(i)}}, metav1.CreateOptions{})
+			return err
+		})
 	}
-	wg.Wait()
-	return firstErr
+	return g.Wait()
 }
 
 // measureLatency changes one endpoint of a random Service in a random
