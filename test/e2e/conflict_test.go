@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -42,6 +43,51 @@ func (s *suite) testConflict(t *testing.T) {
 		waitAnswers(t, client, "tcp", hostPort(vip, 80), 30, podsA)
 		if got := client.answers("tcp", hostPort(vip, 81), 3); len(got) > 0 {
 			t.Errorf("the losing export's port 81 answers on the VIP: %v", got)
+		}
+	})
+
+	t.Run("port sets and exported labels", func(t *testing.T) {
+		sp := *sp
+		sp.t = t
+		// A exports first with one port and its labels; B adds a port
+		// (same pods, second service port) and exports other labels
+		// and annotations. The import exposes both ports, each reaching
+		// only the clusters that expose it, and carries A's maps whole;
+		// the port sets and maps are not identical, so both exports
+		// say Conflict.
+		sp.service(s.a, "api", nil)
+		sp.service(s.b, "api", func(spec *v1.ServiceSpec) {
+			spec.Ports = append(spec.Ports, v1.ServicePort{Name: "alt", Port: 81, TargetPort: intstr.FromInt(8080)})
+		})
+		podsA := podNames(sp.echoPods(s.a, "api", "api-a-1"))
+		podsB := podNames(sp.echoPods(s.b, "api", "api-b-1"))
+		sp.exportWith(s.a, "api", mcsv1beta1.ServiceExportSpec{
+			ExportedLabels: map[string]string{"tier": "api"}, ExportedAnnotations: map[string]string{"owner": "team-a"},
+		})
+		sp.waitImport(s.b, "api", "from A", func(si *mcsv1beta1.ServiceImport) bool { return len(si.Spec.IPs) > 0 })
+		time.Sleep(1100 * time.Millisecond)
+		sp.exportWith(s.b, "api", mcsv1beta1.ServiceExportSpec{
+			ExportedLabels: map[string]string{"tier": "api", "env": "b"}, ExportedAnnotations: map[string]string{"owner": "team-b"},
+		})
+		for _, c := range s.p.members() {
+			eventually(t, 30*time.Second, c.Name+"'s export to carry Conflict=True/PortConflict,LabelsConflict,AnnotationsConflict", func() (bool, string) {
+				got := sp.exportConditions(c, "api")
+				return strings.Contains(got, "Conflict=True/PortConflict,LabelsConflict,AnnotationsConflict"), got
+			})
+		}
+		for _, c := range s.p.members() {
+			sp.waitImport(c, "api", "with both ports and A's labels and annotations only", func(si *mcsv1beta1.ServiceImport) bool {
+				return len(si.Spec.Ports) == 2 && si.Labels["tier"] == "api" && si.Labels["env"] == "" &&
+					si.Annotations["owner"] == "team-a"
+			})
+		}
+		vip := sp.vip(s.b, "api")
+		waitAnswers(t, client, "tcp", hostPort(vip, 80), 30, append(podsA, podsB...))
+		waitAnswers(t, client, "tcp", hostPort(vip, 81), 30, podsB)
+		for _, p := range podsA {
+			if got := client.answers("tcp", hostPort(vip, 81), 20); slices.Contains(got, p) {
+				t.Errorf("port 81, which only B exposes, reached A's pod %s: %v", p, got)
+			}
 		}
 	})
 

@@ -144,7 +144,13 @@ func (sp *space) waitReady(m *member, names ...string) map[string]string {
 
 func (sp *space) export(m *member, name string) {
 	sp.t.Helper()
-	_, err := m.MCS.MulticlusterV1beta1().ServiceExports(sp.name).Create(sp.t.Context(), &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	sp.exportWith(m, name, mcsv1beta1.ServiceExportSpec{})
+}
+
+// exportWith exports name with spec (exportedLabels, exportedAnnotations).
+func (sp *space) exportWith(m *member, name string, spec mcsv1beta1.ServiceExportSpec) {
+	sp.t.Helper()
+	_, err := m.MCS.MulticlusterV1beta1().ServiceExports(sp.name).Create(sp.t.Context(), &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}, metav1.CreateOptions{})
 	if err != nil {
 		sp.t.Fatal(err)
 	}

@@ -119,9 +119,59 @@ func TestMCSController(t *testing.T) {
 		waitExportConditions(t, m, "demo", "web", "Valid=True/Valid Ready=True/Exported Conflict=False/NoConflicts")
 	}
 
+	// --- Exported labels and annotations are one property each: b's
+	// maps differ from a's (one key more, one value other), so the import
+	// carries a's maps whole and both exports say so.
+	setExported(t, a, "demo", "web", map[string]string{"tier": "web"}, map[string]string{"note": "from a"})
+	setExported(t, b, "demo", "web", map[string]string{"tier": "web", "env": "prod"}, map[string]string{"note": "from b"})
+	for _, m := range members {
+		waitImport(t, m, "demo", "web", func(si *mcsv1beta1.ServiceImport) bool {
+			return si.Labels["tier"] == "web" && si.Labels["env"] == "" && si.Annotations["note"] == "from a" && si.Labels["app.kubernetes.io/managed-by"] != ""
+		})
+	}
+	for _, m := range []*testMember{a, b} {
+		se := waitExportConditions(t, m, "demo", "web", "Valid=True/Valid Ready=True/Exported Conflict=True/LabelsConflict,AnnotationsConflict")
+		if msg := meta.FindStatusCondition(se.Status.Conditions, "Conflict").Message; !strings.Contains(msg, `Conflicting exportedLabels. Using {tier="web"} from oldest service export in "cluster-a"`) {
+			t.Errorf("%s: conflict message does not give the labels used: %s", m.id, msg)
+		}
+	}
+	waitEvent(t, b, "demo", "web", "LabelsConflict,AnnotationsConflict")
+	// Agreement clears the conflict.
+	setExported(t, b, "demo", "web", map[string]string{"tier": "web"}, map[string]string{"note": "from a"})
+	for _, m := range []*testMember{a, b} {
+		waitExportConditions(t, m, "demo", "web", "Valid=True/Valid Ready=True/Exported Conflict=False/NoConflicts")
+	}
+
+	// --- A forged slice: a user of b writes a slice with the controller's
+	// managed-by label for demo/web. The controller deletes it, and says
+	// so (event on the import, metric).
+	forged := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-forged", Labels: map[string]string{
+			mcsv1beta1.LabelServiceName: "web", mcsv1beta1.LabelSourceCluster: "cluster-a", discoveryv1.LabelManagedBy: mcsproxy.DefaultManagedBy,
+		}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080)}},
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.66.6.6"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+	}
+	if _, err := b.kube.DiscoveryV1().EndpointSlices("demo").Create(ctx, forged, metav1.CreateOptions{FieldManager: "attacker"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the forged slice deleted", func() (bool, string) {
+		_, err := b.kube.DiscoveryV1().EndpointSlices("demo").Get(ctx, "web-forged", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	waitSlices(t, b, "demo", "web", "cluster-a=10.1.0.1,10.1.0.2 ports http:8080;cluster-b=10.2.0.1 ports http:8080")
+	waitEvent(t, b, "demo", "web", "ForeignEndpointSliceDeleted")
+	eventually(t, 30*time.Second, "the forged slice counted", func() (bool, string) {
+		out, err := httpGet("http://" + replica1.metrics + "/metrics")
+		want := `mcs_controller_foreign_endpointslices_deleted_total{cluster="cluster-b"} 1`
+		return strings.Contains(out, want), "no " + want + errString(err)
+	})
+
 	// --- Conflict: c exports "http" on another port, plus a port of its
-	// own. The oldest export's "http" wins, every export says so, and c's
-	// slices carry only the port c really serves.
+	// own. The oldest export's "http" wins; the port sets are not
+	// identical, so every export says so, naming the clusters without
+	// "metrics"; and c's slices carry only the port c really serves.
 	exportService(t, c, "demo", "web", servicePorts("http", 8080, "metrics", 9090), endpoints2("10.3.0.1", "http", 8080, "metrics", 9090))
 	for _, m := range members {
 		waitImport(t, m, "demo", "web", func(si *mcsv1beta1.ServiceImport) bool {
@@ -130,9 +180,15 @@ func TestMCSController(t *testing.T) {
 		waitSlices(t, m, "demo", "web", "cluster-a=10.1.0.1,10.1.0.2 ports http:8080;cluster-b=10.2.0.1 ports http:8080;cluster-c=10.3.0.1 ports metrics:9090")
 		waitExportConditions(t, m, "demo", "web", "Valid=True/Valid Ready=True/Exported Conflict=True/PortConflict")
 	}
-	se, _ := c.mcs.MulticlusterV1beta1().ServiceExports("demo").Get(ctx, "web", metav1.GetOptions{})
-	if msg := meta.FindStatusCondition(se.Status.Conditions, "Conflict").Message; !strings.Contains(msg, `port "http"`) || !strings.Contains(msg, `"cluster-a"`) {
-		t.Errorf("conflict message does not name the field and the winner: %s", msg)
+	for _, m := range members {
+		se, _ := m.mcs.MulticlusterV1beta1().ServiceExports("demo").Get(ctx, "web", metav1.GetOptions{})
+		msg := meta.FindStatusCondition(se.Status.Conditions, "Conflict").Message
+		if !strings.Contains(msg, `port "http"`) || !strings.Contains(msg, `"cluster-a"`) {
+			t.Errorf("%s: conflict message does not name the field and the winner: %s", m.id, msg)
+		}
+		if !strings.Contains(msg, `Conflicting port "metrics". Using 9090/TCP from oldest service export in "cluster-c". 2/3 clusters disagree: cluster-a, cluster-b. Not exposed by cluster-a, cluster-b.`) {
+			t.Errorf("%s: conflict message does not name the port the others lack: %s", m.id, msg)
+		}
 	}
 	waitEvent(t, c, "demo", "web", "PortConflict")
 
@@ -182,7 +238,7 @@ func TestMCSController(t *testing.T) {
 	for _, m := range []*testMember{a, b} {
 		waitSlices(t, m, "partial", "solo", "cluster-a=10.1.0.7 ports http:80")
 	}
-	se = waitExportConditions(t, a, "partial", "solo", "Valid=True/Valid Ready=True/Exported Conflict=False/NoConflicts")
+	se := waitExportConditions(t, a, "partial", "solo", "Valid=True/Valid Ready=True/Exported Conflict=False/NoConflicts")
 	if msg := meta.FindStatusCondition(se.Status.Conditions, "Ready").Message; !strings.Contains(msg, "cluster-c") {
 		t.Errorf("Ready message does not say where the namespace is missing: %s", msg)
 	}
@@ -520,6 +576,20 @@ func exportService(t *testing.T, m *testMember, ns, name string, ports []v1.Serv
 		t.Fatal(err)
 	}
 	createExport(t, m, ns, name)
+}
+
+// setExported sets the exportedLabels and exportedAnnotations of m's export.
+func setExported(t *testing.T, m *testMember, ns, name string, labels, annotations map[string]string) {
+	t.Helper()
+	api := m.mcs.MulticlusterV1beta1().ServiceExports(ns)
+	se, err := api.Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	se.Spec.ExportedLabels, se.Spec.ExportedAnnotations = labels, annotations
+	if _, err := api.Update(context.Background(), se, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func createExport(t *testing.T, m *testMember, ns, name string) {

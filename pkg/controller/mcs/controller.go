@@ -76,6 +76,11 @@ type Controller struct {
 // imports written by anyone else are never touched.
 const managedLabel = "app.kubernetes.io/managed-by"
 
+// fieldManager names the controller's writes of imported EndpointSlices in
+// their managedFields, whatever its user agent, so that a slice someone
+// else wrote can be told from its own.
+const fieldManager = "mcs-controller"
+
 // New builds a controller; it starts nothing.
 func New(cfg Config, metrics *Metrics) (*Controller, error) {
 	if cfg.Workers <= 0 {

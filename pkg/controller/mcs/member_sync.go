@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
@@ -243,7 +245,7 @@ func (c *Controller) writeSlices(ctx context.Context, m *member, key string, d *
 		}
 		var err error
 		if !ok {
-			_, err = api.Create(ctx, want, metav1.CreateOptions{})
+			_, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: fieldManager})
 			if apierrors.IsAlreadyExists(err) {
 				// Our cache lags behind our own earlier create.
 				if cur, err = api.Get(ctx, name, metav1.GetOptions{}); err == nil && !sameSlice(cur, want) {
@@ -254,7 +256,7 @@ func (c *Controller) writeSlices(ctx context.Context, m *member, key string, d *
 		if ok {
 			update := cur.DeepCopy()
 			update.Labels, update.OwnerReferences, update.Ports, update.Endpoints = want.Labels, want.OwnerReferences, want.Ports, want.Endpoints
-			_, err = api.Update(ctx, update, metav1.UpdateOptions{})
+			_, err = api.Update(ctx, update, metav1.UpdateOptions{FieldManager: fieldManager})
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("writing EndpointSlice %s/%s in %s: %w", si.Namespace, name, m.id, err))
@@ -264,11 +266,51 @@ func (c *Controller) writeSlices(ctx context.Context, m *member, key string, d *
 		if c.retainedSource(s.Labels[mcsv1beta1.LabelSourceCluster]) {
 			continue
 		}
-		if err := api.Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(s.UID)}}); err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("deleting EndpointSlice %s/%s in %s: %w", s.Namespace, s.Name, m.id, err))
-		}
+		errs = append(errs, c.deleteSlice(ctx, m, s, si))
 	}
 	return errors.Join(errs...)
+}
+
+// deleteSlice deletes one of m's slices that carry our managed-by label and
+// are not desired. Most are ours and stale (a source slice went away). A
+// slice someone else wrote with our label would otherwise be programmed by
+// every proxy that trusts our label, so it is deleted all the same, and
+// said loudly: a log line and a metric per slice, and an event on the
+// import when there is one.
+func (c *Controller) deleteSlice(ctx context.Context, m *member, s *discoveryv1.EndpointSlice, si *mcsv1beta1.ServiceImport) error {
+	err := m.kube.DiscoveryV1().EndpointSlices(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(s.UID)}})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		// Gone already, or replaced by a new object the next sync sees.
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("deleting EndpointSlice %s/%s in %s: %w", s.Namespace, s.Name, m.id, err)
+	}
+	if writers := foreignWriters(s); len(writers) > 0 {
+		klog.InfoS("Deleted an EndpointSlice that carries this controller's managed-by label but was written by someone else",
+			"cluster", m.id, "endpointSlice", klog.KObj(s), "writers", writers, "serviceName", s.Labels[mcsv1beta1.LabelServiceName])
+		c.metrics.countForeignSlice(m.id)
+		if si != nil {
+			m.recorder.Eventf(si, v1.EventTypeWarning, "ForeignEndpointSliceDeleted",
+				"deleted EndpointSlice %s, labelled as written by this controller but written by %s", s.Name, strings.Join(writers, ", "))
+		}
+	}
+	return nil
+}
+
+// foreignWriters returns the field managers other than this controller
+// that wrote s, as the apiserver recorded them in managedFields. Only the
+// controller's own writes use fieldManager; a writer can claim that name
+// too, and then its slice still goes, only without the report.
+func foreignWriters(s *discoveryv1.EndpointSlice) []string {
+	var out []string
+	for _, f := range s.ManagedFields {
+		if f.Manager != fieldManager && !slices.Contains(out, f.Manager) {
+			out = append(out, f.Manager)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func sameSlice(a, b *discoveryv1.EndpointSlice) bool {
@@ -284,17 +326,18 @@ func sameSlice(a, b *discoveryv1.EndpointSlice) bool {
 func (c *Controller) removeImport(ctx context.Context, m *member, ns, name string) error {
 	var errs []error
 	retainedAny := false
+	si, err := m.imports.ServiceImports(ns).Get(name)
+	if err != nil {
+		si = nil
+	}
 	for _, s := range slicesOf(m.importedSlices, byImport, ns+"/"+name) {
 		if c.retainedSource(s.Labels[mcsv1beta1.LabelSourceCluster]) {
 			retainedAny = true
 			continue
 		}
-		if err := m.kube.DiscoveryV1().EndpointSlices(ns).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, err)
-		}
+		errs = append(errs, c.deleteSlice(ctx, m, s, si))
 	}
-	si, err := m.imports.ServiceImports(ns).Get(name)
-	if err == nil && si.Labels[managedLabel] == c.cfg.ManagedBy && !retainedAny {
+	if si != nil && si.Labels[managedLabel] == c.cfg.ManagedBy && !retainedAny {
 		err := m.mcs.MulticlusterV1beta1().ServiceImports(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(si.UID)}})
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, err)

@@ -13,6 +13,7 @@ type Metrics struct {
 	exportSync   *prometheus.HistogramVec
 	sliceSync    *prometheus.HistogramVec
 	conflicts    *prometheus.GaugeVec
+	foreign      *prometheus.CounterVec
 	registry     prometheus.Registerer
 	registerOnce sync.Once
 
@@ -33,10 +34,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		conflicts: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "mcs_controller_conflicts", Help: "Exported names whose exports conflict, by Conflict reason.",
 		}, []string{"reason"}),
+		foreign: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcs_controller_foreign_endpointslices_deleted_total",
+			Help: "EndpointSlices deleted from a member because they carried the controller's managed-by label but someone else wrote them.",
+		}, []string{"cluster"}),
 		registry:    reg,
 		conflictsOf: map[string][]string{},
 	}
-	reg.MustRegister(m.exportSync, m.sliceSync, m.conflicts)
+	reg.MustRegister(m.exportSync, m.sliceSync, m.conflicts, m.foreign)
 	return m
 }
 
@@ -80,6 +85,12 @@ func (m *Metrics) observeExportSync(d time.Duration, err error) {
 func (m *Metrics) observeSliceSync(cluster string, d time.Duration, err error) {
 	if m != nil {
 		m.sliceSync.WithLabelValues(cluster, result(err)).Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) countForeignSlice(cluster string) {
+	if m != nil {
+		m.foreign.WithLabelValues(cluster).Inc()
 	}
 }
 

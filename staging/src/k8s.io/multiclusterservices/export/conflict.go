@@ -20,15 +20,22 @@ type Conflict struct {
 	Value string
 	// Losers are the clusters that disagree, sorted.
 	Losers []string
+	// Missing are the Losers that do not have the field at all (a port
+	// their Service does not expose), sorted.
+	Missing []string
 	// Of is the number of exports that took part.
 	Of int
 }
 
 // Message is the KEP-1645 wording: the field, which cluster won and why,
-// and how many clusters disagree.
+// and how many clusters disagree (and which of them lack the field).
 func (c Conflict) Message() string {
-	return fmt.Sprintf("Conflicting %s. Using %s from oldest service export in %q. %d/%d clusters disagree: %s.",
+	m := fmt.Sprintf("Conflicting %s. Using %s from oldest service export in %q. %d/%d clusters disagree: %s.",
 		c.Field, c.Value, c.Winner, len(c.Losers), c.Of, strings.Join(c.Losers, ", "))
+	if len(c.Missing) > 0 {
+		m += fmt.Sprintf(" Not exposed by %s.", strings.Join(c.Missing, ", "))
+	}
+	return m
 }
 
 // ConflictCondition returns the Conflict condition for a set of conflicts:

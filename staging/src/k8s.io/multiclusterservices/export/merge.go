@@ -26,8 +26,9 @@ type Result struct {
 	// Spec is the ServiceImport spec, without IPs: clusterset IPs are
 	// allocated by the caller, which owns the clusterset's address range.
 	Spec mcsv1beta1.ServiceImportSpec
-	// Labels and Annotations are the merged exportedLabels and
-	// exportedAnnotations of the ServiceExports.
+	// Labels and Annotations are the exportedLabels and
+	// exportedAnnotations of the oldest ServiceExport (each map is one
+	// property: it is never merged key by key).
 	Labels, Annotations map[string]string
 	// Clusters are the source clusters, sorted (ServiceImport
 	// status.clusters).
@@ -98,9 +99,9 @@ func Merge(exports []Export) Result {
 	r.Spec.IPFamilies, c = resolve(ordered, "ipFamilies", mcsv1beta1.ServiceExportReasonIPFamilyConflict, ipFamilies, sameFamilies, func(f []v1.IPFamily) string { return fmt.Sprint(f) })
 	r.Conflicts = append(r.Conflicts, c...)
 
-	r.Labels, c = mergeMaps(ordered, "exportedLabels", mcsv1beta1.ServiceExportReasonLabelsConflict, func(e Export) map[string]string { return e.ServiceExport.Spec.ExportedLabels })
+	r.Labels, c = resolveMap(ordered, "exportedLabels", mcsv1beta1.ServiceExportReasonLabelsConflict, func(e Export) map[string]string { return e.ServiceExport.Spec.ExportedLabels })
 	r.Conflicts = append(r.Conflicts, c...)
-	r.Annotations, c = mergeMaps(ordered, "exportedAnnotations", mcsv1beta1.ServiceExportReasonAnnotationsConflict, func(e Export) map[string]string { return e.ServiceExport.Spec.ExportedAnnotations })
+	r.Annotations, c = resolveMap(ordered, "exportedAnnotations", mcsv1beta1.ServiceExportReasonAnnotationsConflict, func(e Export) map[string]string { return e.ServiceExport.Spec.ExportedAnnotations })
 	r.Conflicts = append(r.Conflicts, c...)
 	return r
 }
@@ -127,31 +128,30 @@ func resolve[T any](ordered []Export, field string, reason mcsv1beta1.ServiceExp
 	return winner, []Conflict{{Reason: reason, Field: field, Winner: ordered[0].Cluster, Value: format(winner), Losers: losers, Of: len(ordered)}}
 }
 
-// mergeMaps unions the maps of the exports; a key with different values
-// takes the oldest export's value and is a conflict.
-func mergeMaps(ordered []Export, field string, reason mcsv1beta1.ServiceExportConditionReason, get func(Export) map[string]string) (map[string]string, []Conflict) {
-	out := map[string]string{}
-	owner := map[string]string{}
-	losers := map[string][]string{}
-	for _, e := range ordered {
-		for k, v := range get(e) {
-			if old, ok := out[k]; !ok {
-				out[k], owner[k] = v, e.Cluster
-			} else if old != v {
-				losers[k] = append(losers[k], e.Cluster)
-			}
-		}
+// resolveMap applies the policy to exportedLabels or exportedAnnotations.
+// mcs-api v1beta1 treats each map as one property: the oldest export's map
+// is used whole, without keys of any other, and every export whose map is
+// not identical to it is a conflict (an unset map and an empty one are the
+// same).
+func resolveMap(ordered []Export, field string, reason mcsv1beta1.ServiceExportConditionReason, get func(Export) map[string]string) (map[string]string, []Conflict) {
+	m, c := resolve(ordered, field, reason, get, maps.Equal[map[string]string, map[string]string], formatMap)
+	if len(m) == 0 {
+		return nil, c
 	}
-	var conflicts []Conflict
-	for _, k := range slices.Sorted(maps.Keys(losers)) {
-		l := losers[k]
-		slices.Sort(l)
-		conflicts = append(conflicts, Conflict{Reason: reason, Field: fmt.Sprintf("%s[%q]", field, k), Winner: owner[k], Value: quote(out[k]), Losers: l, Of: len(ordered)})
+	return maps.Clone(m), c
+}
+
+// formatMap writes a map as sorted key=value pairs, as a label selector
+// would, so that a conflict message says exactly what was used.
+func formatMap(m map[string]string) string {
+	if len(m) == 0 {
+		return "none"
 	}
-	if len(out) == 0 {
-		out = nil
+	var pairs []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		pairs = append(pairs, fmt.Sprintf("%s=%q", k, m[k]))
 	}
-	return out, conflicts
+	return "{" + strings.Join(pairs, ", ") + "}"
 }
 
 func filter(in []Export, keep func(Export) bool) []Export {

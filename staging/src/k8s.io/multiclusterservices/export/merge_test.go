@@ -1,6 +1,7 @@
 package export
 
 import (
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -36,6 +37,18 @@ func export(cluster string, minute int, mutate func(*v1.Service, *mcsv1beta1.Ser
 	return Export{Cluster: cluster, ServiceExport: se, Service: svc}
 }
 
+// everyField sets every field the merge resolves to a non-default value.
+func everyField(s *v1.Service, se *mcsv1beta1.ServiceExport) {
+	s.Spec.Ports = append(s.Spec.Ports, v1.ServicePort{Name: "metrics", Protocol: v1.ProtocolTCP, Port: 9090, AppProtocol: ptr.To("http")})
+	s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
+	s.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](60)}}
+	s.Spec.InternalTrafficPolicy = ptr.To(v1.ServiceInternalTrafficPolicyLocal)
+	s.Spec.TrafficDistribution = ptr.To(v1.ServiceTrafficDistributionPreferClose)
+	s.Spec.IPFamilies = []v1.IPFamily{v1.IPv6Protocol, v1.IPv4Protocol}
+	se.Spec.ExportedLabels = map[string]string{"tier": "web"}
+	se.Spec.ExportedAnnotations = map[string]string{"note": "x"}
+}
+
 func ports(p ...mcsv1beta1.ServicePort) []mcsv1beta1.ServicePort { return p }
 
 func port(name string, number int32, protocol v1.Protocol) mcsv1beta1.ServicePort {
@@ -56,6 +69,8 @@ type conflict struct {
 	field  string
 	winner string
 	losers []string
+	// missing are the losers without the field at all.
+	missing []string
 }
 
 func TestMerge(t *testing.T) {
@@ -107,6 +122,75 @@ func TestMerge(t *testing.T) {
 			},
 			wantPorts:  ports(port("http", 80, v1.ProtocolTCP), port("metrics", 9090, v1.ProtocolTCP), port("dns", 53, v1.ProtocolUDP)),
 			wantServed: map[string]map[string]bool{"a": served("http"), "b": served("http", "metrics"), "c": served("dns")},
+			// The port sets are not identical: every port some cluster
+			// lacks is a PortConflict naming those clusters.
+			wantConflicts: []conflict{
+				{mcsv1beta1.ServiceExportReasonPortConflict, `port "http"`, "a", []string{"c"}, []string{"c"}},
+				{mcsv1beta1.ServiceExportReasonPortConflict, `port "metrics"`, "b", []string{"a", "c"}, []string{"a", "c"}},
+				{mcsv1beta1.ServiceExportReasonPortConflict, `port "dns"`, "c", []string{"a", "b"}, []string{"a", "b"}},
+			},
+		},
+		{
+			name: "a port only the younger export has is exposed and conflicts",
+			exports: []Export{
+				export("a", 0, nil),
+				export("b", 1, func(s *v1.Service, _ *mcsv1beta1.ServiceExport) {
+					s.Spec.Ports = append(s.Spec.Ports, v1.ServicePort{Name: "metrics", Protocol: v1.ProtocolTCP, Port: 9090})
+				}),
+			},
+			wantPorts:     ports(port("http", 80, v1.ProtocolTCP), port("metrics", 9090, v1.ProtocolTCP)),
+			wantServed:    map[string]map[string]bool{"a": served("http"), "b": served("http", "metrics")},
+			wantConflicts: []conflict{{mcsv1beta1.ServiceExportReasonPortConflict, `port "metrics"`, "b", []string{"a"}, []string{"a"}}},
+		},
+		{
+			name: "a port the younger export lacks conflicts, three clusters",
+			exports: []Export{
+				export("a", 0, func(s *v1.Service, _ *mcsv1beta1.ServiceExport) {
+					s.Spec.Ports = append(s.Spec.Ports, v1.ServicePort{Name: "metrics", Protocol: v1.ProtocolTCP, Port: 9090})
+				}),
+				export("b", 1, nil),
+				export("c", 2, func(s *v1.Service, _ *mcsv1beta1.ServiceExport) {
+					s.Spec.Ports = append(s.Spec.Ports, v1.ServicePort{Name: "metrics", Protocol: v1.ProtocolTCP, Port: 9090})
+				}),
+			},
+			wantPorts:     ports(port("http", 80, v1.ProtocolTCP), port("metrics", 9090, v1.ProtocolTCP)),
+			wantServed:    map[string]map[string]bool{"a": served("http", "metrics"), "b": served("http"), "c": served("http", "metrics")},
+			wantConflicts: []conflict{{mcsv1beta1.ServiceExportReasonPortConflict, `port "metrics"`, "a", []string{"b"}, []string{"b"}}},
+		},
+		{
+			name: "identical port sets listed in another order do not conflict",
+			exports: []Export{
+				export("a", 0, func(s *v1.Service, _ *mcsv1beta1.ServiceExport) {
+					s.Spec.Ports = append(s.Spec.Ports, v1.ServicePort{Name: "metrics", Protocol: v1.ProtocolTCP, Port: 9090})
+				}),
+				export("b", 1, func(s *v1.Service, _ *mcsv1beta1.ServiceExport) {
+					s.Spec.Ports = []v1.ServicePort{{Name: "metrics", Protocol: v1.ProtocolTCP, Port: 9090}, {Name: "http", Port: 80}}
+				}),
+			},
+			wantPorts:  ports(port("http", 80, v1.ProtocolTCP), port("metrics", 9090, v1.ProtocolTCP)),
+			wantServed: map[string]map[string]bool{"a": served("http", "metrics"), "b": served("http", "metrics")},
+		},
+		{
+			name: "every field identical and set in three clusters: no conflict",
+			exports: []Export{
+				export("a", 0, everyField),
+				export("b", 1, everyField),
+				export("c", 2, func(s *v1.Service, se *mcsv1beta1.ServiceExport) {
+					everyField(s, se)
+					// Families in another order are the same families.
+					slices.Reverse(s.Spec.IPFamilies)
+				}),
+			},
+			check: func(t *testing.T, r Result) {
+				if r.Spec.SessionAffinity != v1.ServiceAffinityClientIP || *r.Spec.SessionAffinityConfig.ClientIP.TimeoutSeconds != 60 ||
+					*r.Spec.InternalTrafficPolicy != v1.ServiceInternalTrafficPolicyLocal || *r.Spec.TrafficDistribution != v1.ServiceTrafficDistributionPreferClose ||
+					!slices.Equal(r.Spec.IPFamilies, []v1.IPFamily{v1.IPv6Protocol, v1.IPv4Protocol}) {
+					t.Errorf("spec = %+v, want every field of the exports", r.Spec)
+				}
+				if !maps.Equal(r.Labels, map[string]string{"tier": "web"}) || !maps.Equal(r.Annotations, map[string]string{"note": "x"}) {
+					t.Errorf("labels %v annotations %v, want the exports'", r.Labels, r.Annotations)
+				}
+			},
 		},
 		{
 			name: "a port name with another number: the oldest export's port wins, the other cluster does not serve it",
@@ -117,7 +201,7 @@ func TestMerge(t *testing.T) {
 			},
 			wantPorts:     ports(port("http", 80, v1.ProtocolTCP)),
 			wantServed:    map[string]map[string]bool{"a": served("http"), "b": served(), "c": served("http")},
-			wantConflicts: []conflict{{mcsv1beta1.ServiceExportReasonPortConflict, `port "http"`, "a", []string{"b"}}},
+			wantConflicts: []conflict{{mcsv1beta1.ServiceExportReasonPortConflict, `port "http"`, "a", []string{"b"}, nil}},
 		},
 		{
 			name: "a port name with another protocol conflicts",
@@ -127,7 +211,7 @@ func TestMerge(t *testing.T) {
 			},
 			wantPorts:     ports(port("http", 80, v1.ProtocolTCP)),
 			wantServed:    map[string]map[string]bool{"a": served("http"), "b": served()},
-			wantConflicts: []conflict{{mcsv1beta1.ServiceExportReasonPortConflict, `port "http"`, "a", []string{"b"}}},
+			wantConflicts: []conflict{{mcsv1beta1.ServiceExportReasonPortConflict, `port "http"`, "a", []string{"b"}, nil}},
 		},
 		{
 			name: "a port name with another appProtocol conflicts",
@@ -139,7 +223,7 @@ func TestMerge(t *testing.T) {
 			},
 			wantPorts:     ports(mcsv1beta1.ServicePort{Name: "http", Port: 80, Protocol: v1.ProtocolTCP, AppProtocol: ptr.To("http")}),
 			wantServed:    map[string]map[string]bool{"a": served("http"), "b": served()},
-			wantConflicts: []conflict{{mcsv1beta1.ServiceExportReasonPortConflict, `port "http"`, "a", []string{"b"}}},
+			wantConflicts: []conflict{{mcsv1beta1.ServiceExportReasonPortConflict, `port "http"`, "a", []string{"b"}, nil}},
 		},
 		{
 			name: "one port number and protocol under two names is listed once",
@@ -149,7 +233,7 @@ func TestMerge(t *testing.T) {
 			},
 			wantPorts:     ports(port("http", 80, v1.ProtocolTCP)),
 			wantServed:    map[string]map[string]bool{"a": served("http"), "b": served()},
-			wantConflicts: []conflict{{mcsv1beta1.ServiceExportReasonPortConflict, `port "http"`, "a", []string{"b"}}},
+			wantConflicts: []conflict{{mcsv1beta1.ServiceExportReasonPortConflict, `port "http"`, "a", []string{"b"}, []string{"b"}}},
 		},
 		{
 			name: "an unnamed port cannot join a named one",
@@ -161,7 +245,7 @@ func TestMerge(t *testing.T) {
 			},
 			wantPorts:     ports(port("http", 80, v1.ProtocolTCP)),
 			wantServed:    map[string]map[string]bool{"a": served("http"), "b": served()},
-			wantConflicts: []conflict{{mcsv1beta1.ServiceExportReasonPortConflict, `port "http"`, "a", []string{"b"}}},
+			wantConflicts: []conflict{{mcsv1beta1.ServiceExportReasonPortConflict, `port "http"`, "a", []string{"b"}, []string{"b"}}},
 		},
 		{
 			name: "a named port cannot join an unnamed one",
@@ -172,7 +256,7 @@ func TestMerge(t *testing.T) {
 			},
 			wantPorts:     ports(port("", 80, v1.ProtocolTCP)),
 			wantServed:    map[string]map[string]bool{"a": served(""), "b": served(), "c": served("")},
-			wantConflicts: []conflict{{mcsv1beta1.ServiceExportReasonPortConflict, `port ""`, "a", []string{"b"}}},
+			wantConflicts: []conflict{{mcsv1beta1.ServiceExportReasonPortConflict, `port ""`, "a", []string{"b"}, []string{"b"}}},
 		},
 		{
 			name: "headlessness follows the oldest export",
@@ -185,7 +269,7 @@ func TestMerge(t *testing.T) {
 					t.Errorf("type = %s, want Headless", r.Spec.Type)
 				}
 			},
-			wantConflicts: []conflict{{mcsv1beta1.ServiceExportReasonTypeConflict, "type", "b", []string{"a"}}},
+			wantConflicts: []conflict{{mcsv1beta1.ServiceExportReasonTypeConflict, "type", "b", []string{"a"}, nil}},
 		},
 		{
 			name: "equal creation times are ordered by cluster ID",
@@ -198,7 +282,7 @@ func TestMerge(t *testing.T) {
 					t.Errorf("type = %s, want ClusterSetIP from cluster a", r.Spec.Type)
 				}
 			},
-			wantConflicts: []conflict{{mcsv1beta1.ServiceExportReasonTypeConflict, "type", "a", []string{"b"}}},
+			wantConflicts: []conflict{{mcsv1beta1.ServiceExportReasonTypeConflict, "type", "a", []string{"b"}, nil}},
 		},
 		{
 			name: "session affinity and its timeout",
@@ -216,8 +300,8 @@ func TestMerge(t *testing.T) {
 				}
 			},
 			wantConflicts: []conflict{
-				{mcsv1beta1.ServiceExportReasonSessionAffinityConflict, "sessionAffinity", "a", []string{"c"}},
-				{mcsv1beta1.ServiceExportReasonSessionAffinityConfigConflict, "sessionAffinityConfig.clientIP.timeoutSeconds", "a", []string{"b"}},
+				{mcsv1beta1.ServiceExportReasonSessionAffinityConflict, "sessionAffinity", "a", []string{"c"}, nil},
+				{mcsv1beta1.ServiceExportReasonSessionAffinityConfigConflict, "sessionAffinityConfig.clientIP.timeoutSeconds", "a", []string{"b"}, nil},
 			},
 		},
 		{
@@ -244,13 +328,13 @@ func TestMerge(t *testing.T) {
 				}
 			},
 			wantConflicts: []conflict{
-				{mcsv1beta1.ServiceExportReasonInternalTrafficPolicyConflict, "internalTrafficPolicy", "a", []string{"b"}},
-				{mcsv1beta1.ServiceExportReasonTrafficDistributionConflict, "trafficDistribution", "a", []string{"c"}},
-				{mcsv1beta1.ServiceExportReasonIPFamilyConflict, "ipFamilies", "a", []string{"c"}},
+				{mcsv1beta1.ServiceExportReasonInternalTrafficPolicyConflict, "internalTrafficPolicy", "a", []string{"b"}, nil},
+				{mcsv1beta1.ServiceExportReasonTrafficDistributionConflict, "trafficDistribution", "a", []string{"c"}, nil},
+				{mcsv1beta1.ServiceExportReasonIPFamilyConflict, "ipFamilies", "a", []string{"c"}, nil},
 			},
 		},
 		{
-			name: "exported labels and annotations are unioned, the oldest value winning",
+			name: "exported labels and annotations: the oldest export's maps are used whole",
 			exports: []Export{
 				export("a", 0, func(_ *v1.Service, se *mcsv1beta1.ServiceExport) {
 					se.Spec.ExportedLabels = map[string]string{"tier": "web", "team": "a"}
@@ -262,7 +346,8 @@ func TestMerge(t *testing.T) {
 				}),
 			},
 			check: func(t *testing.T, r Result) {
-				if diff := cmp.Diff(map[string]string{"tier": "web", "team": "a", "env": "prod"}, r.Labels); diff != "" {
+				// None of b's keys, not even the ones a does not set.
+				if diff := cmp.Diff(map[string]string{"tier": "web", "team": "a"}, r.Labels); diff != "" {
 					t.Errorf("labels (-want +got):\n%s", diff)
 				}
 				if diff := cmp.Diff(map[string]string{"note": "x"}, r.Annotations); diff != "" {
@@ -270,8 +355,52 @@ func TestMerge(t *testing.T) {
 				}
 			},
 			wantConflicts: []conflict{
-				{mcsv1beta1.ServiceExportReasonLabelsConflict, `exportedLabels["tier"]`, "a", []string{"b"}},
-				{mcsv1beta1.ServiceExportReasonAnnotationsConflict, `exportedAnnotations["note"]`, "a", []string{"b"}},
+				{mcsv1beta1.ServiceExportReasonLabelsConflict, "exportedLabels", "a", []string{"b"}, nil},
+				{mcsv1beta1.ServiceExportReasonAnnotationsConflict, "exportedAnnotations", "a", []string{"b"}, nil},
+			},
+		},
+		{
+			name: "exported labels that only add a key conflict; identical annotations do not",
+			exports: []Export{
+				export("a", 0, func(_ *v1.Service, se *mcsv1beta1.ServiceExport) {
+					se.Spec.ExportedLabels = map[string]string{"tier": "web"}
+					se.Spec.ExportedAnnotations = map[string]string{"note": "x"}
+				}),
+				export("b", 1, func(_ *v1.Service, se *mcsv1beta1.ServiceExport) {
+					se.Spec.ExportedLabels = map[string]string{"tier": "web", "env": "prod"}
+					se.Spec.ExportedAnnotations = map[string]string{"note": "x"}
+				}),
+				export("c", 2, func(_ *v1.Service, se *mcsv1beta1.ServiceExport) {
+					se.Spec.ExportedLabels = map[string]string{"tier": "web"}
+					se.Spec.ExportedAnnotations = map[string]string{"note": "x"}
+				}),
+			},
+			check: func(t *testing.T, r Result) {
+				if !maps.Equal(r.Labels, map[string]string{"tier": "web"}) || !maps.Equal(r.Annotations, map[string]string{"note": "x"}) {
+					t.Errorf("labels %v annotations %v, want a's", r.Labels, r.Annotations)
+				}
+			},
+			wantConflicts: []conflict{{mcsv1beta1.ServiceExportReasonLabelsConflict, "exportedLabels", "a", []string{"b"}, nil}},
+		},
+		{
+			name: "an export without labels beside one with labels: the oldest's (none) are used",
+			exports: []Export{
+				export("a", 0, func(_ *v1.Service, se *mcsv1beta1.ServiceExport) { se.Spec.ExportedLabels = map[string]string{} }),
+				export("b", 1, func(_ *v1.Service, se *mcsv1beta1.ServiceExport) {
+					se.Spec.ExportedLabels = map[string]string{"tier": "web"}
+					se.Spec.ExportedAnnotations = map[string]string{"note": "x"}
+				}),
+				// Unset and empty maps are the same.
+				export("c", 2, nil),
+			},
+			check: func(t *testing.T, r Result) {
+				if r.Labels != nil || r.Annotations != nil {
+					t.Errorf("labels %v annotations %v, want none", r.Labels, r.Annotations)
+				}
+			},
+			wantConflicts: []conflict{
+				{mcsv1beta1.ServiceExportReasonLabelsConflict, "exportedLabels", "a", []string{"b"}, nil},
+				{mcsv1beta1.ServiceExportReasonAnnotationsConflict, "exportedAnnotations", "a", []string{"b"}, nil},
 			},
 		},
 	}
@@ -295,7 +424,7 @@ func TestMerge(t *testing.T) {
 			}
 			var got []conflict
 			for _, c := range r.Conflicts {
-				got = append(got, conflict{c.Reason, c.Field, c.Winner, c.Losers})
+				got = append(got, conflict{c.Reason, c.Field, c.Winner, c.Losers, c.Missing})
 				if c.Of != len(tt.exports) {
 					t.Errorf("conflict %s counts %d exports, want %d", c.Field, c.Of, len(tt.exports))
 				}
@@ -347,6 +476,21 @@ func TestConflictCondition(t *testing.T) {
 		`Conflicting port "http". Using 80/TCP from oldest service export in "a". 2/3 clusters disagree: b, c.`
 	if c.Message != want {
 		t.Errorf("message:\n got %s\nwant %s", c.Message, want)
+	}
+}
+
+func TestConflictMessageNamesClustersWithoutThePort(t *testing.T) {
+	r := Merge([]Export{
+		export("a", 0, nil),
+		export("b", 1, func(s *v1.Service, _ *mcsv1beta1.ServiceExport) {
+			s.Spec.Ports = append(s.Spec.Ports, v1.ServicePort{Name: "metrics", Protocol: v1.ProtocolTCP, Port: 9090})
+		}),
+		export("c", 2, nil),
+	})
+	c := ConflictCondition(r.Conflicts)
+	want := `Conflicting port "metrics". Using 9090/TCP from oldest service export in "b". 2/3 clusters disagree: a, c. Not exposed by a, c.`
+	if c.Status != metav1.ConditionTrue || c.Reason != "PortConflict" || c.Message != want {
+		t.Errorf("condition %s %s %q, want True PortConflict %q", c.Status, c.Reason, c.Message, want)
 	}
 }
 

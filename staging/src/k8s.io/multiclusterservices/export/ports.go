@@ -9,58 +9,48 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
-// mergePorts builds the union of the exports' ports (KEP-1645 "Service
-// Port"). A port name used for different (port, protocol, appProtocol)
-// values keeps the oldest export's value. Two more cases would make an
-// import no proxy can program, so they are conflicts too and the younger
-// port is left out: the same port/protocol under two names, and an unnamed
-// port in an import with more than one port (endpoints are matched to
-// ports by name). ordered must be oldest first.
+// mergePorts builds the union of the exports' ports, so that a client of
+// the import reaches every port some cluster serves, and each cluster's
+// endpoints receive traffic only for the ports it serves. A port name used
+// for different (port, protocol, appProtocol) values keeps the oldest
+// export's value. Two more cases would make an import no proxy can program,
+// so the younger port is left out: the same port/protocol under two names,
+// and an unnamed port in an import with more than one port (endpoints are
+// matched to ports by name). ordered must be oldest first.
+//
+// mcs-api v1beta1 raises PortConflict "if the ports are not identical in
+// all the constituent Services", so every merged port that some export does
+// not serve is a conflict: whether that export has the port with other
+// properties or lacks it altogether (Conflict.Missing).
 //
 // It also returns, per cluster, the merged port names the cluster's
 // endpoints serve, so that its slices carry only those.
 func mergePorts(ordered []Export) ([]mcsv1beta1.ServicePort, map[string]map[string]bool, []Conflict) {
 	var merged []mcsv1beta1.ServicePort
-	byName := map[string]int{}      // name -> index in merged
-	owner := map[string]string{}    // name -> cluster that added it
-	losers := map[string][]string{} // name -> clusters whose port lost
+	byName := map[string]int{}   // name -> index in merged
+	owner := map[string]string{} // name -> cluster that added it
 	served := map[string]map[string]bool{}
-	var order []string // conflicting names, in the order first seen
-
-	lose := func(name, cluster string) {
-		if _, seen := losers[name]; !seen {
-			order = append(order, name)
-		}
-		if !slices.Contains(losers[name], cluster) {
-			losers[name] = append(losers[name], cluster)
-		}
-	}
+	named := map[string]map[string]bool{} // cluster -> its own port names
 
 	for _, e := range ordered {
 		served[e.Cluster] = map[string]bool{}
+		named[e.Cluster] = map[string]bool{}
 		for _, sp := range e.Service.Spec.Ports {
 			p := importPort(sp)
+			named[e.Cluster][p.Name] = true
 			if i, ok := byName[p.Name]; ok {
 				if samePort(merged[i], p) {
 					served[e.Cluster][p.Name] = true
-				} else {
-					lose(p.Name, e.Cluster)
 				}
 				continue
 			}
-			if i := indexOfNumber(merged, p); i >= 0 {
+			if indexOfNumber(merged, p) >= 0 {
 				// Same port and protocol under another name: the import
 				// would list one port twice.
-				lose(merged[i].Name, e.Cluster)
 				continue
 			}
 			if len(merged) > 0 && (p.Name == "" || hasUnnamed(merged)) {
 				// An unnamed port cannot live beside another port.
-				if p.Name == "" {
-					lose(merged[0].Name, e.Cluster)
-				} else {
-					lose("", e.Cluster)
-				}
 				continue
 			}
 			byName[p.Name] = len(merged)
@@ -71,17 +61,30 @@ func mergePorts(ordered []Export) ([]mcsv1beta1.ServicePort, map[string]map[stri
 	}
 
 	var conflicts []Conflict
-	for _, name := range order {
-		l := losers[name]
-		slices.Sort(l)
-		p := merged[byName[name]]
+	for _, p := range merged {
+		var losers, missing []string
+		for _, e := range ordered {
+			if served[e.Cluster][p.Name] {
+				continue
+			}
+			losers = append(losers, e.Cluster)
+			if !named[e.Cluster][p.Name] {
+				missing = append(missing, e.Cluster)
+			}
+		}
+		if len(losers) == 0 {
+			continue
+		}
+		slices.Sort(losers)
+		slices.Sort(missing)
 		conflicts = append(conflicts, Conflict{
-			Reason: mcsv1beta1.ServiceExportReasonPortConflict,
-			Field:  fmt.Sprintf("port %q", name),
-			Winner: owner[name],
-			Value:  formatPort(p),
-			Losers: l,
-			Of:     len(ordered),
+			Reason:  mcsv1beta1.ServiceExportReasonPortConflict,
+			Field:   fmt.Sprintf("port %q", p.Name),
+			Winner:  owner[p.Name],
+			Value:   formatPort(p),
+			Losers:  losers,
+			Missing: missing,
+			Of:      len(ordered),
 		})
 	}
 	return merged, served, conflicts
