@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/util/retry"
 	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
 	"k8s.io/multiclusterservices/crds"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
@@ -141,6 +142,15 @@ func TestMCSController(t *testing.T) {
 	for _, m := range []*testMember{a, b} {
 		waitExportConditions(t, m, "demo", "web", "Valid=True/Valid Ready=True/Exported Conflict=False/NoConflicts")
 	}
+	// c, below, exports without labels: back to none, so that its
+	// conflict is about ports only.
+	setExported(t, a, "demo", "web", nil, nil)
+	setExported(t, b, "demo", "web", nil, nil)
+	for _, m := range members {
+		waitImport(t, m, "demo", "web", func(si *mcsv1beta1.ServiceImport) bool {
+			return si.Labels["tier"] == "" && len(si.Annotations) == 0
+		})
+	}
 
 	// --- A forged slice: a user of b writes a slice with the controller's
 	// managed-by label for demo/web. The controller deletes it, and says
@@ -161,7 +171,7 @@ func TestMCSController(t *testing.T) {
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
 	waitSlices(t, b, "demo", "web", "cluster-a=10.1.0.1,10.1.0.2 ports http:8080;cluster-b=10.2.0.1 ports http:8080")
-	waitEvent(t, b, "demo", "web", "ForeignEndpointSliceDeleted")
+	waitEventOn(t, b, "ServiceImport", "demo", "web", "ForeignEndpointSliceDeleted")
 	eventually(t, 30*time.Second, "the forged slice counted", func() (bool, string) {
 		out, err := httpGet("http://" + replica1.metrics + "/metrics")
 		want := `mcs_controller_foreign_endpointslices_deleted_total{cluster="cluster-b"} 1`
@@ -582,12 +592,16 @@ func exportService(t *testing.T, m *testMember, ns, name string, ports []v1.Serv
 func setExported(t *testing.T, m *testMember, ns, name string, labels, annotations map[string]string) {
 	t.Helper()
 	api := m.mcs.MulticlusterV1beta1().ServiceExports(ns)
-	se, err := api.Get(context.Background(), name, metav1.GetOptions{})
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		se, err := api.Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		se.Spec.ExportedLabels, se.Spec.ExportedAnnotations = labels, annotations
+		_, err = api.Update(context.Background(), se, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	se.Spec.ExportedLabels, se.Spec.ExportedAnnotations = labels, annotations
-	if _, err := api.Update(context.Background(), se, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -653,16 +667,22 @@ func waitExportConditions(t *testing.T, m *testMember, ns, name, want string) *m
 	return se
 }
 
+// waitEvent waits for an event with reason on ServiceExport ns/name.
 func waitEvent(t *testing.T, m *testMember, ns, name, reason string) {
 	t.Helper()
-	eventually(t, 30*time.Second, fmt.Sprintf("a %s event on %s/%s in %s", reason, ns, name, m.id), func() (bool, string) {
+	waitEventOn(t, m, "ServiceExport", ns, name, reason)
+}
+
+func waitEventOn(t *testing.T, m *testMember, kind, ns, name, reason string) {
+	t.Helper()
+	eventually(t, 30*time.Second, fmt.Sprintf("a %s event on %s %s/%s in %s", reason, kind, ns, name, m.id), func() (bool, string) {
 		events, err := m.kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
 		var got []string
 		for _, e := range events.Items {
-			if e.InvolvedObject.Name == name && e.InvolvedObject.Kind == "ServiceExport" {
+			if e.InvolvedObject.Name == name && e.InvolvedObject.Kind == kind {
 				got = append(got, e.Reason)
 				if strings.Contains(e.Reason, reason) {
 					return true, ""

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/multiclusterservices/crds"
+	mcsproxy "k8s.io/multiclusterservices/proxy"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 	mcsclientset "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 
@@ -160,7 +161,7 @@ func createGateOffWorkload(t *testing.T, kube kubernetes.Interface, ext apiexten
 	}
 	eventually(t, 30*time.Second, "a ServiceImport to be created", func() (bool, string) {
 		_, err := mcs.MulticlusterV1beta1().ServiceImports("work").Create(ctx, &mcsv1beta1.ServiceImport{
-			ObjectMeta: metav1.ObjectMeta{Name: "remote"},
+			ObjectMeta: metav1.ObjectMeta{Name: "remote", Labels: map[string]string{mcsproxy.LabelImportManagedBy: mcsproxy.DefaultManagedBy}},
 			Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, IPs: []string{"10.250.0.1"},
 				Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}}},
 		}, metav1.CreateOptions{})

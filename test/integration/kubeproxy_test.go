@@ -83,7 +83,7 @@ func TestKubeProxyFollowsTheServiceImportCRD(t *testing.T) {
 		// A fresh CRD takes a moment before its resource is served.
 		eventually(t, 30*time.Second, "ServiceImport API", func() (bool, string) {
 			si := &mcsv1beta1.ServiceImport{
-				ObjectMeta: metav1.ObjectMeta{Name: "web"},
+				ObjectMeta: metav1.ObjectMeta{Name: "web", Labels: map[string]string{mcsproxy.LabelImportManagedBy: mcsproxy.DefaultManagedBy}},
 				Spec: mcsv1beta1.ServiceImportSpec{
 					Type:  mcsv1beta1.ClusterSetIP,
 					IPs:   []string{vip},
@@ -115,7 +115,7 @@ func TestKubeProxyFollowsTheServiceImportCRD(t *testing.T) {
 	// An import on a local Service's ClusterIP is refused, with an event,
 	// and the Service keeps its traffic (no endpoints: the kernel rejects).
 	hijack := &mcsv1beta1.ServiceImport{
-		ObjectMeta: metav1.ObjectMeta{Name: "hijack"},
+		ObjectMeta: metav1.ObjectMeta{Name: "hijack", Labels: map[string]string{mcsproxy.LabelImportManagedBy: mcsproxy.DefaultManagedBy}},
 		Spec: mcsv1beta1.ServiceImportSpec{
 			Type: mcsv1beta1.ClusterSetIP, IPs: []string{local.Spec.ClusterIP},
 			Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}},

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	mcsproxy "k8s.io/multiclusterservices/proxy"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/clustersetip"
@@ -73,8 +74,9 @@ type Controller struct {
 }
 
 // managedLabel marks the ServiceImports this controller owns, so that
-// imports written by anyone else are never touched.
-const managedLabel = "app.kubernetes.io/managed-by"
+// imports written by anyone else are never touched; proxies program only
+// imports whose label names a trusted manager.
+const managedLabel = mcsproxy.LabelImportManagedBy
 
 // fieldManager names the controller's writes of imported EndpointSlices in
 // their managedFields, whatever its user agent, so that a slice someone

@@ -111,11 +111,12 @@ func newDataplane(t *testing.T, mode kubeproxyconfig.ProxyMode) *dataplane {
 // endpoint starts an echo server for an endpoint address.
 func (d *dataplane) endpoint(name, ip string, ports ...string) {
 	d.t.Helper()
-	prefix := ip + "/32"
+	args := []string{"ip", "addr", "add", ip + "/32", "dev", "lo"}
 	if strings.Contains(ip, ":") {
-		prefix = ip + "/128"
+		// nodad: a tentative address cannot be bound yet.
+		args = []string{"ip", "-6", "addr", "add", ip + "/128", "dev", "lo", "nodad"}
 	}
-	netns.Run(d.t, "ip", "addr", "add", prefix, "dev", "lo")
+	netns.Run(d.t, args[0], args[1:]...)
 	for _, p := range ports {
 		network, port, _ := strings.Cut(p, "/")
 		if err := echoserver.Serve(d.ctx, network, net.JoinHostPort(ip, port), name); err != nil {
@@ -190,7 +191,7 @@ func serviceImport(name string, ips []string, ports ...mcsv1beta1.ServicePort) *
 		ports = []mcsv1beta1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}}
 	}
 	return &mcsv1beta1.ServiceImport{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, CreationTimestamp: metav1.Now()},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, CreationTimestamp: metav1.Now(), Labels: map[string]string{mcsproxy.LabelImportManagedBy: mcsproxy.DefaultManagedBy}},
 		Spec:       mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, IPs: ips, Ports: ports},
 	}
 }

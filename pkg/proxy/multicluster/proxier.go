@@ -1,10 +1,13 @@
 package multicluster
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -38,12 +41,14 @@ type Proxier struct {
 	imports        map[types.NamespacedName]*importState
 	slices         map[types.NamespacedName]*sliceState
 	slicesByImport map[types.NamespacedName]sets.Set[types.NamespacedName]
-	// importClaims maps a clusterset IP to the valid imports that use it;
-	// serviceClaims maps an IP to the local Services that use it.
-	importClaims  map[netip.Addr]sets.Set[types.NamespacedName]
-	importIPs     map[types.NamespacedName][]netip.Addr
-	serviceClaims map[netip.Addr]sets.Set[types.NamespacedName]
-	serviceIPs    map[types.NamespacedName][]netip.Addr
+	// claims says who owns each clusterset IP (claims.go).
+	claims *claimIndex
+	// reservedReported is, per local Service, the externalIPs and
+	// load-balancer IPs inside the clusterset ranges last reported, and
+	// droppedSlices the plain EndpointSlices that name an import's
+	// synthetic Service, so that each is reported once.
+	reservedReported map[types.NamespacedName]string
+	droppedSlices    sets.Set[types.NamespacedName]
 
 	// The proxier must not sync before imports are known, or clusterset
 	// IPs would disappear from the rules at every restart. Synced calls
@@ -89,10 +94,10 @@ func NewProxier(logger klog.Logger, provider proxy.Provider, opts *mcsproxy.Opti
 		imports:        map[types.NamespacedName]*importState{},
 		slices:         map[types.NamespacedName]*sliceState{},
 		slicesByImport: map[types.NamespacedName]sets.Set[types.NamespacedName]{},
-		importClaims:   map[netip.Addr]sets.Set[types.NamespacedName]{},
-		importIPs:      map[types.NamespacedName][]netip.Addr{},
-		serviceClaims:  map[netip.Addr]sets.Set[types.NamespacedName]{},
-		serviceIPs:     map[types.NamespacedName][]netip.Addr{},
+		claims:         newClaimIndex(),
+
+		reservedReported: map[types.NamespacedName]string{},
+		droppedSlices:    sets.New[types.NamespacedName](),
 	}
 }
 
@@ -102,7 +107,8 @@ var _ proxy.Provider = &Proxier{}
 func (p *Proxier) OnServiceAdd(service *v1.Service) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.setServiceClaims(service, serviceIPs(service))
+	service = p.admitService(service)
+	p.setServiceClaims(service, localServiceIPs(service))
 	p.Provider.OnServiceAdd(service)
 }
 
@@ -110,11 +116,12 @@ func (p *Proxier) OnServiceAdd(service *v1.Service) {
 func (p *Proxier) OnServiceUpdate(oldService, service *v1.Service) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	oldService, service = mcsproxy.WithoutReservedIPs(oldService, p.opts), p.admitService(service)
 	// Claim old and new IPs while the proxier switches, so an import never
 	// shares an IP with the Service in one ruleset in either direction.
 	key := types.NamespacedName{Namespace: service.Namespace, Name: service.Name}
-	newIPs := serviceIPs(service)
-	p.setServiceClaims(service, append(append([]netip.Addr{}, p.serviceIPs[key]...), newIPs...))
+	newIPs := localServiceIPs(service)
+	p.setServiceClaims(service, slices.Concat(p.claims.ipsOfService(key), newIPs))
 	p.Provider.OnServiceUpdate(oldService, service)
 	p.setServiceClaims(service, newIPs)
 }
@@ -125,8 +132,37 @@ func (p *Proxier) OnServiceDelete(service *v1.Service) {
 	defer p.mu.Unlock()
 	// The local Service's rules go first, so that an import waiting for
 	// its IP never shares it with the Service in one ruleset.
-	p.Provider.OnServiceDelete(service)
+	p.Provider.OnServiceDelete(mcsproxy.WithoutReservedIPs(service, p.opts))
 	p.setServiceClaims(service, nil)
+	delete(p.reservedReported, types.NamespacedName{Namespace: service.Namespace, Name: service.Name})
+}
+
+// admitService returns service as the proxier may program it: without the
+// externalIPs and load-balancer IPs inside the clusterset ranges, which
+// are reserved for imports. Any user who may set spec.externalIPs (all of
+// them, unless DenyServiceExternalIPs is on) could otherwise take a
+// clusterset IP from its import on every node. Each change of what is
+// left out is reported once.
+func (p *Proxier) admitService(service *v1.Service) *v1.Service {
+	admitted := mcsproxy.WithoutReservedIPs(service, p.opts)
+	key := types.NamespacedName{Namespace: service.Namespace, Name: service.Name}
+	reserved := strings.Join(mcsproxy.ReservedIPs(service, p.opts), ", ")
+	if reserved == p.reservedReported[key] {
+		return admitted
+	}
+	if reserved == "" {
+		delete(p.reservedReported, key)
+		return admitted
+	}
+	p.reservedReported[key] = reserved
+	msg := fmt.Sprintf("external or load-balancer IPs %s lie in the clusterset IP ranges, which are reserved for ServiceImports; they are not programmed", reserved)
+	p.logger.Error(nil, "Service IPs not programmed", "service", klog.KObj(service), "reason", mcsproxy.ReasonReservedIP, "message", msg)
+	rejectionsTotal.WithLabelValues("Service", string(mcsproxy.ReasonReservedIP)).Inc()
+	if p.recorder != nil {
+		ref := &v1.ObjectReference{APIVersion: "v1", Kind: "Service", Namespace: service.Namespace, Name: service.Name, UID: service.UID}
+		p.recorder.Eventf(ref, nil, v1.EventTypeWarning, string(mcsproxy.ReasonReservedIP), eventAction, "%s", msg)
+	}
+	return admitted
 }
 
 // OnServiceSynced is called by kube-proxy's Service informer.
@@ -137,42 +173,106 @@ func (p *Proxier) OnServiceSynced() {
 	p.forwardSynced()
 }
 
+// sliceRoute says where kube-proxy's EndpointSlice informer's slices go.
+type sliceRoute int
+
+const (
+	// routeLocal: a local Service's slice, for the wrapped Provider as is.
+	routeLocal sliceRoute = iota
+	// routeMultiCluster: an MCS EndpointSlice, checked and translated
+	// here before its import's rules get it.
+	routeMultiCluster
+	// routeDropped: a plain slice that names an import's synthetic
+	// Service. It would reach the import's rules without any check.
+	routeDropped
+)
+
+func routeOf(slice *discoveryv1.EndpointSlice) sliceRoute {
+	switch {
+	case mcsproxy.ClaimsImportService(slice):
+		return routeDropped
+	case mcsproxy.IsMultiClusterEndpointSlice(slice):
+		return routeMultiCluster
+	default:
+		return routeLocal
+	}
+}
+
 // OnEndpointSliceAdd is called by kube-proxy's EndpointSlice informer,
 // which delivers the MCS EndpointSlices too: they are held here until their
 // import is programmed, so that kube-proxy caches each slice once.
 func (p *Proxier) OnEndpointSliceAdd(slice *discoveryv1.EndpointSlice) {
-	if mcsproxy.IsMultiClusterEndpointSlice(slice) {
-		p.OnMultiClusterEndpointSliceUpsert(slice)
-		return
-	}
-	p.Provider.OnEndpointSliceAdd(slice)
+	p.routeSlice(nil, slice)
 }
 
 // OnEndpointSliceUpdate is called by kube-proxy's EndpointSlice informer.
 func (p *Proxier) OnEndpointSliceUpdate(oldSlice, slice *discoveryv1.EndpointSlice) {
-	wasMCS, isMCS := mcsproxy.IsMultiClusterEndpointSlice(oldSlice), mcsproxy.IsMultiClusterEndpointSlice(slice)
-	switch {
-	case wasMCS && isMCS:
-		p.OnMultiClusterEndpointSliceUpsert(slice)
-	case !wasMCS && !isMCS:
-		p.Provider.OnEndpointSliceUpdate(oldSlice, slice)
-	case isMCS:
-		// Relabelled from a local Service's slice into an MCS one.
-		p.Provider.OnEndpointSliceDelete(oldSlice)
-		p.OnMultiClusterEndpointSliceUpsert(slice)
-	default:
-		p.OnMultiClusterEndpointSliceDelete(oldSlice)
-		p.Provider.OnEndpointSliceAdd(slice)
-	}
+	p.routeSlice(oldSlice, slice)
 }
 
 // OnEndpointSliceDelete is called by kube-proxy's EndpointSlice informer.
 func (p *Proxier) OnEndpointSliceDelete(slice *discoveryv1.EndpointSlice) {
-	if mcsproxy.IsMultiClusterEndpointSlice(slice) {
-		p.OnMultiClusterEndpointSliceDelete(slice)
+	p.routeSlice(slice, nil)
+}
+
+// routeSlice delivers a change from old to slice (either nil for an add or
+// a delete) to where each belongs; a slice relabelled from one route to
+// another leaves the old one first.
+func (p *Proxier) routeSlice(old, slice *discoveryv1.EndpointSlice) {
+	if old != nil && slice != nil && routeOf(old) == routeLocal && routeOf(slice) == routeLocal {
+		p.Provider.OnEndpointSliceUpdate(old, slice)
 		return
 	}
-	p.Provider.OnEndpointSliceDelete(slice)
+	if old != nil && (slice == nil || routeOf(old) != routeOf(slice)) {
+		switch routeOf(old) {
+		case routeLocal:
+			p.Provider.OnEndpointSliceDelete(old)
+		case routeMultiCluster:
+			p.OnMultiClusterEndpointSliceDelete(old)
+		case routeDropped:
+			p.forgetDroppedSlice(old)
+		}
+	}
+	if slice == nil {
+		return
+	}
+	switch routeOf(slice) {
+	case routeLocal:
+		if old != nil && routeOf(old) == routeLocal {
+			p.Provider.OnEndpointSliceUpdate(old, slice)
+		} else {
+			p.Provider.OnEndpointSliceAdd(slice)
+		}
+	case routeMultiCluster:
+		p.OnMultiClusterEndpointSliceUpsert(slice)
+	case routeDropped:
+		p.dropSlice(slice)
+	}
+}
+
+// dropSlice reports, once per slice, a plain EndpointSlice that names an
+// import's synthetic Service.
+func (p *Proxier) dropSlice(slice *discoveryv1.EndpointSlice) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	key := types.NamespacedName{Namespace: slice.Namespace, Name: slice.Name}
+	if p.droppedSlices.Has(key) {
+		return
+	}
+	p.droppedSlices.Insert(key)
+	msg := fmt.Sprintf("label %s=%q names the synthetic Service of a ServiceImport; only MCS EndpointSlices (label %s) reach an import", discoveryv1.LabelServiceName, slice.Labels[discoveryv1.LabelServiceName], mcsv1beta1.LabelServiceName)
+	p.logger.Error(nil, "EndpointSlice not programmed", "endpointSlice", klog.KObj(slice), "reason", mcsproxy.ReasonReservedServiceName, "message", msg)
+	rejectionsTotal.WithLabelValues("EndpointSlice", string(mcsproxy.ReasonReservedServiceName)).Inc()
+	if p.recorder != nil {
+		ref := &v1.ObjectReference{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSlice", Namespace: slice.Namespace, Name: slice.Name, UID: slice.UID}
+		p.recorder.Eventf(ref, nil, v1.EventTypeWarning, string(mcsproxy.ReasonReservedServiceName), eventAction, "%s", msg)
+	}
+}
+
+func (p *Proxier) forgetDroppedSlice(slice *discoveryv1.EndpointSlice) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.droppedSlices.Delete(types.NamespacedName{Namespace: slice.Namespace, Name: slice.Name})
 }
 
 // OnEndpointSlicesSynced is called by kube-proxy's EndpointSlice informer.
@@ -225,16 +325,17 @@ func (p *Proxier) OnServiceImportUpsert(si *mcsv1beta1.ServiceImport) {
 		st = &importState{}
 		p.imports[key] = st
 	}
-	affected := p.claimants(p.importIPs[key])
+	if st.obj == si || st.obj != nil && si.ResourceVersion != "" && st.obj.ResourceVersion == si.ResourceVersion && st.obj.UID == si.UID {
+		// A resync: nothing changed, so no decision can.
+		return
+	}
 	st.obj = si
 	st.invalid = nil
 	svc, err := mcsproxy.ServiceForImport(si, p.opts)
 	if err != nil && !errors.As(err, &st.invalid) {
 		st.invalid = &mcsproxy.RejectionError{Reason: mcsproxy.ReasonInvalidType, Message: err.Error()}
 	}
-	p.setImportClaims(key, claimIPs(svc))
-	affected.Insert(key)
-	affected = affected.Union(p.claimants(p.importIPs[key]))
+	affected := p.claims.setImport(claim{key: key, created: si.CreationTimestamp.Unix()}, claimIPs(svc))
 	st.translation = svc
 	p.reconcileImports(affected)
 	st.translation = nil
@@ -249,10 +350,9 @@ func (p *Proxier) OnServiceImportDelete(si *mcsv1beta1.ServiceImport) {
 	if st == nil {
 		return
 	}
-	affected := p.claimants(p.importIPs[key])
-	p.setImportClaims(key, nil)
+	affected := p.claims.setImport(claim{key: key}, nil)
 	st.obj, st.invalid = nil, nil
-	p.reconcileImports(affected.Insert(key))
+	p.reconcileImports(affected)
 	delete(p.imports, key)
 	for _, sliceKey := range sortedKeys(p.slicesByImport[key]) {
 		p.reconcileSlice(sliceKey)
@@ -360,37 +460,47 @@ func (p *Proxier) Reset() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for key, st := range p.imports {
-		p.setImportClaims(key, nil)
+		p.claims.setImport(claim{key: key}, nil)
 		st.obj, st.invalid = nil, nil
-		p.reconcileImport(key)
+		p.reconcileImport(key, nil, nil)
 	}
 	p.imports = map[types.NamespacedName]*importState{}
-	p.importClaims = map[netip.Addr]sets.Set[types.NamespacedName]{}
-	p.importIPs = map[types.NamespacedName][]netip.Addr{}
 	for key := range p.slices {
 		p.reconcileSlice(key)
 	}
 }
 
+// reconcileImports decides each of keys once, then applies the decisions,
+// withdrawals first, so that an IP handed from one import to another is
+// never programmed twice.
 func (p *Proxier) reconcileImports(keys sets.Set[types.NamespacedName]) {
-	// Withdrawals first, so that an IP handed from one import to another
-	// is never programmed twice.
-	ordered := sortedKeys(keys)
-	sort.SliceStable(ordered, func(i, j int) bool {
-		return p.wantService(ordered[i]) == nil && p.wantService(ordered[j]) != nil
+	type decision struct {
+		key       types.NamespacedName
+		want      *v1.Service
+		rejection *mcsproxy.RejectionError
+	}
+	decisions := make([]decision, 0, keys.Len())
+	for _, key := range sortedKeys(keys) {
+		want, rejection := p.desired(key)
+		decisions = append(decisions, decision{key, want, rejection})
+	}
+	slices.SortStableFunc(decisions, func(a, b decision) int {
+		return cmp.Compare(boolInt(a.want != nil), boolInt(b.want != nil))
 	})
-	for _, key := range ordered {
-		p.reconcileImport(key)
+	for _, d := range decisions {
+		p.reconcileImport(d.key, d.want, d.rejection)
 	}
 }
 
-// wantService returns the Service that should be programmed for an import,
-// or nil and the reason it must not be.
-func (p *Proxier) wantService(key types.NamespacedName) *v1.Service {
-	svc, _ := p.desired(key)
-	return svc
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
+// desired returns the Service that should be programmed for an import,
+// or nil and the reason it must not be.
 func (p *Proxier) desired(key types.NamespacedName) (*v1.Service, *mcsproxy.RejectionError) {
 	st := p.imports[key]
 	if st == nil || st.obj == nil {
@@ -399,28 +509,14 @@ func (p *Proxier) desired(key types.NamespacedName) (*v1.Service, *mcsproxy.Reje
 	if st.invalid != nil {
 		return nil, st.invalid
 	}
+	if rejection := p.claims.decide(key); rejection != nil {
+		return nil, rejection
+	}
 	svc := st.translation
 	if svc == nil {
 		svc = p.translate(st.obj)
 	}
-	if svc == nil {
-		return nil, nil // headless: DNS serves it
-	}
-	for _, ip := range p.importIPs[key] {
-		if owners := p.serviceClaims[ip]; owners.Len() > 0 {
-			return nil, &mcsproxy.RejectionError{
-				Reason:  mcsproxy.ReasonIPInUseByService,
-				Message: fmt.Sprintf("clusterset IP %s is used by Service %s; the Service keeps its traffic", ip, sortedKeys(owners)[0]),
-			}
-		}
-		if winner := p.oldestClaimant(ip); winner != key {
-			return nil, &mcsproxy.RejectionError{
-				Reason:  mcsproxy.ReasonIPInUseByImport,
-				Message: fmt.Sprintf("clusterset IP %s is already used by the older ServiceImport %s", ip, winner),
-			}
-		}
-	}
-	return svc, nil
+	return svc, nil // nil: headless, DNS serves it
 }
 
 // translate is the Service the Provider gets for si, nil when it gets none.
@@ -432,12 +528,11 @@ func (p *Proxier) translate(si *mcsv1beta1.ServiceImport) *v1.Service {
 	return svc
 }
 
-func (p *Proxier) reconcileImport(key types.NamespacedName) {
+func (p *Proxier) reconcileImport(key types.NamespacedName, want *v1.Service, rejection *mcsproxy.RejectionError) {
 	st := p.imports[key]
 	if st == nil {
 		return
 	}
-	want, rejection := p.desired(key)
 	switch {
 	case want == nil && st.programmedFrom != nil:
 		p.Provider.OnServiceDelete(p.translate(st.programmedFrom))
@@ -558,86 +653,11 @@ func ownedByServiceImport(slice *discoveryv1.EndpointSlice) bool {
 	return false
 }
 
-// claimants returns the imports that claim any of ips.
-func (p *Proxier) claimants(ips []netip.Addr) sets.Set[types.NamespacedName] {
-	out := sets.New[types.NamespacedName]()
-	for _, ip := range ips {
-		out = out.Union(p.importClaims[ip])
-	}
-	return out
-}
-
-func (p *Proxier) setImportClaims(key types.NamespacedName, ips []netip.Addr) {
-	for _, ip := range p.importIPs[key] {
-		if owners := p.importClaims[ip]; owners != nil {
-			owners.Delete(key)
-			if owners.Len() == 0 {
-				delete(p.importClaims, ip)
-			}
-		}
-	}
-	delete(p.importIPs, key)
-	if len(ips) > 0 {
-		p.importIPs[key] = ips
-	}
-	for _, ip := range ips {
-		if p.importClaims[ip] == nil {
-			p.importClaims[ip] = sets.New[types.NamespacedName]()
-		}
-		p.importClaims[ip].Insert(key)
-	}
-}
-
-// setServiceClaims records the IPs a local Service uses and re-evaluates
-// every import that claims one of its old or new IPs.
+// setServiceClaims records the IPs a local Service uses and decides again
+// every import that owned one of its old or new IPs.
 func (p *Proxier) setServiceClaims(service *v1.Service, ips []netip.Addr) {
 	key := types.NamespacedName{Namespace: service.Namespace, Name: service.Name}
-	affected := sets.New[types.NamespacedName]()
-	for _, ip := range p.serviceIPs[key] {
-		affected = affected.Union(p.importClaims[ip])
-		if owners := p.serviceClaims[ip]; owners != nil {
-			owners.Delete(key)
-			if owners.Len() == 0 {
-				delete(p.serviceClaims, ip)
-			}
-		}
-	}
-	if len(ips) == 0 {
-		delete(p.serviceIPs, key)
-	} else {
-		p.serviceIPs[key] = ips
-	}
-	for _, ip := range ips {
-		affected = affected.Union(p.importClaims[ip])
-		if p.serviceClaims[ip] == nil {
-			p.serviceClaims[ip] = sets.New[types.NamespacedName]()
-		}
-		p.serviceClaims[ip].Insert(key)
-	}
-	p.reconcileImports(affected)
-}
-
-// oldestClaimant returns the import that owns ip: the oldest, and among
-// imports created in the same second the first by namespace and name, so
-// that every node picks the same one.
-func (p *Proxier) oldestClaimant(ip netip.Addr) types.NamespacedName {
-	var best types.NamespacedName
-	var bestState *importState
-	for key := range p.importClaims[ip] {
-		st := p.imports[key]
-		if bestState == nil || olderThan(st, key, bestState, best) {
-			best, bestState = key, st
-		}
-	}
-	return best
-}
-
-func olderThan(a *importState, aKey types.NamespacedName, b *importState, bKey types.NamespacedName) bool {
-	at, bt := a.obj.CreationTimestamp, b.obj.CreationTimestamp
-	if !at.Equal(&bt) {
-		return at.Before(&bt)
-	}
-	return aKey.String() < bKey.String()
+	p.reconcileImports(p.claims.setService(key, ips))
 }
 
 func (p *Proxier) unindexSlice(importKey, sliceKey types.NamespacedName) {
@@ -649,9 +669,9 @@ func (p *Proxier) unindexSlice(importKey, sliceKey types.NamespacedName) {
 	}
 }
 
-// serviceIPs returns every IP on which the proxier programs rules for a
-// local Service: an import on any of them would share its rules.
-func serviceIPs(service *v1.Service) []netip.Addr {
+// localServiceIPs returns every IP on which the proxier programs rules for
+// a local Service: an import on any of them would share its rules.
+func localServiceIPs(service *v1.Service) []netip.Addr {
 	var raw []string
 	raw = append(raw, service.Spec.ClusterIPs...)
 	if len(service.Spec.ClusterIPs) == 0 {

@@ -3,6 +3,7 @@ package multicluster
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -145,7 +146,7 @@ var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func serviceImport(ns, name string, age time.Duration, ips ...string) *mcsv1beta1.ServiceImport {
 	return &mcsv1beta1.ServiceImport{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + name), CreationTimestamp: metav1.NewTime(epoch.Add(-age))},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + name), CreationTimestamp: metav1.NewTime(epoch.Add(-age)), Labels: map[string]string{mcsproxy.LabelImportManagedBy: mcsproxy.DefaultManagedBy}},
 		Spec: mcsv1beta1.ServiceImportSpec{
 			Type:  mcsv1beta1.ClusterSetIP,
 			IPs:   ips,
@@ -212,6 +213,7 @@ func TestImportLifecycle(t *testing.T) {
 
 	// A port change is an update of the synthetic Service.
 	changed := same.DeepCopy()
+	changed.ResourceVersion = "3"
 	changed.Spec.Ports[0].Port = 8080
 	p.OnServiceImportUpsert(changed)
 	f.expectCalls("ServiceUpdate ns/web.clusterset")
@@ -317,11 +319,53 @@ func TestImportNeverTakesALocalServiceIP(t *testing.T) {
 	p.OnServiceDelete(localService("other", "db", "10.250.0.10"))
 	f.expectCalls("ServiceDelete other/db", "SliceAdd ns/web-a", "ServiceAdd ns/web.clusterset")
 
-	// An external IP counts as well.
-	ext := localService("other", "lb", "10.96.0.20")
-	ext.Spec.ExternalIPs = []string{"10.250.0.10"}
+}
+
+// An attack: any user may set spec.externalIPs (unless
+// DenyServiceExternalIPs is on) or, with a load-balancer controller, get a
+// load-balancer IP. Inside the clusterset ranges those are reserved for
+// imports: the Service is programmed without them, the import keeps its
+// IP, and the Service gets an event.
+func TestExternalIPsInTheClusterSetRangeDoNotEvictAnImport(t *testing.T) {
+	f := newFixture(t)
+	p := f.proxier
+	p.OnServiceImportUpsert(serviceImport("ns", "web", 0, "10.250.0.10"))
+	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1"))
+	f.expectCalls("ServiceAdd ns/web.clusterset", "SliceAdd ns/web-a")
+
+	ext := localService("attacker", "lb", "10.96.0.20")
+	ext.Spec.ExternalIPs = []string{"10.250.0.10", "203.0.113.7"}
 	p.OnServiceAdd(ext)
-	f.expectCalls("ServiceDelete ns/web.clusterset", "SliceDelete ns/web-a", "ServiceAdd other/lb")
+	f.expectCalls("ServiceAdd attacker/lb")
+	f.expectEvents("Service attacker/lb ClusterSetIPReserved")
+	if got := f.provider.services["attacker/lb"].Spec.ExternalIPs; !slices.Equal(got, []string{"203.0.113.7"}) {
+		t.Errorf("programmed externalIPs %v, want only the one outside the clusterset ranges", got)
+	}
+	if f.provider.services["ns/web.clusterset"] == nil {
+		t.Errorf("the import lost its IP to an external IP")
+	}
+
+	// The same IP as a load-balancer IP: not programmed either, and not
+	// reported again; the proxier sees old and new without it.
+	lb := ext.DeepCopy()
+	lb.Spec.ExternalIPs = nil
+	lb.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "10.250.0.10"}}
+	p.OnServiceUpdate(ext, lb)
+	f.expectCalls("ServiceUpdate attacker/lb")
+	p.OnServiceUpdate(lb, lb.DeepCopy())
+	f.expectCalls("ServiceUpdate attacker/lb")
+	f.expectEvents()
+	if got := f.provider.services["attacker/lb"].Status.LoadBalancer.Ingress; len(got) != 0 {
+		t.Errorf("programmed load-balancer ingress %v, want none", got)
+	}
+	if f.provider.services["ns/web.clusterset"] == nil {
+		t.Errorf("the import lost its IP to a load-balancer IP")
+	}
+	p.OnServiceDelete(lb)
+	f.expectCalls("ServiceDelete attacker/lb")
+	if got := f.provider.services["attacker/lb"]; got != nil {
+		t.Errorf("Service still programmed after delete")
+	}
 }
 
 func TestLocalServiceFirstKeepsItsIP(t *testing.T) {

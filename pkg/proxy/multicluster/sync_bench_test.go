@@ -109,7 +109,7 @@ func measureSync(b *testing.B, mode kubeproxyconfig.ProxyMode, n int, imports bo
 		name := fmt.Sprintf("svc-%d", i)
 		if imports {
 			wrapper.OnServiceImportUpsert(&mcsv1beta1.ServiceImport{
-				ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: name, CreationTimestamp: metav1.NewTime(time.Unix(int64(i), 0))},
+				ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: name, CreationTimestamp: metav1.NewTime(time.Unix(int64(i), 0)), Labels: map[string]string{mcsproxy.LabelImportManagedBy: mcsproxy.DefaultManagedBy}},
 				Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, IPs: []string{vip},
 					Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}}},
 			})

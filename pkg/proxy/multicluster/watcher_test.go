@@ -24,6 +24,7 @@ import (
 	"k8s.io/component-base/featuregate"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
+	mcsproxy "k8s.io/multiclusterservices/proxy"
 	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 	mcsfake "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned/fake"
 )
@@ -152,7 +153,7 @@ func TestWatcherFollowsTheCRD(t *testing.T) {
 
 	// An older CRD serving only v1alpha1 works too.
 	alpha := &mcsv1alpha1.ServiceImport{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", Labels: map[string]string{mcsproxy.LabelImportManagedBy: mcsproxy.DefaultManagedBy}},
 		Spec: mcsv1alpha1.ServiceImportSpec{Type: mcsv1alpha1.ClusterSetIP, IPs: []string{"10.250.0.10"},
 			Ports: []mcsv1alpha1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}}},
 	}

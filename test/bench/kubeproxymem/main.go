@@ -210,7 +210,7 @@ func create(ctx context.Context, kube kubernetes.Interface, mcs mcsclientset.Int
 		return err
 	}
 	_, err := mcs.MulticlusterV1beta1().ServiceImports(namespace).Create(ctx, &mcsv1beta1.ServiceImport{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{mcsproxy.LabelImportManagedBy: mcsproxy.DefaultManagedBy}},
 		Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, IPs: []string{fmt.Sprintf("10.250.%d.%d", i/250, i%250+1)},
 			Ports: []mcsv1beta1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}}},
 	}, metav1.CreateOptions{})

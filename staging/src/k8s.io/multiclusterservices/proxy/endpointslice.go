@@ -21,6 +21,17 @@ func IsMultiClusterEndpointSlice(slice *discoveryv1.EndpointSlice) bool {
 	return ok
 }
 
+// ClaimsImportService tells whether a slice names, in its
+// kubernetes.io/service-name label, the synthetic Service of an import. No
+// real Service has such a name, and only a checked MCS EndpointSlice may
+// reach an import's rules, so a proxy must drop such a slice: anyone who
+// can write an EndpointSlice in the namespace could otherwise steer the
+// import's clusterset IP.
+func ClaimsImportService(slice *discoveryv1.EndpointSlice) bool {
+	_, synthetic := ImportName(slice.Labels[discoveryv1.LabelServiceName])
+	return synthetic
+}
+
 // ImportNameOf returns the name of the ServiceImport an MCS EndpointSlice
 // belongs to.
 func ImportNameOf(slice *discoveryv1.EndpointSlice) string {

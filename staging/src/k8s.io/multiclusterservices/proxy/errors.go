@@ -30,6 +30,12 @@ const (
 	ReasonUnsupportedAddressType Reason = "UnsupportedAddressType"
 	ReasonInvalidEndpoint        Reason = "InvalidEndpoint"
 	ReasonNoServiceImport        Reason = "NoServiceImport"
+	// A plain EndpointSlice that names an import's synthetic Service.
+	ReasonReservedServiceName Reason = "ReservedServiceName"
+
+	// A local Service's externalIP or load-balancer IP inside the
+	// clusterset ranges, which are reserved for imports.
+	ReasonReservedIP Reason = "ClusterSetIPReserved"
 )
 
 // RejectionError is returned for input that must not be programmed.

@@ -15,8 +15,9 @@ import (
 // it accepts is something the proxier can program safely.
 func FuzzServiceForImport(f *testing.F) {
 	seeds := []string{
-		`{"metadata":{"name":"web","namespace":"ns"},"spec":{"type":"ClusterSetIP","ips":["10.250.0.1"],"ports":[{"port":80}]}}`,
-		`{"metadata":{"name":"web","namespace":"ns"},"spec":{"type":"ClusterSetIP","ips":["10.250.0.1","fd00:10:250::1"],"ipFamilies":["IPv4","IPv6"],"ports":[{"name":"a","port":80,"protocol":"UDP"},{"name":"b","port":81,"protocol":"SCTP"}],"sessionAffinity":"ClientIP"}}`,
+		`{"metadata":{"name":"web","namespace":"ns","labels":{"app.kubernetes.io/managed-by":"mcs-controller.multicluster.x-k8s.io"}},"spec":{"type":"ClusterSetIP","ips":["10.250.0.1"],"ports":[{"port":80}]}}`,
+		`{"metadata":{"name":"web","namespace":"ns","labels":{"app.kubernetes.io/managed-by":"someone"}},"spec":{"type":"ClusterSetIP","ips":["10.250.0.1"],"ports":[{"port":80}]}}`,
+		`{"metadata":{"name":"web","namespace":"ns","labels":{"app.kubernetes.io/managed-by":"mcs-controller.multicluster.x-k8s.io"}},"spec":{"type":"ClusterSetIP","ips":["10.250.0.1","fd00:10:250::1"],"ipFamilies":["IPv4","IPv6"],"ports":[{"name":"a","port":80,"protocol":"UDP"},{"name":"b","port":81,"protocol":"SCTP"}],"sessionAffinity":"ClientIP"}}`,
 		`{"metadata":{"name":"web"},"spec":{"type":"Headless","ports":[{"port":80}]}}`,
 		`{"metadata":{"name":"web"},"spec":{"type":"ClusterSetIP","ips":["8.8.8.8"],"ports":[{"port":0}]}}`,
 		`{"spec":{"type":"ClusterSetIP","ips":["::ffff:10.250.0.1"],"sessionAffinity":"ClientIP","sessionAffinityConfig":{"clientIP":{"timeoutSeconds":-1}}}}`,
@@ -36,6 +37,9 @@ func FuzzServiceForImport(f *testing.F) {
 				t.Fatalf("rejected import produced a Service")
 			}
 			return
+		}
+		if !opts.trusts(si.Labels[LabelImportManagedBy]) {
+			t.Fatalf("an import by untrusted manager %q produced a Service", si.Labels[LabelImportManagedBy])
 		}
 		if si.Spec.Type != mcsv1beta1.ClusterSetIP {
 			t.Fatalf("a %q import produced a Service", si.Spec.Type)

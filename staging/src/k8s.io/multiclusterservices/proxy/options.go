@@ -15,14 +15,26 @@ var DefaultClusterSetIPCIDRs = []string{"10.250.0.0/16", "fd00:10:250::/108"}
 // the EndpointSlices written by the reference mcs-controller.
 const DefaultManagedBy = "mcs-controller.multicluster.x-k8s.io"
 
+// LabelImportManagedBy names, on a ServiceImport, the controller that wrote
+// it. KEP-1645 leaves imports to the MCS controller alone; the API has no
+// field that says who that is, so this label does, as
+// endpointslice.kubernetes.io/managed-by does for slices. A label is only
+// as good as the rule that stops others from setting it: the admission
+// policy shipped with the controller (kind-config/mcs-admission-policy.yaml)
+// is that rule.
+const LabelImportManagedBy = "app.kubernetes.io/managed-by"
+
 // Options says which imports and slices a proxy may trust.
 type Options struct {
 	// ClusterSetIPCIDRs are the ranges an import's IPs must lie in. An
 	// import IP outside them is rejected: otherwise anyone allowed to write
 	// a ServiceImport could capture traffic to any address.
 	ClusterSetIPCIDRs []netip.Prefix
-	// TrustedManagers are the endpointslice.kubernetes.io/managed-by values
-	// of MCS EndpointSlices a proxy accepts endpoints from.
+	// TrustedManagers are the controllers a proxy accepts imports and
+	// endpoints from: the LabelImportManagedBy values of ServiceImports and
+	// the endpointslice.kubernetes.io/managed-by values of MCS
+	// EndpointSlices. Anything else is never programmed, so a user who may
+	// create a ServiceImport cannot claim a clusterset IP with it.
 	TrustedManagers []string
 	// LocalClusterID is the ID of the cluster the proxy runs in, if known
 	// (its ClusterProperty cluster.clusterset.k8s.io). Endpoints from any

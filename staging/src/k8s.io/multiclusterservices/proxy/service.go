@@ -20,6 +20,9 @@ func ServiceForImport(si *mcsv1beta1.ServiceImport, opts *Options) (*v1.Service,
 	if errs := validation.IsDNS1035Label(si.Name); len(errs) > 0 {
 		return nil, reject(ReasonInvalidName, "name %q is not a valid Service name: %s", si.Name, errs[0])
 	}
+	if manager := si.Labels[LabelImportManagedBy]; !opts.trusts(manager) {
+		return nil, reject(ReasonUntrustedManager, "label %s=%q is not one of the trusted managers %v", LabelImportManagedBy, manager, opts.TrustedManagers)
+	}
 	switch si.Spec.Type {
 	case mcsv1beta1.Headless:
 		return nil, nil
@@ -190,3 +193,51 @@ func containsFamily(families []v1.IPFamily, f v1.IPFamily) bool {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// ReservedIPs returns the externalIPs and load-balancer ingress IPs of a
+// local Service that lie in the clusterset ranges. Those ranges belong to
+// imports: a proxy must not program such an IP for the Service, or any
+// user allowed to set spec.externalIPs could take a clusterset IP, and its
+// traffic, from the import that owns it. (A ClusterIP in those ranges is
+// another matter: the apiserver allocated it, and the Service keeps it.)
+func ReservedIPs(svc *v1.Service, opts *Options) []string {
+	var out []string
+	for _, s := range svc.Spec.ExternalIPs {
+		if reserved(s, opts) {
+			out = append(out, s)
+		}
+	}
+	for _, ing := range svc.Status.LoadBalancer.Ingress {
+		if reserved(ing.IP, opts) {
+			out = append(out, ing.IP)
+		}
+	}
+	return out
+}
+
+// WithoutReservedIPs returns svc without its ReservedIPs: svc itself when
+// it has none, otherwise a copy.
+func WithoutReservedIPs(svc *v1.Service, opts *Options) *v1.Service {
+	if len(ReservedIPs(svc, opts)) == 0 {
+		return svc
+	}
+	out := svc.DeepCopy()
+	out.Spec.ExternalIPs = nil
+	for _, s := range svc.Spec.ExternalIPs {
+		if !reserved(s, opts) {
+			out.Spec.ExternalIPs = append(out.Spec.ExternalIPs, s)
+		}
+	}
+	out.Status.LoadBalancer.Ingress = nil
+	for _, ing := range svc.Status.LoadBalancer.Ingress {
+		if !reserved(ing.IP, opts) {
+			out.Status.LoadBalancer.Ingress = append(out.Status.LoadBalancer.Ingress, ing)
+		}
+	}
+	return out
+}
+
+func reserved(s string, opts *Options) bool {
+	ip, err := netip.ParseAddr(s)
+	return err == nil && opts.admits(ip.Unmap())
+}

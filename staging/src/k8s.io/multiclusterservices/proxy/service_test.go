@@ -20,7 +20,7 @@ func testOptions() *Options {
 
 func testImport(mutate func(*mcsv1beta1.ServiceImport)) *mcsv1beta1.ServiceImport {
 	si := &mcsv1beta1.ServiceImport{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "uid-1"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "uid-1", Labels: map[string]string{LabelImportManagedBy: DefaultManagedBy}},
 		Spec: mcsv1beta1.ServiceImportSpec{
 			Type:  mcsv1beta1.ClusterSetIP,
 			IPs:   []string{"10.250.0.10"},
@@ -125,6 +125,8 @@ func TestServiceForImport(t *testing.T) {
 			mutate:  func(si *mcsv1beta1.ServiceImport) { si.Spec.Type = mcsv1beta1.Headless; si.Spec.IPs = nil },
 			wantNil: true,
 		},
+		{name: "import without a manager", mutate: func(si *mcsv1beta1.ServiceImport) { si.Labels = nil }, wantReason: ReasonUntrustedManager},
+		{name: "import by an untrusted manager", mutate: func(si *mcsv1beta1.ServiceImport) { si.Labels[LabelImportManagedBy] = "attacker" }, wantReason: ReasonUntrustedManager},
 		{name: "unknown type", mutate: func(si *mcsv1beta1.ServiceImport) { si.Spec.Type = "LoadBalancer" }, wantReason: ReasonInvalidType},
 		{name: "invalid name", mutate: func(si *mcsv1beta1.ServiceImport) { si.Name = "Web_1" }, wantReason: ReasonInvalidName},
 		{name: "no ips", mutate: func(si *mcsv1beta1.ServiceImport) { si.Spec.IPs = nil }, wantReason: ReasonNoIPs},

@@ -1,0 +1,187 @@
+package multicluster
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	mcsproxy "k8s.io/multiclusterservices/proxy"
+)
+
+// This file holds the rule that decides who owns a clusterset IP on this
+// node. It is the security-critical part of the proxier: an import that
+// wins an IP it should not have captures that IP's traffic. Everything
+// here is pure bookkeeping over the claims the Proxier feeds it, so that
+// the rule is tested as a table and costs O(log n) per claim, however many
+// imports contend for one IP.
+//
+// The rule, for one IP:
+//  1. A local Service that uses the IP (cluster IP) keeps it; no import
+//     gets it.
+//  2. Otherwise the highest-ranked import that claims it owns it: the
+//     oldest by creation time, then the first by namespace/name, so every
+//     node agrees.
+//  3. An import is programmed only if it owns every IP it claims.
+//
+// Only imports that passed translation claim anything, and translation
+// refuses imports no trusted manager wrote (mcsproxy.ServiceForImport), so
+// an import a user created cannot take part.
+
+// claim is one import's claim on its clusterset IPs.
+type claim struct {
+	key types.NamespacedName
+	// created is the import's creationTimestamp, in Unix seconds (the
+	// apiserver's resolution).
+	created int64
+}
+
+// compare ranks claims: negative when a wins over b.
+func (a claim) compare(b claim) int {
+	if a.created != b.created {
+		if a.created < b.created {
+			return -1
+		}
+		return 1
+	}
+	return strings.Compare(a.key.String(), b.key.String())
+}
+
+// claimIndex keeps, per IP, the imports that claim it in rank order (the
+// owner first), and per IP the local Services that use it.
+type claimIndex struct {
+	byIP    map[netip.Addr][]claim
+	ofKey   map[types.NamespacedName]claimOf
+	service map[netip.Addr]sets.Set[types.NamespacedName]
+	ipsOf   map[types.NamespacedName][]netip.Addr // local Service -> its IPs
+}
+
+type claimOf struct {
+	claim claim
+	ips   []netip.Addr
+}
+
+func newClaimIndex() *claimIndex {
+	return &claimIndex{
+		byIP:    map[netip.Addr][]claim{},
+		ofKey:   map[types.NamespacedName]claimOf{},
+		service: map[netip.Addr]sets.Set[types.NamespacedName]{},
+		ipsOf:   map[types.NamespacedName][]netip.Addr{},
+	}
+}
+
+// owner returns the import ranked first for ip.
+func (x *claimIndex) owner(ip netip.Addr) (types.NamespacedName, bool) {
+	if c := x.byIP[ip]; len(c) > 0 {
+		return c[0].key, true
+	}
+	return types.NamespacedName{}, false
+}
+
+// ips returns the IPs import key claims.
+func (x *claimIndex) ips(key types.NamespacedName) []netip.Addr {
+	return x.ofKey[key].ips
+}
+
+// setImport replaces the claims of c.key with ips (none: the import claims
+// nothing) and returns the imports whose standing may have changed: c.key
+// and the owners, before and after, of every IP it claimed or claims.
+// Every other import keeps the answer it had, so only these need to be
+// decided again.
+func (x *claimIndex) setImport(c claim, ips []netip.Addr) sets.Set[types.NamespacedName] {
+	affected := sets.New(c.key)
+	old, had := x.ofKey[c.key]
+	if had && old.claim == c && slices.Equal(old.ips, ips) {
+		return affected
+	}
+	touched := slices.Concat(old.ips, ips)
+	for _, ip := range touched {
+		if o, ok := x.owner(ip); ok {
+			affected.Insert(o)
+		}
+	}
+	for _, ip := range old.ips {
+		list := x.byIP[ip]
+		if i, found := slices.BinarySearchFunc(list, old.claim, claim.compare); found {
+			list = slices.Delete(list, i, i+1)
+		}
+		if len(list) == 0 {
+			delete(x.byIP, ip)
+		} else {
+			x.byIP[ip] = list
+		}
+	}
+	delete(x.ofKey, c.key)
+	if len(ips) > 0 {
+		x.ofKey[c.key] = claimOf{claim: c, ips: ips}
+	}
+	for _, ip := range ips {
+		list := x.byIP[ip]
+		i, _ := slices.BinarySearchFunc(list, c, claim.compare)
+		x.byIP[ip] = slices.Insert(list, i, c)
+	}
+	for _, ip := range touched {
+		if o, ok := x.owner(ip); ok {
+			affected.Insert(o)
+		}
+	}
+	return affected
+}
+
+// setService records the IPs a local Service uses (none: it is gone) and
+// returns the imports whose standing may have changed: the owners of its
+// old and new IPs.
+func (x *claimIndex) setService(key types.NamespacedName, ips []netip.Addr) sets.Set[types.NamespacedName] {
+	affected := sets.New[types.NamespacedName]()
+	for _, ip := range slices.Concat(x.ipsOf[key], ips) {
+		if o, ok := x.owner(ip); ok {
+			affected.Insert(o)
+		}
+	}
+	for _, ip := range x.ipsOf[key] {
+		if s := x.service[ip]; s != nil {
+			s.Delete(key)
+			if s.Len() == 0 {
+				delete(x.service, ip)
+			}
+		}
+	}
+	delete(x.ipsOf, key)
+	if len(ips) > 0 {
+		x.ipsOf[key] = ips
+	}
+	for _, ip := range ips {
+		if x.service[ip] == nil {
+			x.service[ip] = sets.New[types.NamespacedName]()
+		}
+		x.service[ip].Insert(key)
+	}
+	return affected
+}
+
+// serviceIPs returns the IPs recorded for a local Service.
+func (x *claimIndex) ipsOfService(key types.NamespacedName) []netip.Addr {
+	return x.ipsOf[key]
+}
+
+// decide applies the rule to import key: nil when it owns every IP it
+// claims, otherwise why not.
+func (x *claimIndex) decide(key types.NamespacedName) *mcsproxy.RejectionError {
+	for _, ip := range x.ofKey[key].ips {
+		if users := x.service[ip]; users.Len() > 0 {
+			return &mcsproxy.RejectionError{
+				Reason:  mcsproxy.ReasonIPInUseByService,
+				Message: fmt.Sprintf("clusterset IP %s is used by Service %s; the Service keeps its traffic", ip, sortedKeys(users)[0]),
+			}
+		}
+		if o, _ := x.owner(ip); o != key {
+			return &mcsproxy.RejectionError{
+				Reason:  mcsproxy.ReasonIPInUseByImport,
+				Message: fmt.Sprintf("clusterset IP %s is already used by the older ServiceImport %s", ip, o),
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,169 @@
+package multicluster
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	mcsproxy "k8s.io/multiclusterservices/proxy"
+)
+
+func nn(s string) types.NamespacedName {
+	ns, name, _ := strings.Cut(s, "/")
+	return types.NamespacedName{Namespace: ns, Name: name}
+}
+
+func addrs(s ...string) []netip.Addr {
+	var out []netip.Addr
+	for _, x := range s {
+		out = append(out, netip.MustParseAddr(x))
+	}
+	return out
+}
+
+// TestClaimRule is the ownership rule as a table: each step changes one
+// claim, and the decision of every import is checked after it.
+func TestClaimRule(t *testing.T) {
+	type step struct {
+		what string
+		// one of:
+		importKey string
+		created   int64
+		importIPs []string
+		service   string
+		svcIPs    []string
+		// want maps each import to "" (programmed) or its rejection.
+		want map[string]mcsproxy.Reason
+		// affected, when set, is exactly the imports to decide again.
+		affected []string
+	}
+	steps := []step{
+		{what: "first import owns its IP", importKey: "ns/a", created: 10, importIPs: []string{"10.250.0.1"},
+			want: map[string]mcsproxy.Reason{"ns/a": ""}, affected: []string{"ns/a"}},
+		{what: "a younger import on the same IP loses", importKey: "ns/b", created: 20, importIPs: []string{"10.250.0.1"},
+			want: map[string]mcsproxy.Reason{"ns/a": "", "ns/b": mcsproxy.ReasonIPInUseByImport}, affected: []string{"ns/a", "ns/b"}},
+		{what: "a third, younger still, affects only itself and the owner", importKey: "ns/c", created: 30, importIPs: []string{"10.250.0.1"},
+			want:     map[string]mcsproxy.Reason{"ns/a": "", "ns/b": mcsproxy.ReasonIPInUseByImport, "ns/c": mcsproxy.ReasonIPInUseByImport},
+			affected: []string{"ns/a", "ns/c"}},
+		{what: "an older import takes the IP", importKey: "ns/z", created: 5, importIPs: []string{"10.250.0.1"},
+			want:     map[string]mcsproxy.Reason{"ns/a": mcsproxy.ReasonIPInUseByImport, "ns/z": ""},
+			affected: []string{"ns/a", "ns/z"}},
+		{what: "same second: the first by namespace/name", importKey: "aa/z", created: 5, importIPs: []string{"10.250.0.1"},
+			want: map[string]mcsproxy.Reason{"aa/z": "", "ns/z": mcsproxy.ReasonIPInUseByImport}},
+		{what: "a local Service on the IP beats every import", service: "kube-system/dns", svcIPs: []string{"10.250.0.1"},
+			want:     map[string]mcsproxy.Reason{"aa/z": mcsproxy.ReasonIPInUseByService, "ns/z": mcsproxy.ReasonIPInUseByService},
+			affected: []string{"aa/z"}},
+		{what: "the Service leaves; the owner comes back", service: "kube-system/dns",
+			want: map[string]mcsproxy.Reason{"aa/z": ""}, affected: []string{"aa/z"}},
+		{what: "the owner leaves; the next in rank owns the IP", importKey: "aa/z",
+			want: map[string]mcsproxy.Reason{"ns/z": "", "ns/a": mcsproxy.ReasonIPInUseByImport}, affected: []string{"aa/z", "ns/z"}},
+		{what: "a dual-stack import must own both IPs", importKey: "ns/d", created: 1, importIPs: []string{"10.250.0.2", "fd00:10:250::2"},
+			want: map[string]mcsproxy.Reason{"ns/d": ""}},
+		{what: "an older import on one of them takes it, and the dual-stack import loses both", importKey: "ns/e", created: 0, importIPs: []string{"fd00:10:250::2"},
+			want: map[string]mcsproxy.Reason{"ns/d": mcsproxy.ReasonIPInUseByImport, "ns/e": ""}},
+		{what: "an import moving to another IP frees the old one", importKey: "ns/e", created: 0, importIPs: []string{"fd00:10:250::3"},
+			want: map[string]mcsproxy.Reason{"ns/d": "", "ns/e": ""}},
+	}
+	x := newClaimIndex()
+	for _, s := range steps {
+		var affected sets.Set[types.NamespacedName]
+		if s.service != "" {
+			affected = x.setService(nn(s.service), addrs(s.svcIPs...))
+		} else {
+			affected = x.setImport(claim{key: nn(s.importKey), created: s.created}, addrs(s.importIPs...))
+		}
+		for key, want := range s.want {
+			var got mcsproxy.Reason
+			if r := x.decide(nn(key)); r != nil {
+				got = r.Reason
+			}
+			if got != want {
+				t.Errorf("%s: %s decided %q, want %q", s.what, key, got, want)
+			}
+		}
+		if s.affected != nil {
+			want := sets.New[types.NamespacedName]()
+			for _, k := range s.affected {
+				want.Insert(nn(k))
+			}
+			if !affected.Equal(want) {
+				t.Errorf("%s: affected %v, want %v", s.what, sortedKeys(affected), sortedKeys(want))
+			}
+		}
+	}
+}
+
+// The attack of a user who may create ServiceImports in their own
+// namespace: an import older than the victim's, with the victim's IP, that
+// no trusted manager wrote. It never claims the IP, on any event order.
+func TestUntrustedImportNeverClaimsAnIP(t *testing.T) {
+	for _, attackerFirst := range []bool{true, false} {
+		f := newFixture(t)
+		p := f.proxier
+		evil := serviceImport("attacker", "evil", 1000000000, "10.250.0.10") // far older
+		evil.Labels = map[string]string{mcsproxy.LabelImportManagedBy: "attacker"}
+		victim := serviceImport("prod", "db", 0, "10.250.0.10")
+		if attackerFirst {
+			p.OnServiceImportUpsert(evil)
+			p.OnMultiClusterEndpointSliceUpsert(mcsSlice("attacker", "evil-a", "evil", "cluster-b", "10.2.0.66"))
+			p.OnServiceImportUpsert(victim)
+		} else {
+			p.OnServiceImportUpsert(victim)
+			p.OnServiceImportUpsert(evil)
+			p.OnMultiClusterEndpointSliceUpsert(mcsSlice("attacker", "evil-a", "evil", "cluster-b", "10.2.0.66"))
+		}
+		if f.provider.services["attacker/evil.clusterset"] != nil || f.provider.slices["attacker/evil-a"] != nil {
+			t.Errorf("attacker first %v: the untrusted import was programmed", attackerFirst)
+		}
+		if svc := f.provider.services["prod/db.clusterset"]; svc == nil || svc.Spec.ClusterIP != "10.250.0.10" {
+			t.Errorf("attacker first %v: the victim's import lost its IP", attackerFirst)
+		}
+		if !slices.Contains(f.events.take(), "ServiceImport attacker/evil UntrustedManager") {
+			t.Errorf("attacker first %v: no UntrustedManager event on the attacker's import", attackerFirst)
+		}
+	}
+}
+
+// Hole: a plain EndpointSlice labelled kubernetes.io/service-name with an
+// import's synthetic Service name would reach the import's rules straight
+// from kube-proxy's informer. It is dropped, whatever way it comes.
+func TestPlainSliceNamingAnImportIsDropped(t *testing.T) {
+	f := newFixture(t)
+	p := f.proxier
+	p.OnServiceImportUpsert(serviceImport("prod", "db", 0, "10.250.0.10"))
+	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("prod", "db-a", "db", "cluster-a", "10.1.0.1"))
+	f.expectCalls("ServiceAdd prod/db.clusterset", "SliceAdd prod/db-a")
+
+	forged := mcsSlice("prod", "forged", "db", "cluster-a", "10.2.0.66")
+	forged.Labels = map[string]string{discoveryv1.LabelServiceName: "db.clusterset"}
+	p.OnEndpointSliceAdd(forged)
+	p.OnEndpointSliceUpdate(forged, forged.DeepCopy())
+	f.expectCalls()
+	f.expectEvents("EndpointSlice prod/forged ReservedServiceName")
+
+	// Relabelled into a local Service's slice, it is an ordinary slice.
+	local := forged.DeepCopy()
+	local.Labels[discoveryv1.LabelServiceName] = "db"
+	p.OnEndpointSliceUpdate(forged, local)
+	f.expectCalls("SliceAdd prod/forged")
+	// And back: it leaves the local Service and goes nowhere.
+	p.OnEndpointSliceUpdate(local, forged)
+	f.expectCalls("SliceDelete prod/forged")
+	f.expectEvents("EndpointSlice prod/forged ReservedServiceName")
+	p.OnEndpointSliceDelete(forged)
+	f.expectCalls()
+
+	// With both labels it is still not an MCS slice.
+	both := forged.DeepCopy()
+	both.Labels[discoveryv1.LabelManagedBy] = mcsproxy.DefaultManagedBy
+	both.Labels["multicluster.kubernetes.io/service-name"] = "db"
+	p.OnEndpointSliceAdd(both)
+	f.expectCalls()
+	if got := f.provider.slices["prod/forged"]; got != nil {
+		t.Errorf("forged slice reached the proxier: %v", got.Labels)
+	}
+}
