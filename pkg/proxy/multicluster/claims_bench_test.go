@@ -24,6 +24,7 @@ func BenchmarkClaimContention(b *testing.B) {
 		imports := make([]*mcsv1beta1.ServiceImport, n)
 		for i := range imports {
 			si := serviceImport("ns", fmt.Sprintf("contender-%05d", i), time.Duration(n-i)*time.Second, "10.250.0.10")
+			si.ResourceVersion = "1"
 			imports[i] = si
 		}
 		b.Run(fmt.Sprintf("imports=%d", n), func(b *testing.B) {
@@ -64,4 +65,3 @@ func benchOptions() *mcsproxy.Options {
 	opts, _ := mcsproxy.ParseCIDRs([]string{"10.250.0.0/16"})
 	return &mcsproxy.Options{ClusterSetIPCIDRs: opts, TrustedManagers: []string{mcsproxy.DefaultManagedBy}}
 }
-
