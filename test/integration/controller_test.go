@@ -39,6 +39,7 @@ import (
 	mcsclientset "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/app"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/clustersetip"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
 )
 
@@ -177,6 +178,67 @@ func TestMCSController(t *testing.T) {
 		want := `mcs_controller_foreign_endpointslices_deleted_total{cluster="cluster-b"} 1`
 		return strings.Contains(out, want), "no " + want + errString(err)
 	})
+
+	// --- A foreign claim: a user of c creates an import of their own with
+	// web's clusterset IP. c's import of web says so (condition, event,
+	// metric) and keeps its IP; the other members' imports are not
+	// concerned.
+	foreignImport := func(m *testMember, ns, name, ip string) {
+		t.Helper()
+		_, err := m.mcs.MulticlusterV1beta1().ServiceImports(ns).Create(ctx, &mcsv1beta1.ServiceImport{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, IPs: []string{ip},
+				Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	foreignImport(c, "demo", "evil", vip)
+	waitImport(t, c, "demo", "web", func(si *mcsv1beta1.ServiceImport) bool {
+		cond := meta.FindStatusCondition(si.Status.Conditions, "ClusterSetIPConflict")
+		return cond != nil && cond.Status == metav1.ConditionTrue && cond.Reason == "ForeignServiceImport" &&
+			strings.Contains(cond.Message, "demo/evil ("+vip+")") && si.Spec.IPs[0] == vip
+	})
+	waitEventOn(t, c, "ServiceImport", "demo", "web", "ForeignServiceImport")
+	eventually(t, 30*time.Second, "the foreign claim counted", func() (bool, string) {
+		out, err := httpGet("http://" + replica1.metrics + "/metrics")
+		want := `mcs_controller_foreign_clusterset_ip_claims{cluster="cluster-c"} 1`
+		return strings.Contains(out, want), "no " + want + errString(err)
+	})
+	for _, m := range []*testMember{a, b} {
+		waitImport(t, m, "demo", "web", func(si *mcsv1beta1.ServiceImport) bool {
+			cond := meta.FindStatusCondition(si.Status.Conditions, "ClusterSetIPConflict")
+			return cond != nil && cond.Status == metav1.ConditionFalse
+		})
+	}
+	if err := c.mcs.MulticlusterV1beta1().ServiceImports("demo").Delete(ctx, "evil", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitImport(t, c, "demo", "web", func(si *mcsv1beta1.ServiceImport) bool {
+		cond := meta.FindStatusCondition(si.Status.Conditions, "ClusterSetIPConflict")
+		return cond != nil && cond.Status == metav1.ConditionFalse
+	})
+	// The allocator is predictable (it probes from a hash of the name), so
+	// a user can create an import with the IP a name is going to get. The
+	// controller never hands out an IP a foreign import carries.
+	predicted, err := clustersetip.New([]netip.Prefix{netip.MustParsePrefix(mcsproxy.DefaultClusterSetIPCIDRs[0])}).Allocate("demo/predicted", []v1.IPFamily{v1.IPv4Protocol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreignImport(b, "demo", "squatter", predicted[0])
+	time.Sleep(time.Second) // the controller's cache sees the squatter first
+	exportService(t, a, "demo", "predicted", servicePorts("http", 80), endpoints("http", 8080, "10.1.0.5"))
+	si := waitImport(t, a, "demo", "predicted", func(si *mcsv1beta1.ServiceImport) bool { return len(si.Spec.IPs) == 1 })
+	if si.Spec.IPs[0] == predicted[0] {
+		t.Errorf("demo/predicted got %s, the IP a foreign import squats", predicted[0])
+	}
+	if err := a.mcs.MulticlusterV1beta1().ServiceExports("demo").Delete(ctx, "predicted", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.mcs.MulticlusterV1beta1().ServiceImports("demo").Delete(ctx, "squatter", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
 	// --- Conflict: c exports "http" on another port, plus a port of its
 	// own. The oldest export's "http" wins; the port sets are not
@@ -633,15 +695,18 @@ func createExternalName(t *testing.T, m *testMember, ns, name string) {
 	createExport(t, m, ns, name)
 }
 
-func waitImport(t *testing.T, m *testMember, ns, name string, ok func(*mcsv1beta1.ServiceImport) bool) {
+func waitImport(t *testing.T, m *testMember, ns, name string, ok func(*mcsv1beta1.ServiceImport) bool) *mcsv1beta1.ServiceImport {
 	t.Helper()
+	var got *mcsv1beta1.ServiceImport
 	eventually(t, 60*time.Second, fmt.Sprintf("import %s/%s in %s", ns, name, m.id), func() (bool, string) {
 		si, err := m.mcs.MulticlusterV1beta1().ServiceImports(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
+		got = si
 		return ok(si), describeImport(si)
 	})
+	return got
 }
 
 // waitExportConditions waits until an export's conditions read want, e.g.

@@ -31,12 +31,60 @@ type Allocator struct {
 	mu    sync.Mutex
 	byKey map[string][]netip.Addr
 	owner map[netip.Addr]string
+	// foreign counts, per IP, the imports someone else wrote that carry
+	// it, and foreignBy records them by an ID of the caller's choosing.
+	foreign   map[netip.Addr]int
+	foreignBy map[string][]netip.Addr
 }
 
 // New returns an allocator over ranges (at most one is used per family:
 // the first of each).
 func New(ranges []netip.Prefix) *Allocator {
-	return &Allocator{ranges: ranges, byKey: map[string][]netip.Addr{}, owner: map[netip.Addr]string{}}
+	return &Allocator{
+		ranges: ranges, byKey: map[string][]netip.Addr{}, owner: map[netip.Addr]string{},
+		foreign: map[netip.Addr]int{}, foreignBy: map[string][]netip.Addr{},
+	}
+}
+
+// SetForeign records the IPs of an import this controller did not write
+// (none: it is gone). Such IPs are never handed out: an import that took
+// one would share it with the foreign one, and every proxy would have to
+// choose. An IP already allocated is kept (see Owner): moving it would let
+// whoever can create an import move anyone's clusterset IP.
+func (a *Allocator) SetForeign(id string, ips []string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, ip := range a.foreignBy[id] {
+		if a.foreign[ip]--; a.foreign[ip] <= 0 {
+			delete(a.foreign, ip)
+		}
+	}
+	delete(a.foreignBy, id)
+	var parsed []netip.Addr
+	for _, s := range ips {
+		if ip, err := netip.ParseAddr(s); err == nil {
+			parsed = append(parsed, ip.Unmap())
+		}
+	}
+	if len(parsed) == 0 {
+		return
+	}
+	a.foreignBy[id] = parsed
+	for _, ip := range parsed {
+		a.foreign[ip]++
+	}
+}
+
+// Owner returns the key an IP is allocated to, if any.
+func (a *Allocator) Owner(ip string) (string, bool) {
+	addr, err := netip.ParseAddr(ip)
+	if err != nil {
+		return "", false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	k, ok := a.owner[addr.Unmap()]
+	return k, ok
 }
 
 // Claim is what one member's ServiceImport says about its IPs.
@@ -192,7 +240,7 @@ func (a *Allocator) allocate(key string, f v1.IPFamily) (netip.Addr, error) {
 			continue
 		}
 		ip := addOffset(r.Addr(), off)
-		if a.owner[ip] == "" {
+		if a.owner[ip] == "" && a.foreign[ip] == 0 {
 			a.owner[ip] = key
 			return ip, nil
 		}

@@ -96,3 +96,39 @@ func TestRestore(t *testing.T) {
 		t.Errorf("db kept an IP outside the range")
 	}
 }
+
+// The attack: the allocator probes from a hash of the name, so a user can
+// predict the IP a name will get and create an import of their own with
+// it first. The allocator never hands out an IP a foreign import carries,
+// and never takes an allocated IP away because of one.
+func TestForeignImportsReserveNothingTheyDoNotAlreadyBlock(t *testing.T) {
+	predicted, _ := newAllocator(t, "10.250.0.0/16").Allocate("prod/db", v4)
+
+	a := newAllocator(t, "10.250.0.0/16")
+	a.SetForeign("cluster-b/attacker/evil", predicted)
+	got, err := a.Allocate("prod/db", v4)
+	if err != nil || slices.Equal(got, predicted) {
+		t.Fatalf("Allocate = %v, %v; want an IP other than the foreign import's %v", got, err, predicted)
+	}
+	// The foreign import goes: its IP is free for anyone again, and
+	// prod/db keeps what it has.
+	a.SetForeign("cluster-b/attacker/evil", nil)
+	if again, _ := a.Allocate("prod/db", v4); !slices.Equal(again, got) {
+		t.Errorf("prod/db moved to %v after the foreign import left, want %v", again, got)
+	}
+	// A foreign import that copies an allocated IP does not move it.
+	a.SetForeign("cluster-c/attacker/copy", got)
+	if again, _ := a.Allocate("prod/db", v4); !slices.Equal(again, got) {
+		t.Errorf("prod/db moved to %v when a foreign import copied its IP, want %v", again, got)
+	}
+	if owner, ok := a.Owner(got[0]); !ok || owner != "prod/db" {
+		t.Errorf("Owner(%s) = %q, %v", got[0], owner, ok)
+	}
+	// Two foreign imports on one IP: it stays reserved until both go.
+	a.SetForeign("x", []string{"10.250.0.7"})
+	a.SetForeign("y", []string{"10.250.0.7"})
+	a.SetForeign("x", nil)
+	if a.foreign[netip.MustParseAddr("10.250.0.7")] != 1 {
+		t.Errorf("foreign count of 10.250.0.7 = %d, want 1", a.foreign[netip.MustParseAddr("10.250.0.7")])
+	}
+}

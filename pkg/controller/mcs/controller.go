@@ -375,7 +375,33 @@ func (c *Controller) addHandlers(m *member) {
 		}
 	}))
 	// What this controller wrote is put right if anyone else changes it.
-	handle(f.imports, on(write))
+	// An import someone else wrote reserves its IPs, and the import of
+	// ours that has one of them hears of it (its status says so).
+	foreign := func(obj any, gone bool) {
+		si := importOf(obj)
+		if si == nil || si.Labels[managedLabel] == c.cfg.ManagedBy {
+			return
+		}
+		var ips []string
+		if !gone {
+			ips = si.Spec.IPs
+		}
+		c.vips.SetForeign(m.id+"/"+si.Namespace+"/"+si.Name, ips)
+		for _, ip := range si.Spec.IPs {
+			if owner, ok := c.vips.Owner(ip); ok {
+				c.enqueueMembers(owner)
+			}
+		}
+	}
+	handle(f.imports, cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { foreign(obj, false); write(obj) },
+		UpdateFunc: func(old, cur any) {
+			foreign(old, true)
+			foreign(cur, false)
+			write(cur)
+		},
+		DeleteFunc: func(obj any) { foreign(obj, true); write(obj) },
+	})
 	handle(f.importedSlices, on(func(obj any) {
 		if s := sliceOf(obj); s != nil {
 			m.queue.Add(s.Namespace + "/" + s.Labels[mcsv1beta1.LabelServiceName])
@@ -393,6 +419,14 @@ func (c *Controller) addHandlers(m *member) {
 			m.queue.Add(k)
 		}
 	}))
+}
+
+func importOf(obj any) *mcsv1beta1.ServiceImport {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	si, _ := obj.(*mcsv1beta1.ServiceImport)
+	return si
 }
 
 func (c *Controller) isExportedSomewhere(key string) bool {

@@ -16,6 +16,7 @@ import (
 	mcsclientset "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 	mcsinformers "sigs.k8s.io/mcs-api/pkg/client/informers/externalversions"
 	mcslisters "sigs.k8s.io/mcs-api/pkg/client/listers/apis/v1beta1"
+	"slices"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/topology"
 )
@@ -28,6 +29,8 @@ const (
 	byImport = "import"
 	// bySourceCluster indexes the slices this controller wrote by source cluster.
 	bySourceCluster = "sourceCluster"
+	// byClusterSetIP indexes a member's ServiceImports by clusterset IP.
+	byClusterSetIP = "clusterSetIP"
 )
 
 // member is one member cluster: its clients, informer caches and write queue.
@@ -104,6 +107,9 @@ func newMember(m topology.Member, managedBy string, recorder func(kubernetes.Int
 	mb.exports = mcsFactory.Multicluster().V1beta1().ServiceExports().Lister()
 	mb.imports = mcsFactory.Multicluster().V1beta1().ServiceImports().Lister()
 
+	if err := mcsFactory.Multicluster().V1beta1().ServiceImports().Informer().AddIndexers(cache.Indexers{byClusterSetIP: clusterSetIPIndex}); err != nil {
+		return nil, err
+	}
 	mb.factories = []interface{ Start(<-chan struct{}) }{core, local, imported, mcsFactory}
 	mb.inf = informerSet{
 		services:       core.Core().V1().Services().Informer(),
@@ -179,6 +185,29 @@ func sourceClusterIndex(obj any) ([]string, error) {
 		return []string{v}, nil
 	}
 	return nil, nil
+}
+
+func clusterSetIPIndex(obj any) ([]string, error) {
+	if si, ok := obj.(*mcsv1beta1.ServiceImport); ok {
+		return si.Spec.IPs, nil
+	}
+	return nil, nil
+}
+
+// foreignImports returns the imports in m that carry ip and that this
+// controller (managedBy) did not write, except key's own.
+func (m *member) foreignImports(ip, key, managedBy string) []string {
+	objs, _ := m.inf.imports.GetIndexer().ByIndex(byClusterSetIP, ip)
+	var out []string
+	for _, o := range objs {
+		si, ok := o.(*mcsv1beta1.ServiceImport)
+		if !ok || si.Labels[managedLabel] == managedBy || si.Namespace+"/"+si.Name == key {
+			continue
+		}
+		out = append(out, si.Namespace+"/"+si.Name)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // slicesOf returns the slices of indexer under index key key.

@@ -161,6 +161,10 @@ func (c *Controller) writeImportStatus(ctx context.Context, m *member, d *desire
 	ready.ObservedGeneration = si.Generation
 	before := meta.FindStatusCondition(si.Status.Conditions, ready.Type)
 	meta.SetStatusCondition(&status.Conditions, ready)
+	claimed := c.ipConflictCondition(m, si)
+	claimed.ObservedGeneration = si.Generation
+	claimedBefore := meta.FindStatusCondition(si.Status.Conditions, claimed.Type)
+	meta.SetStatusCondition(&status.Conditions, claimed)
 	if apiequality.Semantic.DeepEqual(status, si.Status) {
 		return nil
 	}
@@ -172,7 +176,35 @@ func (c *Controller) writeImportStatus(ctx context.Context, m *member, d *desire
 	if ready.Status == metav1.ConditionFalse && (before == nil || before.Reason != ready.Reason) {
 		m.recorder.Event(si, v1.EventTypeWarning, ready.Reason, ready.Message)
 	}
+	if claimed.Status == metav1.ConditionTrue && (claimedBefore == nil || claimedBefore.Status != claimed.Status) {
+		m.recorder.Event(si, v1.EventTypeWarning, claimed.Reason, claimed.Message)
+	}
 	return nil
+}
+
+// ConditionClusterSetIPConflict is a ServiceImport condition of this
+// controller's: True while an import it did not write, in the same member,
+// carries one of the import's clusterset IPs. Proxies that trust only this
+// controller's imports still program the right one; a proxy or DNS server
+// that trusts any import might not, so the owner of the import hears of it.
+const ConditionClusterSetIPConflict = "ClusterSetIPConflict"
+
+// ipConflictCondition is the ClusterSetIPConflict condition of si in m.
+func (c *Controller) ipConflictCondition(m *member, si *mcsv1beta1.ServiceImport) metav1.Condition {
+	key := si.Namespace + "/" + si.Name
+	var claims []string
+	for _, ip := range si.Spec.IPs {
+		for _, other := range m.foreignImports(ip, key, c.cfg.ManagedBy) {
+			claims = append(claims, fmt.Sprintf("%s (%s)", other, ip))
+		}
+	}
+	if len(claims) == 0 {
+		return metav1.Condition{Type: ConditionClusterSetIPConflict, Status: metav1.ConditionFalse, Reason: "NoConflict", Message: "no other ServiceImport carries this import's clusterset IPs"}
+	}
+	return metav1.Condition{
+		Type: ConditionClusterSetIPConflict, Status: metav1.ConditionTrue, Reason: "ForeignServiceImport",
+		Message: fmt.Sprintf("ServiceImports not written by %s carry this import's clusterset IPs: %s; proxies that trust only %s keep this import", c.cfg.ManagedBy, strings.Join(claims, ", "), c.cfg.ManagedBy),
+	}
 }
 
 // importReadyCondition is the Ready condition of an import with IP

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/multiclusterservices/export"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
 // Metrics are the controller's Prometheus metrics.
@@ -57,6 +58,12 @@ func (m *Metrics) register(c *Controller) {
 				ConstLabels: prometheus.Labels{"cluster": mb.id},
 			}, func() float64 { return float64(mb.queue.Len()) }))
 		}
+		for _, mb := range c.members {
+			members = append(members, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "mcs_controller_foreign_clusterset_ip_claims", Help: "ServiceImports in a member cluster not written by this controller that carry a clusterset IP it allocated.",
+				ConstLabels: prometheus.Labels{"cluster": mb.id},
+			}, func() float64 { return float64(c.foreignClaims(mb)) }))
+		}
 		reachable := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mcs_controller_clusters_reachable", Help: "Member clusters whose API answered the last probe."},
 			func() float64 { return float64(c.ttl.reachableCount()) })
 		total := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mcs_controller_clusters", Help: "Configured member clusters."},
@@ -67,6 +74,25 @@ func (m *Metrics) register(c *Controller) {
 			_ = m.registry.Register(col)
 		}
 	})
+}
+
+// foreignClaims counts m's imports that this controller did not write and
+// that carry an IP it allocated.
+func (c *Controller) foreignClaims(m *member) int {
+	n := 0
+	for _, o := range m.inf.imports.GetStore().List() {
+		si, ok := o.(*mcsv1beta1.ServiceImport)
+		if !ok || si.Labels[managedLabel] == c.cfg.ManagedBy {
+			continue
+		}
+		for _, ip := range si.Spec.IPs {
+			if owner, ok := c.vips.Owner(ip); ok && owner != si.Namespace+"/"+si.Name {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }
 
 func result(err error) string {

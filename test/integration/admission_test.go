@@ -1,0 +1,257 @@
+package integration
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+	mcsproxy "k8s.io/multiclusterservices/proxy"
+	"k8s.io/utils/ptr"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+	mcsclientset "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/kindconfig"
+)
+
+// TestAdmissionPolicies checks kind-config/mcs-admission-policy.yaml and
+// kind-config/mcs-controller-rbac.yaml against a real apiserver, as
+// attacks: a namespace admin who tries to steer clusterset traffic, and
+// the controller's own identity reaching beyond what it writes. Every
+// refusal is paired with the legitimate write next to it, so that the
+// policies are shown to stop exactly the attack.
+func TestAdmissionPolicies(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	etcd := framework.StartTestEtcd(t)
+	m := startMember(t, etcd, dir, "cluster-a")
+	createNamespace(t, m, "attacker")
+	createNamespace(t, m, "prod")
+
+	// A namespace admin of "attacker", with the rights to ServiceImports
+	// and EndpointSlices a generous Role grants.
+	if _, err := m.kube.RbacV1().Roles("attacker").Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "edit-all"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"multicluster.x-k8s.io"}, Resources: []string{"serviceimports", "serviceexports"}, Verbs: []string{"*"}},
+			{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"*"}},
+			{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"*"}},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.kube.RbacV1().RoleBindings("attacker").Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "alice"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "edit-all"},
+		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "alice"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	aliceKube, aliceMCS := impersonate(t, m, "alice")
+	ctrlKube, ctrlMCS := impersonate(t, m, controllerUser)
+
+	// The scheduler's leader Lease, which the controller's Role in
+	// kube-system would otherwise let it take.
+	if _, err := m.kube.CoordinationV1().Leases("kube-system").Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-scheduler"},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("scheduler-1")},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// alice's own plain slice, for the update and delete attempts.
+	if _, err := aliceKube.DiscoveryV1().EndpointSlices("attacker").Create(ctx, slice("plain", map[string]string{
+		discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "alice",
+	}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Install the policies, and wait until the apiserver enforces them.
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(m.kube.Discovery()))
+	dyn := dynamic.NewForConfigOrDie(m.cluster.RESTConfig())
+	objs, err := kindconfig.Objects(repoPath(t, "kind-config", "mcs-admission-policy.yaml"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range objs {
+		if err := kindconfig.Apply(ctx, dyn, mapper, obj, false); err != nil {
+			t.Fatalf("applying %s %s: %v", obj.GetKind(), obj.GetName(), err)
+		}
+	}
+	evil := &mcsv1beta1.ServiceImport{
+		ObjectMeta: metav1.ObjectMeta{Name: "evil", Labels: map[string]string{mcsproxy.LabelImportManagedBy: mcsproxy.DefaultManagedBy}},
+		Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, IPs: []string{"10.250.0.10"},
+			Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}}},
+	}
+	eventually(t, 30*time.Second, "the admission policies to be enforced", func() (bool, string) {
+		_, err := aliceMCS.MulticlusterV1beta1().ServiceImports("attacker").Create(ctx, evil, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return deniedByPolicy(err), errString(err)
+	})
+
+	mcsLabels := func(manager string) map[string]string {
+		return map[string]string{mcsv1beta1.LabelServiceName: "db", mcsv1beta1.LabelSourceCluster: "cluster-a", discoveryv1.LabelManagedBy: manager}
+	}
+	type attempt struct {
+		what    string
+		do      func() error
+		allowed bool
+		// byRBAC: refused by RBAC rather than by a policy.
+		byRBAC bool
+	}
+	attempts := []attempt{
+		// A namespace admin.
+		{what: "alice creates a ServiceImport", do: func() error {
+			_, err := aliceMCS.MulticlusterV1beta1().ServiceImports("attacker").Create(ctx, evil, metav1.CreateOptions{})
+			return err
+		}},
+		{what: "alice creates an MCS EndpointSlice", do: func() error {
+			_, err := aliceKube.DiscoveryV1().EndpointSlices("attacker").Create(ctx, slice("mcs", mcsLabels("alice")), metav1.CreateOptions{})
+			return err
+		}},
+		{what: "alice creates a slice with the controller's managed-by", do: func() error {
+			_, err := aliceKube.DiscoveryV1().EndpointSlices("attacker").Create(ctx, slice("managed", map[string]string{
+				discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: mcsproxy.DefaultManagedBy,
+			}), metav1.CreateOptions{})
+			return err
+		}},
+		{what: "alice creates a slice for an import's synthetic Service", do: func() error {
+			_, err := aliceKube.DiscoveryV1().EndpointSlices("attacker").Create(ctx, slice("synthetic", map[string]string{
+				discoveryv1.LabelServiceName: "db.clusterset",
+			}), metav1.CreateOptions{})
+			return err
+		}},
+		{what: "alice relabels her slice into an MCS one", do: func() error {
+			s, err := aliceKube.DiscoveryV1().EndpointSlices("attacker").Get(ctx, "plain", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			s.Labels = mcsLabels(mcsproxy.DefaultManagedBy)
+			_, err = aliceKube.DiscoveryV1().EndpointSlices("attacker").Update(ctx, s, metav1.UpdateOptions{})
+			return err
+		}},
+		{what: "alice creates a plain slice for her own Service", allowed: true, do: func() error {
+			_, err := aliceKube.DiscoveryV1().EndpointSlices("attacker").Create(ctx, slice("plain-2", map[string]string{
+				discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "alice",
+			}), metav1.CreateOptions{})
+			return err
+		}},
+		{what: "alice exports a Service", allowed: true, do: func() error {
+			_, err := aliceMCS.MulticlusterV1beta1().ServiceExports("attacker").Create(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Name: "web"}}, metav1.CreateOptions{})
+			return err
+		}},
+
+		// The controller's identity.
+		{what: "the controller writes a slice for default/kubernetes", do: func() error {
+			_, err := ctrlKube.DiscoveryV1().EndpointSlices("default").Create(ctx, slice("kubernetes-evil", map[string]string{
+				discoveryv1.LabelServiceName: "kubernetes", discoveryv1.LabelManagedBy: mcsproxy.DefaultManagedBy,
+			}), metav1.CreateOptions{})
+			return err
+		}},
+		{what: "the controller writes an MCS slice that also names a local Service", do: func() error {
+			l := mcsLabels(mcsproxy.DefaultManagedBy)
+			l[discoveryv1.LabelServiceName] = "db"
+			_, err := ctrlKube.DiscoveryV1().EndpointSlices("prod").Create(ctx, slice("both", l), metav1.CreateOptions{})
+			return err
+		}},
+		{what: "the controller writes an MCS slice under another manager", do: func() error {
+			_, err := ctrlKube.DiscoveryV1().EndpointSlices("prod").Create(ctx, slice("other-manager", mcsLabels("someone")), metav1.CreateOptions{})
+			return err
+		}},
+		{what: "the controller deletes alice's plain slice", do: func() error {
+			return ctrlKube.DiscoveryV1().EndpointSlices("attacker").Delete(ctx, "plain", metav1.DeleteOptions{})
+		}},
+		{what: "the controller takes the scheduler's Lease", do: func() error {
+			l, err := ctrlKube.CoordinationV1().Leases("kube-system").Get(ctx, "kube-scheduler", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			l.Spec.HolderIdentity = ptr.To("mcs-controller")
+			_, err = ctrlKube.CoordinationV1().Leases("kube-system").Update(ctx, l, metav1.UpdateOptions{})
+			return err
+		}},
+		{what: "the controller writes a Lease outside its namespace", byRBAC: true, do: func() error {
+			_, err := ctrlKube.CoordinationV1().Leases("default").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "mcs-source-x"}}, metav1.CreateOptions{})
+			return err
+		}},
+		{what: "the controller writes a Service", byRBAC: true, do: func() error {
+			_, err := ctrlKube.CoreV1().Services("prod").Create(ctx, &v1.Service{
+				ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: v1.ServiceSpec{Ports: []v1.ServicePort{{Port: 80}}},
+			}, metav1.CreateOptions{})
+			return err
+		}},
+		{what: "the controller writes an MCS slice", allowed: true, do: func() error {
+			_, err := ctrlKube.DiscoveryV1().EndpointSlices("prod").Create(ctx, slice("db-cluster-a", mcsLabels(mcsproxy.DefaultManagedBy)), metav1.CreateOptions{})
+			return err
+		}},
+		{what: "the controller deletes its MCS slice", allowed: true, do: func() error {
+			return ctrlKube.DiscoveryV1().EndpointSlices("prod").Delete(ctx, "db-cluster-a", metav1.DeleteOptions{})
+		}},
+		{what: "the controller writes its source Lease", allowed: true, do: func() error {
+			_, err := ctrlKube.CoordinationV1().Leases("kube-system").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "mcs-source-cluster-a"}}, metav1.CreateOptions{})
+			return err
+		}},
+		{what: "the controller writes a ServiceImport", allowed: true, do: func() error {
+			si := evil.DeepCopy()
+			si.Name = "db"
+			_, err := ctrlMCS.MulticlusterV1beta1().ServiceImports("prod").Create(ctx, si, metav1.CreateOptions{})
+			return err
+		}},
+	}
+	for _, a := range attempts {
+		err := a.do()
+		switch {
+		case a.allowed && err != nil:
+			t.Errorf("%s: refused, want allowed: %v", a.what, err)
+		case !a.allowed && err == nil:
+			t.Errorf("%s: allowed, want refused", a.what)
+		case !a.allowed && a.byRBAC && !apierrors.IsForbidden(err):
+			t.Errorf("%s: %v, want refused by RBAC", a.what, err)
+		case !a.allowed && !a.byRBAC && !deniedByPolicy(err):
+			t.Errorf("%s: %v, want refused by an admission policy", a.what, err)
+		}
+	}
+	if l, _ := m.kube.CoordinationV1().Leases("kube-system").Get(ctx, "kube-scheduler", metav1.GetOptions{}); ptr.Deref(l.Spec.HolderIdentity, "") != "scheduler-1" {
+		t.Errorf("the scheduler's Lease is held by %q", ptr.Deref(l.Spec.HolderIdentity, ""))
+	}
+}
+
+// deniedByPolicy tells whether err is a ValidatingAdmissionPolicy denial.
+func deniedByPolicy(err error) bool {
+	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "ValidatingAdmissionPolicy")
+}
+
+func slice(name string, labels map[string]string) *discoveryv1.EndpointSlice {
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: name, Labels: labels},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080)}},
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.2.0.66"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+	}
+}
+
+// impersonate returns clients acting as user, an authenticated user with
+// only the rights RBAC gives that name.
+func impersonate(t *testing.T, m *testMember, user string) (kubernetes.Interface, mcsclientset.Interface) {
+	t.Helper()
+	path, err := m.cluster.ImpersonatingKubeconfig(user, []string{"system:authenticated"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kubernetes.NewForConfigOrDie(cfg), mcsclientset.NewForConfigOrDie(cfg)
+}
+
