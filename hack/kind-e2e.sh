@@ -101,7 +101,7 @@ for name in "${NAMES[@]}"; do
     -f staging/src/k8s.io/multiclusterservices/crds/clusterproperty.yaml
   kubectl --context "${c}" wait --for condition=Established crd --all --timeout 60s
   fill "${name}" "${pod_subnet}" "" kind-config/clusterproperty.yaml | kubectl --context "${c}" apply --server-side -f -
-  kubectl --context "${c}" apply --server-side -f kind-config/kube-proxy-rbac.yaml -f kind-config/mcs-controller-rbac.yaml -f kind-config/coredns.yaml
+  kubectl --context "${c}" apply --server-side -f kind-config/kube-proxy-rbac.yaml -f kind-config/mcs-controller-rbac.yaml -f kind-config/mcs-admission-policy.yaml -f kind-config/coredns.yaml
   fill "${name}" "${pod_subnet}" "" kind-config/kube-proxy.yaml | kubectl --context "${c}" apply --server-side --force-conflicts -f -
   kubectl --context "${c}" -n kube-system set image deployment/coredns coredns=coredns/coredns:1.15.0
   kubectl --context "${c}" -n kube-system rollout status daemonset/kube-proxy --timeout 120s

@@ -254,4 +254,3 @@ func impersonate(t *testing.T, m *testMember, user string) (kubernetes.Interface
 	}
 	return kubernetes.NewForConfigOrDie(cfg), mcsclientset.NewForConfigOrDie(cfg)
 }
-
