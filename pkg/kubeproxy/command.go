@@ -103,6 +103,9 @@ func runWithMultiCluster(ctx context.Context, view *optionsView, mcOpts *MultiCl
 	if err != nil {
 		return err
 	}
+	if err := checkPodRanges(translation, view.config.DetectLocal.ClusterCIDRs); err != nil {
+		return err
+	}
 	// Best-effort, as upstream: the backends log what they could not do.
 	_ = platformCleanup(ctx, view.config.Mode, false)
 

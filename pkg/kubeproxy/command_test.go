@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -126,5 +127,22 @@ func TestMultiClusterConfigFile(t *testing.T) {
 	everything.ClusterSetIPCIDRs = []string{"0.0.0.0/0"}
 	if _, err := everything.TranslationOptions(); err == nil {
 		t.Errorf("a clusterset range that admits every IPv4 address was accepted")
+	}
+}
+
+func TestClusterSetRangesMustNotHoldPods(t *testing.T) {
+	o := NewMultiClusterOptions()
+	tr, err := o.TranslationOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkPodRanges(tr, []string{"10.244.0.0/16", "fd00:10:244::/56"}); err != nil {
+		t.Errorf("default ranges beside the usual pod ranges refused: %v", err)
+	}
+	if err := checkPodRanges(tr, nil); err != nil {
+		t.Errorf("no --cluster-cidr refused: %v", err)
+	}
+	if err := checkPodRanges(tr, []string{"10.244.0.0/16", " 10.0.0.0/8"}); err == nil || !strings.Contains(err.Error(), "--cluster-cidr 10.0.0.0/8") {
+		t.Errorf("a pod range holding the clusterset range: %v", err)
 	}
 }

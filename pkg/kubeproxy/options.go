@@ -2,7 +2,9 @@ package kubeproxy
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -104,4 +106,17 @@ func (o *MultiClusterOptions) TranslationOptions() (*mcsproxy.Options, error) {
 		return nil, fmt.Errorf("--multicluster-endpointslice-managers must name at least one manager")
 	}
 	return &mcsproxy.Options{ClusterSetIPCIDRs: cidrs, TrustedManagers: managers}, nil
+}
+
+// checkPodRanges refuses clusterset ranges that overlap kube-proxy's
+// --cluster-cidr (detectLocal.clusterCIDRs, the pod ranges, when set): an
+// import IP there would shadow a pod's address on every node.
+func checkPodRanges(translation *mcsproxy.Options, clusterCIDRs []string) error {
+	var pods []netip.Prefix
+	for _, s := range clusterCIDRs {
+		if p, err := netip.ParsePrefix(strings.TrimSpace(s)); err == nil {
+			pods = append(pods, p.Masked())
+		}
+	}
+	return mcsproxy.CheckDisjoint(translation.ClusterSetIPCIDRs, "--cluster-cidr", pods)
 }

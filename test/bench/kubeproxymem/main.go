@@ -240,7 +240,7 @@ func runKubeProxy(ctx context.Context, dir, binary, kubeconfig, apiURL, name str
 	proc, err := process.Start(process.Options{
 		Name: "kube-proxy " + name, Netns: ns, Log: filepath.Join(dir, "kube-proxy-"+name+".log"),
 		Argv: []string{binary, "--kubeconfig=" + kubeconfig, "--hostname-override=" + nodeName, "--proxy-mode=nftables",
-			"--feature-gates=MultiClusterServices=true", "--cluster-cidr=10.128.0.0/9",
+			"--feature-gates=MultiClusterServices=true", "--cluster-cidr=10.128.0.0/15",
 			"--conntrack-max-per-core=0", "--conntrack-min=0", "--profiling=true",
 			"--metrics-bind-address=127.0.0.1:10249", "--healthz-bind-address=127.0.0.1:10256", "--v=1"},
 	})

@@ -44,10 +44,45 @@ type Options struct {
 	LocalClusterID string
 }
 
+// The largest clusterset ranges accepted. A clusterset needs an address
+// per exported name, not per pod: an IPv4 range beyond a /12 (the size of
+// the apiserver's default Service range) or an IPv6 range beyond a /64 is
+// almost surely a mistake, and every address it admits is one an import
+// could claim on every node.
+const (
+	maxIPv4Addresses = 1 << 20
+	minIPv6Bits      = 64
+)
+
+// specialPurpose are ranges no import may ever claim, whatever the
+// configuration: traffic to them is the node's own (loopback, link-local,
+// cloud metadata and platform services) or not unicast at all.
+var specialPurpose = []struct {
+	name   string
+	prefix netip.Prefix
+}{
+	{"this-network", netip.MustParsePrefix("0.0.0.0/8")},
+	{"loopback", netip.MustParsePrefix("127.0.0.0/8")},
+	{"link-local (cloud metadata 169.254.169.254)", netip.MustParsePrefix("169.254.0.0/16")},
+	{"Alibaba Cloud metadata", netip.MustParsePrefix("100.100.100.200/32")},
+	{"Azure platform (168.63.129.16)", netip.MustParsePrefix("168.63.129.16/32")},
+	{"multicast", netip.MustParsePrefix("224.0.0.0/4")},
+	{"reserved and broadcast", netip.MustParsePrefix("240.0.0.0/4")},
+	{"IPv6 unspecified and loopback", netip.MustParsePrefix("::/127")},
+	{"IPv4-mapped IPv6", netip.MustParsePrefix("::ffff:0:0/96")},
+	{"IPv6 link-local", netip.MustParsePrefix("fe80::/10")},
+	{"IPv6 multicast", netip.MustParsePrefix("ff00::/8")},
+	{"AWS IPv6 metadata (fd00:ec2::254)", netip.MustParsePrefix("fd00:ec2::/64")},
+}
+
 // ParseCIDRs parses a list of CIDR strings (as given on a command line) and
-// refuses an empty list or a range that admits every address of a family.
+// refuses an empty list, a range too large to be meant (together, per
+// family), ranges that overlap one another, and ranges that include a
+// special-purpose address (loopback, link-local, cloud metadata,
+// multicast).
 func ParseCIDRs(cidrs []string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
+	var v4 uint64
 	for _, s := range cidrs {
 		s = strings.TrimSpace(s)
 		if s == "" {
@@ -60,15 +95,48 @@ func ParseCIDRs(cidrs []string) ([]netip.Prefix, error) {
 		if p != p.Masked() {
 			return nil, fmt.Errorf("invalid clusterset IP CIDR %q: host bits set (did you mean %s?)", s, p.Masked())
 		}
-		if p.Bits() == 0 {
-			return nil, fmt.Errorf("clusterset IP CIDR %q admits every address; name the range the mcs-controller allocates from", s)
+		if p.Addr().Is4() {
+			if p.Bits() < 12 {
+				return nil, fmt.Errorf("clusterset IP CIDR %q is too broad: IPv4 ranges may hold at most %d addresses (a /12); name the range the mcs-controller allocates from", s, maxIPv4Addresses)
+			}
+			v4 += 1 << (32 - p.Bits())
+		} else if p.Bits() < minIPv6Bits {
+			return nil, fmt.Errorf("clusterset IP CIDR %q is too broad: IPv6 ranges may be at most a /%d; name the range the mcs-controller allocates from", s, minIPv6Bits)
+		}
+		for _, sp := range specialPurpose {
+			if sp.prefix.Overlaps(p) {
+				return nil, fmt.Errorf("clusterset IP CIDR %q overlaps the %s range %s, which no import may claim", s, sp.name, sp.prefix)
+			}
+		}
+		for _, q := range out {
+			if q.Overlaps(p) {
+				return nil, fmt.Errorf("clusterset IP CIDRs %s and %s overlap", q, p)
+			}
 		}
 		out = append(out, p)
+	}
+	if v4 > maxIPv4Addresses {
+		return nil, fmt.Errorf("clusterset IP CIDRs %v together admit %d IPv4 addresses, more than %d (a /12)", cidrs, v4, maxIPv4Addresses)
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("at least one clusterset IP CIDR is required")
 	}
 	return out, nil
+}
+
+// CheckDisjoint returns an error naming the first clusterset range that
+// overlaps one of others, which are the ranges of what (e.g.
+// "--cluster-cidr"): an import IP there would shadow a pod, node or
+// Service address.
+func CheckDisjoint(ranges []netip.Prefix, what string, others []netip.Prefix) error {
+	for _, r := range ranges {
+		for _, o := range others {
+			if r.Overlaps(o) {
+				return fmt.Errorf("clusterset IP CIDR %s overlaps %s %s; choose a clusterset range that no pod, node or Service uses", r, what, o)
+			}
+		}
+	}
+	return nil
 }
 
 func (o *Options) admits(ip netip.Addr) bool {

@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -237,14 +238,37 @@ func TestServiceForImport(t *testing.T) {
 }
 
 func TestParseCIDRs(t *testing.T) {
-	for _, bad := range [][]string{nil, {""}, {"0.0.0.0/0"}, {"::/0"}, {"10.250.0.1/16"}, {"not-a-cidr"}} {
+	for _, bad := range [][]string{
+		nil, {""}, {"0.0.0.0/0"}, {"::/0"}, {"10.250.0.1/16"}, {"not-a-cidr"},
+		// Ranges that admit (nearly) everything, alone or together.
+		{"0.0.0.0/1", "128.0.0.0/1"}, {"10.0.0.0/8"}, {"10.0.0.0/12", "10.16.0.0/12"}, {"fd00::/8"},
+		// Overlapping ranges.
+		{"10.250.0.0/16", "10.250.1.0/24"},
+		// Special-purpose addresses: the node's own or cloud platforms'.
+		{"127.0.0.0/16"}, {"169.254.169.0/24"}, {"100.100.100.0/24"}, {"168.63.128.0/17"}, {"fd00:ec2::/112"},
+		{"fe80::/64"}, {"::ffff:10.250.0.0/112"}, {"224.0.0.0/16"},
+	} {
 		if _, err := ParseCIDRs(bad); err == nil {
 			t.Errorf("ParseCIDRs(%q) succeeded; want an error", bad)
 		}
 	}
+	if _, err := ParseCIDRs([]string{"10.96.0.0/12", "fd00:10:250::/64"}); err != nil {
+		t.Errorf("the largest accepted ranges are refused: %v", err)
+	}
 	got, err := ParseCIDRs(DefaultClusterSetIPCIDRs)
 	if err != nil || len(got) != 2 {
 		t.Fatalf("ParseCIDRs(default) = %v, %v", got, err)
+	}
+}
+
+func TestCheckDisjoint(t *testing.T) {
+	ranges, _ := ParseCIDRs(DefaultClusterSetIPCIDRs)
+	if err := CheckDisjoint(ranges, "--cluster-cidr", []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}); err != nil {
+		t.Errorf("disjoint ranges refused: %v", err)
+	}
+	err := CheckDisjoint(ranges, "--cluster-cidr", []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")})
+	if err == nil || !strings.Contains(err.Error(), "--cluster-cidr 10.0.0.0/8") {
+		t.Errorf("CheckDisjoint with a pod range holding the clusterset range = %v", err)
 	}
 }
 
