@@ -38,11 +38,12 @@ import (
 
 // ClusterSet is a running clusterset.
 type ClusterSet struct {
-	opts       Options
-	Clusters   []*Cluster
-	kubeconfig string
-	etcd       *framework.Etcd
-	progress   *progress
+	opts                 Options
+	Clusters             []*Cluster
+	kubeconfig           string
+	controllerKubeconfig string
+	etcd                 *framework.Etcd
+	progress             *progress
 
 	mu       sync.Mutex
 	cleanups map[int][]func()
@@ -160,6 +161,10 @@ func Up(ctx context.Context, opts Options) (_ *ClusterSet, err error) {
 	if err := framework.WriteClusterSetKubeconfig(cs.kubeconfig, apis...); err != nil {
 		return nil, err
 	}
+	cs.controllerKubeconfig = filepath.Join(dir, controllerKubeconfig)
+	if err := framework.WriteImpersonatingClusterSetKubeconfig(cs.controllerKubeconfig, ControllerUser, []string{"system:authenticated"}, apis...); err != nil {
+		return nil, err
+	}
 	cs.progress.done("clusterset", "ready; kubeconfig "+cs.kubeconfig)
 	return cs, nil
 }
@@ -247,6 +252,19 @@ func (cs *ClusterSet) Down() {
 // cluster, named after it, for the admin.
 func (cs *ClusterSet) Kubeconfig() string { return cs.kubeconfig }
 
+// ControllerUser is the identity an mcs-controller has in every cluster:
+// the user kind-config/mcs-controller-rbac.yaml binds and the admission
+// policies let write imports and MCS EndpointSlices.
+const ControllerUser = "mcs-controller"
+
+// controllerKubeconfig is the file name, in Dir, of ControllerKubeconfig.
+const controllerKubeconfig = "mcs-controller.kubeconfig"
+
+// ControllerKubeconfig returns the path of a kubeconfig with one context
+// per cluster acting as ControllerUser, with only what that identity is
+// granted: what an mcs-controller (or the stand-in) runs with.
+func (cs *ClusterSet) ControllerKubeconfig() string { return cs.controllerKubeconfig }
+
 // Dir returns the directory with every component's files and logs.
 func (cs *ClusterSet) Dir() string { return cs.opts.Dir }
 
@@ -273,7 +291,7 @@ func (cs *ClusterSet) prepareDir() error {
 	if err != nil {
 		return err
 	}
-	for _, p := range append(old, filepath.Join(cs.opts.Dir, "etcd"), filepath.Join(cs.opts.Dir, "kubeconfig")) {
+	for _, p := range append(old, filepath.Join(cs.opts.Dir, "etcd"), filepath.Join(cs.opts.Dir, "kubeconfig"), filepath.Join(cs.opts.Dir, controllerKubeconfig)) {
 		if err := os.RemoveAll(p); err != nil {
 			return err
 		}
@@ -319,7 +337,7 @@ func preflight(opts Options) error {
 }
 
 // StartController runs the built mcs-controller against every cluster of
-// the clusterset (its kubeconfig), logging to mcs-controller.log in Dir,
+// the clusterset (as ControllerUser, ControllerKubeconfig), logging to mcs-controller.log in Dir,
 // with no metrics or health ports (nothing here scrapes them, and none can
 // collide); args are added to its flags. The caller stops it.
 func (cs *ClusterSet) StartController(args ...string) (*process.Process, error) {
@@ -329,7 +347,7 @@ func (cs *ClusterSet) StartController(args ...string) (*process.Process, error) 
 	}
 	return process.Start(process.Options{
 		Name: "mcs-controller",
-		Argv: append([]string{binary, "--kubeconfig=" + cs.Kubeconfig(), "--v=2",
+		Argv: append([]string{binary, "--kubeconfig=" + cs.ControllerKubeconfig(), "--v=2",
 			"--metrics-bind-address=0", "--healthz-bind-address=0"}, args...),
 		Log: filepath.Join(cs.Dir(), "mcs-controller.log"),
 	})

@@ -15,12 +15,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/restmapper"
 	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
 	"k8s.io/multiclusterservices/crds"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/kindconfig"
 )
 
 const (
@@ -82,7 +85,9 @@ func (cs *ClusterSet) startControllerManager(ctx context.Context, c *Cluster) er
 }
 
 // setUpAPI writes what the node components need: the MCS and
-// ClusterProperty CRDs, kube-proxy's RBAC and the kube-dns Service.
+// ClusterProperty CRDs, kube-proxy's RBAC and the kube-dns Service; and
+// what a member of a real clusterset has: the mcs-controller's RBAC and
+// the admission policies that keep imports and MCS slices to it.
 func (cs *ClusterSet) setUpAPI(ctx context.Context, c *Cluster) error {
 	started := time.Now()
 	all, err := crds.All()
@@ -99,12 +104,15 @@ func (cs *ClusterSet) setUpAPI(ctx context.Context, c *Cluster) error {
 	if err := grantKubeProxy(ctx, c.API.Client()); err != nil {
 		return fmt.Errorf("cluster %s: kube-proxy RBAC: %w", c.Name, err)
 	}
+	if err := applyManifests(ctx, c.API, "mcs-controller-rbac.yaml", "mcs-admission-policy.yaml"); err != nil {
+		return fmt.Errorf("cluster %s: mcs-controller RBAC and admission policies: %w", c.Name, err)
+	}
 	if !cs.opts.NoDNS {
 		if err := createDNSService(ctx, c); err != nil {
 			return fmt.Errorf("cluster %s: kube-dns Service: %w", c.Name, err)
 		}
 	}
-	cs.progress.timed(c.Name, "MCS and ClusterProperty CRDs, kube-proxy RBAC, kube-dns Service", started)
+	cs.progress.timed(c.Name, "MCS and ClusterProperty CRDs, RBAC, admission policies, kube-dns Service", started)
 	return nil
 }
 
@@ -231,4 +239,30 @@ func createDNSService(ctx context.Context, c *Cluster) error {
 		err = nil
 	}
 	return err
+}
+
+// applyManifests applies files of kind-config/ server-side, as
+// hack/kind-e2e.sh does in kind clusters.
+func applyManifests(ctx context.Context, api *framework.Cluster, files ...string) error {
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(api.Client().Discovery()))
+	dyn, err := dynamic.NewForConfig(api.RESTConfig())
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		path, err := repoFile("kind-config", f)
+		if err != nil {
+			return err
+		}
+		objs, err := kindconfig.Objects(path, nil)
+		if err != nil {
+			return err
+		}
+		for _, obj := range objs {
+			if err := kindconfig.Apply(ctx, dyn, mapper, obj, false); err != nil {
+				return fmt.Errorf("%s %s: %w", obj.GetKind(), obj.GetName(), err)
+			}
+		}
+	}
+	return nil
 }

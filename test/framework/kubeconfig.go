@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -43,6 +44,21 @@ func addContext(kc *clientcmdapi.Config, name string, cfg *rest.Config) {
 // multi-cluster tools such as the mcs-controller take. The first cluster's
 // context is the current one.
 func WriteClusterSetKubeconfig(path string, clusters ...*Cluster) error {
+	return writeClusterSetKubeconfig(path, (*Cluster).RESTConfig, clusters)
+}
+
+// WriteImpersonatingClusterSetKubeconfig writes the same, acting in every
+// cluster as user in groups (by impersonation through the admin), so that
+// a multi-cluster tool has only what RBAC grants that identity.
+func WriteImpersonatingClusterSetKubeconfig(path, user string, groups []string, clusters ...*Cluster) error {
+	return writeClusterSetKubeconfig(path, func(c *Cluster) *rest.Config {
+		cfg := c.RESTConfig()
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: slices.Clone(groups)}
+		return cfg
+	}, clusters)
+}
+
+func writeClusterSetKubeconfig(path string, config func(*Cluster) *rest.Config, clusters []*Cluster) error {
 	if len(clusters) == 0 {
 		return fmt.Errorf("no clusters")
 	}
@@ -51,7 +67,7 @@ func WriteClusterSetKubeconfig(path string, clusters ...*Cluster) error {
 		if _, dup := kc.Contexts[c.Name()]; dup {
 			return fmt.Errorf("two clusters named %q", c.Name())
 		}
-		addContext(kc, c.Name(), c.RESTConfig())
+		addContext(kc, c.Name(), config(c))
 	}
 	kc.CurrentContext = clusters[0].Name()
 	return clientcmd.WriteToFile(*kc, path)

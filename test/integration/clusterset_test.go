@@ -115,7 +115,7 @@ func TestClusterSet(t *testing.T) {
 		for _, c := range []*clusterset.Cluster{a, b} {
 			csExport(t, c, "echo")
 		}
-		members, err := standin.MembersFromKubeconfig(cs.Kubeconfig())
+		members, err := standin.MembersFromKubeconfig(cs.ControllerKubeconfig())
 		if err != nil {
 			t.Fatal(err)
 		}

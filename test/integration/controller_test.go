@@ -179,6 +179,41 @@ func TestMCSController(t *testing.T) {
 		return strings.Contains(out, want), "no " + want + errString(err)
 	})
 
+	// --- A member is not trusted blindly: a slice of the exported Service
+	// that Kubernetes' EndpointSlice controllers did not write stays in its
+	// cluster (with an event on the export saying so), and a cloud
+	// metadata address in a trusted slice is never mirrored.
+	extra := func(name, manager string, addrs ...string) {
+		t.Helper()
+		s := slice(name, map[string]string{discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: manager})
+		s.Endpoints = nil
+		for _, addr := range addrs {
+			s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{addr}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
+		}
+		if _, err := a.kube.DiscoveryV1().EndpointSlices("demo").Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	extra("web-by-hand", "someone", "10.1.0.66")
+	extra("web-metadata", "endpointslice-controller.k8s.io", "100.100.100.200", "10.1.0.3")
+	for _, m := range members {
+		waitSlices(t, m, "demo", "web", "cluster-a=10.1.0.1,10.1.0.2 ports http:8080;cluster-a=10.1.0.3 ports http:8080;cluster-b=10.2.0.1 ports http:8080")
+	}
+	waitEvent(t, a, "demo", "web", "EndpointSliceNotMirrored")
+	eventually(t, 30*time.Second, "the unmirrored slice counted", func() (bool, string) {
+		out, err := httpGet("http://" + replica1.metrics + "/metrics")
+		want := `mcs_controller_unmirrored_endpointslices_total{cluster="cluster-a"} 1`
+		return strings.Contains(out, want), "no " + want + errString(err)
+	})
+	for _, name := range []string{"web-by-hand", "web-metadata"} {
+		if err := a.kube.DiscoveryV1().EndpointSlices("demo").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range members {
+		waitSlices(t, m, "demo", "web", "cluster-a=10.1.0.1,10.1.0.2 ports http:8080;cluster-b=10.2.0.1 ports http:8080")
+	}
+
 	// --- A foreign claim: a user of c creates an import of their own with
 	// web's clusterset IP. c's import of web says so (condition, event,
 	// metric) and keeps its IP; the other members' imports are not
@@ -634,7 +669,7 @@ func exportService(t *testing.T, m *testMember, ns, name string, ports []v1.Serv
 	}
 	slice := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: name + "-local", Labels: map[string]string{
-			discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: "test",
+			discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io",
 		}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports:       eps.ports,

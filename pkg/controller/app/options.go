@@ -18,6 +18,7 @@ type Options struct {
 	ClusterSetIPCIDRs  []string
 	ManagedBy          string
 	RefusedNamespaces  []string
+	SourceManagers     []string
 	EndpointTTL        time.Duration
 	LeaseNamespace     string
 	Workers            int
@@ -45,7 +46,8 @@ func NewOptions() *Options {
 	return &Options{
 		ClusterSetIPCIDRs:        append([]string(nil), proxy.DefaultClusterSetIPCIDRs...),
 		ManagedBy:                proxy.DefaultManagedBy,
-		RefusedNamespaces:        []string{"kube-system", "default"},
+		RefusedNamespaces:        []string{"kube-system", "default", "kube-public", "kube-node-lease", "mcs-system"},
+		SourceManagers:           []string{"endpointslice-controller.k8s.io", "endpointslicemirroring-controller.k8s.io"},
 		EndpointTTL:              40 * time.Second,
 		LeaseNamespace:           "kube-system",
 		Workers:                  8,
@@ -68,7 +70,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.Contexts, "contexts", o.Contexts, "Kubeconfig contexts of the member clusters, comma separated (default: every context). Each member needs the ClusterProperty cluster.clusterset.k8s.io holding its cluster ID.")
 	fs.StringSliceVar(&o.ClusterSetIPCIDRs, "clusterset-ip-cidrs", o.ClusterSetIPCIDRs, "Ranges clusterset IPs are allocated from, at most one per IP family; kube-proxy's --clusterset-ip-cidrs must admit them.")
 	fs.StringVar(&o.ManagedBy, "managed-by", o.ManagedBy, "endpointslice.kubernetes.io/managed-by value of the EndpointSlices written; kube-proxy trusts "+proxy.DefaultManagedBy+" by default.")
-	fs.StringSliceVar(&o.RefusedNamespaces, "refuse-namespaces", o.RefusedNamespaces, "Namespaces whose ServiceExports are refused (KEP-1645 advises kube-system and default). Empty refuses none.")
+	fs.StringSliceVar(&o.RefusedNamespaces, "refuse-namespaces", o.RefusedNamespaces, "Namespaces whose ServiceExports are refused (KEP-1645 advises kube-system and default; the system namespaces and the controller's own are refused too). Empty refuses none.")
+	fs.StringSliceVar(&o.SourceManagers, "source-endpointslice-managers", o.SourceManagers, "endpointslice.kubernetes.io/managed-by values of the exported Services' EndpointSlices that are mirrored to other members (default: Kubernetes' EndpointSlice and mirroring controllers). Slices anyone else wrote stay in their cluster.")
 	fs.DurationVar(&o.EndpointTTL, "endpoint-ttl", o.EndpointTTL, "How long a source cluster's endpoints stay imported after its API was last reached (its Lease duration).")
 	fs.StringVar(&o.LeaseNamespace, "lease-namespace", o.LeaseNamespace, "Namespace, in every member, of the per-source-cluster Leases and of the leader election Lease.")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Workers per queue (the clusterset queue and each member's queue).")
@@ -96,6 +99,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ManagedBy == "" {
 		return fmt.Errorf("--managed-by must not be empty")
+	}
+	if len(o.SourceManagers) == 0 {
+		return fmt.Errorf("--source-endpointslice-managers must name at least one manager")
 	}
 	return nil
 }

@@ -92,6 +92,7 @@ func Run(ctx context.Context, o *Options) error {
 		ManagedBy:          o.ManagedBy,
 		ClusterSetIPRanges: ranges,
 		RefusedNamespaces:  o.RefusedNamespaces,
+		SourceManagers:     o.SourceManagers,
 		EndpointTTL:        o.EndpointTTL,
 		LeaseNamespace:     o.LeaseNamespace,
 		Identity:           o.Identity,

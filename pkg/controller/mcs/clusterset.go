@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 	"k8s.io/multiclusterservices/export"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
@@ -102,6 +103,10 @@ func (c *Controller) syncClusterset(ctx context.Context, key string) error {
 				continue
 			}
 			for _, s := range slicesOf(c.byID[e.Cluster].localSlices, byService, key) {
+				if !slices.Contains(c.cfg.SourceManagers, s.Labels[discoveryv1.LabelManagedBy]) {
+					c.reportUnmirrored(e.Cluster, s)
+					continue
+				}
 				if is := export.ImportedSlice(s, name, e.Cluster, c.cfg.ManagedBy, r.ServedPorts[e.Cluster], r.Spec.TrafficDistribution); is != nil {
 					d.Slices[is.Name] = is
 				}
@@ -197,4 +202,22 @@ func (c *Controller) getDesired(key string) *desiredState {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.desired[key]
+}
+
+// reportUnmirrored says, once per slice, that a slice of an exported
+// Service is not mirrored because no trusted source manager wrote it: an
+// event on the export, a log line and a metric.
+func (c *Controller) reportUnmirrored(cluster string, s *discoveryv1.EndpointSlice) {
+	id := cluster + "/" + string(s.UID)
+	if _, seen := c.unmirrored.LoadOrStore(id, true); seen {
+		return
+	}
+	manager := s.Labels[discoveryv1.LabelManagedBy]
+	klog.InfoS("Not mirroring an EndpointSlice of an exported Service: its manager is not trusted", "cluster", cluster, "endpointSlice", klog.KObj(s), "managedBy", manager, "trusted", c.cfg.SourceManagers)
+	c.metrics.countUnmirrored(cluster)
+	m := c.byID[cluster]
+	if se, err := m.exports.ServiceExports(s.Namespace).Get(s.Labels[discoveryv1.LabelServiceName]); err == nil {
+		m.recorder.Eventf(se, v1.EventTypeWarning, "EndpointSliceNotMirrored",
+			"EndpointSlice %s is not exported: its endpointslice.kubernetes.io/managed-by %q is not one of %v", s.Name, manager, c.cfg.SourceManagers)
+	}
 }

@@ -39,6 +39,11 @@ type Config struct {
 	ClusterSetIPRanges []netip.Prefix
 	// RefusedNamespaces are namespaces whose exports are refused.
 	RefusedNamespaces []string
+	// SourceManagers are the endpointslice.kubernetes.io/managed-by values
+	// of the exported Services' slices that are mirrored. Anyone who may
+	// write an EndpointSlice in an exporting namespace could otherwise
+	// publish any address to every member under the Service's name.
+	SourceManagers []string
 	// EndpointTTL is how long a source cluster's endpoints outlive the
 	// last time its API was reached.
 	EndpointTTL time.Duration
@@ -71,6 +76,8 @@ type Controller struct {
 
 	metrics *Metrics
 	ready   chan struct{}
+	// unmirrored holds the slices already reported as not mirrored.
+	unmirrored sync.Map
 }
 
 // managedLabel marks the ServiceImports this controller owns, so that

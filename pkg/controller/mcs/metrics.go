@@ -15,6 +15,7 @@ type Metrics struct {
 	sliceSync    *prometheus.HistogramVec
 	conflicts    *prometheus.GaugeVec
 	foreign      *prometheus.CounterVec
+	unmirrored   *prometheus.CounterVec
 	registry     prometheus.Registerer
 	registerOnce sync.Once
 
@@ -39,10 +40,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "mcs_controller_foreign_endpointslices_deleted_total",
 			Help: "EndpointSlices deleted from a member because they carried the controller's managed-by label but someone else wrote them.",
 		}, []string{"cluster"}),
+		unmirrored: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcs_controller_unmirrored_endpointslices_total",
+			Help: "EndpointSlices of exported Services not mirrored to other members because no trusted source manager wrote them.",
+		}, []string{"cluster"}),
 		registry:    reg,
 		conflictsOf: map[string][]string{},
 	}
-	reg.MustRegister(m.exportSync, m.sliceSync, m.conflicts, m.foreign)
+	reg.MustRegister(m.exportSync, m.sliceSync, m.conflicts, m.foreign, m.unmirrored)
 	return m
 }
 
@@ -111,6 +116,12 @@ func (m *Metrics) observeExportSync(d time.Duration, err error) {
 func (m *Metrics) observeSliceSync(cluster string, d time.Duration, err error) {
 	if m != nil {
 		m.sliceSync.WithLabelValues(cluster, result(err)).Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) countUnmirrored(cluster string) {
+	if m != nil {
+		m.unmirrored.WithLabelValues(cluster).Inc()
 	}
 }
 

@@ -246,7 +246,7 @@ func clusterIndex(id string) int { return int(id[len(id)-1]-'a') + 1 }
 func localSlice(m *member, i int, generation int) *discoveryv1.EndpointSlice {
 	s := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: serviceName(i) + "-local", Namespace: namespace, Labels: map[string]string{
-			discoveryv1.LabelServiceName: serviceName(i), discoveryv1.LabelManagedBy: "bench",
+			discoveryv1.LabelServiceName: serviceName(i), discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io",
 		}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(v1.ProtocolTCP)}},

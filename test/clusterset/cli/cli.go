@@ -269,7 +269,7 @@ func exportCommand() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", filepath.Join(defaultDir, "kubeconfig"), "kubeconfig with one context per member cluster")
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", filepath.Join(defaultDir, "mcs-controller.kubeconfig"), "kubeconfig with one context per member cluster, as the mcs-controller's identity (the admission policies let only it write imports)")
 	cmd.Flags().BoolVar(&watch, "watch", false, "keep syncing every second until Ctrl-C")
 	return cmd
 }

@@ -183,7 +183,7 @@ func (d *demo) startExporter(ctx context.Context) (func(), error) {
 			why = "_output/bin/mcs-controller is not built"
 		}
 		heading(d.out, "Exporting with the stand-in exporter (%s): test/clusterset/standin copies ServiceExports into ServiceImports and MCS EndpointSlices", why)
-		members, err := standin.MembersFromKubeconfig(d.cs.Kubeconfig())
+		members, err := standin.MembersFromKubeconfig(d.cs.ControllerKubeconfig())
 		if err != nil {
 			return nil, err
 		}

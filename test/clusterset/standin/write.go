@@ -10,6 +10,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	mcsproxy "k8s.io/multiclusterservices/proxy"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
@@ -70,7 +71,7 @@ func writeImport(ctx context.Context, m *Member, e *export) (*mcsv1beta1.Service
 			spec.IPs = []string{vipFor(e.namespace, e.name)}
 		}
 		imp := &mcsv1beta1.ServiceImport{
-			ObjectMeta: metav1.ObjectMeta{Name: e.name, Namespace: e.namespace, Labels: map[string]string{labelStandIn: "true"}},
+			ObjectMeta: metav1.ObjectMeta{Name: e.name, Namespace: e.namespace, Labels: map[string]string{labelStandIn: "true", mcsproxy.LabelImportManagedBy: managedBy}},
 			Spec:       spec,
 			Status:     mcsv1beta1.ServiceImportStatus{Clusters: clusters},
 		}

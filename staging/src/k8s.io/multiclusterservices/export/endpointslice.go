@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/endpointslice/trafficdist"
 	"k8s.io/utils/ptr"
+	"k8s.io/multiclusterservices/proxy"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
@@ -33,6 +34,14 @@ func SliceName(service, cluster, sourceSlice string) string {
 	return prefix + hash
 }
 
+// special reports cloud metadata and other special-purpose addresses: a
+// member that publishes one must not send every other member's clusterset
+// traffic to their own metadata service.
+func special(ip netip.Addr) bool {
+	_, ok := proxy.SpecialPurpose(ip)
+	return ok
+}
+
 // ImportedSlice returns the EndpointSlice members get for src, a slice of
 // the exported Service in source cluster cluster, or nil when src cannot
 // be imported (its address type is not IP). served holds the names of the
@@ -49,7 +58,8 @@ func SliceName(service, cluster, sourceSlice string) string {
 // as the EndpointSlice controller computes them for a Service
 // (k8s.io/endpointslice/trafficdist): the source's own may weigh that
 // cluster's nodes only. Endpoints without a valid unicast address are
-// dropped too, because a proxy rejects a whole slice that has one. The
+// dropped too, as are special-purpose addresses (cloud metadata,
+// loopback), because a proxy rejects a whole slice that has one. The
 // caller sets the owner reference to the member's ServiceImport.
 func ImportedSlice(src *discoveryv1.EndpointSlice, service, cluster, managedBy string, served map[string]bool, trafficDistribution *string) *discoveryv1.EndpointSlice {
 	var valid func(netip.Addr) bool
@@ -87,7 +97,7 @@ func ImportedSlice(src *discoveryv1.EndpointSlice, service, cluster, managedBy s
 	for _, ep := range src.Endpoints {
 		var addrs []string
 		for _, s := range ep.Addresses {
-			if ip, err := netip.ParseAddr(s); err == nil && ip.Zone() == "" && valid(ip) && ip.IsGlobalUnicast() {
+			if ip, err := netip.ParseAddr(s); err == nil && ip.Zone() == "" && valid(ip) && ip.IsGlobalUnicast() && !special(ip) {
 				addrs = append(addrs, ip.String())
 			}
 		}

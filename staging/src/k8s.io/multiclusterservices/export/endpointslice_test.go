@@ -35,6 +35,11 @@ func TestImportedSlice(t *testing.T) {
 			},
 			// A proxy rejects a whole slice with a loopback address.
 			{Addresses: []string{"127.0.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}},
+			// A member publishing cloud metadata addresses would send
+			// every other member's traffic to their own metadata service.
+			{Addresses: []string{"100.100.100.200"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}},
+			{Addresses: []string{"168.63.129.16"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}},
+			{Addresses: []string{"169.254.169.254"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}},
 		},
 	}
 	got := ImportedSlice(src, "web", "cluster-a", "mcs-controller.multicluster.x-k8s.io", served("http"), nil)

@@ -81,6 +81,9 @@ func EndpointSliceForImport(slice *discoveryv1.EndpointSlice, opts *Options) (*d
 			if err != nil || ip.Zone() != "" || !want(ip) || !ip.IsGlobalUnicast() {
 				return nil, reject(ReasonInvalidEndpoint, "endpoints[%d] address %q is not a unicast %s address", i, s, slice.AddressType)
 			}
+			if name, special := SpecialPurpose(ip); special {
+				return nil, reject(ReasonInvalidEndpoint, "endpoints[%d] address %q is a %s address, never an endpoint", i, s, name)
+			}
 		}
 	}
 

@@ -105,6 +105,12 @@ func TestEndpointSliceForImport(t *testing.T) {
 		{name: "IPv6 address in an IPv4 slice", mutate: func(s *discoveryv1.EndpointSlice) { s.Endpoints[0].Addresses = []string{"fd00::5"} }, wantReason: ReasonInvalidEndpoint},
 		{name: "garbage address", mutate: func(s *discoveryv1.EndpointSlice) { s.Endpoints[0].Addresses = []string{"pod-a"} }, wantReason: ReasonInvalidEndpoint},
 		{name: "loopback address", mutate: func(s *discoveryv1.EndpointSlice) { s.Endpoints[0].Addresses = []string{"127.0.0.1"} }, wantReason: ReasonInvalidEndpoint},
+		{name: "Alibaba Cloud metadata address", mutate: func(s *discoveryv1.EndpointSlice) { s.Endpoints[0].Addresses = []string{"100.100.100.200"} }, wantReason: ReasonInvalidEndpoint},
+		{name: "Azure platform address", mutate: func(s *discoveryv1.EndpointSlice) { s.Endpoints[0].Addresses = []string{"168.63.129.16"} }, wantReason: ReasonInvalidEndpoint},
+		{name: "AWS IPv6 metadata address", mutate: func(s *discoveryv1.EndpointSlice) {
+			s.AddressType = discoveryv1.AddressTypeIPv6
+			s.Endpoints[0].Addresses = []string{"fd00:ec2::254"}
+		}, wantReason: ReasonInvalidEndpoint},
 		{name: "endpoint without address", mutate: func(s *discoveryv1.EndpointSlice) { s.Endpoints[0].Addresses = nil }, wantReason: ReasonInvalidEndpoint},
 		{name: "unknown protocol", mutate: func(s *discoveryv1.EndpointSlice) { s.Ports[0].Protocol = ptrTo(v1.Protocol("GRE")) }, wantReason: ReasonUnsupportedProtocol},
 		{name: "missing port number", mutate: func(s *discoveryv1.EndpointSlice) { s.Ports[0].Port = nil }, wantReason: ReasonInvalidPort},

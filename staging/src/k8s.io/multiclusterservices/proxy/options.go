@@ -75,6 +75,22 @@ var specialPurpose = []struct {
 	{"AWS IPv6 metadata (fd00:ec2::254)", netip.MustParsePrefix("fd00:ec2::/64")},
 }
 
+// SpecialPurpose returns the name of the special-purpose range ip is in
+// (loopback, link-local, cloud metadata and platform services, multicast),
+// if any. Such an address is never a clusterset IP nor an endpoint of an
+// import: a member that published one as an endpoint would make every
+// other member's nodes send clusterset traffic to their own metadata
+// service.
+func SpecialPurpose(ip netip.Addr) (string, bool) {
+	ip = ip.Unmap()
+	for _, sp := range specialPurpose {
+		if sp.prefix.Contains(ip) {
+			return sp.name, true
+		}
+	}
+	return "", false
+}
+
 // ParseCIDRs parses a list of CIDR strings (as given on a command line) and
 // refuses an empty list, a range too large to be meant (together, per
 // family), ranges that overlap one another, and ranges that include a
