@@ -56,7 +56,7 @@ func (o *MultiClusterOptions) AddFlags(fs *pflag.FlagSet) {
 	o.fs = fs
 	fs.StringVar(&o.ConfigFile, "multicluster-config", o.ConfigFile, "Path to a MultiClusterConfiguration file (apiVersion "+configAPIVersion+") setting clusterSetIPCIDRs and trustedEndpointSliceManagers. Flags given explicitly take precedence. Only used with the MultiClusterServices feature gate.")
 	fs.StringSliceVar(&o.ClusterSetIPCIDRs, "clusterset-ip-cidrs", o.ClusterSetIPCIDRs, "Comma-separated CIDRs that ServiceImport clusterset IPs must lie in; imports with other IPs are not programmed. Must match the mcs-controller's --clusterset-ip-cidrs. Only used with the MultiClusterServices feature gate.")
-	fs.StringSliceVar(&o.TrustedManagers, "multicluster-endpointslice-managers", o.TrustedManagers, "Comma-separated endpointslice.kubernetes.io/managed-by values of multi-cluster EndpointSlices to program; slices managed by anyone else are ignored. Only used with the MultiClusterServices feature gate.")
+	fs.StringSliceVar(&o.TrustedManagers, "multicluster-endpointslice-managers", o.TrustedManagers, "Comma-separated managers to trust: the app.kubernetes.io/managed-by label of ServiceImports and the endpointslice.kubernetes.io/managed-by label of multi-cluster EndpointSlices must name one of them, or the object is ignored. Only used with the MultiClusterServices feature gate.")
 	fs.DurationVar(&o.SyncTimeout, "multicluster-sync-timeout", o.SyncTimeout, "How long the first proxy sync waits for ServiceImports to be read before programming local Services without them. Only used with the MultiClusterServices feature gate.")
 }
 
