@@ -404,10 +404,27 @@ func TestMCSController(t *testing.T) {
 	// --- Outage: b's API is cut off from the controller. After the TTL
 	// b's endpoints leave the members the controller can reach, and a's
 	// slices are not touched; they come back when b returns.
+	// A name only b exports keeps b's endpoints (fail static), marked
+	// stale, since withdrawing them would help no client.
+	exportService(t, b, "demo", "onlyb", servicePorts("grpc", 9000), endpoints("grpc", 9000, "10.2.2.1"))
+	for _, m := range members {
+		waitSlices(t, m, "demo", "onlyb", "cluster-b=10.2.2.1 ports grpc:9000")
+	}
 	aSlices := sliceVersions(t, c, "demo", "api", "cluster-a")
 	b.link.cut()
 	for _, m := range []*testMember{a, c} {
 		waitSlices(t, m, "demo", "api", "cluster-a=10.1.1.1 ports grpc:9000")
+	}
+	for _, m := range []*testMember{a, c} {
+		waitImport(t, m, "demo", "onlyb", func(si *mcsv1beta1.ServiceImport) bool {
+			cond := meta.FindStatusCondition(si.Status.Conditions, "EndpointsStale")
+			return cond != nil && cond.Status == metav1.ConditionTrue && strings.Contains(cond.Message, "cluster-b")
+		})
+		waitSlices(t, m, "demo", "onlyb", "cluster-b=10.2.2.1 ports grpc:9000")
+		waitImport(t, m, "demo", "api", func(si *mcsv1beta1.ServiceImport) bool {
+			cond := meta.FindStatusCondition(si.Status.Conditions, "EndpointsStale")
+			return cond != nil && cond.Status == metav1.ConditionFalse
+		})
 	}
 	if got := sliceVersions(t, c, "demo", "api", "cluster-a"); got != aSlices {
 		t.Errorf("cluster-a's slices moved during cluster-b's outage: %s -> %s", aSlices, got)
@@ -418,6 +435,10 @@ func TestMCSController(t *testing.T) {
 	b.link.restore()
 	for _, m := range members {
 		waitSlices(t, m, "demo", "api", "cluster-a=10.1.1.1 ports grpc:9000;cluster-b=10.2.1.1 ports grpc:9000")
+		waitImport(t, m, "demo", "onlyb", func(si *mcsv1beta1.ServiceImport) bool {
+			cond := meta.FindStatusCondition(si.Status.Conditions, "EndpointsStale")
+			return cond != nil && cond.Status == metav1.ConditionFalse
+		})
 	}
 
 	// --- Removing a member: the controller restarts without cluster-b.

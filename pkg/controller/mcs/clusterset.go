@@ -37,6 +37,9 @@ type desiredState struct {
 	// listed by an existing import: the members' imports and slices are
 	// then left as they are rather than deleted on a guess.
 	Retain bool
+	// Stale are the source clusters whose endpoints are kept although
+	// their leases expired, because no source of the name is alive.
+	Stale []string
 }
 
 // syncClusterset merges the exports of key across the members and records
@@ -96,10 +99,23 @@ func (c *Controller) syncClusterset(ctx context.Context, key string) error {
 		d.Import = c.desiredImport(key, ns, name, r, d)
 		d.Clusters = r.Clusters
 		d.Slices = map[string]*discoveryv1.EndpointSlice{}
+		// An expired source cluster still counts for the import (its last
+		// known export) but its endpoints are withdrawn, so that traffic
+		// fails over to the sources that answer. When none answers, the
+		// endpoints of all are kept, marked stale: withdrawing the last
+		// ones would turn an outage of the hub's view (a cut link, the
+		// hub's own network) into an outage of the service.
+		var alive []string
 		for _, e := range exports {
-			// An expired source cluster still counts for the import (its
-			// last known export) but its endpoints are withdrawn.
-			if !c.ttl.alive(e.Cluster) {
+			if c.ttl.alive(e.Cluster) {
+				alive = append(alive, e.Cluster)
+			}
+		}
+		if len(alive) == 0 {
+			d.Stale = r.Clusters
+		}
+		for _, e := range exports {
+			if len(alive) > 0 && !slices.Contains(alive, e.Cluster) {
 				continue
 			}
 			for _, s := range slicesOf(c.byID[e.Cluster].localSlices, byService, key) {

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -165,6 +166,10 @@ func (c *Controller) writeImportStatus(ctx context.Context, m *member, d *desire
 	claimed.ObservedGeneration = si.Generation
 	claimedBefore := meta.FindStatusCondition(si.Status.Conditions, claimed.Type)
 	meta.SetStatusCondition(&status.Conditions, claimed)
+	stale := staleCondition(d.Stale, c.cfg.EndpointTTL)
+	stale.ObservedGeneration = si.Generation
+	staleBefore := meta.FindStatusCondition(si.Status.Conditions, stale.Type)
+	meta.SetStatusCondition(&status.Conditions, stale)
 	if apiequality.Semantic.DeepEqual(status, si.Status) {
 		return nil
 	}
@@ -179,7 +184,26 @@ func (c *Controller) writeImportStatus(ctx context.Context, m *member, d *desire
 	if claimed.Status == metav1.ConditionTrue && (claimedBefore == nil || claimedBefore.Status != claimed.Status) {
 		m.recorder.Event(si, v1.EventTypeWarning, claimed.Reason, claimed.Message)
 	}
+	if stale.Status == metav1.ConditionTrue && (staleBefore == nil || staleBefore.Status != stale.Status) {
+		m.recorder.Event(si, v1.EventTypeWarning, stale.Reason, stale.Message)
+	}
 	return nil
+}
+
+// ConditionEndpointsStale is a ServiceImport condition of this
+// controller's: True while every source cluster of the import has been
+// unreachable for longer than the endpoint TTL, and their last known
+// endpoints are kept (fail static) rather than withdrawn.
+const ConditionEndpointsStale = "EndpointsStale"
+
+func staleCondition(stale []string, ttl time.Duration) metav1.Condition {
+	if len(stale) == 0 {
+		return metav1.Condition{Type: ConditionEndpointsStale, Status: metav1.ConditionFalse, Reason: "SourcesReachable", Message: "the endpoints come from reachable source clusters"}
+	}
+	return metav1.Condition{
+		Type: ConditionEndpointsStale, Status: metav1.ConditionTrue, Reason: "SourcesUnreachable",
+		Message: fmt.Sprintf("every source cluster (%s) has been unreachable for longer than the endpoint TTL (%s); their last known endpoints are kept until one answers", strings.Join(stale, ", "), ttl),
+	}
 }
 
 // ConditionClusterSetIPConflict is a ServiceImport condition of this

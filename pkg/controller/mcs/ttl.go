@@ -88,14 +88,28 @@ func (l *sourceLeases) restore(ctx context.Context) {
 		}
 		for _, lease := range leases.Items {
 			id := lease.Labels[mcsv1beta1.LabelSourceCluster]
-			if lease.Spec.RenewTime != nil && lease.Spec.RenewTime.After(l.renewed[id]) {
-				l.renewed[id] = lease.Spec.RenewTime.Time
+			if lease.Spec.RenewTime != nil {
+				l.renewed[id] = laterRenewal(l.renewed[id], lease.Spec.RenewTime.Time, now)
 			}
 		}
 	}
 	for id := range l.renewed {
 		l.wasAlive[id] = l.aliveLocked(id, now)
 	}
+}
+
+// laterRenewal returns the later of two renewal times, never later than
+// now: a Lease any member holds (one whose clock runs ahead, or one that
+// is lying) must not keep a source cluster's endpoints alive past their
+// TTL after it is gone.
+func laterRenewal(have, lease, now time.Time) time.Time {
+	if lease.After(now) {
+		lease = now
+	}
+	if lease.After(have) {
+		return lease
+	}
+	return have
 }
 
 func (l *sourceLeases) period() time.Duration {

@@ -451,6 +451,23 @@ func (p *Proxier) OnMultiClusterEndpointSliceDelete(slice *discoveryv1.EndpointS
 	delete(p.slices, key)
 }
 
+// RetainImports forgets every ServiceImport not in keep, as if deleted:
+// those deleted while no informer watched them (between the watches of
+// two served versions).
+func (p *Proxier) RetainImports(keep sets.Set[types.NamespacedName]) {
+	p.mu.Lock()
+	var gone []*mcsv1beta1.ServiceImport
+	for key, st := range p.imports {
+		if st.obj != nil && !keep.Has(key) {
+			gone = append(gone, st.obj)
+		}
+	}
+	p.mu.Unlock()
+	for _, si := range gone {
+		p.OnServiceImportDelete(si)
+	}
+}
+
 // Reset forgets every ServiceImport and removes the rules of imports and
 // their slices; it is called when the ServiceImport API stops being served.
 // MCS EndpointSlices stay, unprogrammed: kube-proxy's EndpointSlice

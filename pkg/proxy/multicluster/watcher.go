@@ -6,6 +6,8 @@ import (
 
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -135,6 +137,16 @@ func (w *Watcher) run(ctx context.Context, version string) {
 	// synced once its store is full, the handler once every import in it
 	// has reached the Proxier, which is what the first sync must wait for.
 	if cache.WaitForCacheSync(ctx.Done(), registration.HasSynced) {
+		// A switch of served version (v1alpha1 to v1beta1) keeps what the
+		// previous informer programmed while this one lists: only the
+		// imports deleted in between go.
+		present := sets.New[types.NamespacedName]()
+		for _, key := range importInformer.GetStore().ListKeys() {
+			if ns, name, err := cache.SplitMetaNamespaceKey(key); err == nil {
+				present.Insert(types.NamespacedName{Namespace: ns, Name: name})
+			}
+		}
+		w.Proxier.RetainImports(present)
 		// Programmed before the cluster ID is known, this cluster's own
 		// endpoints would lose their node names until it is: a blip in
 		// internalTrafficPolicy Local imports at every restart.
@@ -144,8 +156,8 @@ func (w *Watcher) run(ctx context.Context, version string) {
 	}
 	<-ctx.Done()
 	// Shutdown waits for the informers' goroutines, so no event handler
-	// can run after the reset below.
+	// runs once the gate moves on. Nothing is withdrawn here: when the CRD
+	// stops being served the gate's Absent resets the Proxier, and when
+	// another version is served the next run reconciles (above).
 	mcsFactory.Shutdown()
-	w.Proxier.Reset()
-	serviceImportAPIServed.Set(0)
 }

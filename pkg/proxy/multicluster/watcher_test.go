@@ -305,3 +305,45 @@ func TestWatcherHoldsTheFirstSyncForEveryImport(t *testing.T) {
 		t.Errorf("the first sync was released after %d of %d imports reached the proxier", added, n)
 	}
 }
+
+// A CRD that starts serving v1beta1 beside v1alpha1 (an upgrade of
+// mcs-api) moves the watch to v1beta1. The imports both versions show stay
+// programmed throughout, with no withdrawal while the new watch lists; an
+// import deleted in between goes.
+func TestWatcherSwitchesVersionsWithoutWithdrawing(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, featuregate.Feature(clientfeatures.WatchListClient), false)
+	f := newFixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	alpha := func(name, ip string) *mcsv1alpha1.ServiceImport {
+		return &mcsv1alpha1.ServiceImport{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{mcsproxy.LabelImportManagedBy: mcsproxy.DefaultManagedBy}},
+			Spec: mcsv1alpha1.ServiceImportSpec{Type: mcsv1alpha1.ClusterSetIP, IPs: []string{ip},
+				Ports: []mcsv1alpha1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}}},
+		}
+	}
+	// The fake keeps each version apart; a real apiserver converts. web is
+	// in both; gone only in v1alpha1, as if deleted during the switch.
+	mcs := mcsfake.NewSimpleClientset(alpha("web", "10.250.0.10"), alpha("gone", "10.250.0.11"), serviceImport("ns", "web", 0, "10.250.0.10"))
+	ext := apiextensionsfake.NewClientset(serviceImportCRD("v1alpha1"))
+	f.proxier.OnServiceSynced()
+	f.proxier.OnEndpointSlicesSynced()
+	w := &Watcher{Proxier: f.proxier, MCSClient: mcs, CRDClient: ext}
+	w.Start(ctx)
+	f.waitCallsAnyOrder("ServiceAdd ns/web.clusterset", "ServiceAdd ns/gone.clusterset", "ServiceSynced", "SlicesSynced")
+
+	crd := serviceImportCRD("v1alpha1", "v1beta1")
+	if _, err := ext.ApiextensionsV1().CustomResourceDefinitions().Update(ctx, crd, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := f.waitCalls("ServiceDelete ns/gone.clusterset")
+	time.Sleep(200 * time.Millisecond)
+	got = append(got, f.provider.takeCalls()...)
+	if slices.Contains(got, "ServiceDelete ns/web.clusterset") {
+		t.Errorf("the switch withdrew web: %q", got)
+	}
+	if svc := f.provider.services["ns/web.clusterset"]; svc == nil || svc.Spec.ClusterIP != "10.250.0.10" {
+		t.Errorf("web is not programmed after the switch: %+v", svc)
+	}
+}
