@@ -155,13 +155,10 @@ func (p *Proxier) admitService(service *v1.Service) *v1.Service {
 		return admitted
 	}
 	p.reservedReported[key] = reserved
-	msg := fmt.Sprintf("external or load-balancer IPs %s lie in the clusterset IP ranges, which are reserved for ServiceImports; they are not programmed", reserved)
-	p.logger.Error(nil, "Service IPs not programmed", "service", klog.KObj(service), "reason", mcsproxy.ReasonReservedIP, "message", msg)
-	rejectionsTotal.WithLabelValues("Service", string(mcsproxy.ReasonReservedIP)).Inc()
-	if p.recorder != nil {
-		ref := &v1.ObjectReference{APIVersion: "v1", Kind: "Service", Namespace: service.Namespace, Name: service.Name, UID: service.UID}
-		p.recorder.Eventf(ref, nil, v1.EventTypeWarning, string(mcsproxy.ReasonReservedIP), eventAction, "%s", msg)
-	}
+	p.report(rejection{kind: kindService, obj: service, RejectionError: &mcsproxy.RejectionError{
+		Reason:  mcsproxy.ReasonReservedIP,
+		Message: fmt.Sprintf("external or load-balancer IPs %s lie in the clusterset IP ranges, which are reserved for ServiceImports; they are not programmed", reserved),
+	}})
 	return admitted
 }
 
@@ -260,13 +257,11 @@ func (p *Proxier) dropSlice(slice *discoveryv1.EndpointSlice) {
 		return
 	}
 	p.droppedSlices.Insert(key)
-	msg := fmt.Sprintf("label %s=%q names the synthetic Service of a ServiceImport; only MCS EndpointSlices (label %s) reach an import", discoveryv1.LabelServiceName, slice.Labels[discoveryv1.LabelServiceName], mcsv1beta1.LabelServiceName)
-	p.logger.Error(nil, "EndpointSlice not programmed", "endpointSlice", klog.KObj(slice), "reason", mcsproxy.ReasonReservedServiceName, "message", msg)
-	rejectionsTotal.WithLabelValues("EndpointSlice", string(mcsproxy.ReasonReservedServiceName)).Inc()
-	if p.recorder != nil {
-		ref := &v1.ObjectReference{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSlice", Namespace: slice.Namespace, Name: slice.Name, UID: slice.UID}
-		p.recorder.Eventf(ref, nil, v1.EventTypeWarning, string(mcsproxy.ReasonReservedServiceName), eventAction, "%s", msg)
-	}
+	p.report(rejection{kind: kindEndpointSlice, obj: slice, RejectionError: &mcsproxy.RejectionError{
+		Reason: mcsproxy.ReasonReservedServiceName,
+		Message: fmt.Sprintf("label %s=%q names the synthetic Service of a ServiceImport; only MCS EndpointSlices (label %s) reach an import",
+			discoveryv1.LabelServiceName, slice.Labels[discoveryv1.LabelServiceName], mcsv1beta1.LabelServiceName),
+	}})
 }
 
 func (p *Proxier) forgetDroppedSlice(slice *discoveryv1.EndpointSlice) {
@@ -604,61 +599,46 @@ func (p *Proxier) reconcileSlice(key types.NamespacedName) {
 	}
 }
 
-func (p *Proxier) reportImport(st *importState, rejection *mcsproxy.RejectionError) {
-	if rejection == nil {
+func (p *Proxier) reportImport(st *importState, rejected *mcsproxy.RejectionError) {
+	if rejected == nil {
 		if st.reported != "" {
 			p.logger.Info("ServiceImport is programmed again", "serviceImport", klog.KObj(st.obj))
 		}
 		st.reported = ""
 		return
 	}
-	if st.reported == rejection.Reason {
+	if st.reported == rejected.Reason {
 		return
 	}
-	st.reported = rejection.Reason
-	p.logger.Error(nil, "ServiceImport not programmed", "serviceImport", klog.KObj(st.obj), "reason", rejection.Reason, "message", rejection.Message)
-	rejectionsTotal.WithLabelValues(mcsv1beta1.ServiceImportKindName, string(rejection.Reason)).Inc()
-	if p.recorder != nil {
-		ref := &v1.ObjectReference{
-			APIVersion: mcsv1beta1.GroupVersion.String(),
-			Kind:       mcsv1beta1.ServiceImportKindName,
-			Namespace:  st.obj.Namespace,
-			Name:       st.obj.Name,
-			UID:        st.obj.UID,
-		}
-		p.recorder.Eventf(ref, nil, v1.EventTypeWarning, string(rejection.Reason), eventAction, "%s", rejection.Message)
-	}
+	st.reported = rejected.Reason
+	p.report(rejection{kind: kindServiceImport, obj: st.obj, RejectionError: rejected})
 }
 
 func (p *Proxier) reportSlice(st *sliceState, imp *importState) {
-	rejection := st.invalid
-	if rejection == nil && (imp == nil || imp.obj == nil) && p.mcsSynced && !ownedByServiceImport(st.obj) {
+	rejected := st.invalid
+	if rejected == nil && (imp == nil || imp.obj == nil) && p.mcsSynced && !ownedByServiceImport(st.obj) {
 		// A slice owned by a deleted import is about to be collected:
 		// only a slice nobody will clean up is worth a report.
-		rejection = &mcsproxy.RejectionError{
+		rejected = &mcsproxy.RejectionError{
 			Reason:  mcsproxy.ReasonNoServiceImport,
 			Message: fmt.Sprintf("no ServiceImport %s exists for this EndpointSlice", st.importKey),
 		}
 	}
-	if rejection == nil {
+	if rejected == nil {
 		st.reported = ""
 		return
 	}
-	if st.reported == rejection.Reason {
+	if st.reported == rejected.Reason {
 		return
 	}
-	st.reported = rejection.Reason
-	p.logger.Error(nil, "MCS EndpointSlice not programmed", "endpointSlice", klog.KObj(st.obj), "serviceImport", st.importKey, "reason", rejection.Reason, "message", rejection.Message)
-	rejectionsTotal.WithLabelValues("EndpointSlice", string(rejection.Reason)).Inc()
-	if p.recorder == nil {
-		return
-	}
-	ref := &v1.ObjectReference{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSlice", Namespace: st.obj.Namespace, Name: st.obj.Name, UID: st.obj.UID}
+	st.reported = rejected.Reason
+	r := rejection{kind: kindEndpointSlice, obj: st.obj, RejectionError: rejected}
 	if imp != nil && imp.obj != nil {
 		// Users look at the import; the slice is named in the note.
-		ref = &v1.ObjectReference{APIVersion: mcsv1beta1.GroupVersion.String(), Kind: mcsv1beta1.ServiceImportKindName, Namespace: imp.obj.Namespace, Name: imp.obj.Name, UID: imp.obj.UID}
+		r.regarding = kindServiceImport.ref(imp.obj.Namespace, imp.obj.Name, imp.obj.UID)
+		r.note = fmt.Sprintf("EndpointSlice %s: %s", st.obj.Name, rejected.Message)
 	}
-	p.recorder.Eventf(ref, nil, v1.EventTypeWarning, string(rejection.Reason), eventAction, "EndpointSlice %s: %s", st.obj.Name, rejection.Message)
+	p.report(r)
 }
 
 func ownedByServiceImport(slice *discoveryv1.EndpointSlice) bool {

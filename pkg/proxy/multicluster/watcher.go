@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/multiclusterservices/crdgate"
 	"k8s.io/multiclusterservices/mcsapi"
+	mcsproxy "k8s.io/multiclusterservices/proxy"
 	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 	mcsclientset "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
@@ -77,18 +78,35 @@ func (w *Watcher) Start(ctx context.Context) {
 	}
 }
 
+// keepWhatProxiesRead is the informer's transform: a proxy reads an
+// import's spec and its manager label, never its status (the controller's
+// conditions and cluster list), annotations, other labels or managed
+// fields, so the cache keeps none of them. It is most of an import's
+// weight in kube-proxy's heap.
+func keepWhatProxiesRead(obj any) (any, error) {
+	if accessor, err := meta.Accessor(obj); err == nil {
+		accessor.SetManagedFields(nil)
+		accessor.SetAnnotations(nil)
+		if manager, ok := accessor.GetLabels()[mcsproxy.LabelImportManagedBy]; ok {
+			accessor.SetLabels(map[string]string{mcsproxy.LabelImportManagedBy: manager})
+		} else {
+			accessor.SetLabels(nil)
+		}
+	}
+	switch si := obj.(type) {
+	case *mcsv1beta1.ServiceImport:
+		si.Status = mcsv1beta1.ServiceImportStatus{}
+	case *mcsv1alpha1.ServiceImport:
+		si.Status = mcsv1alpha1.ServiceImportStatus{}
+	}
+	return obj, nil
+}
+
 // run watches ServiceImports of one API version until ctx is done, then
 // removes everything it programmed.
 func (w *Watcher) run(ctx context.Context, version string) {
 	logger := klog.FromContext(ctx).WithName("multicluster")
-	stripManagedFields := func(obj any) (any, error) {
-		if accessor, err := meta.Accessor(obj); err == nil {
-			accessor.SetManagedFields(nil)
-		}
-		return obj, nil
-	}
-
-	mcsFactory := mcsinformers.NewSharedInformerFactoryWithOptions(w.MCSClient, w.ResyncPeriod, mcsinformers.WithTransform(stripManagedFields))
+	mcsFactory := mcsinformers.NewSharedInformerFactoryWithOptions(w.MCSClient, w.ResyncPeriod, mcsinformers.WithTransform(keepWhatProxiesRead))
 	var importInformer cache.SharedIndexInformer
 	switch version {
 	case mcsv1beta1.GroupVersion.Version:
