@@ -871,14 +871,15 @@ func checkSliceMetadata(t *testing.T, m *testMember, ns, name string) {
 		if len(s.OwnerReferences) != 1 || s.OwnerReferences[0].UID != si.UID || s.OwnerReferences[0].Kind != "ServiceImport" {
 			t.Errorf("%s: owner references %v, want the ServiceImport %s", s.Name, s.OwnerReferences, si.UID)
 		}
-		// The source's node names stay for its own proxies; hints are the
-		// import's (no trafficDistribution: none); Pods stay private.
+		// The source's node names stay for its own proxies, in its own
+		// member only; hints are the import's (no trafficDistribution:
+		// none); Pods stay private.
+		source := s.Labels[mcsv1beta1.LabelSourceCluster]
 		for _, e := range s.Endpoints {
-			if e.NodeName == nil || *e.NodeName != "node-1" || e.Hints != nil || e.TargetRef != nil {
-				t.Errorf("%s: endpoint %v: want the source's node name node-1, no hints, no target", s.Name, e)
+			if own := source == m.id; (e.NodeName != nil && *e.NodeName == "node-1") != own || e.Hints != nil || e.TargetRef != nil {
+				t.Errorf("%s in %s: endpoint %v: want the source's node name node-1 in the source's member only, no hints, no target", s.Name, m.id, e)
 			}
 		}
-		source := s.Labels[mcsv1beta1.LabelSourceCluster]
 		for _, proxyIn := range []string{source, "elsewhere"} {
 			opts.LocalClusterID = proxyIn
 			got, err := mcsproxy.EndpointSliceForImport(&s, opts)
@@ -887,7 +888,7 @@ func checkSliceMetadata(t *testing.T, m *testMember, ns, name string) {
 				continue
 			}
 			for _, e := range got.Endpoints {
-				if keep := proxyIn == source; (e.NodeName != nil) != keep {
+				if keep := proxyIn == source && source == m.id; (e.NodeName != nil) != keep {
 					t.Errorf("%s as kube-proxy of %s programs it: node name %v, want kept=%v", s.Name, proxyIn, e.NodeName, keep)
 				}
 			}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/multiclusterservices/export"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
@@ -293,6 +294,7 @@ func (c *Controller) writeSlices(ctx context.Context, m *member, key string, d *
 	var errs []error
 	for name, want := range d.Slices {
 		want = want.DeepCopy()
+		export.ForMember(want, m.id)
 		want.OwnerReferences = owner
 		cur, ok := have[name]
 		delete(have, name)

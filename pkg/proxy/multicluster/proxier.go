@@ -49,6 +49,9 @@ type Proxier struct {
 	// synthetic Service, so that each is reported once.
 	reservedReported map[types.NamespacedName]string
 	droppedSlices    sets.Set[types.NamespacedName]
+	// sliceLabels holds the labels map the translated slices of each
+	// import share.
+	sliceLabels map[types.NamespacedName]map[string]string
 
 	// The proxier must not sync before imports are known, or clusterset
 	// IPs would disappear from the rules at every restart. Synced calls
@@ -86,9 +89,8 @@ type sliceState struct {
 
 // NewProxier wraps provider. recorder may be nil.
 func NewProxier(logger klog.Logger, provider proxy.Provider, opts *mcsproxy.Options, recorder events.EventRecorder) *Proxier {
-	return &Proxier{
+	p := &Proxier{
 		Provider:       provider,
-		opts:           opts,
 		recorder:       recorder,
 		logger:         logger.WithName("multicluster"),
 		imports:        map[types.NamespacedName]*importState{},
@@ -98,7 +100,25 @@ func NewProxier(logger klog.Logger, provider proxy.Provider, opts *mcsproxy.Opti
 
 		reservedReported: map[types.NamespacedName]string{},
 		droppedSlices:    sets.New[types.NamespacedName](),
+		sliceLabels:      map[types.NamespacedName]map[string]string{},
 	}
+	o := *opts
+	o.Labels = p.labelsOf
+	p.opts = &o
+	return p
+}
+
+// labelsOf returns the one labels map every translated slice of import
+// namespace/name shares (the proxier holds each translated slice as long
+// as it exists). Called with p.mu held.
+func (p *Proxier) labelsOf(namespace, name string) map[string]string {
+	key := types.NamespacedName{Namespace: namespace, Name: name}
+	l, ok := p.sliceLabels[key]
+	if !ok {
+		l = mcsproxy.SliceLabels(name)
+		p.sliceLabels[key] = l
+	}
+	return l
 }
 
 var _ proxy.Provider = &Proxier{}
@@ -662,6 +682,7 @@ func (p *Proxier) unindexSlice(importKey, sliceKey types.NamespacedName) {
 		s.Delete(sliceKey)
 		if s.Len() == 0 {
 			delete(p.slicesByImport, importKey)
+			delete(p.sliceLabels, importKey)
 		}
 	}
 }

@@ -209,11 +209,27 @@ func create(ctx context.Context, kube kubernetes.Interface, mcs mcsclientset.Int
 		_, err := kube.CoreV1().Services(namespace).Create(ctx, &v1.Service{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.ServiceSpec{Ports: port}}, metav1.CreateOptions{})
 		return err
 	}
-	_, err := mcs.MulticlusterV1beta1().ServiceImports(namespace).Create(ctx, &mcsv1beta1.ServiceImport{
+	si, err := mcs.MulticlusterV1beta1().ServiceImports(namespace).Create(ctx, &mcsv1beta1.ServiceImport{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{mcsproxy.LabelImportManagedBy: mcsproxy.DefaultManagedBy}},
 		Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, IPs: []string{fmt.Sprintf("10.250.%d.%d", i/250, i%250+1)},
 			Ports: []mcsv1beta1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}}},
 	}, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	// The status the mcs-controller writes: source clusters and its
+	// conditions. kube-proxy never reads it, and should not hold it.
+	now := metav1.Now()
+	si.Status = mcsv1beta1.ServiceImportStatus{
+		Clusters:             []mcsv1beta1.ClusterStatus{{Cluster: "cluster-0"}, {Cluster: "cluster-1"}},
+		EndpointSliceObjects: mcsv1beta1.EndpointSliceObjectsPresent,
+		Conditions: []metav1.Condition{
+			{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Ready", Message: "the import is ready", LastTransitionTime: now},
+			{Type: "ClusterSetIPConflict", Status: metav1.ConditionFalse, Reason: "NoConflict", Message: "no other ServiceImport carries this import's clusterset IPs", LastTransitionTime: now},
+			{Type: "EndpointsStale", Status: metav1.ConditionFalse, Reason: "SourcesReachable", Message: "the endpoints come from reachable source clusters", LastTransitionTime: now},
+		},
+	}
+	_, err = mcs.MulticlusterV1beta1().ServiceImports(namespace).UpdateStatus(ctx, si, metav1.UpdateOptions{})
 	return err
 }
 

@@ -27,6 +27,9 @@ func writeMember(ctx context.Context, m *Member, exports map[string]*export) err
 			errs = append(errs, fmt.Errorf("%s: ServiceImport %s: %w", m.id, key, err))
 			continue
 		}
+		if imp == nil {
+			continue
+		}
 		for _, s := range e.sources {
 			for _, src := range s.slices {
 				slice := importedSlice(e, s.member.id, &src, imp)
@@ -42,10 +45,12 @@ func writeMember(ctx context.Context, m *Member, exports map[string]*export) err
 }
 
 // writeImport creates or updates the member's ServiceImport for e. An IP
-// already given is kept.
+// already given is kept. It returns nil, nil where the namespace does not
+// exist: as KEP-1645 says, a service is imported only there.
 func writeImport(ctx context.Context, m *Member, e *export) (*mcsv1beta1.ServiceImport, error) {
-	ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.namespace}}
-	if _, err := m.Kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := m.Kube.CoreV1().Namespaces().Get(ctx, e.namespace, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		return nil, nil
+	} else if err != nil {
 		return nil, err
 	}
 	spec := mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, IPFamilies: []v1.IPFamily{v1.IPv4Protocol}}

@@ -10,8 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/endpointslice/trafficdist"
-	"k8s.io/utils/ptr"
 	"k8s.io/multiclusterservices/proxy"
+	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
@@ -118,4 +118,26 @@ func ImportedSlice(src *discoveryv1.EndpointSlice, service, cluster, managedBy s
 	}
 	trafficdist.ReconcileHints(trafficDistribution, []*discoveryv1.EndpointSlice{out}, nil, nil)
 	return out
+}
+
+// ForMember removes from an imported slice, in place, what only its
+// source cluster's own member can use: node names and node hints. Another
+// member has no such nodes (or, worse, nodes of its own with the same
+// names), and its proxies would drop them; written only where they mean
+// something, the slice reaches every other member's proxies as they
+// program it, and each proxy can share it as it is instead of copying it.
+func ForMember(slice *discoveryv1.EndpointSlice, member string) {
+	if slice.Labels[mcsv1beta1.LabelSourceCluster] == member {
+		return
+	}
+	for i := range slice.Endpoints {
+		ep := &slice.Endpoints[i]
+		ep.NodeName = nil
+		if ep.Hints != nil {
+			ep.Hints.ForNodes = nil
+			if len(ep.Hints.ForZones) == 0 {
+				ep.Hints = nil
+			}
+		}
+	}
 }

@@ -136,3 +136,29 @@ func TestSliceName(t *testing.T) {
 		t.Errorf("long name %q: %v", long, errs)
 	}
 }
+
+func TestForMember(t *testing.T) {
+	slice := func() *discoveryv1.EndpointSlice {
+		return &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{mcsv1beta1.LabelSourceCluster: "cluster-a"}},
+			Endpoints: []discoveryv1.Endpoint{
+				{Addresses: []string{"10.1.0.5"}, NodeName: ptr.To("node-1"), Zone: ptr.To("zone-a"),
+					Hints: &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "zone-a"}}, ForNodes: []discoveryv1.ForNode{{Name: "node-1"}}}},
+				{Addresses: []string{"10.1.0.6"}, NodeName: ptr.To("node-2"), Hints: &discoveryv1.EndpointHints{ForNodes: []discoveryv1.ForNode{{Name: "node-2"}}}},
+			},
+		}
+	}
+	own := slice()
+	ForMember(own, "cluster-a")
+	if diff := cmp.Diff(slice(), own); diff != "" {
+		t.Errorf("the source cluster's own member lost something (-want +got):\n%s", diff)
+	}
+	other := slice()
+	ForMember(other, "cluster-b")
+	want := slice()
+	want.Endpoints[0].NodeName, want.Endpoints[0].Hints.ForNodes = nil, nil
+	want.Endpoints[1].NodeName, want.Endpoints[1].Hints = nil, nil
+	if diff := cmp.Diff(want, other); diff != "" {
+		t.Errorf("another member's slice (-want +got):\n%s", diff)
+	}
+}

@@ -1,8 +1,8 @@
 package proxy
 
 import (
-	"maps"
 	"net/netip"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -36,6 +36,12 @@ func ClaimsImportService(slice *discoveryv1.EndpointSlice) bool {
 // belongs to.
 func ImportNameOf(slice *discoveryv1.EndpointSlice) string {
 	return slice.Labels[mcsv1beta1.LabelServiceName]
+}
+
+// namesANode tells whether an endpoint names a node: by nodeName, by a
+// node hint, or by hints that are left empty without them.
+func namesANode(ep discoveryv1.Endpoint) bool {
+	return ep.NodeName != nil || ep.Hints != nil && (len(ep.Hints.ForNodes) > 0 || len(ep.Hints.ForZones) == 0)
 }
 
 // EndpointSliceForImport returns the EndpointSlice a proxy programs for an
@@ -93,9 +99,13 @@ func EndpointSliceForImport(slice *discoveryv1.EndpointSlice, opts *Options) (*d
 	// the result.
 	out := *slice
 	out.ManagedFields = nil
-	out.Labels = maps.Clone(slice.Labels)
-	out.Labels[discoveryv1.LabelServiceName] = ServiceName(name)
-	if slice.Labels[mcsv1beta1.LabelSourceCluster] != opts.LocalClusterID || opts.LocalClusterID == "" {
+	out.Annotations = nil
+	// A proxy reads one label, the Service a slice belongs to. Only it is
+	// kept, so that every slice of an import can share one map
+	// (Options.Labels).
+	out.Labels = opts.labels(slice.Namespace, name)
+	remote := slice.Labels[mcsv1beta1.LabelSourceCluster] != opts.LocalClusterID || opts.LocalClusterID == ""
+	if remote && slices.ContainsFunc(slice.Endpoints, namesANode) {
 		// Node names of another cluster mean nothing here: kept, they would
 		// make endpoints look node-local (internalTrafficPolicy Local,
 		// PreferSameNode). Zone hints stay: zones are named alike across a

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -91,6 +92,13 @@ func TestEndpointSliceForImport(t *testing.T) {
 			},
 		},
 		{
+			name: "a remote slice that names no node is shared as it is",
+			mutate: func(s *discoveryv1.EndpointSlice) {
+				s.Endpoints[0].NodeName = nil
+				s.Endpoints[0].Hints.ForNodes = nil
+			},
+		},
+		{
 			name:   "a remote endpoint with node hints only has no hints left",
 			mutate: func(s *discoveryv1.EndpointSlice) { s.Endpoints[0].Hints.ForZones = nil },
 			want: func(s *discoveryv1.EndpointSlice) {
@@ -136,13 +144,18 @@ func TestEndpointSliceForImport(t *testing.T) {
 			if err != nil {
 				t.Fatalf("unexpected error: %v", err)
 			}
+			// Only the label a proxy reads is kept.
 			want := testSlice(tc.mutate)
-			want.Labels[discoveryv1.LabelServiceName] = "web.clusterset"
+			want.Labels = map[string]string{discoveryv1.LabelServiceName: "web.clusterset"}
 			if tc.want != nil {
 				tc.want(want)
 			}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("unexpected slice (-want +got):\n%s", diff)
+			}
+			// What needs no change is shared with the informer's object.
+			if len(got.Endpoints) > 0 && !slices.ContainsFunc(in.Endpoints, namesANode) && &got.Endpoints[0] != &in.Endpoints[0] {
+				t.Errorf("endpoints were copied although nothing in them changes")
 			}
 		})
 	}

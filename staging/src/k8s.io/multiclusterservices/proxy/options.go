@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"net/netip"
 	"strings"
 )
@@ -42,6 +43,23 @@ type Options struct {
 	// their nodeName and node hints removed, because those name nodes of
 	// another cluster.
 	LocalClusterID string
+	// Labels, when set, returns the labels of the slices a proxy programs
+	// for import namespace/name, so that a caller holding many slices can
+	// share one map per import. It must return what SliceLabels returns.
+	Labels func(namespace, name string) map[string]string
+}
+
+// SliceLabels are the labels of the slices a proxy programs for import
+// name: the one a proxy reads, naming the synthetic Service.
+func SliceLabels(name string) map[string]string {
+	return map[string]string{discoveryv1.LabelServiceName: ServiceName(name)}
+}
+
+func (o *Options) labels(namespace, name string) map[string]string {
+	if o.Labels != nil {
+		return o.Labels(namespace, name)
+	}
+	return SliceLabels(name)
 }
 
 // The largest clusterset ranges accepted. A clusterset needs an address
