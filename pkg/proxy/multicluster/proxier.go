@@ -40,7 +40,9 @@ type Proxier struct {
 	// import that arrives after its slices is picked up at once.
 	imports        map[types.NamespacedName]*importState
 	slices         map[types.NamespacedName]*sliceState
-	slicesByImport map[types.NamespacedName]sets.Set[types.NamespacedName]
+	// byImport holds, per import name, its slices and the labels map
+	// their translations share.
+	byImport map[types.NamespacedName]*importSlices
 	// claims says who owns each clusterset IP (claims.go).
 	claims *claimIndex
 	// reservedReported is, per local Service, the externalIPs and
@@ -49,9 +51,6 @@ type Proxier struct {
 	// synthetic Service, so that each is reported once.
 	reservedReported map[types.NamespacedName]string
 	droppedSlices    sets.Set[types.NamespacedName]
-	// sliceLabels holds the labels map the translated slices of each
-	// import share.
-	sliceLabels map[types.NamespacedName]map[string]string
 
 	// The proxier must not sync before imports are known, or clusterset
 	// IPs would disappear from the rules at every restart. Synced calls
@@ -95,12 +94,11 @@ func NewProxier(logger klog.Logger, provider proxy.Provider, opts *mcsproxy.Opti
 		logger:         logger.WithName("multicluster"),
 		imports:        map[types.NamespacedName]*importState{},
 		slices:         map[types.NamespacedName]*sliceState{},
-		slicesByImport: map[types.NamespacedName]sets.Set[types.NamespacedName]{},
+		byImport:       map[types.NamespacedName]*importSlices{},
 		claims:         newClaimIndex(),
 
 		reservedReported: map[types.NamespacedName]string{},
 		droppedSlices:    sets.New[types.NamespacedName](),
-		sliceLabels:      map[types.NamespacedName]map[string]string{},
 	}
 	o := *opts
 	o.Labels = p.labelsOf
@@ -112,13 +110,43 @@ func NewProxier(logger klog.Logger, provider proxy.Provider, opts *mcsproxy.Opti
 // namespace/name shares (the proxier holds each translated slice as long
 // as it exists). Called with p.mu held.
 func (p *Proxier) labelsOf(namespace, name string) map[string]string {
-	key := types.NamespacedName{Namespace: namespace, Name: name}
-	l, ok := p.sliceLabels[key]
-	if !ok {
-		l = mcsproxy.SliceLabels(name)
-		p.sliceLabels[key] = l
+	return p.importSlicesOf(types.NamespacedName{Namespace: namespace, Name: name}).labels
+}
+
+// importSlices are the MCS EndpointSlices of one import name, sorted,
+// and the labels map their translations share. Kept small: a proxier
+// holds one per import.
+type importSlices struct {
+	keys   []types.NamespacedName
+	labels map[string]string
+}
+
+func (p *Proxier) importSlicesOf(key types.NamespacedName) *importSlices {
+	is := p.byImport[key]
+	if is == nil {
+		is = &importSlices{labels: mcsproxy.SliceLabels(key.Name)}
+		p.byImport[key] = is
 	}
-	return l
+	return is
+}
+
+// slicesOf returns the keys of import key's slices, sorted.
+func (p *Proxier) slicesOf(key types.NamespacedName) []types.NamespacedName {
+	if is := p.byImport[key]; is != nil {
+		return slices.Clone(is.keys)
+	}
+	return nil
+}
+
+func compareKeys(a, b types.NamespacedName) int {
+	return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+}
+
+func (p *Proxier) indexSlice(importKey, sliceKey types.NamespacedName) {
+	is := p.importSlicesOf(importKey)
+	if i, found := slices.BinarySearchFunc(is.keys, sliceKey, compareKeys); !found {
+		is.keys = slices.Insert(is.keys, i, sliceKey)
+	}
 }
 
 var _ proxy.Provider = &Proxier{}
@@ -369,7 +397,7 @@ func (p *Proxier) OnServiceImportDelete(si *mcsv1beta1.ServiceImport) {
 	st.obj, st.invalid = nil, nil
 	p.reconcileImports(affected)
 	delete(p.imports, key)
-	for _, sliceKey := range sortedKeys(p.slicesByImport[key]) {
+	for _, sliceKey := range p.slicesOf(key) {
 		p.reconcileSlice(sliceKey)
 	}
 }
@@ -397,10 +425,7 @@ func (p *Proxier) OnMultiClusterEndpointSliceUpsert(slice *discoveryv1.EndpointS
 	}
 	st.obj, st.importKey = slice, importKey
 	p.translateSlice(st)
-	if p.slicesByImport[importKey] == nil {
-		p.slicesByImport[importKey] = sets.New[types.NamespacedName]()
-	}
-	p.slicesByImport[importKey].Insert(key)
+	p.indexSlice(importKey, key)
 	p.reconcileSlice(key)
 }
 
@@ -442,6 +467,13 @@ func (p *Proxier) SetLocalClusterID(id string) {
 		}
 		p.reconcileSlice(key)
 	}
+}
+
+// trustedManagers are the managers whose imports and slices are trusted.
+func (p *Proxier) trustedManagers() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.opts.TrustedManagers)
 }
 
 // LocalClusterID is the cluster ID the proxier last learnt.
@@ -570,14 +602,14 @@ func (p *Proxier) reconcileImport(key types.NamespacedName, want *v1.Service, re
 		p.Provider.OnServiceDelete(p.translate(st.programmedFrom))
 		st.programmedFrom = nil
 		programmedImports.Dec()
-		for _, sliceKey := range sortedKeys(p.slicesByImport[key]) {
+		for _, sliceKey := range p.slicesOf(key) {
 			p.reconcileSlice(sliceKey)
 		}
 	case want != nil && st.programmedFrom == nil:
 		// Endpoints first, so the first sync that sees the VIP already
 		// has somewhere to send it.
 		st.programmedFrom = st.obj
-		for _, sliceKey := range sortedKeys(p.slicesByImport[key]) {
+		for _, sliceKey := range p.slicesOf(key) {
 			p.reconcileSlice(sliceKey)
 		}
 		p.Provider.OnServiceAdd(want)
@@ -678,11 +710,12 @@ func (p *Proxier) setServiceClaims(service *v1.Service, ips []netip.Addr) {
 }
 
 func (p *Proxier) unindexSlice(importKey, sliceKey types.NamespacedName) {
-	if s := p.slicesByImport[importKey]; s != nil {
-		s.Delete(sliceKey)
-		if s.Len() == 0 {
-			delete(p.slicesByImport, importKey)
-			delete(p.sliceLabels, importKey)
+	if is := p.byImport[importKey]; is != nil {
+		if i, found := slices.BinarySearchFunc(is.keys, sliceKey, compareKeys); found {
+			is.keys = slices.Delete(is.keys, i, i+1)
+		}
+		if len(is.keys) == 0 {
+			delete(p.byImport, importKey)
 		}
 	}
 }

@@ -78,35 +78,46 @@ func (w *Watcher) Start(ctx context.Context) {
 	}
 }
 
-// keepWhatProxiesRead is the informer's transform: a proxy reads an
+// keepWhatProxiesRead returns the informer's transform: a proxy reads an
 // import's spec and its manager label, never its status (the controller's
 // conditions and cluster list), annotations, other labels or managed
-// fields, so the cache keeps none of them. It is most of an import's
-// weight in kube-proxy's heap.
-func keepWhatProxiesRead(obj any) (any, error) {
-	if accessor, err := meta.Accessor(obj); err == nil {
-		accessor.SetManagedFields(nil)
-		accessor.SetAnnotations(nil)
-		if manager, ok := accessor.GetLabels()[mcsproxy.LabelImportManagedBy]; ok {
-			accessor.SetLabels(map[string]string{mcsproxy.LabelImportManagedBy: manager})
-		} else {
-			accessor.SetLabels(nil)
+// fields, so the cache keeps none of them; they are most of an import's
+// weight in kube-proxy's heap. The labels of imports by a trusted manager
+// are one shared map per manager.
+func keepWhatProxiesRead(trusted []string) cache.TransformFunc {
+	shared := map[string]map[string]string{}
+	for _, m := range trusted {
+		shared[m] = map[string]string{mcsproxy.LabelImportManagedBy: m}
+	}
+	return func(obj any) (any, error) {
+		if accessor, err := meta.Accessor(obj); err == nil {
+			accessor.SetManagedFields(nil)
+			accessor.SetAnnotations(nil)
+			manager, ok := accessor.GetLabels()[mcsproxy.LabelImportManagedBy]
+			switch labels := shared[manager]; {
+			case labels != nil:
+				accessor.SetLabels(labels)
+			case ok:
+				accessor.SetLabels(map[string]string{mcsproxy.LabelImportManagedBy: manager})
+			default:
+				accessor.SetLabels(nil)
+			}
 		}
+		switch si := obj.(type) {
+		case *mcsv1beta1.ServiceImport:
+			si.Status = mcsv1beta1.ServiceImportStatus{}
+		case *mcsv1alpha1.ServiceImport:
+			si.Status = mcsv1alpha1.ServiceImportStatus{}
+		}
+		return obj, nil
 	}
-	switch si := obj.(type) {
-	case *mcsv1beta1.ServiceImport:
-		si.Status = mcsv1beta1.ServiceImportStatus{}
-	case *mcsv1alpha1.ServiceImport:
-		si.Status = mcsv1alpha1.ServiceImportStatus{}
-	}
-	return obj, nil
 }
 
 // run watches ServiceImports of one API version until ctx is done, then
 // removes everything it programmed.
 func (w *Watcher) run(ctx context.Context, version string) {
 	logger := klog.FromContext(ctx).WithName("multicluster")
-	mcsFactory := mcsinformers.NewSharedInformerFactoryWithOptions(w.MCSClient, w.ResyncPeriod, mcsinformers.WithTransform(keepWhatProxiesRead))
+	mcsFactory := mcsinformers.NewSharedInformerFactoryWithOptions(w.MCSClient, w.ResyncPeriod, mcsinformers.WithTransform(keepWhatProxiesRead(w.Proxier.trustedManagers())))
 	var importInformer cache.SharedIndexInformer
 	switch version {
 	case mcsv1beta1.GroupVersion.Version:
