@@ -19,6 +19,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -1094,4 +1095,31 @@ func TestMCSControllerWithAMemberDownAtStart(t *testing.T) {
 		return len(si.Spec.IPs) == 1 && clustersString(si) == "cluster-a"
 	})
 	waitSlices(t, b, "demo", "web", "cluster-a=10.1.0.1 ports http:8080")
+}
+
+// TestMCSControllerRefusesClusterSetRangesOverlappingServices: a member
+// whose Service range overlaps the clusterset ranges would have clusterset
+// IPs that are some Service's IPs. The controller refuses to run, saying
+// which range of which member.
+func TestMCSControllerRefusesClusterSetRangesOverlappingServices(t *testing.T) {
+	dir := t.TempDir()
+	etcd := framework.StartTestEtcd(t)
+	a := startMember(t, etcd, dir, "cluster-a")
+	_, err := a.kube.NetworkingV1().ServiceCIDRs().Create(context.Background(), &networkingv1.ServiceCIDR{
+		ObjectMeta: metav1.ObjectMeta{Name: "overlap"},
+		Spec:       networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.250.16.0/24"}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := writeControllerKubeconfig(t, dir, []*testMember{a})
+	r := startController(t, kubeconfig, "replica-1", 8*time.Second)
+	select {
+	case <-r.exited:
+		if r.err == nil || !strings.Contains(r.err.Error(), "ServiceCIDR overlap of cluster cluster-a 10.250.16.0/24") {
+			t.Errorf("the controller exited with %v, want an error naming the overlapping range", r.err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the controller runs with a clusterset range inside a member's Service range")
+	}
 }

@@ -173,6 +173,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return nil
 	}
+	if err := c.checkServiceCIDRs(); err != nil {
+		return err
+	}
 	c.ttl.restore(ctx)
 	c.restoreClusterSetIPs()
 
@@ -202,6 +205,31 @@ func (c *Controller) Run(ctx context.Context) error {
 		m.queue.ShutDown()
 	}
 	wg.Wait()
+	return nil
+}
+
+// checkServiceCIDRs refuses clusterset ranges that overlap a member's
+// Service ranges (its ServiceCIDR objects): a clusterset IP there would be
+// some member's Service IP, and every import given one would lose it to
+// that Service, or take it.
+func (c *Controller) checkServiceCIDRs() error {
+	for _, m := range c.members {
+		if !m.hasSynced() {
+			continue
+		}
+		cidrs, _ := m.serviceCIDRs.List(labels.Everything())
+		for _, sc := range cidrs {
+			var prefixes []netip.Prefix
+			for _, s := range sc.Spec.CIDRs {
+				if p, err := netip.ParsePrefix(s); err == nil {
+					prefixes = append(prefixes, p.Masked())
+				}
+			}
+			if err := mcsproxy.CheckDisjoint(c.cfg.ClusterSetIPRanges, fmt.Sprintf("ServiceCIDR %s of cluster %s", sc.Name, m.id), prefixes); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 
