@@ -335,6 +335,11 @@ func TestMCSController(t *testing.T) {
 			return apierrors.IsNotFound(err) && n == 0, fmt.Sprintf("import err %v, %d slices", err, n)
 		})
 	}
+	// Nothing is exported now: the controller forgets every name.
+	eventually(t, 30*time.Second, "the controller to forget names nobody exports", func() (bool, string) {
+		out, err := httpGet("http://" + replica1.metrics + "/metrics")
+		return strings.Contains(out, "\nmcs_controller_names_tracked 0\n"), metricLine(out, "mcs_controller_names_tracked") + errString(err)
+	})
 
 	// --- Bad input: a refused namespace, an ExternalName Service, a
 	// namespace missing in one member.
@@ -705,6 +710,17 @@ func exportService(t *testing.T, m *testMember, ns, name string, ports []v1.Serv
 		t.Fatal(err)
 	}
 	createExport(t, m, ns, name)
+}
+
+// metricLine returns the lines of a /metrics text that start with name.
+func metricLine(out, name string) string {
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, name) {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines, "; ")
 }
 
 // setExported sets the exportedLabels and exportedAnnotations of m's export.

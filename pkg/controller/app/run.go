@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -125,8 +126,11 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	var runErr error
-	led := false
+	// client-go runs OnStartedLeading in a goroutine it does not wait
+	// for: le.Run can return (the lease lost) while the controller still
+	// runs. Its result comes back on ran, and is waited for.
+	ran := make(chan error, 1)
+	var led atomic.Bool
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
@@ -140,10 +144,11 @@ func Run(ctx context.Context, o *Options) error {
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
 				klog.InfoS("Leading", "identity", o.Identity)
-				led = true
+				led.Store(true)
 				h.lead()
-				runErr = ctrl.Run(ctx)
+				err := ctrl.Run(ctx)
 				cancel()
+				ran <- err
 			},
 			OnStoppedLeading: func() { klog.InfoS("Stopped leading", "identity", o.Identity) },
 			OnNewLeader: func(id string) {
@@ -157,13 +162,16 @@ func Run(ctx context.Context, o *Options) error {
 		return err
 	}
 	le.Run(lctx)
-	if runErr != nil {
-		return runErr
+	if led.Load() {
+		// le.Run has cancelled the controller's context on its way out.
+		if err := <-ran; err != nil {
+			return err
+		}
 	}
 	if err := memberJoined(ctx); err != nil {
 		return err
 	}
-	if ctx.Err() == nil && led {
+	if ctx.Err() == nil && led.Load() {
 		return errors.New("leadership lost")
 	}
 	return nil
@@ -257,8 +265,11 @@ func (h *health) lead() {
 }
 
 func (h *health) healthz(w http.ResponseWriter, r *http.Request) {
-	if h.watchdog != nil {
-		if err := h.watchdog.Check(r); err != nil {
+	h.mu.Lock()
+	watchdog := h.watchdog
+	h.mu.Unlock()
+	if watchdog != nil {
+		if err := watchdog.Check(r); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}

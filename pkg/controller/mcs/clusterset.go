@@ -40,6 +40,10 @@ type desiredState struct {
 	// Stale are the source clusters whose endpoints are kept although
 	// their leases expired, because no source of the name is alive.
 	Stale []string
+	// removed records, for a name no cluster exports (Import nil), the
+	// members that hold nothing of it any more; once all do, the name is
+	// forgotten (prune). Guarded by Controller.mu.
+	removed map[string]bool
 }
 
 // syncClusterset merges the exports of key across the members and records
@@ -212,6 +216,28 @@ func (c *Controller) retainedSource(id string) bool {
 		return false
 	}
 	return c.ttl.alive(id)
+}
+
+// removedFrom records that member holds nothing of key, whose desired
+// state d imports nothing, and forgets key once every member is in that
+// state: names exported once do not stay in memory, nor are they merged
+// again on every Service event or full resync.
+func (c *Controller) removedFrom(key string, d *desiredState, member string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.desired[key] != d || d.Import != nil || d.Retain {
+		return
+	}
+	if d.removed == nil {
+		d.removed = map[string]bool{}
+	}
+	d.removed[member] = true
+	for _, m := range c.members {
+		if !d.removed[m.id] {
+			return
+		}
+	}
+	delete(c.desired, key)
 }
 
 func (c *Controller) getDesired(key string) *desiredState {

@@ -71,8 +71,6 @@ type Controller struct {
 
 	mu      sync.RWMutex
 	desired map[string]*desiredState
-	// conflicted counts, per conflict reason, the names in conflict.
-	conflicted map[string][]string
 
 	metrics *Metrics
 	ready   chan struct{}
@@ -101,7 +99,6 @@ func New(cfg Config, metrics *Metrics) (*Controller, error) {
 		queue:      workqueue.NewTypedRateLimitingQueueWithConfig(rateLimiter(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "clusterset"}),
 		vips:       clustersetip.New(cfg.ClusterSetIPRanges),
 		desired:    map[string]*desiredState{},
-		conflicted: map[string][]string{},
 		metrics:    metrics,
 		ready:      make(chan struct{}),
 	}

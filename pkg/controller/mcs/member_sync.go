@@ -46,7 +46,13 @@ func (c *Controller) syncMember(ctx context.Context, m *member, key string) erro
 	nsExists := err == nil && n.Status.Phase != v1.NamespaceTerminating
 	if d.Import == nil || !nsExists {
 		errs = append(errs, c.removeImport(ctx, m, ns, name))
-		return errors.Join(errs...)
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
+		if d.Import == nil && c.holdsNothing(m, ns, name) {
+			c.removedFrom(key, d, m.id)
+		}
+		return nil
 	}
 	si, err := c.writeImport(ctx, m, d.Import)
 	if err != nil || si == nil {
@@ -377,6 +383,15 @@ func sameSlice(a, b *discoveryv1.EndpointSlice) bool {
 		apiequality.Semantic.DeepEqual(a.OwnerReferences, b.OwnerReferences) &&
 		apiequality.Semantic.DeepEqual(a.Ports, b.Ports) &&
 		apiequality.Semantic.DeepEqual(a.Endpoints, b.Endpoints)
+}
+
+// holdsNothing tells whether m's caches show neither an import of ns/name
+// written by this controller nor any of its slices.
+func (c *Controller) holdsNothing(m *member, ns, name string) bool {
+	if si, err := m.imports.ServiceImports(ns).Get(name); err == nil && si.Labels[managedLabel] == c.cfg.ManagedBy {
+		return false
+	}
+	return len(slicesOf(m.importedSlices, byImport, ns+"/"+name)) == 0
 }
 
 // removeImport deletes m's import of ns/name and its slices, except the

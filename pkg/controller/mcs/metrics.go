@@ -69,13 +69,19 @@ func (m *Metrics) register(c *Controller) {
 				ConstLabels: prometheus.Labels{"cluster": mb.id},
 			}, func() float64 { return float64(c.foreignClaims(mb)) }))
 		}
+		names := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mcs_controller_names_tracked", Help: "Exported names the controller holds a desired state for (names no cluster exports any more are forgotten once every member is clean)."},
+			func() float64 {
+				c.mu.RLock()
+				defer c.mu.RUnlock()
+				return float64(len(c.desired))
+			})
 		reachable := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mcs_controller_clusters_reachable", Help: "Member clusters whose API answered the last probe."},
 			func() float64 { return float64(c.ttl.reachableCount()) })
 		total := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mcs_controller_clusters", Help: "Configured member clusters."},
 			func() float64 { return float64(len(c.members)) })
 		vips := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mcs_controller_clusterset_ips_allocated", Help: "Allocated clusterset IPs."},
 			func() float64 { return float64(c.vips.Allocated()) })
-		for _, col := range append(members, depth, reachable, total, vips) {
+		for _, col := range append(members, depth, names, reachable, total, vips) {
 			_ = m.registry.Register(col)
 		}
 	})
