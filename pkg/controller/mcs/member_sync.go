@@ -114,7 +114,9 @@ func (c *Controller) writeImport(ctx context.Context, m *member, want *mcsv1beta
 	api := m.mcs.MulticlusterV1beta1().ServiceImports(want.Namespace)
 	have, err := m.imports.ServiceImports(want.Namespace).Get(want.Name)
 	if apierrors.IsNotFound(err) {
-		created, err := api.Create(ctx, want, metav1.CreateOptions{})
+		// want is shared by every member's worker; the client's encoder
+		// writes into what it sends.
+		created, err := api.Create(ctx, want.DeepCopy(), metav1.CreateOptions{})
 		if err == nil {
 			m.recorder.Eventf(created, v1.EventTypeNormal, "Imported", "imported from %d source cluster(s)", len(c.getDesired(want.Namespace+"/"+want.Name).Clusters))
 			return created, nil
