@@ -592,9 +592,14 @@ type runningController struct {
 
 func startController(t *testing.T, kubeconfig, identity string, ttl time.Duration, contexts ...string) *runningController {
 	t.Helper()
+	return startControllerWith(t, kubeconfig, identity, ttl, func(o *app.Options) { o.Contexts = contexts })
+}
+
+// startControllerWith starts a controller whose options mutate changes.
+func startControllerWith(t *testing.T, kubeconfig, identity string, ttl time.Duration, mutate func(*app.Options)) *runningController {
+	t.Helper()
 	o := app.NewOptions()
 	o.Kubeconfig = kubeconfig
-	o.Contexts = contexts
 	o.Identity = identity
 	o.EndpointTTL = ttl
 	o.InitialSyncTimeout = 20 * time.Second
@@ -611,6 +616,7 @@ func startController(t *testing.T, kubeconfig, identity string, ttl time.Duratio
 		t.Fatal(err)
 	}
 	o.MetricsBindAddress = fmt.Sprintf("127.0.0.1:%d", port)
+	mutate(o)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &runningController{cancel: cancel, exited: make(chan struct{}), health: o.HealthzBindAddress, metrics: o.MetricsBindAddress}
 	go func() {
@@ -1137,5 +1143,37 @@ func TestMCSControllerRefusesClusterSetRangesOverlappingServices(t *testing.T) {
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatalf("the controller runs with a clusterset range inside a member's Service range")
+	}
+}
+
+// TestMCSControllerExportNamespacesPerMember: the operator lets cluster-b
+// (another team's) export only from its own namespace. Its export of a
+// name in a shared namespace is refused and publishes nothing; its export
+// from its own namespace is imported everywhere.
+func TestMCSControllerExportNamespacesPerMember(t *testing.T) {
+	dir := t.TempDir()
+	etcd := framework.StartTestEtcd(t)
+	a := startMember(t, etcd, dir, "cluster-a")
+	b := startMember(t, etcd, dir, "cluster-b")
+	for _, m := range []*testMember{a, b} {
+		createNamespace(t, m, "demo")
+		createNamespace(t, m, "team-b")
+	}
+	kubeconfig := writeControllerKubeconfig(t, dir, []*testMember{a, b})
+	startControllerWith(t, kubeconfig, "replica-1", 8*time.Second, func(o *app.Options) {
+		o.ExportNamespaces = []string{"cluster-b=team-b"}
+	})
+	exportService(t, a, "demo", "web", servicePorts("http", 80), endpoints("http", 8080, "10.1.0.1"))
+	exportService(t, b, "demo", "web", servicePorts("http", 80), endpoints("http", 8080, "10.2.0.66"))
+	exportService(t, b, "team-b", "api", servicePorts("http", 80), endpoints("http", 8080, "10.2.0.1"))
+	se := waitExportConditions(t, b, "demo", "web", "Valid=False/NamespaceNotAllowed Ready=False/Failed Conflict=False/NoConflicts")
+	if msg := meta.FindStatusCondition(se.Status.Conditions, "Valid").Message; !strings.Contains(msg, "cluster-b may export only from namespaces [team-b]") {
+		t.Errorf("Valid message does not say why: %s", msg)
+	}
+	waitExportConditions(t, a, "demo", "web", "Valid=True/Valid Ready=True/Exported Conflict=False/NoConflicts")
+	for _, m := range []*testMember{a, b} {
+		waitSlices(t, m, "demo", "web", "cluster-a=10.1.0.1 ports http:8080")
+		waitImport(t, m, "demo", "web", func(si *mcsv1beta1.ServiceImport) bool { return clustersString(si) == "cluster-a" })
+		waitSlices(t, m, "team-b", "api", "cluster-b=10.2.0.1 ports http:8080")
 	}
 }

@@ -5,9 +5,11 @@ package app
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/multiclusterservices/proxy"
 )
 
@@ -19,6 +21,7 @@ type Options struct {
 	ManagedBy          string
 	RefusedNamespaces  []string
 	SourceManagers     []string
+	ExportNamespaces   []string
 	EndpointTTL        time.Duration
 	LeaseNamespace     string
 	Workers            int
@@ -71,6 +74,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.ClusterSetIPCIDRs, "clusterset-ip-cidrs", o.ClusterSetIPCIDRs, "Ranges clusterset IPs are allocated from, at most one per IP family; kube-proxy's --clusterset-ip-cidrs must admit them.")
 	fs.StringVar(&o.ManagedBy, "managed-by", o.ManagedBy, "endpointslice.kubernetes.io/managed-by value of the EndpointSlices written; kube-proxy trusts "+proxy.DefaultManagedBy+" by default.")
 	fs.StringSliceVar(&o.RefusedNamespaces, "refuse-namespaces", o.RefusedNamespaces, "Namespaces whose ServiceExports are refused (KEP-1645 advises kube-system and default; the system namespaces and the controller's own are refused too). Empty refuses none.")
+	fs.StringArrayVar(&o.ExportNamespaces, "export-namespaces", o.ExportNamespaces, "CLUSTER=NAMESPACE[,NAMESPACE...]: the only namespaces cluster CLUSTER (its cluster ID) may export from; repeat for each cluster to limit. Clusters not named may export from any namespace not refused.")
 	fs.StringSliceVar(&o.SourceManagers, "source-endpointslice-managers", o.SourceManagers, "endpointslice.kubernetes.io/managed-by values of the exported Services' EndpointSlices that are mirrored to other members (default: Kubernetes' EndpointSlice and mirroring controllers). Slices anyone else wrote stay in their cluster.")
 	fs.DurationVar(&o.EndpointTTL, "endpoint-ttl", o.EndpointTTL, "How long a source cluster's endpoints stay imported after its API was last reached (its Lease duration).")
 	fs.StringVar(&o.LeaseNamespace, "lease-namespace", o.LeaseNamespace, "Namespace, in every member, of the per-source-cluster Leases and of the leader election Lease.")
@@ -100,8 +104,38 @@ func (o *Options) Validate() error {
 	if o.ManagedBy == "" {
 		return fmt.Errorf("--managed-by must not be empty")
 	}
+	if _, err := o.exportNamespaces(); err != nil {
+		return err
+	}
 	if len(o.SourceManagers) == 0 {
 		return fmt.Errorf("--source-endpointslice-managers must name at least one manager")
 	}
 	return nil
+}
+
+// exportNamespaces parses --export-namespaces into cluster ID → namespaces.
+func (o *Options) exportNamespaces() (map[string][]string, error) {
+	out := map[string][]string{}
+	for _, v := range o.ExportNamespaces {
+		cluster, list, ok := strings.Cut(v, "=")
+		cluster = strings.TrimSpace(cluster)
+		if !ok || cluster == "" {
+			return nil, fmt.Errorf("--export-namespaces %q: want CLUSTER=NAMESPACE[,NAMESPACE...]", v)
+		}
+		if _, dup := out[cluster]; dup {
+			return nil, fmt.Errorf("--export-namespaces: cluster %q is given twice", cluster)
+		}
+		var namespaces []string
+		for _, ns := range strings.Split(list, ",") {
+			if ns = strings.TrimSpace(ns); ns == "" {
+				continue
+			}
+			if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+				return nil, fmt.Errorf("--export-namespaces %q: %q is not a namespace name: %s", v, ns, errs[0])
+			}
+			namespaces = append(namespaces, ns)
+		}
+		out[cluster] = namespaces
+	}
+	return out, nil
 }

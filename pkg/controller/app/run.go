@@ -36,6 +36,10 @@ func Run(ctx context.Context, o *Options) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
+	exportNamespaces, err := o.exportNamespaces()
+	if err != nil {
+		return err
+	}
 	if o.Identity == "" {
 		host, _ := os.Hostname()
 		o.Identity = host + "_" + uuid.NewString()[:8]
@@ -94,6 +98,7 @@ func Run(ctx context.Context, o *Options) error {
 		ClusterSetIPRanges: ranges,
 		RefusedNamespaces:  o.RefusedNamespaces,
 		SourceManagers:     o.SourceManagers,
+		ExportNamespaces:   exportNamespaces,
 		EndpointTTL:        o.EndpointTTL,
 		LeaseNamespace:     o.LeaseNamespace,
 		Identity:           o.Identity,

@@ -70,6 +70,10 @@ func (c *Controller) syncClusterset(ctx context.Context, key string) error {
 			validity[m.id] = export.NamespaceNotAllowed(ns)
 			continue
 		}
+		if allowed, limited := c.cfg.ExportNamespaces[m.id]; limited && !slices.Contains(allowed, ns) {
+			validity[m.id] = export.NamespaceNotAllowedForCluster(ns, m.id, allowed)
+			continue
+		}
 		svc, err := m.services.Services(ns).Get(name)
 		if err != nil && !apierrors.IsNotFound(err) {
 			return err

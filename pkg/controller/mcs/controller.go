@@ -39,6 +39,11 @@ type Config struct {
 	ClusterSetIPRanges []netip.Prefix
 	// RefusedNamespaces are namespaces whose exports are refused.
 	RefusedNamespaces []string
+	// ExportNamespaces lists, per cluster ID, the only namespaces that
+	// cluster may export from; a cluster not listed may export from any
+	// namespace not refused. A team that owns one member should not be
+	// able to publish endpoints under every other team's names.
+	ExportNamespaces map[string][]string
 	// SourceManagers are the endpointslice.kubernetes.io/managed-by values
 	// of the exported Services' slices that are mirrored. Anyone who may
 	// write an EndpointSlice in an exporting namespace could otherwise

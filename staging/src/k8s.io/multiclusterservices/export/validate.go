@@ -40,6 +40,13 @@ func NamespaceNotAllowed(namespace string) Validity {
 	return Validity{Reason: ReasonNamespaceNotAllowed, Message: fmt.Sprintf("exports from namespace %q are refused by the mcs-controller's configuration", namespace)}
 }
 
+// NamespaceNotAllowedForCluster is the Validity of an export from a
+// namespace a cluster may not export from: its operator gave the
+// cluster a list of namespaces, and this one is not on it.
+func NamespaceNotAllowedForCluster(namespace, cluster string, allowed []string) Validity {
+	return Validity{Reason: ReasonNamespaceNotAllowed, Message: fmt.Sprintf("cluster %s may export only from namespaces %v, not from %q", cluster, allowed, namespace)}
+}
+
 // ExportConditions returns the Valid, Ready and Conflict conditions of one
 // export. readyMessage says where the import exists (empty for the default).
 // Conditions carry no LastTransitionTime: callers apply them with

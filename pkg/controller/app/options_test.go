@@ -1,0 +1,27 @@
+package app
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestExportNamespaces(t *testing.T) {
+	o := NewOptions()
+	o.ExportNamespaces = []string{"cluster-b=team-b, shared", "cluster-c="}
+	got, err := o.exportNamespaces()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// cluster-c may export from no namespace at all; cluster-a is free.
+	want := map[string][]string{"cluster-b": {"team-b", "shared"}, "cluster-c": nil}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	for _, bad := range [][]string{{"team-b"}, {"=team-b"}, {"cluster-b=Team_B"}, {"cluster-b=a", "cluster-b=b"}} {
+		o.ExportNamespaces = bad
+		if err := o.Validate(); err == nil {
+			t.Errorf("--export-namespaces %q accepted", bad)
+		}
+	}
+}
