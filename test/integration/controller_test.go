@@ -215,6 +215,35 @@ func TestMCSController(t *testing.T) {
 		waitSlices(t, m, "demo", "web", "cluster-a=10.1.0.1,10.1.0.2 ports http:8080;cluster-b=10.2.0.1 ports http:8080")
 	}
 
+	// --- Addresses outside the source cluster's pod ranges (its nodes'
+	// pod CIDRs and addresses, once a node has a pod CIDR) are not
+	// mirrored, even from a trusted slice.
+	if _, err := a.kube.CoreV1().Nodes().Create(ctx, &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "node-1"},
+		Spec:       v1.NodeSpec{PodCIDR: "10.1.0.0/24", PodCIDRs: []string{"10.1.0.0/24"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	extra("web-elsewhere", "endpointslice-controller.k8s.io", "192.168.7.7", "10.1.0.4")
+	for _, m := range members {
+		waitSlices(t, m, "demo", "web", "cluster-a=10.1.0.1,10.1.0.2 ports http:8080;cluster-a=10.1.0.4 ports http:8080;cluster-b=10.2.0.1 ports http:8080")
+	}
+	waitEvent(t, a, "demo", "web", "EndpointsOutsidePodRanges")
+	eventually(t, 30*time.Second, "the address outside the pod ranges counted", func() (bool, string) {
+		out, err := httpGet("http://" + replica1.metrics + "/metrics")
+		want := `mcs_controller_endpoints_outside_pod_ranges_total{cluster="cluster-a"} 1`
+		return strings.Contains(out, want), "no " + want + errString(err)
+	})
+	if err := a.kube.DiscoveryV1().EndpointSlices("demo").Delete(ctx, "web-elsewhere", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.kube.CoreV1().Nodes().Delete(ctx, "node-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range members {
+		waitSlices(t, m, "demo", "web", "cluster-a=10.1.0.1,10.1.0.2 ports http:8080;cluster-b=10.2.0.1 ports http:8080")
+	}
+
 	// --- A foreign claim: a user of c creates an import of their own with
 	// web's clusterset IP. c's import of web says so (condition, event,
 	// metric) and keeps its IP; the other members' imports are not

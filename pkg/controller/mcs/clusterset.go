@@ -126,12 +126,16 @@ func (c *Controller) syncClusterset(ctx context.Context, key string) error {
 			if len(alive) > 0 && !slices.Contains(alive, e.Cluster) {
 				continue
 			}
+			podRanges := c.byID[e.Cluster].podRanges()
 			for _, s := range slicesOf(c.byID[e.Cluster].localSlices, byService, key) {
 				if !slices.Contains(c.cfg.SourceManagers, s.Labels[discoveryv1.LabelManagedBy]) {
 					c.reportUnmirrored(e.Cluster, s)
 					continue
 				}
 				if is := export.ImportedSlice(s, name, e.Cluster, c.cfg.ManagedBy, r.ServedPorts[e.Cluster], r.Spec.TrafficDistribution); is != nil {
+					if dropped := export.KeepWithin(is, podRanges); len(dropped) > 0 {
+						c.reportOutsidePodRanges(e.Cluster, s, dropped)
+					}
 					d.Slices[is.Name] = is
 				}
 			}
@@ -248,6 +252,23 @@ func (c *Controller) getDesired(key string) *desiredState {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.desired[key]
+}
+
+// reportOutsidePodRanges says, once per slice version, that addresses of
+// a slice of an exported Service are not mirrored because they lie
+// outside the source cluster's pod ranges.
+func (c *Controller) reportOutsidePodRanges(cluster string, s *discoveryv1.EndpointSlice, dropped []string) {
+	id := cluster + "/" + string(s.UID) + "/" + s.ResourceVersion + "/outside"
+	if _, seen := c.unmirrored.LoadOrStore(id, true); seen {
+		return
+	}
+	klog.InfoS("Not mirroring endpoint addresses outside the source cluster's pod ranges", "cluster", cluster, "endpointSlice", klog.KObj(s), "addresses", dropped)
+	c.metrics.countOutsidePodRanges(cluster, len(dropped))
+	m := c.byID[cluster]
+	if se, err := m.exports.ServiceExports(s.Namespace).Get(s.Labels[discoveryv1.LabelServiceName]); err == nil {
+		m.recorder.Eventf(se, v1.EventTypeWarning, "EndpointsOutsidePodRanges",
+			"EndpointSlice %s: addresses %v are outside cluster %s's pod ranges and node addresses; they are not exported", s.Name, dropped, cluster)
+	}
 }
 
 // reportUnmirrored says, once per slice, that a slice of an exported

@@ -99,13 +99,13 @@ func New(cfg Config, metrics *Metrics) (*Controller, error) {
 		cfg.Workers = 4
 	}
 	c := &Controller{
-		cfg:        cfg,
-		byID:       map[string]*member{},
-		queue:      workqueue.NewTypedRateLimitingQueueWithConfig(rateLimiter(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "clusterset"}),
-		vips:       clustersetip.New(cfg.ClusterSetIPRanges),
-		desired:    map[string]*desiredState{},
-		metrics:    metrics,
-		ready:      make(chan struct{}),
+		cfg:     cfg,
+		byID:    map[string]*member{},
+		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(rateLimiter(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "clusterset"}),
+		vips:    clustersetip.New(cfg.ClusterSetIPRanges),
+		desired: map[string]*desiredState{},
+		metrics: metrics,
+		ready:   make(chan struct{}),
 	}
 	for _, tm := range cfg.Members {
 		m, err := newMember(tm, cfg.ManagedBy, newRecorder)
@@ -196,6 +196,16 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	run(c.ttl.run)
 	run(c.watchLateSyncs)
+	for _, m := range c.members {
+		// Nodes are not waited for at start-up (they are optional); once
+		// they are listed, every name is merged again within its
+		// source's pod ranges.
+		run(func(ctx context.Context) {
+			if cache.WaitForCacheSync(ctx.Done(), m.inf.nodes.HasSynced) {
+				c.enqueueAll()
+			}
+		})
+	}
 	if c.metrics != nil {
 		c.metrics.register(c)
 	}
@@ -451,6 +461,23 @@ func (c *Controller) addHandlers(m *member) {
 			c.queue.Add(k)
 		}
 	}))
+	// Where a member's pods can be bounds the addresses it may publish.
+	handle(f.nodes, cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(_ any, initialList bool) {
+			if !initialList {
+				c.enqueueAll()
+			}
+		},
+		DeleteFunc: func(any) { c.enqueueAll() },
+		UpdateFunc: func(old, cur any) {
+			o, ok1 := old.(*v1.Node)
+			n, ok2 := cur.(*v1.Node)
+			if ok1 && ok2 && slices.Equal(o.Spec.PodCIDRs, n.Spec.PodCIDRs) && apiequality.Semantic.DeepEqual(o.Status.Addresses, n.Status.Addresses) {
+				return
+			}
+			c.enqueueAll()
+		},
+	})
 	handle(f.serviceCIDRs, on(func(any) {
 		for _, k := range c.desiredKeys() {
 			m.queue.Add(k)

@@ -1,6 +1,7 @@
 package mcs
 
 import (
+	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	"net/netip"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 	mcsclientset "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 	mcsinformers "sigs.k8s.io/mcs-api/pkg/client/informers/externalversions"
@@ -46,6 +48,9 @@ type member struct {
 	services     corelisters.ServiceLister
 	namespaces   corelisters.NamespaceLister
 	serviceCIDRs networkinglisters.ServiceCIDRLister
+	// nodes tell where the member's pods can be. Optional: a member whose
+	// nodes cannot be read (older RBAC) is not limited by them.
+	nodes corelisters.NodeLister
 	// localSlices are the member's own slices (those of its Services);
 	// importedSlices are the slices this controller wrote into it.
 	localSlices    cache.Indexer
@@ -80,6 +85,7 @@ func newMember(m topology.Member, managedBy string, recorder func(kubernetes.Int
 	mb.services = core.Core().V1().Services().Lister()
 	mb.namespaces = core.Core().V1().Namespaces().Lister()
 	mb.serviceCIDRs = core.Networking().V1().ServiceCIDRs().Lister()
+	mb.nodes = core.Core().V1().Nodes().Lister()
 
 	own, _ := labels.NewRequirement(discoveryv1.LabelServiceName, selection.Exists, nil)
 	local := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
@@ -115,6 +121,7 @@ func newMember(m topology.Member, managedBy string, recorder func(kubernetes.Int
 		services:       core.Core().V1().Services().Informer(),
 		namespaces:     core.Core().V1().Namespaces().Informer(),
 		serviceCIDRs:   core.Networking().V1().ServiceCIDRs().Informer(),
+		nodes:          core.Core().V1().Nodes().Informer(),
 		localSlices:    localInformer,
 		importedSlices: importedInformer,
 		exports:        mcsFactory.Multicluster().V1beta1().ServiceExports().Informer(),
@@ -132,6 +139,8 @@ func newMember(m topology.Member, managedBy string, recorder func(kubernetes.Int
 // informerSet holds a member's informers, for event handlers.
 type informerSet struct {
 	services, namespaces, serviceCIDRs, localSlices, importedSlices, exports, imports cache.SharedIndexInformer
+	// nodes is not waited for (see member.nodes).
+	nodes cache.SharedIndexInformer
 }
 
 // exportKeys returns the namespace/name of every export in the member.
@@ -185,6 +194,36 @@ func sourceClusterIndex(obj any) ([]string, error) {
 		return []string{v}, nil
 	}
 	return nil, nil
+}
+
+// podRanges returns where m's pods can be: its nodes' pod CIDRs and the
+// nodes' own addresses (host-network pods). nil when unknown: the nodes
+// cannot be read, or no node has a pod CIDR (the network plugin allocates
+// pod IPs some other way).
+func (m *member) podRanges() []netip.Prefix {
+	if !m.inf.nodes.HasSynced() {
+		return nil
+	}
+	nodes, _ := m.nodes.List(labels.Everything())
+	var ranges []netip.Prefix
+	withCIDR := false
+	for _, n := range nodes {
+		for _, s := range n.Spec.PodCIDRs {
+			if p, err := netip.ParsePrefix(s); err == nil {
+				ranges = append(ranges, p.Masked())
+				withCIDR = true
+			}
+		}
+		for _, a := range n.Status.Addresses {
+			if ip, err := netip.ParseAddr(a.Address); err == nil && (a.Type == v1.NodeInternalIP || a.Type == v1.NodeExternalIP) {
+				ranges = append(ranges, netip.PrefixFrom(ip, ip.BitLen()))
+			}
+		}
+	}
+	if !withCIDR {
+		return nil
+	}
+	return ranges
 }
 
 func clusterSetIPIndex(obj any) ([]string, error) {

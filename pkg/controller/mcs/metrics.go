@@ -16,6 +16,7 @@ type Metrics struct {
 	conflicts    *prometheus.GaugeVec
 	foreign      *prometheus.CounterVec
 	unmirrored   *prometheus.CounterVec
+	outside      *prometheus.CounterVec
 	registry     prometheus.Registerer
 	registerOnce sync.Once
 
@@ -44,10 +45,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "mcs_controller_unmirrored_endpointslices_total",
 			Help: "EndpointSlices of exported Services not mirrored to other members because no trusted source manager wrote them.",
 		}, []string{"cluster"}),
+		outside: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcs_controller_endpoints_outside_pod_ranges_total",
+			Help: "Endpoint addresses of exported Services not mirrored because they lie outside the source cluster's pod ranges and node addresses.",
+		}, []string{"cluster"}),
 		registry:    reg,
 		conflictsOf: map[string][]string{},
 	}
-	reg.MustRegister(m.exportSync, m.sliceSync, m.conflicts, m.foreign, m.unmirrored)
+	reg.MustRegister(m.exportSync, m.sliceSync, m.conflicts, m.foreign, m.unmirrored, m.outside)
 	return m
 }
 
@@ -122,6 +127,12 @@ func (m *Metrics) observeExportSync(d time.Duration, err error) {
 func (m *Metrics) observeSliceSync(cluster string, d time.Duration, err error) {
 	if m != nil {
 		m.sliceSync.WithLabelValues(cluster, result(err)).Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) countOutsidePodRanges(cluster string, n int) {
+	if m != nil {
+		m.outside.WithLabelValues(cluster).Add(float64(n))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/netip"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -140,4 +141,35 @@ func ForMember(slice *discoveryv1.EndpointSlice, member string) {
 			}
 		}
 	}
+}
+
+// KeepWithin removes, in place, the addresses of an imported slice that
+// lie outside ranges, and the endpoints left without one, and returns the
+// addresses removed. ranges are where the source cluster's pods can be
+// (its nodes' pod CIDRs and the nodes' own addresses, for host-network
+// pods); nil means they are not known, and nothing is removed. A member
+// that publishes another network's addresses under an exported name would
+// otherwise send every other member's clients there.
+func KeepWithin(slice *discoveryv1.EndpointSlice, ranges []netip.Prefix) []string {
+	if len(ranges) == 0 {
+		return nil
+	}
+	var dropped []string
+	kept := slice.Endpoints[:0]
+	for _, ep := range slice.Endpoints {
+		var addrs []string
+		for _, s := range ep.Addresses {
+			if ip, err := netip.ParseAddr(s); err == nil && slices.ContainsFunc(ranges, func(p netip.Prefix) bool { return p.Contains(ip) }) {
+				addrs = append(addrs, s)
+			} else {
+				dropped = append(dropped, s)
+			}
+		}
+		if len(addrs) > 0 {
+			ep.Addresses = addrs
+			kept = append(kept, ep)
+		}
+	}
+	slice.Endpoints = kept
+	return dropped
 }

@@ -1,6 +1,8 @@
 package export
 
 import (
+	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -160,5 +162,27 @@ func TestForMember(t *testing.T) {
 	want.Endpoints[1].NodeName, want.Endpoints[1].Hints = nil, nil
 	if diff := cmp.Diff(want, other); diff != "" {
 		t.Errorf("another member's slice (-want +got):\n%s", diff)
+	}
+}
+
+func TestKeepWithin(t *testing.T) {
+	slice := func() *discoveryv1.EndpointSlice {
+		return &discoveryv1.EndpointSlice{Endpoints: []discoveryv1.Endpoint{
+			{Addresses: []string{"10.1.0.5"}},
+			{Addresses: []string{"192.168.7.7"}}, // another network's address
+			{Addresses: []string{"172.30.0.1"}},  // a host-network pod on a node
+		}}
+	}
+	s := slice()
+	if dropped := KeepWithin(s, nil); dropped != nil || len(s.Endpoints) != 3 {
+		t.Errorf("unknown ranges removed %v", dropped)
+	}
+	dropped := KeepWithin(s, []netip.Prefix{netip.MustParsePrefix("10.1.0.0/24"), netip.MustParsePrefix("172.30.0.1/32")})
+	var kept []string
+	for _, ep := range s.Endpoints {
+		kept = append(kept, ep.Addresses...)
+	}
+	if !slices.Equal(dropped, []string{"192.168.7.7"}) || !slices.Equal(kept, []string{"10.1.0.5", "172.30.0.1"}) {
+		t.Errorf("dropped %v kept %v", dropped, kept)
 	}
 }
