@@ -38,8 +38,8 @@ type Proxier struct {
 	// imports and slices hold every ServiceImport and MCS EndpointSlice
 	// seen, programmed or not, so that a conflict that goes away or an
 	// import that arrives after its slices is picked up at once.
-	imports        map[types.NamespacedName]*importState
-	slices         map[types.NamespacedName]*sliceState
+	imports map[types.NamespacedName]*importState
+	slices  map[types.NamespacedName]*sliceState
 	// byImport holds, per import name, its slices and the labels map
 	// their translations share.
 	byImport map[types.NamespacedName]*importSlices
@@ -89,13 +89,13 @@ type sliceState struct {
 // NewProxier wraps provider. recorder may be nil.
 func NewProxier(logger klog.Logger, provider proxy.Provider, opts *mcsproxy.Options, recorder events.EventRecorder) *Proxier {
 	p := &Proxier{
-		Provider:       provider,
-		recorder:       recorder,
-		logger:         logger.WithName("multicluster"),
-		imports:        map[types.NamespacedName]*importState{},
-		slices:         map[types.NamespacedName]*sliceState{},
-		byImport:       map[types.NamespacedName]*importSlices{},
-		claims:         newClaimIndex(),
+		Provider: provider,
+		recorder: recorder,
+		logger:   logger.WithName("multicluster"),
+		imports:  map[types.NamespacedName]*importState{},
+		slices:   map[types.NamespacedName]*sliceState{},
+		byImport: map[types.NamespacedName]*importSlices{},
+		claims:   newClaimIndex(),
 
 		reservedReported: map[types.NamespacedName]string{},
 		droppedSlices:    sets.New[types.NamespacedName](),
