@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -81,6 +82,11 @@ func (c *Controller) syncClusterset(ctx context.Context, key string) error {
 		v := export.Validate(svc)
 		validity[m.id] = v
 		if v.Valid {
+			var notBefore time.Time
+			if n, err := m.namespaces.Get(ns); err == nil {
+				notBefore = n.CreationTimestamp.Time
+			}
+			se = export.BoundCreation(se, notBefore, time.Now())
 			exports = append(exports, export.Export{Cluster: m.id, ServiceExport: se, Service: svc})
 		}
 	}

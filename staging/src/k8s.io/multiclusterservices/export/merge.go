@@ -5,8 +5,10 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
@@ -240,4 +242,25 @@ func sameFamilies(a, b []v1.IPFamily) bool {
 		}
 	}
 	return true
+}
+
+// BoundCreation returns se with its creationTimestamp, which decides
+// conflicts, kept within [notBefore, notAfter]: an export cannot be older
+// than the namespace it lives in, nor younger than now. A member whose
+// apiserver or clock claims otherwise would otherwise win (or lose) every
+// conflict of the clusterset. se itself when it is within; otherwise a
+// copy. A zero bound is no bound.
+func BoundCreation(se *mcsv1beta1.ServiceExport, notBefore, notAfter time.Time) *mcsv1beta1.ServiceExport {
+	t := se.CreationTimestamp.Time
+	switch {
+	case !notBefore.IsZero() && t.Before(notBefore):
+		t = notBefore
+	case !notAfter.IsZero() && t.After(notAfter):
+		t = notAfter
+	default:
+		return se
+	}
+	out := se.DeepCopy()
+	out.CreationTimestamp = metav1.NewTime(t)
+	return out
 }
