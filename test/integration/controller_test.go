@@ -121,6 +121,17 @@ func TestMCSController(t *testing.T) {
 	for _, m := range []*testMember{a, b} {
 		waitExportConditions(t, m, "demo", "web", "Valid=True/Valid Ready=True/Exported Conflict=False/NoConflicts")
 	}
+	// Propagation, from the source's endpoint change to the write in each
+	// member, is measured per member.
+	eventually(t, 30*time.Second, "the propagation histogram of every member", func() (bool, string) {
+		out, err := httpGet("http://" + replica1.metrics + "/metrics")
+		for _, m := range members {
+			if want := `mcs_controller_endpoint_propagation_seconds_count{cluster="` + m.id + `"}`; !strings.Contains(out, want) {
+				return false, "no " + want + errString(err)
+			}
+		}
+		return true, ""
+	})
 
 	// --- Exported labels and annotations are one property each: b's
 	// maps differ from a's (one key more, one value other), so the import
@@ -732,6 +743,10 @@ func exportService(t *testing.T, m *testMember, ns, name string, ports []v1.Serv
 	slice := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: name + "-local", Labels: map[string]string{
 			discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io",
+		}, Annotations: map[string]string{
+			// What the EndpointSlice controller records: when the change
+			// the slice carries happened.
+			v1.EndpointsLastChangeTriggerTime: time.Now().UTC().Format(time.RFC3339Nano),
 		}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports:       eps.ports,

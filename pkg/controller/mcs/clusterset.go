@@ -38,6 +38,10 @@ type desiredState struct {
 	// listed by an existing import: the members' imports and slices are
 	// then left as they are rather than deleted on a guess.
 	Retain bool
+	// Triggers are, per imported slice name, when the change its source
+	// slice carries happened (endpoints.kubernetes.io/last-change-trigger-time,
+	// set by the EndpointSlice controller), for the propagation metric.
+	Triggers map[string]time.Time
 	// Stale are the source clusters whose endpoints are kept although
 	// their leases expired, because no source of the name is alive.
 	Stale []string
@@ -143,6 +147,12 @@ func (c *Controller) syncClusterset(ctx context.Context, key string) error {
 						c.reportOutsidePodRanges(e.Cluster, s, dropped)
 					}
 					d.Slices[is.Name] = is
+					if t, err := time.Parse(time.RFC3339Nano, s.Annotations[v1.EndpointsLastChangeTriggerTime]); err == nil {
+						if d.Triggers == nil {
+							d.Triggers = map[string]time.Time{}
+						}
+						d.Triggers[is.Name] = t
+					}
 				}
 			}
 		}

@@ -326,6 +326,8 @@ func (c *Controller) writeSlices(ctx context.Context, m *member, key string, d *
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("writing EndpointSlice %s/%s in %s: %w", si.Namespace, name, m.id, err))
+		} else if t, ok := d.Triggers[name]; ok {
+			c.metrics.observePropagation(m.id, time.Since(t))
 		}
 	}
 	for _, s := range have {

@@ -17,6 +17,7 @@ type Metrics struct {
 	foreign      *prometheus.CounterVec
 	unmirrored   *prometheus.CounterVec
 	outside      *prometheus.CounterVec
+	propagation  *prometheus.HistogramVec
 	registry     prometheus.Registerer
 	registerOnce sync.Once
 
@@ -49,10 +50,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "mcs_controller_endpoints_outside_pod_ranges_total",
 			Help: "Endpoint addresses of exported Services not mirrored because they lie outside the source cluster's pod ranges and node addresses.",
 		}, []string{"cluster"}),
+		propagation: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "mcs_controller_endpoint_propagation_seconds",
+			Help:    "Time from the change of a source cluster's endpoints (the EndpointSlice's endpoints.kubernetes.io/last-change-trigger-time) to the imported EndpointSlice written in a member cluster, by member.",
+			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
+		}, []string{"cluster"}),
 		registry:    reg,
 		conflictsOf: map[string][]string{},
 	}
-	reg.MustRegister(m.exportSync, m.sliceSync, m.conflicts, m.foreign, m.unmirrored, m.outside)
+	reg.MustRegister(m.exportSync, m.sliceSync, m.conflicts, m.foreign, m.unmirrored, m.outside, m.propagation)
 	return m
 }
 
@@ -127,6 +133,12 @@ func (m *Metrics) observeExportSync(d time.Duration, err error) {
 func (m *Metrics) observeSliceSync(cluster string, d time.Duration, err error) {
 	if m != nil {
 		m.sliceSync.WithLabelValues(cluster, result(err)).Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) observePropagation(cluster string, d time.Duration) {
+	if m != nil {
+		m.propagation.WithLabelValues(cluster).Observe(d.Seconds())
 	}
 }
 
