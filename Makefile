@@ -35,6 +35,7 @@ unit-test:
 fuzz:
 	cd $(STAGING) && go test -run '^$$' -fuzz FuzzServiceForImport -fuzztime $(FUZZTIME) ./proxy
 	cd $(STAGING) && go test -run '^$$' -fuzz FuzzEndpointSliceForImport -fuzztime $(FUZZTIME) ./proxy
+	cd $(STAGING) && go test -run '^$$' -fuzz FuzzSelectForLocalService -fuzztime $(FUZZTIME) ./proxy
 
 demo: deps tools build
 	hack/demo.sh

@@ -1,0 +1,146 @@
+package proxy
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+)
+
+// An exporter chooses whether an exported Service is also reachable by its
+// own name (name.ns.svc.cluster.local and the local Service's ClusterIP)
+// in the clusters that import it. The choice travels the KEP-1645 v1beta1
+// way: in the ServiceExport's spec.exportedAnnotations, which the
+// controller puts on the ServiceImport, and exports that disagree get an
+// AnnotationsConflict, the oldest export's choice winning.
+const (
+	// AnnotationNativeNames names the strategy: RemoteAndLocal or
+	// LocalFirst. Absent, the import is reachable by its clusterset IP and
+	// clusterset.local name only (the KEP's default).
+	AnnotationNativeNames = "multiclusterservices.k8s.io/native-names"
+	// AnnotationLocalFirstMinimum is, for LocalFirst, how many of the local
+	// Service's own endpoints must be ready for the remote ones to stay
+	// out: a count ("2") or a share of the local endpoints listed ("50%").
+	// Absent, one.
+	AnnotationLocalFirstMinimum = "multiclusterservices.k8s.io/local-first-minimum"
+)
+
+// NativeNames is how a local Service of an import's name is served.
+type NativeNames string
+
+const (
+	// NativeNamesOff: the local Service keeps its own endpoints only.
+	NativeNamesOff NativeNames = ""
+	// RemoteAndLocal: the local Service load-balances over its own
+	// endpoints and every source cluster's.
+	RemoteAndLocal NativeNames = "RemoteAndLocal"
+	// LocalFirst: the local Service's own endpoints while enough of them
+	// are ready, every source cluster's as well otherwise.
+	LocalFirst NativeNames = "LocalFirst"
+)
+
+// Minimum is LocalFirst's threshold: Count ready endpoints, or Percent of
+// the local endpoints listed (rounded up), whichever is set.
+type Minimum struct {
+	Count   int
+	Percent int
+}
+
+// NativeNamesPolicy is what an import's annotations ask of its local
+// Services.
+type NativeNamesPolicy struct {
+	Strategy NativeNames
+	Minimum  Minimum
+}
+
+// NativeNamesOf reads an import's annotations. An unknown strategy or a
+// malformed minimum is an error and the policy is off: a typo must not
+// send a Service's traffic elsewhere.
+func NativeNamesOf(annotations map[string]string) (NativeNamesPolicy, error) {
+	p := NativeNamesPolicy{Minimum: Minimum{Count: 1}}
+	switch s := NativeNames(annotations[AnnotationNativeNames]); s {
+	case NativeNamesOff, RemoteAndLocal, LocalFirst:
+		p.Strategy = s
+	default:
+		return NativeNamesPolicy{}, fmt.Errorf("annotation %s=%q is neither %s nor %s", AnnotationNativeNames, s, RemoteAndLocal, LocalFirst)
+	}
+	raw, set := annotations[AnnotationLocalFirstMinimum]
+	if !set {
+		return p, nil
+	}
+	if p.Strategy != LocalFirst {
+		return NativeNamesPolicy{}, fmt.Errorf("annotation %s is only meaningful with %s=%s", AnnotationLocalFirstMinimum, AnnotationNativeNames, LocalFirst)
+	}
+	if pct, ok := strings.CutSuffix(raw, "%"); ok {
+		n, err := strconv.Atoi(pct)
+		if err != nil || n < 1 || n > 100 {
+			return NativeNamesPolicy{}, fmt.Errorf("annotation %s=%q: a share must be 1%%..100%%", AnnotationLocalFirstMinimum, raw)
+		}
+		p.Minimum = Minimum{Percent: n}
+		return p, nil
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil || n < 1 {
+		return NativeNamesPolicy{}, fmt.Errorf("annotation %s=%q: want a count of at least 1 or a share such as 50%%", AnnotationLocalFirstMinimum, raw)
+	}
+	p.Minimum = Minimum{Count: n}
+	return p, nil
+}
+
+// SelectForLocalService returns the slices a proxy programs for a local
+// Service that has an import of the same name: its own slices (local),
+// and the import's (remote, already translated for this proxy) as the
+// policy says. The choice is made per IP family, since a dual-stack
+// Service's families fail independently: the remote slices of a family
+// join when that family's local endpoints fall short. Joining never
+// removes the local endpoints, so the proxy's own rules decide as for any
+// Service: serving-terminating endpoints are used only while no endpoint
+// of the set is ready, local or remote.
+func SelectForLocalService(policy NativeNamesPolicy, local, remote []*discoveryv1.EndpointSlice) []*discoveryv1.EndpointSlice {
+	out := append([]*discoveryv1.EndpointSlice(nil), local...)
+	switch policy.Strategy {
+	case RemoteAndLocal:
+		return append(out, remote...)
+	case LocalFirst:
+		for _, family := range []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6} {
+			if enoughReady(policy.Minimum, local, family) {
+				continue
+			}
+			for _, s := range remote {
+				if s.AddressType == family {
+					out = append(out, s)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// enoughReady tells whether the local slices of family have at least the
+// minimum of ready endpoints. An endpoint whose readiness is unknown
+// (nil) counts as ready, as the EndpointSlice API says.
+func enoughReady(m Minimum, slices []*discoveryv1.EndpointSlice, family discoveryv1.AddressType) bool {
+	ready, listed := 0, 0
+	for _, s := range slices {
+		if s.AddressType != family {
+			continue
+		}
+		for _, ep := range s.Endpoints {
+			listed++
+			if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
+				ready++
+			}
+		}
+	}
+	want := m.Count
+	if m.Percent > 0 {
+		want = int(math.Ceil(float64(listed) * float64(m.Percent) / 100))
+		if want < 1 {
+			// No local endpoint listed at all: nothing can serve here.
+			want = 1
+		}
+	}
+	return ready >= want
+}

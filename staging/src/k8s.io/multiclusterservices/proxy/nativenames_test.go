@@ -1,0 +1,153 @@
+package proxy
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+func TestNativeNamesOf(t *testing.T) {
+	tests := []struct {
+		annotations map[string]string
+		want        NativeNamesPolicy
+		wantErr     bool
+	}{
+		{nil, NativeNamesPolicy{Minimum: Minimum{Count: 1}}, false},
+		{map[string]string{AnnotationNativeNames: "RemoteAndLocal"}, NativeNamesPolicy{Strategy: RemoteAndLocal, Minimum: Minimum{Count: 1}}, false},
+		{map[string]string{AnnotationNativeNames: "LocalFirst"}, NativeNamesPolicy{Strategy: LocalFirst, Minimum: Minimum{Count: 1}}, false},
+		{map[string]string{AnnotationNativeNames: "LocalFirst", AnnotationLocalFirstMinimum: "3"}, NativeNamesPolicy{Strategy: LocalFirst, Minimum: Minimum{Count: 3}}, false},
+		{map[string]string{AnnotationNativeNames: "LocalFirst", AnnotationLocalFirstMinimum: "50%"}, NativeNamesPolicy{Strategy: LocalFirst, Minimum: Minimum{Percent: 50}}, false},
+		// A typo must not turn anything on.
+		{map[string]string{AnnotationNativeNames: "localfirst"}, NativeNamesPolicy{}, true},
+		{map[string]string{AnnotationNativeNames: "LocalFirst", AnnotationLocalFirstMinimum: "0"}, NativeNamesPolicy{}, true},
+		{map[string]string{AnnotationNativeNames: "LocalFirst", AnnotationLocalFirstMinimum: "150%"}, NativeNamesPolicy{}, true},
+		{map[string]string{AnnotationNativeNames: "LocalFirst", AnnotationLocalFirstMinimum: "half"}, NativeNamesPolicy{}, true},
+		{map[string]string{AnnotationNativeNames: "RemoteAndLocal", AnnotationLocalFirstMinimum: "2"}, NativeNamesPolicy{}, true},
+	}
+	for _, tt := range tests {
+		got, err := NativeNamesOf(tt.annotations)
+		if (err != nil) != tt.wantErr || got != tt.want {
+			t.Errorf("NativeNamesOf(%v) = %+v, %v; want %+v, error %v", tt.annotations, got, err, tt.want, tt.wantErr)
+		}
+	}
+}
+
+// eps builds a slice named name of family with one endpoint per state:
+// "r" ready, "n" not ready, "t" serving and terminating, "u" readiness
+// unknown.
+func eps(name string, family discoveryv1.AddressType, states string) *discoveryv1.EndpointSlice {
+	s := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: name}, AddressType: family}
+	for i, st := range states {
+		addr := "10.0.0." + string(rune('1'+i))
+		if family == discoveryv1.AddressTypeIPv6 {
+			addr = "fd00::" + string(rune('1'+i))
+		}
+		ep := discoveryv1.Endpoint{Addresses: []string{addr}}
+		switch st {
+		case 'r':
+			ep.Conditions = discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true)}
+		case 'n':
+			ep.Conditions = discoveryv1.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(false)}
+		case 't':
+			ep.Conditions = discoveryv1.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(true), Terminating: ptr.To(true)}
+		}
+		s.Endpoints = append(s.Endpoints, ep)
+	}
+	return s
+}
+
+func names(ss []*discoveryv1.EndpointSlice) []string {
+	var out []string
+	for _, s := range ss {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+func TestSelectForLocalService(t *testing.T) {
+	v4, v6 := discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6
+	remote := []*discoveryv1.EndpointSlice{eps("remote-v4", v4, "rr"), eps("remote-v6", v6, "rr")}
+	localFirst := func(m Minimum) NativeNamesPolicy { return NativeNamesPolicy{Strategy: LocalFirst, Minimum: m} }
+	one := Minimum{Count: 1}
+	tests := []struct {
+		name   string
+		policy NativeNamesPolicy
+		local  []*discoveryv1.EndpointSlice
+		want   []string
+	}{
+		{"off: own endpoints only", NativeNamesPolicy{}, []*discoveryv1.EndpointSlice{eps("local-v4", v4, "")}, []string{"local-v4"}},
+		{"RemoteAndLocal: all of them", NativeNamesPolicy{Strategy: RemoteAndLocal}, []*discoveryv1.EndpointSlice{eps("local-v4", v4, "r")}, []string{"local-v4", "remote-v4", "remote-v6"}},
+		{"LocalFirst: one ready local endpoint is enough", localFirst(one), []*discoveryv1.EndpointSlice{eps("local-v4", v4, "rn")}, []string{"local-v4", "remote-v6"}},
+		{"LocalFirst: readiness unknown counts as ready", localFirst(one), []*discoveryv1.EndpointSlice{eps("local-v4", v4, "u")}, []string{"local-v4", "remote-v6"}},
+		{"LocalFirst: no ready local endpoint, remote joins", localFirst(one), []*discoveryv1.EndpointSlice{eps("local-v4", v4, "nn")}, []string{"local-v4", "remote-v4", "remote-v6"}},
+		// The proxy then prefers the remote ready endpoints to the local
+		// serving-terminating ones, as for any Service.
+		{"LocalFirst: only terminating locally, remote joins", localFirst(one), []*discoveryv1.EndpointSlice{eps("local-v4", v4, "tt")}, []string{"local-v4", "remote-v4", "remote-v6"}},
+		{"LocalFirst: no local slice at all", localFirst(one), nil, []string{"remote-v4", "remote-v6"}},
+		{"LocalFirst: a count across slices", localFirst(Minimum{Count: 3}), []*discoveryv1.EndpointSlice{eps("local-a", v4, "rr"), eps("local-b", v4, "rn")}, []string{"local-a", "local-b", "remote-v6"}},
+		{"LocalFirst: below the count spills over before empty", localFirst(Minimum{Count: 3}), []*discoveryv1.EndpointSlice{eps("local-a", v4, "rrn")}, []string{"local-a", "remote-v4", "remote-v6"}},
+		{"LocalFirst: a share, met", localFirst(Minimum{Percent: 50}), []*discoveryv1.EndpointSlice{eps("local-a", v4, "rrnn")}, []string{"local-a", "remote-v6"}},
+		{"LocalFirst: a share, rounded up, not met", localFirst(Minimum{Percent: 50}), []*discoveryv1.EndpointSlice{eps("local-a", v4, "rnn")}, []string{"local-a", "remote-v4", "remote-v6"}},
+		{"LocalFirst: families decide apart", localFirst(one), []*discoveryv1.EndpointSlice{eps("local-v4", v4, "n"), eps("local-v6", v6, "r")}, []string{"local-v4", "local-v6", "remote-v4"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := slices.Clone(tt.local)
+			got := names(SelectForLocalService(tt.policy, tt.local, remote))
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("selected %v, want %v", got, tt.want)
+			}
+			if !slices.Equal(before, tt.local) {
+				t.Errorf("the local slices were modified")
+			}
+		})
+	}
+}
+
+// FuzzSelectForLocalService checks the promises that hold for any input:
+// local slices are always kept, in order, and nothing but the given slices
+// is returned; LocalFirst adds a family's remote slices only when that
+// family's local endpoints fall short, and off adds none.
+func FuzzSelectForLocalService(f *testing.F) {
+	f.Add(`LocalFirst`, `2`, `[{"addressType":"IPv4","endpoints":[{"addresses":["10.0.0.1"],"conditions":{"ready":false}}]}]`)
+	f.Add(`RemoteAndLocal`, ``, `[]`)
+	f.Add(``, ``, `[{"addressType":"IPv6","endpoints":[{"addresses":["fd00::1"]}]}]`)
+	f.Add(`LocalFirst`, `100%`, `[{"addressType":"IPv4","endpoints":[{"addresses":["10.0.0.1"]},{"addresses":["10.0.0.2"],"conditions":{"ready":false}}]}]`)
+	remote := []*discoveryv1.EndpointSlice{eps("remote-v4", discoveryv1.AddressTypeIPv4, "r"), eps("remote-v6", discoveryv1.AddressTypeIPv6, "r")}
+	f.Fuzz(func(t *testing.T, strategy, minimum, localJSON string) {
+		annotations := map[string]string{AnnotationNativeNames: strategy}
+		if minimum != "" {
+			annotations[AnnotationLocalFirstMinimum] = minimum
+		}
+		policy, err := NativeNamesOf(annotations)
+		if err != nil {
+			if policy != (NativeNamesPolicy{}) {
+				t.Fatalf("an invalid policy %+v was returned with %v", policy, err)
+			}
+			return
+		}
+		var local []*discoveryv1.EndpointSlice
+		if json.Unmarshal([]byte(localJSON), &local) != nil || slices.Contains(local, nil) {
+			return
+		}
+		got := SelectForLocalService(policy, local, remote)
+		if len(got) < len(local) || !slices.Equal(got[:len(local)], local) {
+			t.Fatalf("local slices not kept first and whole: %v", names(got))
+		}
+		for _, s := range got[len(local):] {
+			if !slices.Contains(remote, s) {
+				t.Fatalf("returned a slice that was not given: %v", s.Name)
+			}
+			if policy.Strategy == NativeNamesOff {
+				t.Fatalf("off, yet remote slice %s joined", s.Name)
+			}
+			if policy.Strategy == LocalFirst && enoughReady(policy.Minimum, local, s.AddressType) {
+				t.Fatalf("LocalFirst added %s although the local %s endpoints suffice", s.Name, s.AddressType)
+			}
+		}
+	})
+}
