@@ -43,6 +43,8 @@ type Proxier struct {
 	// byImport holds, per import name, its slices and the labels map
 	// their translations share.
 	byImport map[types.NamespacedName]*importSlices
+	// native holds, per Service name, what native names need (native.go).
+	native map[types.NamespacedName]*nativeState
 	// claims says who owns each clusterset IP (claims.go).
 	claims *claimIndex
 	// reservedReported is, per local Service, the externalIPs and
@@ -75,6 +77,8 @@ type importState struct {
 	// reported is the last rejection reported, so that each is logged,
 	// evented and counted once rather than on every event.
 	reported mcsproxy.Reason
+	// nativeReported is the last native-names error reported.
+	nativeReported string
 }
 
 type sliceState struct {
@@ -84,6 +88,9 @@ type sliceState struct {
 	invalid    *mcsproxy.RejectionError
 	programmed *discoveryv1.EndpointSlice
 	reported   mcsproxy.Reason
+	// native is translated as a slice of the local Service of the
+	// import's name (native names), derived from nativeFrom.
+	native, nativeFrom *discoveryv1.EndpointSlice
 }
 
 // NewProxier wraps provider. recorder may be nil.
@@ -95,6 +102,7 @@ func NewProxier(logger klog.Logger, provider proxy.Provider, opts *mcsproxy.Opti
 		imports:  map[types.NamespacedName]*importState{},
 		slices:   map[types.NamespacedName]*sliceState{},
 		byImport: map[types.NamespacedName]*importSlices{},
+		native:   map[types.NamespacedName]*nativeState{},
 		claims:   newClaimIndex(),
 
 		reservedReported: map[types.NamespacedName]string{},
@@ -119,12 +127,15 @@ func (p *Proxier) labelsOf(namespace, name string) map[string]string {
 type importSlices struct {
 	keys   []types.NamespacedName
 	labels map[string]string
+	// nativeLabels are the labels of the slices handed over as the local
+	// Service's (native names).
+	nativeLabels map[string]string
 }
 
 func (p *Proxier) importSlicesOf(key types.NamespacedName) *importSlices {
 	is := p.byImport[key]
 	if is == nil {
-		is = &importSlices{labels: mcsproxy.SliceLabels(key.Name)}
+		is = &importSlices{labels: mcsproxy.SliceLabels(key.Name), nativeLabels: map[string]string{discoveryv1.LabelServiceName: key.Name}}
 		p.byImport[key] = is
 	}
 	return is
@@ -266,8 +277,21 @@ func (p *Proxier) OnEndpointSliceDelete(slice *discoveryv1.EndpointSlice) {
 func (p *Proxier) routeSlice(old, slice *discoveryv1.EndpointSlice) {
 	if old != nil && slice != nil && routeOf(old) == routeLocal && routeOf(slice) == routeLocal {
 		p.Provider.OnEndpointSliceUpdate(old, slice)
+		p.localSliceChanged(old, slice)
 		return
 	}
+	defer func() {
+		var localOld, localNew *discoveryv1.EndpointSlice
+		if old != nil && routeOf(old) == routeLocal {
+			localOld = old
+		}
+		if slice != nil && routeOf(slice) == routeLocal {
+			localNew = slice
+		}
+		if localOld != nil || localNew != nil {
+			p.localSliceChanged(localOld, localNew)
+		}
+	}()
 	if old != nil && (slice == nil || routeOf(old) != routeOf(slice)) {
 		switch routeOf(old) {
 		case routeLocal:
@@ -382,6 +406,7 @@ func (p *Proxier) OnServiceImportUpsert(si *mcsv1beta1.ServiceImport) {
 	st.translation = svc
 	p.reconcileImports(affected)
 	st.translation = nil
+	p.reconcileNative(key)
 }
 
 // OnServiceImportDelete forgets a ServiceImport and removes its rules.
@@ -400,6 +425,7 @@ func (p *Proxier) OnServiceImportDelete(si *mcsv1beta1.ServiceImport) {
 	for _, sliceKey := range p.slicesOf(key) {
 		p.reconcileSlice(sliceKey)
 	}
+	p.reconcileNative(key)
 }
 
 // OnMultiClusterEndpointSliceUpsert records an MCS EndpointSlice and
@@ -427,6 +453,7 @@ func (p *Proxier) OnMultiClusterEndpointSliceUpsert(slice *discoveryv1.EndpointS
 	p.translateSlice(st)
 	p.indexSlice(importKey, key)
 	p.reconcileSlice(key)
+	p.reconcileNative(importKey)
 }
 
 func (p *Proxier) translateSlice(st *sliceState) {
@@ -467,6 +494,9 @@ func (p *Proxier) SetLocalClusterID(id string) {
 		}
 		p.reconcileSlice(key)
 	}
+	for key := range p.native {
+		p.reconcileNative(key)
+	}
 }
 
 // trustedManagers are the managers whose imports and slices are trusted.
@@ -496,6 +526,7 @@ func (p *Proxier) OnMultiClusterEndpointSliceDelete(slice *discoveryv1.EndpointS
 	p.reconcileSlice(key)
 	p.unindexSlice(st.importKey, key)
 	delete(p.slices, key)
+	p.reconcileNative(st.importKey)
 }
 
 // RetainImports forgets every ServiceImport not in keep, as if deleted:
@@ -531,6 +562,9 @@ func (p *Proxier) Reset() {
 	p.imports = map[types.NamespacedName]*importState{}
 	for key := range p.slices {
 		p.reconcileSlice(key)
+	}
+	for key := range p.native {
+		p.reconcileNative(key)
 	}
 }
 

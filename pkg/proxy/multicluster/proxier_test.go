@@ -30,13 +30,48 @@ type recordingProvider struct {
 	calls          []string
 	services       map[string]*v1.Service
 	slices         map[string]*discoveryv1.EndpointSlice
+	// byService holds the slices by the Service they were given for
+	// (ns/service-name label), then by name: as upstream's cache keys them.
+	byService map[string]map[string]*discoveryv1.EndpointSlice
 }
 
 func newRecordingProvider() *recordingProvider {
-	return &recordingProvider{services: map[string]*v1.Service{}, slices: map[string]*discoveryv1.EndpointSlice{}}
+	return &recordingProvider{services: map[string]*v1.Service{}, slices: map[string]*discoveryv1.EndpointSlice{}, byService: map[string]map[string]*discoveryv1.EndpointSlice{}}
 }
 
 func svcKey(s *v1.Service) string                  { return s.Namespace + "/" + s.Name }
+func sliceService(s *discoveryv1.EndpointSlice) string {
+	return s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]
+}
+
+// keep records s as a slice of its Service, or forgets it.
+func (r *recordingProvider) keep(s *discoveryv1.EndpointSlice, present bool) {
+	m := r.byService[sliceService(s)]
+	if m == nil {
+		m = map[string]*discoveryv1.EndpointSlice{}
+		r.byService[sliceService(s)] = m
+	}
+	if present {
+		m[s.Name] = s
+	} else {
+		delete(m, s.Name)
+	}
+}
+
+// endpointsOf returns the addresses of every slice held for Service
+// ns/name, sorted.
+func (r *recordingProvider) endpointsOf(service string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, s := range r.byService[service] {
+		for _, ep := range s.Endpoints {
+			out = append(out, ep.Addresses...)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
 func sliceKey(s *discoveryv1.EndpointSlice) string { return s.Namespace + "/" + s.Name }
 
 func (r *recordingProvider) OnServiceAdd(s *v1.Service) {
@@ -67,18 +102,22 @@ func (r *recordingProvider) OnEndpointSliceAdd(s *discoveryv1.EndpointSlice) {
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, "SliceAdd "+sliceKey(s))
 	r.slices[sliceKey(s)] = s
+	r.keep(s, true)
 }
 func (r *recordingProvider) OnEndpointSliceUpdate(old, s *discoveryv1.EndpointSlice) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, "SliceUpdate "+sliceKey(s))
 	r.slices[sliceKey(s)] = s
+	r.keep(old, false)
+	r.keep(s, true)
 }
 func (r *recordingProvider) OnEndpointSliceDelete(s *discoveryv1.EndpointSlice) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, "SliceDelete "+sliceKey(s))
 	delete(r.slices, sliceKey(s))
+	r.keep(s, false)
 }
 func (r *recordingProvider) OnEndpointSlicesSynced() {
 	r.mu.Lock()

@@ -30,6 +30,9 @@ const (
 	ReasonUnsupportedAddressType Reason = "UnsupportedAddressType"
 	ReasonInvalidEndpoint        Reason = "InvalidEndpoint"
 	ReasonNoServiceImport        Reason = "NoServiceImport"
+	// An import whose native-names annotations cannot be read.
+	ReasonInvalidNativeNames Reason = "InvalidNativeNames"
+
 	// A plain EndpointSlice that names an import's synthetic Service.
 	ReasonReservedServiceName Reason = "ReservedServiceName"
 

@@ -1,0 +1,134 @@
+package multicluster
+
+import (
+	"slices"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+	mcsproxy "k8s.io/multiclusterservices/proxy"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// Native names: an exporter may ask (mcsproxy.AnnotationNativeNames on the
+// import) that a local Service of the import's name serve the import's
+// remote endpoints too, always (RemoteAndLocal) or while its own fall short
+// (LocalFirst). This proxier decides it on its own, from the slices it
+// already watches: the import's remote slices are handed to the wrapped
+// Provider as slices of the local Service, or taken back, at every change
+// of the local slices, the import or its slices. No API write is on that
+// path, so failover and failback work while the mcs-controller is down.
+
+// nativeState is what the proxier holds for the native name of one
+// Service namespace/name.
+type nativeState struct {
+	// local are the local Service's own slices, as delivered.
+	local []*discoveryv1.EndpointSlice
+	// joined are the import's slices handed to the Provider as slices of
+	// the local Service, by slice name.
+	joined map[string]*discoveryv1.EndpointSlice
+}
+
+// localSliceChanged records a change of a local Service's slice (old or
+// slice nil for an add or a delete) and decides that Service's native name
+// again.
+func (p *Proxier) localSliceChanged(old, slice *discoveryv1.EndpointSlice) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range []*discoveryv1.EndpointSlice{old, slice} {
+		if s == nil {
+			continue
+		}
+		key := types.NamespacedName{Namespace: s.Namespace, Name: s.Labels[discoveryv1.LabelServiceName]}
+		st := p.native[key]
+		if st == nil {
+			st = &nativeState{}
+			p.native[key] = st
+		}
+		st.local = slices.DeleteFunc(st.local, func(x *discoveryv1.EndpointSlice) bool { return x.Name == s.Name })
+		if s == slice {
+			st.local = append(st.local, slice)
+		}
+		p.reconcileNative(key)
+	}
+}
+
+// reconcileNative hands the Provider, as slices of the local Service key,
+// the import key's remote slices that its policy selects, and takes back
+// the others. Called with p.mu held.
+func (p *Proxier) reconcileNative(key types.NamespacedName) {
+	st := p.native[key]
+	if st == nil {
+		return
+	}
+	want := map[string]*discoveryv1.EndpointSlice{}
+	if policy, remote := p.nativePolicy(key); policy.Strategy != mcsproxy.NativeNamesOff {
+		selected := mcsproxy.SelectForLocalService(policy, st.local, remote)
+		for _, s := range selected[len(st.local):] {
+			want[s.Name] = s
+		}
+	}
+	for name, s := range st.joined {
+		if _, ok := want[name]; !ok {
+			p.Provider.OnEndpointSliceDelete(s)
+			delete(st.joined, name)
+		}
+	}
+	for name, s := range want {
+		switch have, ok := st.joined[name]; {
+		case !ok:
+			p.Provider.OnEndpointSliceAdd(s)
+		case have != s:
+			p.Provider.OnEndpointSliceUpdate(have, s)
+		default:
+			continue
+		}
+		if st.joined == nil {
+			st.joined = map[string]*discoveryv1.EndpointSlice{}
+		}
+		st.joined[name] = s
+	}
+	if len(st.local) == 0 && len(st.joined) == 0 {
+		delete(p.native, key)
+	}
+}
+
+// nativePolicy returns the native-names policy of import key and its
+// remote slices as slices of the local Service. Off when there is no valid
+// import, when it asks for nothing or asks wrongly (reported on the
+// import), and while this cluster's ID is unknown: the import's slices of
+// this very cluster would then count twice, beside the local Service's
+// own.
+func (p *Proxier) nativePolicy(key types.NamespacedName) (mcsproxy.NativeNamesPolicy, []*discoveryv1.EndpointSlice) {
+	imp := p.imports[key]
+	if imp == nil || imp.obj == nil || imp.invalid != nil || p.opts.LocalClusterID == "" {
+		return mcsproxy.NativeNamesPolicy{}, nil
+	}
+	policy, err := mcsproxy.NativeNamesOf(imp.obj.Annotations)
+	if err != nil {
+		if imp.nativeReported != err.Error() {
+			imp.nativeReported = err.Error()
+			p.report(rejection{kind: kindServiceImport, obj: imp.obj, RejectionError: &mcsproxy.RejectionError{Reason: mcsproxy.ReasonInvalidNativeNames, Message: err.Error()}})
+		}
+		return mcsproxy.NativeNamesPolicy{}, nil
+	}
+	imp.nativeReported = ""
+	if policy.Strategy == mcsproxy.NativeNamesOff {
+		return policy, nil
+	}
+	var remote []*discoveryv1.EndpointSlice
+	for _, sliceKey := range p.slicesOf(key) {
+		ss := p.slices[sliceKey]
+		if ss == nil || ss.obj == nil || ss.translated == nil || ss.obj.Labels[mcsv1beta1.LabelSourceCluster] == p.opts.LocalClusterID {
+			continue
+		}
+		if ss.nativeFrom != ss.translated {
+			// One copy per translation, so that an unchanged slice is
+			// the same object at every decision.
+			native := *ss.translated
+			native.Labels = p.importSlicesOf(key).nativeLabels
+			ss.native, ss.nativeFrom = &native, ss.translated
+		}
+		remote = append(remote, ss.native)
+	}
+	return policy, remote
+}

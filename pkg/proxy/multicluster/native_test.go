@@ -1,0 +1,97 @@
+package multicluster
+
+import (
+	"slices"
+	"testing"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	mcsproxy "k8s.io/multiclusterservices/proxy"
+	"k8s.io/utils/ptr"
+)
+
+// localSlice is a local Service's own slice, as kube-proxy's informer
+// delivers it.
+func localSlice(ns, name, service string, ready bool, addrs ...string) *discoveryv1.EndpointSlice {
+	s := mcsSlice(ns, name, service, "", addrs...)
+	s.Labels = map[string]string{discoveryv1.LabelServiceName: service, discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}
+	for i := range s.Endpoints {
+		s.Endpoints[i].Conditions.Ready = ptr.To(ready)
+	}
+	return s
+}
+
+// TestNativeNames follows one Service, ns/web, with its own endpoint
+// (10.3.0.1) and an import of the same name served by cluster-a (10.1.0.1)
+// and by this cluster (10.3.0.1 again, already the local Service's).
+func TestNativeNames(t *testing.T) {
+	f := newFixture(t)
+	p := f.proxier
+	p.SetLocalClusterID("cluster-local")
+	want := func(what string, service string, addrs ...string) {
+		t.Helper()
+		if got := f.provider.endpointsOf(service); !slices.Equal(got, addrs) {
+			t.Errorf("%s: %s has endpoints %v, want %v", what, service, got, addrs)
+		}
+	}
+	local := localSlice("ns", "web-local", "web", true, "10.3.0.1")
+	p.OnEndpointSliceAdd(local)
+	si := serviceImport("ns", "web", 0, "10.250.0.10")
+	si.Annotations = map[string]string{mcsproxy.AnnotationNativeNames: "LocalFirst"}
+	p.OnServiceImportUpsert(si)
+	p.OnEndpointSliceAdd(mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1"))
+	p.OnEndpointSliceAdd(mcsSlice("ns", "web-own", "web", "cluster-local", "10.3.0.1"))
+	want("LocalFirst, local endpoint ready", "ns/web", "10.3.0.1")
+	want("the clusterset IP is unchanged", "ns/web.clusterset", "10.1.0.1", "10.3.0.1")
+
+	// Failover: the local endpoint is not ready, the remote one joins (the
+	// local one stays listed; the proxier prefers ready endpoints).
+	notReady := localSlice("ns", "web-local", "web", false, "10.3.0.1")
+	p.OnEndpointSliceUpdate(local, notReady)
+	want("LocalFirst, no local endpoint ready", "ns/web", "10.1.0.1", "10.3.0.1")
+	// Failback.
+	p.OnEndpointSliceUpdate(notReady, local)
+	want("LocalFirst, local endpoint ready again", "ns/web", "10.3.0.1")
+
+	// A minimum above what is ready spills over before the cluster is empty.
+	two := si.DeepCopy()
+	two.ResourceVersion = "2"
+	two.Annotations[mcsproxy.AnnotationLocalFirstMinimum] = "2"
+	p.OnServiceImportUpsert(two)
+	want("LocalFirst, one of a minimum of two ready", "ns/web", "10.1.0.1", "10.3.0.1")
+
+	both := si.DeepCopy()
+	both.ResourceVersion = "3"
+	both.Annotations = map[string]string{mcsproxy.AnnotationNativeNames: "RemoteAndLocal"}
+	p.OnServiceImportUpsert(both)
+	want("RemoteAndLocal", "ns/web", "10.1.0.1", "10.3.0.1")
+	// The remote slice follows its source.
+	p.OnEndpointSliceUpdate(mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1"), mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.2"))
+	want("RemoteAndLocal after a remote change", "ns/web", "10.1.0.2", "10.3.0.1")
+
+	// A typo turns nothing on, and says so.
+	f.events.take()
+	typo := si.DeepCopy()
+	typo.ResourceVersion = "4"
+	typo.Annotations = map[string]string{mcsproxy.AnnotationNativeNames: "Both"}
+	p.OnServiceImportUpsert(typo)
+	want("an unknown strategy", "ns/web", "10.3.0.1")
+	f.expectEvents("ServiceImport ns/web InvalidNativeNames")
+
+	// Unknown cluster ID: this cluster's own slices of the import cannot
+	// be told apart, so nothing joins.
+	p.OnServiceImportUpsert(both.DeepCopy())
+	p.SetLocalClusterID("")
+	want("cluster ID unknown", "ns/web", "10.3.0.1")
+	p.SetLocalClusterID("cluster-local")
+	want("cluster ID known again", "ns/web", "10.1.0.2", "10.3.0.1")
+
+	// The import goes: so do its endpoints, from the local Service too.
+	p.OnServiceImportDelete(both)
+	want("no import", "ns/web", "10.3.0.1")
+
+	// An import without native names never touches the local Service.
+	plain := serviceImport("ns", "web", 0, "10.250.0.10")
+	p.OnServiceImportUpsert(plain)
+	p.OnEndpointSliceUpdate(local, notReady)
+	want("no native names, local endpoint not ready", "ns/web", "10.3.0.1")
+}
