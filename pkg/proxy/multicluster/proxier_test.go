@@ -39,7 +39,7 @@ func newRecordingProvider() *recordingProvider {
 	return &recordingProvider{services: map[string]*v1.Service{}, slices: map[string]*discoveryv1.EndpointSlice{}, byService: map[string]map[string]*discoveryv1.EndpointSlice{}}
 }
 
-func svcKey(s *v1.Service) string                  { return s.Namespace + "/" + s.Name }
+func svcKey(s *v1.Service) string { return s.Namespace + "/" + s.Name }
 func sliceService(s *discoveryv1.EndpointSlice) string {
 	return s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]
 }
