@@ -70,6 +70,13 @@ func TestAdmissionPolicies(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// A user's Service, which the controller must never take.
+	if _, err := m.kube.CoreV1().Services("prod").Create(ctx, &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "users"},
+		Spec:       v1.ServiceSpec{Selector: map[string]string{"app": "users"}, Ports: []v1.ServicePort{{Port: 80}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	// alice's own plain slice, for the update and delete attempts.
 	if _, err := aliceKube.DiscoveryV1().EndpointSlices("attacker").Create(ctx, slice("plain", map[string]string{
 		discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "alice",
@@ -184,10 +191,44 @@ func TestAdmissionPolicies(t *testing.T) {
 			_, err := ctrlKube.CoordinationV1().Leases("default").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "mcs-source-x"}}, metav1.CreateOptions{})
 			return err
 		}},
-		{what: "the controller writes a Service", byRBAC: true, do: func() error {
+		{what: "the controller writes a Service that selects pods", do: func() error {
 			_, err := ctrlKube.CoreV1().Services("prod").Create(ctx, &v1.Service{
-				ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: v1.ServiceSpec{Ports: []v1.ServicePort{{Port: 80}}},
+				ObjectMeta: metav1.ObjectMeta{Name: "x", Labels: map[string]string{"app.kubernetes.io/managed-by": mcsproxy.DefaultManagedBy}},
+				Spec:       v1.ServiceSpec{Selector: map[string]string{"app": "db"}, Ports: []v1.ServicePort{{Port: 80}}},
 			}, metav1.CreateOptions{})
+			return err
+		}},
+		{what: "the controller writes a Service not labelled as its own", do: func() error {
+			_, err := ctrlKube.CoreV1().Services("prod").Create(ctx, &v1.Service{
+				ObjectMeta: metav1.ObjectMeta{Name: "y"}, Spec: v1.ServiceSpec{Ports: []v1.ServicePort{{Port: 80}}},
+			}, metav1.CreateOptions{})
+			return err
+		}},
+		{what: "the controller takes over a user's Service", do: func() error {
+			s, err := ctrlKube.CoreV1().Services("prod").Get(ctx, "users", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			s.Labels = map[string]string{"app.kubernetes.io/managed-by": mcsproxy.DefaultManagedBy}
+			s.Spec.Selector = nil
+			_, err = ctrlKube.CoreV1().Services("prod").Update(ctx, s, metav1.UpdateOptions{})
+			return err
+		}},
+		{what: "the controller deletes a user's Service", do: func() error {
+			return ctrlKube.CoreV1().Services("prod").Delete(ctx, "users", metav1.DeleteOptions{})
+		}},
+		{what: "the controller writes a native Service", allowed: true, do: func() error {
+			_, err := ctrlKube.CoreV1().Services("prod").Create(ctx, &v1.Service{
+				ObjectMeta: metav1.ObjectMeta{Name: "native", Labels: map[string]string{"app.kubernetes.io/managed-by": mcsproxy.DefaultManagedBy}},
+				Spec:       v1.ServiceSpec{Ports: []v1.ServicePort{{Port: 80}}},
+			}, metav1.CreateOptions{})
+			return err
+		}},
+		{what: "the controller deletes its native Service", allowed: true, do: func() error {
+			return ctrlKube.CoreV1().Services("prod").Delete(ctx, "native", metav1.DeleteOptions{})
+		}},
+		{what: "the controller writes a Secret", byRBAC: true, do: func() error {
+			_, err := ctrlKube.CoreV1().Secrets("prod").Create(ctx, &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
 			return err
 		}},
 		{what: "the controller writes an MCS slice", allowed: true, do: func() error {

@@ -133,6 +133,55 @@ func TestMCSController(t *testing.T) {
 		return true, ""
 	})
 
+	// --- Native names: the exporters ask for RemoteAndLocal. c, which has
+	// no Service demo/web, gets one (selector-less, owned by its import);
+	// a's and b's own Services are not touched, and their owners are told.
+	native := map[string]string{mcsproxy.AnnotationNativeNames: string(mcsproxy.RemoteAndLocal)}
+	userRV := map[string]string{}
+	for _, m := range []*testMember{a, b} {
+		svc, err := m.kube.CoreV1().Services("demo").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		userRV[m.id] = svc.ResourceVersion
+		setExported(t, m, "demo", "web", nil, native)
+	}
+	var nativeSvc *v1.Service
+	eventually(t, 30*time.Second, "a native Service demo/web in cluster-c", func() (bool, string) {
+		svc, err := c.kube.CoreV1().Services("demo").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		nativeSvc = svc
+		return true, ""
+	})
+	si, _ := c.mcs.MulticlusterV1beta1().ServiceImports("demo").Get(ctx, "web", metav1.GetOptions{})
+	if nativeSvc.Labels["app.kubernetes.io/managed-by"] != mcsproxy.DefaultManagedBy || len(nativeSvc.Spec.Selector) != 0 ||
+		len(nativeSvc.OwnerReferences) != 1 || nativeSvc.OwnerReferences[0].UID != si.UID || nativeSvc.Spec.ClusterIP == "" ||
+		len(nativeSvc.Spec.Ports) != 1 || nativeSvc.Spec.Ports[0].Port != 80 {
+		t.Errorf("native Service: labels %v selector %v owners %v clusterIP %q ports %v", nativeSvc.Labels, nativeSvc.Spec.Selector, nativeSvc.OwnerReferences, nativeSvc.Spec.ClusterIP, nativeSvc.Spec.Ports)
+	}
+	waitEventOn(t, c, "ServiceImport", "demo", "web", "NativeServiceCreated")
+	for _, m := range []*testMember{a, b} {
+		waitEventOn(t, m, "Service", "demo", "web", "ServesClusterSetEndpoints")
+		if svc, _ := m.kube.CoreV1().Services("demo").Get(ctx, "web", metav1.GetOptions{}); svc.ResourceVersion != userRV[m.id] {
+			t.Errorf("%s: the user's Service demo/web was changed", m.id)
+		}
+	}
+	// Turned off, the native Service goes; the users' stay.
+	for _, m := range []*testMember{a, b} {
+		setExported(t, m, "demo", "web", nil, nil)
+	}
+	eventually(t, 30*time.Second, "the native Service demo/web gone from cluster-c", func() (bool, string) {
+		_, err := c.kube.CoreV1().Services("demo").Get(ctx, "web", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	for _, m := range []*testMember{a, b} {
+		if _, err := m.kube.CoreV1().Services("demo").Get(ctx, "web", metav1.GetOptions{}); err != nil {
+			t.Errorf("%s: the user's Service: %v", m.id, err)
+		}
+	}
+
 	// --- Exported labels and annotations are one property each: b's
 	// maps differ from a's (one key more, one value other), so the import
 	// carries a's maps whole and both exports say so.
@@ -305,7 +354,7 @@ func TestMCSController(t *testing.T) {
 	foreignImport(b, "demo", "squatter", predicted[0])
 	time.Sleep(time.Second) // the controller's cache sees the squatter first
 	exportService(t, a, "demo", "predicted", servicePorts("http", 80), endpoints("http", 8080, "10.1.0.5"))
-	si := waitImport(t, a, "demo", "predicted", func(si *mcsv1beta1.ServiceImport) bool { return len(si.Spec.IPs) == 1 })
+	si = waitImport(t, a, "demo", "predicted", func(si *mcsv1beta1.ServiceImport) bool { return len(si.Spec.IPs) == 1 })
 	if si.Spec.IPs[0] == predicted[0] {
 		t.Errorf("demo/predicted got %s, the IP a foreign import squats", predicted[0])
 	}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/multiclusterservices/export"
+	mcsproxy "k8s.io/multiclusterservices/proxy"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
@@ -58,8 +59,60 @@ func (c *Controller) syncMember(ctx context.Context, m *member, key string) erro
 	if err != nil || si == nil {
 		return errors.Join(append(errs, err)...)
 	}
-	errs = append(errs, c.writeSlices(ctx, m, key, d, si), c.writeImportStatus(ctx, m, d, si))
+	errs = append(errs, c.writeSlices(ctx, m, key, d, si), c.writeImportStatus(ctx, m, d, si), c.writeNativeService(ctx, m, si))
 	return errors.Join(errs...)
+}
+
+// writeNativeService gives member m a Service of the import's name where
+// the exporter asks for native names (mcsproxy.AnnotationNativeNames) and
+// m has none, so that clients there can call it by name; the proxies add
+// the import's endpoints to it. A Service someone else created is never
+// changed or deleted: its owner gets an event saying that it now also
+// serves the clusterset's endpoints. The Service this controller created
+// is deleted when native names are turned off (and collected with the
+// import).
+func (c *Controller) writeNativeService(ctx context.Context, m *member, si *mcsv1beta1.ServiceImport) error {
+	policy, err := mcsproxy.NativeNamesOf(si.Annotations)
+	wanted := err == nil && policy.Strategy != mcsproxy.NativeNamesOff && si.Spec.Type == mcsv1beta1.ClusterSetIP
+	have, getErr := m.services.Services(si.Namespace).Get(si.Name)
+	exists := getErr == nil
+	ours := exists && have.Labels[export.LabelManagedBy] == c.cfg.ManagedBy
+	api := m.kube.CoreV1().Services(si.Namespace)
+	switch {
+	case !wanted && ours:
+		err := api.Delete(ctx, have.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(have.UID)}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("deleting Service %s/%s in %s: %w", si.Namespace, si.Name, m.id, err)
+		}
+	case wanted && !exists:
+		want := export.NativeService(si, c.cfg.ManagedBy)
+		created, err := api.Create(ctx, want, metav1.CreateOptions{FieldManager: fieldManager})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating Service %s/%s in %s: %w", si.Namespace, si.Name, m.id, err)
+		}
+		if err == nil {
+			m.recorder.Eventf(si, v1.EventTypeNormal, "NativeServiceCreated", "created Service %s so that %s reaches the clusterset by name (%s)", created.Name, si.Name, policy.Strategy)
+		}
+	case wanted && ours:
+		want := export.NativeService(si, c.cfg.ManagedBy)
+		if apiequality.Semantic.DeepEqual(want.Spec.Ports, have.Spec.Ports) && have.Spec.SessionAffinity == want.Spec.SessionAffinity &&
+			apiequality.Semantic.DeepEqual(want.Spec.SessionAffinityConfig, have.Spec.SessionAffinityConfig) {
+			return nil
+		}
+		update := have.DeepCopy()
+		update.Spec.Ports, update.Spec.SessionAffinity, update.Spec.SessionAffinityConfig = want.Spec.Ports, want.Spec.SessionAffinity, want.Spec.SessionAffinityConfig
+		if _, err := api.Update(ctx, update, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+			return fmt.Errorf("updating Service %s/%s in %s: %w", si.Namespace, si.Name, m.id, err)
+		}
+	case wanted && exists:
+		// Someone else's Service: told once per change of policy.
+		id := m.id + "/" + string(have.UID) + "/" + string(policy.Strategy)
+		if _, told := c.unmirrored.LoadOrStore(id, true); !told {
+			m.recorder.Eventf(have, v1.EventTypeNormal, "ServesClusterSetEndpoints",
+				"the exporters of ServiceImport %s ask for native names (%s): this Service's ClusterIP also reaches the endpoints of other clusters", si.Name, policy.Strategy)
+		}
+	}
+	return nil
 }
 
 // writeExportStatus sets the conditions of m's export of ns/name.
@@ -413,6 +466,14 @@ func (c *Controller) removeImport(ctx context.Context, m *member, ns, name strin
 			continue
 		}
 		errs = append(errs, c.deleteSlice(ctx, m, s, si))
+	}
+	if svc, err := m.services.Services(ns).Get(name); err == nil && svc.Labels[export.LabelManagedBy] == c.cfg.ManagedBy && !retainedAny {
+		// The native Service goes with its import (its owner reference
+		// says so too, for a member whose garbage collector is slow).
+		err := m.kube.CoreV1().Services(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(svc.UID)}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			errs = append(errs, err)
+		}
 	}
 	if si != nil && si.Labels[managedLabel] == c.cfg.ManagedBy && !retainedAny {
 		err := m.mcs.MulticlusterV1beta1().ServiceImports(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(si.UID)}})

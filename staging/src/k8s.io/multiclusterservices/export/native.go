@@ -1,0 +1,61 @@
+package export
+
+import (
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// LabelManagedBy marks the Services the mcs-controller writes (native
+// names), as app.kubernetes.io/managed-by does: the controller changes or
+// deletes a Service only when it carries its own value.
+const LabelManagedBy = "app.kubernetes.io/managed-by"
+
+// NativeService is the Service a member gets for import si when the
+// exporter asks for native names and the member has no Service of that
+// name: selector-less (its endpoints are the import's, which proxies add),
+// with the import's ports and session affinity, owned by the import so
+// that it goes with it. The apiserver picks its cluster IPs from the
+// member's own Service ranges, in the families the member serves.
+func NativeService(si *mcsv1beta1.ServiceImport, managedBy string) *v1.Service {
+	svc := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: si.Namespace,
+			Name:      si.Name,
+			Labels: map[string]string{
+				LabelManagedBy:              managedBy,
+				mcsv1beta1.LabelServiceName: si.Name,
+			},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: mcsv1beta1.GroupVersion.String(),
+				Kind:       mcsv1beta1.ServiceImportKindName,
+				Name:       si.Name,
+				UID:        si.UID,
+			}},
+		},
+		Spec: v1.ServiceSpec{
+			Type:            v1.ServiceTypeClusterIP,
+			IPFamilyPolicy:  ptr.To(v1.IPFamilyPolicyPreferDualStack),
+			SessionAffinity: si.Spec.SessionAffinity,
+		},
+	}
+	if svc.Spec.SessionAffinity == "" {
+		svc.Spec.SessionAffinity = v1.ServiceAffinityNone
+	}
+	if svc.Spec.SessionAffinity == v1.ServiceAffinityClientIP && si.Spec.SessionAffinityConfig != nil {
+		svc.Spec.SessionAffinityConfig = si.Spec.SessionAffinityConfig.DeepCopy()
+	}
+	for _, p := range si.Spec.Ports {
+		sp := v1.ServicePort{Name: p.Name, Protocol: p.Protocol, Port: p.Port, TargetPort: intstr.FromInt32(p.Port)}
+		if sp.Protocol == "" {
+			sp.Protocol = v1.ProtocolTCP
+		}
+		if p.AppProtocol != nil {
+			sp.AppProtocol = ptr.To(*p.AppProtocol)
+		}
+		svc.Spec.Ports = append(svc.Spec.Ports, sp)
+	}
+	return svc
+}
