@@ -58,7 +58,11 @@ func (p *Proxier) localSliceChanged(old, slice *discoveryv1.EndpointSlice) {
 func (p *Proxier) reconcileNative(key types.NamespacedName) {
 	st := p.native[key]
 	if st == nil {
-		return
+		// A Service with no slice of its own (selector-less, as the
+		// controller creates them where a member had none) still gets the
+		// import's endpoints.
+		st = &nativeState{}
+		p.native[key] = st
 	}
 	want := map[string]*discoveryv1.EndpointSlice{}
 	if policy, remote := p.nativePolicy(key); policy.Strategy != mcsproxy.NativeNamesOff {

@@ -95,3 +95,25 @@ func TestNativeNames(t *testing.T) {
 	p.OnEndpointSliceUpdate(local, notReady)
 	want("no native names, local endpoint not ready", "ns/web", "10.3.0.1")
 }
+
+// A Service with no slice of its own (the selector-less one the controller
+// creates where a member had none) gets the import's remote endpoints.
+func TestNativeNamesForAServiceWithoutSlices(t *testing.T) {
+	f := newFixture(t)
+	p := f.proxier
+	p.SetLocalClusterID("cluster-local")
+	si := serviceImport("ns", "web", 0, "10.250.0.10")
+	si.Annotations = map[string]string{mcsproxy.AnnotationNativeNames: "RemoteAndLocal"}
+	p.OnEndpointSliceAdd(mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1"))
+	p.OnServiceImportUpsert(si)
+	if got := f.provider.endpointsOf("ns/web"); !slices.Equal(got, []string{"10.1.0.1"}) {
+		t.Errorf("ns/web has endpoints %v, want the import's", got)
+	}
+	p.OnServiceImportDelete(si)
+	if got := f.provider.endpointsOf("ns/web"); len(got) != 0 {
+		t.Errorf("ns/web keeps endpoints %v after the import went", got)
+	}
+	if len(p.native) != 0 {
+		t.Errorf("native state kept for %d names with nothing left", len(p.native))
+	}
+}
