@@ -30,10 +30,13 @@ type nativeState struct {
 
 // localSliceChanged records a change of a local Service's slice (old or
 // slice nil for an add or a delete) and decides that Service's native name
-// again.
+// again, once the change is whole: an update decided in two halves would
+// see the Service without the slice for a moment, and LocalFirst could
+// fail over and back within one event.
 func (p *Proxier) localSliceChanged(old, slice *discoveryv1.EndpointSlice) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	var keys []types.NamespacedName
 	for _, s := range []*discoveryv1.EndpointSlice{old, slice} {
 		if s == nil {
 			continue
@@ -48,6 +51,11 @@ func (p *Proxier) localSliceChanged(old, slice *discoveryv1.EndpointSlice) {
 		if s == slice {
 			st.local = append(st.local, slice)
 		}
+		if !slices.Contains(keys, key) {
+			keys = append(keys, key)
+		}
+	}
+	for _, key := range keys {
 		p.reconcileNative(key)
 	}
 }

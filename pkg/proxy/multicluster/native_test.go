@@ -117,3 +117,22 @@ func TestNativeNamesForAServiceWithoutSlices(t *testing.T) {
 		t.Errorf("native state kept for %d names with nothing left", len(p.native))
 	}
 }
+
+// An update of a local slice is decided whole: LocalFirst never sees the
+// Service without it, so the remote endpoints do not come and go within
+// one event.
+func TestNativeNamesUpdateIsDecidedWhole(t *testing.T) {
+	f := newFixture(t)
+	p := f.proxier
+	p.SetLocalClusterID("cluster-local")
+	local := localSlice("ns", "web-local", "web", true, "10.3.0.1")
+	p.OnEndpointSliceAdd(local)
+	si := serviceImport("ns", "web", 0, "10.250.0.10")
+	si.Annotations = map[string]string{mcsproxy.AnnotationNativeNames: "LocalFirst"}
+	p.OnServiceImportUpsert(si)
+	p.OnEndpointSliceAdd(mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1"))
+	f.provider.takeCalls()
+	moved := localSlice("ns", "web-local", "web", true, "10.3.0.2")
+	p.OnEndpointSliceUpdate(local, moved)
+	f.expectCalls("SliceUpdate ns/web-local")
+}
