@@ -270,11 +270,11 @@ func (c *Controller) getDesired(key string) *desiredState {
 	return c.desired[key]
 }
 
-// reportOutsidePodRanges says, once per slice version, that addresses of
-// a slice of an exported Service are not mirrored because they lie
-// outside the source cluster's pod ranges.
+// reportOutsidePodRanges says, once per slice, that addresses of a slice
+// of an exported Service are not mirrored because they lie outside the
+// source cluster's pod ranges.
 func (c *Controller) reportOutsidePodRanges(cluster string, s *discoveryv1.EndpointSlice, dropped []string) {
-	id := cluster + "/" + string(s.UID) + "/" + s.ResourceVersion + "/outside"
+	id := cluster + "/" + string(s.UID) + "/outside"
 	if _, seen := c.unmirrored.LoadOrStore(id, true); seen {
 		return
 	}
