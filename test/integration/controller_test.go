@@ -1269,4 +1269,17 @@ func TestMCSControllerExportNamespacesPerMember(t *testing.T) {
 		waitImport(t, m, "demo", "web", func(si *mcsv1beta1.ServiceImport) bool { return clustersString(si) == "cluster-a" })
 		waitSlices(t, m, "team-b", "api", "cluster-b=10.2.0.1 ports http:8080")
 	}
+
+	// Consumer clusters: team-b/api is imported only where its exporter
+	// says; changing the list converges without a restart.
+	ctx := context.Background()
+	setExported(t, b, "team-b", "api", nil, map[string]string{"multiclusterservices.k8s.io/consumer-clusters": "cluster-b"})
+	eventually(t, 30*time.Second, "team-b/api gone from cluster-a, a non-consumer", func() (bool, string) {
+		_, err := a.mcs.MulticlusterV1beta1().ServiceImports("team-b").Get(ctx, "api", metav1.GetOptions{})
+		n := len(importedSlices(t, a, "team-b", "api"))
+		return apierrors.IsNotFound(err) && n == 0, fmt.Sprintf("import err %v, %d slices", err, n)
+	})
+	waitSlices(t, b, "team-b", "api", "cluster-b=10.2.0.1 ports http:8080")
+	setExported(t, b, "team-b", "api", nil, map[string]string{"multiclusterservices.k8s.io/consumer-clusters": "cluster-a,cluster-b"})
+	waitSlices(t, a, "team-b", "api", "cluster-b=10.2.0.1 ports http:8080")
 }

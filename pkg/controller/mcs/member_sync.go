@@ -45,7 +45,9 @@ func (c *Controller) syncMember(ctx context.Context, m *member, key string) erro
 	}
 	n, err := m.namespaces.Get(ns)
 	nsExists := err == nil && n.Status.Phase != v1.NamespaceTerminating
-	if d.Import == nil || !nsExists {
+	// A service is imported where its namespace exists (KEP-1645), and
+	// only into the consumer clusters its exporters name, if they do.
+	if d.Import == nil || !nsExists || !export.Consumes(d.Import.Annotations, m.id) {
 		errs = append(errs, c.removeImport(ctx, m, ns, name))
 		if err := errors.Join(errs...); err != nil {
 			return err

@@ -1,6 +1,8 @@
 package export
 
 import (
+	"strings"
+
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -58,4 +60,26 @@ func NativeService(si *mcsv1beta1.ServiceImport, managedBy string) *v1.Service {
 		svc.Spec.Ports = append(svc.Spec.Ports, sp)
 	}
 	return svc
+}
+
+// AnnotationConsumerClusters, in a ServiceExport's exportedAnnotations
+// (and so on the import), names the clusters that import the service,
+// comma-separated: the others get no ServiceImport, no EndpointSlices, and
+// so no rules and no DNS name for it. Absent, every cluster imports it
+// (KEP-1645); present and empty, none does.
+const AnnotationConsumerClusters = "multiclusterservices.k8s.io/consumer-clusters"
+
+// Consumes tells whether cluster imports a service whose import carries
+// annotations.
+func Consumes(annotations map[string]string, cluster string) bool {
+	list, limited := annotations[AnnotationConsumerClusters]
+	if !limited {
+		return true
+	}
+	for _, c := range strings.Split(list, ",") {
+		if strings.TrimSpace(c) == cluster {
+			return true
+		}
+	}
+	return false
 }

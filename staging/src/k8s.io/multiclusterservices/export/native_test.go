@@ -50,3 +50,21 @@ func TestNativeService(t *testing.T) {
 		t.Errorf("a native Service must select no pods: its endpoints are the import's")
 	}
 }
+
+func TestConsumes(t *testing.T) {
+	for _, tt := range []struct {
+		annotations map[string]string
+		cluster     string
+		want        bool
+	}{
+		{nil, "cluster-a", true},
+		{map[string]string{AnnotationConsumerClusters: "cluster-b, cluster-c"}, "cluster-c", true},
+		{map[string]string{AnnotationConsumerClusters: "cluster-b,cluster-c"}, "cluster-a", false},
+		{map[string]string{AnnotationConsumerClusters: ""}, "cluster-a", false},
+		{map[string]string{AnnotationConsumerClusters: "cluster-ab"}, "cluster-a", false},
+	} {
+		if got := Consumes(tt.annotations, tt.cluster); got != tt.want {
+			t.Errorf("Consumes(%v, %s) = %v, want %v", tt.annotations, tt.cluster, got, tt.want)
+		}
+	}
+}
