@@ -382,3 +382,42 @@ func (k *kind) startGateOff(t *testing.T, m *member, ns, node string) (gateOff, 
 	}
 	return reader(pods[0].Name), reader(pods[1].Name)
 }
+
+// stopController scales the mcs-controller Deployment (mcs-system, in the
+// member that runs it) to zero until its pods are gone, and returns what
+// scales it back and waits until it is available.
+func (k *kind) stopController(t *testing.T) func(*testing.T) {
+	t.Helper()
+	for _, m := range k.ms {
+		deployments := m.Client.AppsV1().Deployments("mcs-system")
+		d, err := deployments.Get(t.Context(), "mcs-controller", metav1.GetOptions{})
+		if err != nil {
+			continue
+		}
+		replicas := *d.Spec.Replicas
+		scale := func(ctx context.Context, n int32) error {
+			patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)
+			_, err := deployments.Patch(ctx, "mcs-controller", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+			return err
+		}
+		if err := scale(t.Context(), 0); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = scale(context.Background(), replicas) })
+		eventually(t, 120*time.Second, "the mcs-controller's pods to go", func() (bool, string) {
+			pods, err := m.Client.CoreV1().Pods("mcs-system").List(t.Context(), metav1.ListOptions{LabelSelector: "app=mcs-controller"})
+			return err == nil && len(pods.Items) == 0, errString(err)
+		})
+		return func(t *testing.T) {
+			if err := scale(t.Context(), replicas); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 120*time.Second, "the mcs-controller to be available", func() (bool, string) {
+				d, err := deployments.Get(t.Context(), "mcs-controller", metav1.GetOptions{})
+				return err == nil && d.Status.AvailableReplicas == replicas, errString(err)
+			})
+		}
+	}
+	t.Fatal("no member runs the mcs-controller Deployment mcs-system/mcs-controller")
+	return nil
+}

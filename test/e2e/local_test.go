@@ -33,6 +33,11 @@ type local struct {
 
 	mu    sync.Mutex
 	netns map[string]string // "cluster/ns/pod" -> network namespace
+
+	// controller is the running mcs-controller process, started with
+	// controllerArgs.
+	controller     *process.Process
+	controllerArgs []string
 }
 
 func upLocal(t *testing.T) *local {
@@ -75,18 +80,47 @@ func upLocal(t *testing.T) *local {
 	}
 	// The leader election Lease lives in cluster-b so that cluster-a's
 	// outage (case 9) does not take the controller's leadership with it.
-	controller, err := cs.StartController("--leader-elect-context="+cs.Clusters[1].Name,
-		"--endpoint-ttl="+localEndpointTTL.String())
-	if err != nil {
+	l.controllerArgs = []string{"--leader-elect-context=" + cs.Clusters[1].Name, "--endpoint-ttl=" + localEndpointTTL.String()}
+	if l.controller, err = cs.StartController(l.controllerArgs...); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		l.mu.Lock()
+		controller := l.controller
+		l.mu.Unlock()
+		if controller == nil {
+			return
+		}
 		controller.Stop(5 * time.Second)
 		if t.Failed() {
 			t.Logf("last lines of %s:\n%s", controller.LogFile(), process.Tail(controller.LogFile(), 40))
 		}
 	})
 	return l
+}
+
+func (l *local) stopController(t *testing.T) func(*testing.T) {
+	t.Helper()
+	l.mu.Lock()
+	controller := l.controller
+	l.controller = nil
+	l.mu.Unlock()
+	controller.Stop(5 * time.Second)
+	start := func(t *testing.T) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.controller != nil {
+			return
+		}
+		c, err := l.cs.StartController(l.controllerArgs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.controller = c
+	}
+	// Whatever happens, the suite gets its controller back.
+	t.Cleanup(func() { start(t) })
+	return start
 }
 
 func (l *local) members() []*member         { return l.ms }

@@ -60,7 +60,9 @@ func (s *suite) testNativeNames(t *testing.T) {
 		}
 		waitAnswers(t, client, "tcp", hostPort(ip, 80), 20, podsB)
 
+		// With the mcs-controller stopped (failover needs no API write),
 		// B's pod goes: failover to A's, decided by B's kube-proxy.
+		startController := s.p.stopController(t)
 		if err := s.b.Client.CoreV1().Pods(sp.name).Delete(t.Context(), "web-b-1", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -71,5 +73,6 @@ func (s *suite) testNativeNames(t *testing.T) {
 		if got := client.answers("tcp", hostPort(ip, 80), 20); strings.Contains(strings.Join(got, ","), "web-a") {
 			t.Errorf("after failback A's pods still answer: %v", got)
 		}
+		startController(t)
 	})
 }

@@ -43,6 +43,9 @@ type provider interface {
 	// upstream kube-proxy of the pinned version, both nftables, against m.
 	// It returns what reads each one's ruleset.
 	startGateOff(t *testing.T, m *member, ns, node string) (gateOff, upstream func(context.Context) (string, error))
+	// stopController stops the mcs-controller, every replica, and returns
+	// what starts it again.
+	stopController(t *testing.T) (start func(*testing.T))
 	// endpointTTL is the controller's --endpoint-ttl: how long a source
 	// cluster's endpoints outlive its unreachable apiserver.
 	endpointTTL() time.Duration
