@@ -1282,4 +1282,20 @@ func TestMCSControllerExportNamespacesPerMember(t *testing.T) {
 	waitSlices(t, b, "team-b", "api", "cluster-b=10.2.0.1 ports http:8080")
 	setExported(t, b, "team-b", "api", nil, map[string]string{"multiclusterservices.k8s.io/consumer-clusters": "cluster-a,cluster-b"})
 	waitSlices(t, a, "team-b", "api", "cluster-b=10.2.0.1 ports http:8080")
+
+	// Provider clusters: a exports team-b/api too, and serves it, until
+	// b's export (the oldest, whose annotations count) names b alone.
+	exportService(t, a, "team-b", "api", servicePorts("http", 80), endpoints("http", 8080, "10.1.0.8"))
+	for _, m := range []*testMember{a, b} {
+		waitSlices(t, m, "team-b", "api", "cluster-a=10.1.0.8 ports http:8080;cluster-b=10.2.0.1 ports http:8080")
+	}
+	setExported(t, b, "team-b", "api", nil, map[string]string{"multiclusterservices.k8s.io/provider-clusters": "cluster-b"})
+	for _, m := range []*testMember{a, b} {
+		waitSlices(t, m, "team-b", "api", "cluster-b=10.2.0.1 ports http:8080")
+		waitImport(t, m, "team-b", "api", func(si *mcsv1beta1.ServiceImport) bool { return clustersString(si) == "cluster-b" })
+	}
+	se = waitExportConditions(t, a, "team-b", "api", "Valid=True/Valid Ready=False/NotAProvider Conflict=True/AnnotationsConflict")
+	if msg := meta.FindStatusCondition(se.Status.Conditions, "Ready").Message; !strings.Contains(msg, "[cluster-b]") {
+		t.Errorf("Ready message does not name the providers: %s", msg)
+	}
 }

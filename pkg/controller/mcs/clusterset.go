@@ -96,6 +96,26 @@ func (c *Controller) syncClusterset(ctx context.Context, key string) error {
 	}
 
 	r := export.Merge(exports)
+	// Provision: the exporters may name the clusters whose endpoints serve
+	// the name (in the oldest export's annotations, as every exported
+	// annotation). The others' exports then shape and serve nothing; the
+	// import keeps the annotations that said so.
+	providers, limited := export.Providers(r.Annotations)
+	var notProviding []string
+	if limited {
+		var serving []export.Export
+		for _, e := range exports {
+			if slices.Contains(providers, e.Cluster) {
+				serving = append(serving, e)
+			} else {
+				notProviding = append(notProviding, e.Cluster)
+			}
+		}
+		all := r
+		exports = serving
+		r = export.Merge(exports)
+		r.Labels, r.Annotations, r.Conflicts = all.Labels, all.Annotations, all.Conflicts
+	}
 	d := &desiredState{ExportConditions: map[string][]metav1.Condition{}}
 	readyMessage := ""
 	if missing := c.membersWithoutNamespace(ns); len(exports) > 0 && len(missing) > 0 {
@@ -105,6 +125,9 @@ func (c *Controller) syncClusterset(ctx context.Context, key string) error {
 	}
 	for id, v := range validity {
 		d.ExportConditions[id] = export.ExportConditions(v, r.Conflicts, readyMessage)
+		if slices.Contains(notProviding, id) {
+			d.ExportConditions[id] = export.NotAProvider(v, id, providers, r.Conflicts)
+		}
 	}
 
 	if len(exports) == 0 {

@@ -1,6 +1,7 @@
 package export
 
 import (
+	"fmt"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -82,4 +83,40 @@ func Consumes(annotations map[string]string, cluster string) bool {
 		}
 	}
 	return false
+}
+
+// AnnotationProviderClusters, in a ServiceExport's exportedAnnotations,
+// names the clusters whose endpoints serve the service (provision),
+// comma-separated: the exports of any other cluster shape nothing and
+// serve nothing. Absent, every exporting cluster provides (KEP-1645).
+const AnnotationProviderClusters = "multiclusterservices.k8s.io/provider-clusters"
+
+// ReasonNotAProvider is the Ready reason of an export from a cluster the
+// providers list leaves out.
+const ReasonNotAProvider = "NotAProvider"
+
+// Providers returns the provider clusters the annotations name, and
+// whether they name any list at all.
+func Providers(annotations map[string]string) ([]string, bool) {
+	list, limited := annotations[AnnotationProviderClusters]
+	if !limited {
+		return nil, false
+	}
+	var out []string
+	for _, c := range strings.Split(list, ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			out = append(out, c)
+		}
+	}
+	return out, true
+}
+
+// NotAProvider returns the conditions of a valid export (v) from a cluster
+// that the providers list leaves out.
+func NotAProvider(v Validity, cluster string, providers []string, conflicts []Conflict) []metav1.Condition {
+	conds := ExportConditions(v, conflicts, "")
+	conds[1].Status = metav1.ConditionFalse
+	conds[1].Reason = ReasonNotAProvider
+	conds[1].Message = fmt.Sprintf("the exporters name the providers of this service %v: cluster %s's endpoints are not exported", providers, cluster)
+	return conds
 }

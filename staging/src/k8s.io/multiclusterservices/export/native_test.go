@@ -68,3 +68,16 @@ func TestConsumes(t *testing.T) {
 		}
 	}
 }
+
+func TestProviders(t *testing.T) {
+	if got, limited := Providers(nil); limited || got != nil {
+		t.Errorf("no annotation: %v %v, want every cluster", got, limited)
+	}
+	if got, limited := Providers(map[string]string{AnnotationProviderClusters: " cluster-a, ,cluster-b"}); !limited || len(got) != 2 || got[0] != "cluster-a" || got[1] != "cluster-b" {
+		t.Errorf("Providers = %v %v", got, limited)
+	}
+	conds := NotAProvider(Validity{Valid: true, Reason: "Valid"}, "cluster-c", []string{"cluster-a"}, nil)
+	if conds[0].Status != metav1.ConditionTrue || conds[1].Status != metav1.ConditionFalse || conds[1].Reason != ReasonNotAProvider {
+		t.Errorf("conditions %+v", conds)
+	}
+}
