@@ -162,6 +162,19 @@ func TestMCSController(t *testing.T) {
 		t.Errorf("native Service: labels %v selector %v owners %v clusterIP %q ports %v", nativeSvc.Labels, nativeSvc.Spec.Selector, nativeSvc.OwnerReferences, nativeSvc.Spec.ClusterIP, nativeSvc.Spec.Ports)
 	}
 	waitEventOn(t, c, "ServiceImport", "demo", "web", "NativeServiceCreated")
+	nativeCondition := func(m *testMember, want string) {
+		t.Helper()
+		waitImport(t, m, "demo", "web", func(si *mcsv1beta1.ServiceImport) bool {
+			cond := meta.FindStatusCondition(si.Status.Conditions, "NativeNames")
+			if want == "" {
+				return cond == nil
+			}
+			return cond != nil && string(cond.Status)+"/"+cond.Reason == want
+		})
+	}
+	nativeCondition(c, "True/ServiceCreated")
+	nativeCondition(a, "True/ServiceMerged")
+	nativeCondition(b, "True/ServiceMerged")
 	for _, m := range []*testMember{a, b} {
 		waitEventOn(t, m, "Service", "demo", "web", "ServesClusterSetEndpoints")
 		if svc, _ := m.kube.CoreV1().Services("demo").Get(ctx, "web", metav1.GetOptions{}); svc.ResourceVersion != userRV[m.id] {
@@ -176,6 +189,8 @@ func TestMCSController(t *testing.T) {
 		_, err := c.kube.CoreV1().Services("demo").Get(ctx, "web", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
+	nativeCondition(c, "")
+	nativeCondition(a, "")
 	for _, m := range []*testMember{a, b} {
 		if _, err := m.kube.CoreV1().Services("demo").Get(ctx, "web", metav1.GetOptions{}); err != nil {
 			t.Errorf("%s: the user's Service: %v", m.id, err)

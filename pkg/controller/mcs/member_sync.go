@@ -234,6 +234,14 @@ func (c *Controller) writeImportStatus(ctx context.Context, m *member, d *desire
 	stale.ObservedGeneration = si.Generation
 	staleBefore := meta.FindStatusCondition(si.Status.Conditions, stale.Type)
 	meta.SetStatusCondition(&status.Conditions, stale)
+	native, nativeOn := c.nativeNamesCondition(m, si)
+	nativeBefore := meta.FindStatusCondition(si.Status.Conditions, ConditionNativeNames)
+	if nativeOn {
+		native.ObservedGeneration = si.Generation
+		meta.SetStatusCondition(&status.Conditions, native)
+	} else {
+		meta.RemoveStatusCondition(&status.Conditions, ConditionNativeNames)
+	}
 	if apiequality.Semantic.DeepEqual(status, si.Status) {
 		return nil
 	}
@@ -251,7 +259,56 @@ func (c *Controller) writeImportStatus(ctx context.Context, m *member, d *desire
 	if stale.Status == metav1.ConditionTrue && (staleBefore == nil || staleBefore.Status != stale.Status) {
 		m.recorder.Event(si, v1.EventTypeWarning, stale.Reason, stale.Message)
 	}
+	if nativeOn && native.Status == metav1.ConditionFalse && (nativeBefore == nil || nativeBefore.Reason != native.Reason) {
+		m.recorder.Event(si, v1.EventTypeWarning, native.Reason, native.Message)
+	}
 	return nil
+}
+
+// ConditionNativeNames is a ServiceImport condition of this controller's,
+// present while the exporters ask for native names: whether the local
+// Service of the import's name in this member serves the import's
+// endpoints (the proxies add them), and why not.
+const ConditionNativeNames = "NativeNames"
+
+// nativeNamesCondition is the NativeNames condition of si in m, and
+// whether it applies at all.
+func (c *Controller) nativeNamesCondition(m *member, si *mcsv1beta1.ServiceImport) (metav1.Condition, bool) {
+	cond := metav1.Condition{Type: ConditionNativeNames}
+	policy, err := mcsproxy.NativeNamesOf(si.Annotations)
+	switch {
+	case err != nil:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "InvalidNativeNames", err.Error()
+		return cond, true
+	case policy.Strategy == mcsproxy.NativeNamesOff:
+		return cond, false
+	case si.Spec.Type != mcsv1beta1.ClusterSetIP:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "HeadlessImport", "a headless import has no endpoints a local Service could add; native names apply to ClusterSetIP imports"
+		return cond, true
+	}
+	svc, err := m.services.Services(si.Namespace).Get(si.Name)
+	switch {
+	case err != nil:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, "ServiceCreated", fmt.Sprintf("Service %s is created for the import (%s)", si.Name, policy.Strategy)
+	case svc.Labels[export.LabelManagedBy] == c.cfg.ManagedBy:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, "ServiceCreated", fmt.Sprintf("Service %s was created for the import (%s)", si.Name, policy.Strategy)
+	case svc.Spec.Type == v1.ServiceTypeExternalName || svc.Spec.ClusterIP == v1.ClusterIPNone:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "ServiceTypeConflict", fmt.Sprintf("the local Service %s is %s and has no ClusterIP for the import's endpoints", si.Name, map[bool]string{true: "an ExternalName Service", false: "headless"}[svc.Spec.Type == v1.ServiceTypeExternalName])
+	default:
+		var missing []string
+		for _, p := range si.Spec.Ports {
+			if !slices.ContainsFunc(svc.Spec.Ports, func(sp v1.ServicePort) bool { return sp.Name == p.Name }) {
+				missing = append(missing, fmt.Sprintf("%q", p.Name))
+			}
+		}
+		if len(missing) > 0 {
+			cond.Status, cond.Reason = metav1.ConditionFalse, "PortConflict"
+			cond.Message = fmt.Sprintf("the local Service %s has no port named %s: the import's endpoints for it are not added (endpoints are matched to ports by name)", si.Name, strings.Join(missing, ", "))
+		} else {
+			cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, "ServiceMerged", fmt.Sprintf("the import's endpoints join the local Service %s (%s)", si.Name, policy.Strategy)
+		}
+	}
+	return cond, true
 }
 
 // ConditionEndpointsStale is a ServiceImport condition of this
