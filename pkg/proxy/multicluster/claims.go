@@ -80,11 +80,6 @@ func (x *claimIndex) owner(ip netip.Addr) (types.NamespacedName, bool) {
 	return types.NamespacedName{}, false
 }
 
-// ips returns the IPs import key claims.
-func (x *claimIndex) ips(key types.NamespacedName) []netip.Addr {
-	return x.ofKey[key].ips
-}
-
 // setImport replaces the claims of c.key with ips (none: the import claims
 // nothing) and returns the imports whose standing may have changed: c.key
 // and the owners, before and after, of every IP it claimed or claims.
@@ -161,7 +156,7 @@ func (x *claimIndex) setService(key types.NamespacedName, ips []netip.Addr) sets
 	return affected
 }
 
-// serviceIPs returns the IPs recorded for a local Service.
+// ipsOfService returns the IPs recorded for a local Service.
 func (x *claimIndex) ipsOfService(key types.NamespacedName) []netip.Addr {
 	return x.ipsOf[key]
 }

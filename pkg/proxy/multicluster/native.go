@@ -64,8 +64,13 @@ func (p *Proxier) localSliceChanged(old, slice *discoveryv1.EndpointSlice) {
 // the import key's remote slices that its policy selects, and takes back
 // the others. Called with p.mu held.
 func (p *Proxier) reconcileNative(key types.NamespacedName) {
+	policy, remote := p.nativePolicy(key)
 	st := p.native[key]
 	if st == nil {
+		if policy.Strategy == mcsproxy.NativeNamesOff {
+			// Nothing held, nothing wanted: most imports and slices.
+			return
+		}
 		// A Service with no slice of its own (selector-less, as the
 		// controller creates them where a member had none) still gets the
 		// import's endpoints.
@@ -73,7 +78,7 @@ func (p *Proxier) reconcileNative(key types.NamespacedName) {
 		p.native[key] = st
 	}
 	want := map[string]*discoveryv1.EndpointSlice{}
-	if policy, remote := p.nativePolicy(key); policy.Strategy != mcsproxy.NativeNamesOff {
+	if policy.Strategy != mcsproxy.NativeNamesOff {
 		selected := mcsproxy.SelectForLocalService(policy, st.local, remote)
 		for _, s := range selected[len(st.local):] {
 			want[s.Name] = s

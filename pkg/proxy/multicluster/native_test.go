@@ -7,6 +7,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 	"k8s.io/utils/ptr"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
 // localSlice is a local Service's own slice, as kube-proxy's informer
@@ -20,25 +21,35 @@ func localSlice(ns, name, service string, ready bool, addrs ...string) *discover
 	return s
 }
 
-// TestNativeNames follows one Service, ns/web, with its own endpoint
-// (10.3.0.1) and an import of the same name served by cluster-a (10.1.0.1)
-// and by this cluster (10.3.0.1 again, already the local Service's).
-func TestNativeNames(t *testing.T) {
+// localFirstWeb sets up, in a proxier that knows its cluster ID
+// (cluster-local), Service ns/web's own ready slice (10.3.0.1) and a
+// LocalFirst import of that name served by cluster-a (10.1.0.1). It returns
+// the fixture, the local slice and the import.
+func localFirstWeb(t *testing.T) (*fixture, *discoveryv1.EndpointSlice, *mcsv1beta1.ServiceImport) {
 	f := newFixture(t)
 	p := f.proxier
 	p.SetLocalClusterID("cluster-local")
-	want := func(what string, service string, addrs ...string) {
-		t.Helper()
-		if got := f.provider.endpointsOf(service); !slices.Equal(got, addrs) {
-			t.Errorf("%s: %s has endpoints %v, want %v", what, service, got, addrs)
-		}
-	}
 	local := localSlice("ns", "web-local", "web", true, "10.3.0.1")
 	p.OnEndpointSliceAdd(local)
 	si := serviceImport("ns", "web", 0, "10.250.0.10")
 	si.Annotations = map[string]string{mcsproxy.AnnotationNativeNames: "LocalFirst"}
 	p.OnServiceImportUpsert(si)
 	p.OnEndpointSliceAdd(mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1"))
+	return f, local, si
+}
+
+// TestNativeNames follows one Service, ns/web, with its own endpoint
+// (10.3.0.1) and an import of the same name served by cluster-a (10.1.0.1)
+// and by this cluster (10.3.0.1 again, already the local Service's).
+func TestNativeNames(t *testing.T) {
+	f, local, si := localFirstWeb(t)
+	p := f.proxier
+	want := func(what string, service string, addrs ...string) {
+		t.Helper()
+		if got := f.provider.endpointsOf(service); !slices.Equal(got, addrs) {
+			t.Errorf("%s: %s has endpoints %v, want %v", what, service, got, addrs)
+		}
+	}
 	p.OnEndpointSliceAdd(mcsSlice("ns", "web-own", "web", "cluster-local", "10.3.0.1"))
 	want("LocalFirst, local endpoint ready", "ns/web", "10.3.0.1")
 	want("the clusterset IP is unchanged", "ns/web.clusterset", "10.1.0.1", "10.3.0.1")
@@ -122,17 +133,9 @@ func TestNativeNamesForAServiceWithoutSlices(t *testing.T) {
 // Service without it, so the remote endpoints do not come and go within
 // one event.
 func TestNativeNamesUpdateIsDecidedWhole(t *testing.T) {
-	f := newFixture(t)
-	p := f.proxier
-	p.SetLocalClusterID("cluster-local")
-	local := localSlice("ns", "web-local", "web", true, "10.3.0.1")
-	p.OnEndpointSliceAdd(local)
-	si := serviceImport("ns", "web", 0, "10.250.0.10")
-	si.Annotations = map[string]string{mcsproxy.AnnotationNativeNames: "LocalFirst"}
-	p.OnServiceImportUpsert(si)
-	p.OnEndpointSliceAdd(mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1"))
+	f, local, _ := localFirstWeb(t)
 	f.provider.takeCalls()
 	moved := localSlice("ns", "web-local", "web", true, "10.3.0.2")
-	p.OnEndpointSliceUpdate(local, moved)
+	f.proxier.OnEndpointSliceUpdate(local, moved)
 	f.expectCalls("SliceUpdate ns/web-local")
 }

@@ -233,8 +233,10 @@ func (p *Proxier) OnServiceSynced() {
 type sliceRoute int
 
 const (
+	// routeNone: no slice (the old side of an add, the new of a delete).
+	routeNone sliceRoute = iota
 	// routeLocal: a local Service's slice, for the wrapped Provider as is.
-	routeLocal sliceRoute = iota
+	routeLocal
 	// routeMultiCluster: an MCS EndpointSlice, checked and translated
 	// here before its import's rules get it.
 	routeMultiCluster
@@ -245,6 +247,8 @@ const (
 
 func routeOf(slice *discoveryv1.EndpointSlice) sliceRoute {
 	switch {
+	case slice == nil:
+		return routeNone
 	case mcsproxy.ClaimsImportService(slice):
 		return routeDropped
 	case mcsproxy.IsMultiClusterEndpointSlice(slice):
@@ -273,27 +277,12 @@ func (p *Proxier) OnEndpointSliceDelete(slice *discoveryv1.EndpointSlice) {
 
 // routeSlice delivers a change from old to slice (either nil for an add or
 // a delete) to where each belongs; a slice relabelled from one route to
-// another leaves the old one first.
+// another leaves the old one first. Native names follow every change of a
+// local Service's slices.
 func (p *Proxier) routeSlice(old, slice *discoveryv1.EndpointSlice) {
-	if old != nil && slice != nil && routeOf(old) == routeLocal && routeOf(slice) == routeLocal {
-		p.Provider.OnEndpointSliceUpdate(old, slice)
-		p.localSliceChanged(old, slice)
-		return
-	}
-	defer func() {
-		var localOld, localNew *discoveryv1.EndpointSlice
-		if old != nil && routeOf(old) == routeLocal {
-			localOld = old
-		}
-		if slice != nil && routeOf(slice) == routeLocal {
-			localNew = slice
-		}
-		if localOld != nil || localNew != nil {
-			p.localSliceChanged(localOld, localNew)
-		}
-	}()
-	if old != nil && (slice == nil || routeOf(old) != routeOf(slice)) {
-		switch routeOf(old) {
+	from, to := routeOf(old), routeOf(slice)
+	if from != to {
+		switch from {
 		case routeLocal:
 			p.Provider.OnEndpointSliceDelete(old)
 		case routeMultiCluster:
@@ -302,12 +291,9 @@ func (p *Proxier) routeSlice(old, slice *discoveryv1.EndpointSlice) {
 			p.forgetDroppedSlice(old)
 		}
 	}
-	if slice == nil {
-		return
-	}
-	switch routeOf(slice) {
+	switch to {
 	case routeLocal:
-		if old != nil && routeOf(old) == routeLocal {
+		if from == routeLocal {
 			p.Provider.OnEndpointSliceUpdate(old, slice)
 		} else {
 			p.Provider.OnEndpointSliceAdd(slice)
@@ -316,6 +302,16 @@ func (p *Proxier) routeSlice(old, slice *discoveryv1.EndpointSlice) {
 		p.OnMultiClusterEndpointSliceUpsert(slice)
 	case routeDropped:
 		p.dropSlice(slice)
+	}
+	if from == routeLocal || to == routeLocal {
+		var localOld, localNew *discoveryv1.EndpointSlice
+		if from == routeLocal {
+			localOld = old
+		}
+		if to == routeLocal {
+			localNew = slice
+		}
+		p.localSliceChanged(localOld, localNew)
 	}
 }
 
