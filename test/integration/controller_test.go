@@ -249,11 +249,7 @@ func TestMCSController(t *testing.T) {
 	})
 	waitSlices(t, b, "demo", "web", "cluster-a=10.1.0.1,10.1.0.2 ports http:8080;cluster-b=10.2.0.1 ports http:8080")
 	waitEventOn(t, b, "ServiceImport", "demo", "web", "ForeignEndpointSliceDeleted")
-	eventually(t, 30*time.Second, "the forged slice counted", func() (bool, string) {
-		out, err := httpGet("http://" + replica1.metrics + "/metrics")
-		want := `mcs_controller_foreign_endpointslices_deleted_total{cluster="cluster-b"} 1`
-		return strings.Contains(out, want), "no " + want + errString(err)
-	})
+	replica1.waitMetric(t, "the forged slice counted", `mcs_controller_foreign_endpointslices_deleted_total{cluster="cluster-b"} 1`)
 
 	// --- A member is not trusted blindly: a slice of the exported Service
 	// that Kubernetes' EndpointSlice controllers did not write stays in its
@@ -276,11 +272,7 @@ func TestMCSController(t *testing.T) {
 		waitSlices(t, m, "demo", "web", "cluster-a=10.1.0.1,10.1.0.2 ports http:8080;cluster-a=10.1.0.3 ports http:8080;cluster-b=10.2.0.1 ports http:8080")
 	}
 	waitEvent(t, a, "demo", "web", "EndpointSliceNotMirrored")
-	eventually(t, 30*time.Second, "the unmirrored slice counted", func() (bool, string) {
-		out, err := httpGet("http://" + replica1.metrics + "/metrics")
-		want := `mcs_controller_unmirrored_endpointslices_total{cluster="cluster-a"} 1`
-		return strings.Contains(out, want), "no " + want + errString(err)
-	})
+	replica1.waitMetric(t, "the unmirrored slice counted", `mcs_controller_unmirrored_endpointslices_total{cluster="cluster-a"} 1`)
 	for _, name := range []string{"web-by-hand", "web-metadata"} {
 		if err := a.kube.DiscoveryV1().EndpointSlices("demo").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
@@ -304,11 +296,7 @@ func TestMCSController(t *testing.T) {
 		waitSlices(t, m, "demo", "web", "cluster-a=10.1.0.1,10.1.0.2 ports http:8080;cluster-a=10.1.0.4 ports http:8080;cluster-b=10.2.0.1 ports http:8080")
 	}
 	waitEvent(t, a, "demo", "web", "EndpointsOutsidePodRanges")
-	eventually(t, 30*time.Second, "the address outside the pod ranges counted", func() (bool, string) {
-		out, err := httpGet("http://" + replica1.metrics + "/metrics")
-		want := `mcs_controller_endpoints_outside_pod_ranges_total{cluster="cluster-a"} 1`
-		return strings.Contains(out, want), "no " + want + errString(err)
-	})
+	replica1.waitMetric(t, "the address outside the pod ranges counted", `mcs_controller_endpoints_outside_pod_ranges_total{cluster="cluster-a"} 1`)
 	if err := a.kube.DiscoveryV1().EndpointSlices("demo").Delete(ctx, "web-elsewhere", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -341,11 +329,7 @@ func TestMCSController(t *testing.T) {
 			strings.Contains(cond.Message, "demo/evil ("+vip+")") && si.Spec.IPs[0] == vip
 	})
 	waitEventOn(t, c, "ServiceImport", "demo", "web", "ForeignServiceImport")
-	eventually(t, 30*time.Second, "the foreign claim counted", func() (bool, string) {
-		out, err := httpGet("http://" + replica1.metrics + "/metrics")
-		want := `mcs_controller_foreign_clusterset_ip_claims{cluster="cluster-c"} 1`
-		return strings.Contains(out, want), "no " + want + errString(err)
-	})
+	replica1.waitMetric(t, "the foreign claim counted", `mcs_controller_foreign_clusterset_ip_claims{cluster="cluster-c"} 1`)
 	for _, m := range []*testMember{a, b} {
 		waitImport(t, m, "demo", "web", func(si *mcsv1beta1.ServiceImport) bool {
 			cond := meta.FindStatusCondition(si.Status.Conditions, "ClusterSetIPConflict")
@@ -824,6 +808,16 @@ func exportService(t *testing.T, m *testMember, ns, name string, ports []v1.Serv
 		t.Fatal(err)
 	}
 	createExport(t, m, ns, name)
+}
+
+// waitMetric waits until the controller's /metrics holds line, e.g.
+// `mcs_controller_clusters 3`; what is a line that says what.
+func (r *runningController) waitMetric(t *testing.T, what, line string) {
+	t.Helper()
+	eventually(t, 30*time.Second, what, func() (bool, string) {
+		out, err := httpGet("http://" + r.metrics + "/metrics")
+		return strings.Contains(out, line), "no " + line + errString(err)
+	})
 }
 
 // metricLine returns the lines of a /metrics text that start with name.

@@ -242,7 +242,7 @@ func (c *Controller) retained(ns, name string) bool {
 			continue
 		}
 		si, err := m.imports.ServiceImports(ns).Get(name)
-		if err != nil || si.Labels[managedLabel] != c.cfg.ManagedBy {
+		if err != nil || !c.wrote(si) {
 			continue
 		}
 		for _, cs := range si.Status.Clusters {

@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -87,6 +88,12 @@ type Controller struct {
 // imports written by anyone else are never touched; proxies program only
 // imports whose label names a trusted manager.
 const managedLabel = mcsproxy.LabelImportManagedBy
+
+// wrote tells whether this controller wrote o (an import, or a Service it
+// created for native names): the only objects it changes or deletes.
+func (c *Controller) wrote(o metav1.Object) bool {
+	return o.GetLabels()[managedLabel] == c.cfg.ManagedBy
+}
 
 // fieldManager names the controller's writes of imported EndpointSlices in
 // their managedFields, whatever its user agent, so that a slice someone
@@ -426,7 +433,7 @@ func (c *Controller) addHandlers(m *member) {
 	// ours that has one of them hears of it (its status says so).
 	foreign := func(obj any, gone bool) {
 		si := importOf(obj)
-		if si == nil || si.Labels[managedLabel] == c.cfg.ManagedBy {
+		if si == nil || c.wrote(si) {
 			return
 		}
 		var ips []string

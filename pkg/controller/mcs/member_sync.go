@@ -78,14 +78,11 @@ func (c *Controller) writeNativeService(ctx context.Context, m *member, si *mcsv
 	wanted := err == nil && policy.Strategy != mcsproxy.NativeNamesOff && si.Spec.Type == mcsv1beta1.ClusterSetIP
 	have, getErr := m.services.Services(si.Namespace).Get(si.Name)
 	exists := getErr == nil
-	ours := exists && have.Labels[export.LabelManagedBy] == c.cfg.ManagedBy
+	ours := exists && c.wrote(have)
 	api := m.kube.CoreV1().Services(si.Namespace)
 	switch {
 	case !wanted && ours:
-		err := api.Delete(ctx, have.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(have.UID)}})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			return fmt.Errorf("deleting Service %s/%s in %s: %w", si.Namespace, si.Name, m.id, err)
-		}
+		return deleteNativeService(ctx, m, have)
 	case wanted && !exists:
 		want := export.NativeService(si, c.cfg.ManagedBy)
 		created, err := api.Create(ctx, want, metav1.CreateOptions{FieldManager: fieldManager})
@@ -113,6 +110,16 @@ func (c *Controller) writeNativeService(ctx context.Context, m *member, si *mcsv
 			m.recorder.Eventf(have, v1.EventTypeNormal, "ServesClusterSetEndpoints",
 				"the exporters of ServiceImport %s ask for native names (%s): this Service's ClusterIP also reaches the endpoints of other clusters", si.Name, policy.Strategy)
 		}
+	}
+	return nil
+}
+
+// deleteNativeService deletes the Service this controller created in m for
+// native names; one that was replaced in the meantime is left alone.
+func deleteNativeService(ctx context.Context, m *member, svc *v1.Service) error {
+	err := m.kube.CoreV1().Services(svc.Namespace).Delete(ctx, svc.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(svc.UID)}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting Service %s/%s in %s: %w", svc.Namespace, svc.Name, m.id, err)
 	}
 	return nil
 }
@@ -186,7 +193,7 @@ func (c *Controller) writeImport(ctx context.Context, m *member, want *mcsv1beta
 	} else if err != nil {
 		return nil, err
 	}
-	if have.Labels[managedLabel] != c.cfg.ManagedBy {
+	if !c.wrote(have) {
 		// Someone else's import: never overwrite it.
 		return nil, nil
 	}
@@ -222,23 +229,22 @@ func (c *Controller) writeImportStatus(ctx context.Context, m *member, d *desire
 	if len(d.Slices) > 0 {
 		status.EndpointSliceObjects = mcsv1beta1.EndpointSliceObjectsPresent
 	}
-	ready := importReadyCondition(si.Spec.IPFamilies, memberFamilies(m), m.id, d.IPError)
-	ready.ObservedGeneration = si.Generation
-	before := meta.FindStatusCondition(si.Status.Conditions, ready.Type)
-	meta.SetStatusCondition(&status.Conditions, ready)
-	claimed := c.ipConflictCondition(m, si)
-	claimed.ObservedGeneration = si.Generation
-	claimedBefore := meta.FindStatusCondition(si.Status.Conditions, claimed.Type)
-	meta.SetStatusCondition(&status.Conditions, claimed)
-	stale := staleCondition(d.Stale, c.cfg.EndpointTTL)
-	stale.ObservedGeneration = si.Generation
-	staleBefore := meta.FindStatusCondition(si.Status.Conditions, stale.Type)
-	meta.SetStatusCondition(&status.Conditions, stale)
-	native, nativeOn := c.nativeNamesCondition(m, si)
-	nativeBefore := meta.FindStatusCondition(si.Status.Conditions, ConditionNativeNames)
-	if nativeOn {
-		native.ObservedGeneration = si.Generation
-		meta.SetStatusCondition(&status.Conditions, native)
+	// Each condition is set; one in its bad state with a reason it did not
+	// have before is also told as a warning event, once written.
+	var warnings []metav1.Condition
+	set := func(cond metav1.Condition, bad metav1.ConditionStatus) {
+		cond.ObservedGeneration = si.Generation
+		before := meta.FindStatusCondition(si.Status.Conditions, cond.Type)
+		meta.SetStatusCondition(&status.Conditions, cond)
+		if cond.Status == bad && (before == nil || before.Reason != cond.Reason) {
+			warnings = append(warnings, cond)
+		}
+	}
+	set(importReadyCondition(si.Spec.IPFamilies, memberFamilies(m), m.id, d.IPError), metav1.ConditionFalse)
+	set(c.ipConflictCondition(m, si), metav1.ConditionTrue)
+	set(staleCondition(d.Stale, c.cfg.EndpointTTL), metav1.ConditionTrue)
+	if native, on := c.nativeNamesCondition(m, si); on {
+		set(native, metav1.ConditionFalse)
 	} else {
 		meta.RemoveStatusCondition(&status.Conditions, ConditionNativeNames)
 	}
@@ -250,17 +256,8 @@ func (c *Controller) writeImportStatus(ctx context.Context, m *member, d *desire
 	if _, err := m.mcs.MulticlusterV1beta1().ServiceImports(si.Namespace).UpdateStatus(ctx, update, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("updating status of ServiceImport %s/%s in %s: %w", si.Namespace, si.Name, m.id, err)
 	}
-	if ready.Status == metav1.ConditionFalse && (before == nil || before.Reason != ready.Reason) {
-		m.recorder.Event(si, v1.EventTypeWarning, ready.Reason, ready.Message)
-	}
-	if claimed.Status == metav1.ConditionTrue && (claimedBefore == nil || claimedBefore.Status != claimed.Status) {
-		m.recorder.Event(si, v1.EventTypeWarning, claimed.Reason, claimed.Message)
-	}
-	if stale.Status == metav1.ConditionTrue && (staleBefore == nil || staleBefore.Status != stale.Status) {
-		m.recorder.Event(si, v1.EventTypeWarning, stale.Reason, stale.Message)
-	}
-	if nativeOn && native.Status == metav1.ConditionFalse && (nativeBefore == nil || nativeBefore.Reason != native.Reason) {
-		m.recorder.Event(si, v1.EventTypeWarning, native.Reason, native.Message)
+	for _, w := range warnings {
+		m.recorder.Event(si, v1.EventTypeWarning, w.Reason, w.Message)
 	}
 	return nil
 }
@@ -290,7 +287,7 @@ func (c *Controller) nativeNamesCondition(m *member, si *mcsv1beta1.ServiceImpor
 	switch {
 	case err != nil:
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, "ServiceCreated", fmt.Sprintf("Service %s is created for the import (%s)", si.Name, policy.Strategy)
-	case svc.Labels[export.LabelManagedBy] == c.cfg.ManagedBy:
+	case c.wrote(svc):
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, "ServiceCreated", fmt.Sprintf("Service %s was created for the import (%s)", si.Name, policy.Strategy)
 	case svc.Spec.Type == v1.ServiceTypeExternalName || svc.Spec.ClusterIP == v1.ClusterIPNone:
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "ServiceTypeConflict", fmt.Sprintf("the local Service %s is %s and has no ClusterIP for the import's endpoints", si.Name, map[bool]string{true: "an ExternalName Service", false: "headless"}[svc.Spec.Type == v1.ServiceTypeExternalName])
@@ -504,7 +501,7 @@ func sameSlice(a, b *discoveryv1.EndpointSlice) bool {
 // holdsNothing tells whether m's caches show neither an import of ns/name
 // written by this controller nor any of its slices.
 func (c *Controller) holdsNothing(m *member, ns, name string) bool {
-	if si, err := m.imports.ServiceImports(ns).Get(name); err == nil && si.Labels[managedLabel] == c.cfg.ManagedBy {
+	if si, err := m.imports.ServiceImports(ns).Get(name); err == nil && c.wrote(si) {
 		return false
 	}
 	return len(slicesOf(m.importedSlices, byImport, ns+"/"+name)) == 0
@@ -526,15 +523,12 @@ func (c *Controller) removeImport(ctx context.Context, m *member, ns, name strin
 		}
 		errs = append(errs, c.deleteSlice(ctx, m, s, si))
 	}
-	if svc, err := m.services.Services(ns).Get(name); err == nil && svc.Labels[export.LabelManagedBy] == c.cfg.ManagedBy && !retainedAny {
+	if svc, err := m.services.Services(ns).Get(name); err == nil && c.wrote(svc) && !retainedAny {
 		// The native Service goes with its import (its owner reference
 		// says so too, for a member whose garbage collector is slow).
-		err := m.kube.CoreV1().Services(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(svc.UID)}})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			errs = append(errs, err)
-		}
+		errs = append(errs, deleteNativeService(ctx, m, svc))
 	}
-	if si != nil && si.Labels[managedLabel] == c.cfg.ManagedBy && !retainedAny {
+	if si != nil && c.wrote(si) && !retainedAny {
 		err := m.mcs.MulticlusterV1beta1().ServiceImports(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(si.UID)}})
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, err)

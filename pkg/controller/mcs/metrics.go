@@ -104,7 +104,7 @@ func (c *Controller) foreignClaims(m *member) int {
 	n := 0
 	for _, o := range m.inf.imports.GetStore().List() {
 		si, ok := o.(*mcsv1beta1.ServiceImport)
-		if !ok || si.Labels[managedLabel] == c.cfg.ManagedBy {
+		if !ok || c.wrote(si) {
 			continue
 		}
 		for _, ip := range si.Spec.IPs {

@@ -7,14 +7,15 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/multiclusterservices/proxy"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
 // LabelManagedBy marks the Services the mcs-controller writes (native
-// names), as app.kubernetes.io/managed-by does: the controller changes or
-// deletes a Service only when it carries its own value.
-const LabelManagedBy = "app.kubernetes.io/managed-by"
+// names) with the label it puts on its imports: it changes or deletes a
+// Service only when it carries its own value.
+const LabelManagedBy = proxy.LabelImportManagedBy
 
 // NativeService is the Service a member gets for import si when the
 // exporter asks for native names and the member has no Service of that
