@@ -298,7 +298,7 @@ func (c *Controller) getDesired(key string) *desiredState {
 // source cluster's pod ranges.
 func (c *Controller) reportOutsidePodRanges(cluster string, s *discoveryv1.EndpointSlice, dropped []string) {
 	id := cluster + "/" + string(s.UID) + "/outside"
-	if _, seen := c.unmirrored.LoadOrStore(id, true); seen {
+	if _, seen := c.told.LoadOrStore(id, true); seen {
 		return
 	}
 	klog.InfoS("Not mirroring endpoint addresses outside the source cluster's pod ranges", "cluster", cluster, "endpointSlice", klog.KObj(s), "addresses", dropped)
@@ -315,7 +315,7 @@ func (c *Controller) reportOutsidePodRanges(cluster string, s *discoveryv1.Endpo
 // event on the export, a log line and a metric.
 func (c *Controller) reportUnmirrored(cluster string, s *discoveryv1.EndpointSlice) {
 	id := cluster + "/" + string(s.UID)
-	if _, seen := c.unmirrored.LoadOrStore(id, true); seen {
+	if _, seen := c.told.LoadOrStore(id, true); seen {
 		return
 	}
 	manager := s.Labels[discoveryv1.LabelManagedBy]

@@ -80,8 +80,10 @@ type Controller struct {
 
 	metrics *Metrics
 	ready   chan struct{}
-	// unmirrored holds the slices already reported as not mirrored.
-	unmirrored sync.Map
+	// told holds what was reported once and must not be again: slices not
+	// mirrored, addresses outside pod ranges, users' Services that native
+	// names reach.
+	told sync.Map
 }
 
 // managedLabel marks the ServiceImports this controller owns, so that

@@ -106,7 +106,7 @@ func (c *Controller) writeNativeService(ctx context.Context, m *member, si *mcsv
 	case wanted && exists:
 		// Someone else's Service: told once per change of policy.
 		id := m.id + "/" + string(have.UID) + "/" + string(policy.Strategy)
-		if _, told := c.unmirrored.LoadOrStore(id, true); !told {
+		if _, told := c.told.LoadOrStore(id, true); !told {
 			m.recorder.Eventf(have, v1.EventTypeNormal, "ServesClusterSetEndpoints",
 				"the exporters of ServiceImport %s ask for native names (%s): this Service's ClusterIP also reaches the endpoints of other clusters", si.Name, policy.Strategy)
 		}
