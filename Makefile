@@ -5,6 +5,12 @@ SHELL := /usr/bin/env bash
 STAGING := staging/src/k8s.io/multiclusterservices
 GO_TEST_FLAGS ?= -timeout 40m
 FUZZTIME ?= 30s
+# The flags hack/build.sh builds with (hack/lib-build.sh): tests compiled
+# with them reuse the packages the build compiled instead of compiling the
+# Kubernetes tree a second time. The race detector needs cgo.
+export CGO_ENABLED := 0
+export GOFLAGS := -trimpath
+RACE := CGO_ENABLED=1 go test -race
 
 .PHONY: all deps tools build test unit-test integration-test fuzz demo bench bench-memory kind-e2e clean
 
@@ -24,8 +30,8 @@ test: deps tools build
 	go test $(GO_TEST_FLAGS) -skip '^TestMCSController' ./...
 	# The controller's workers share its state: its tests run under the
 	# race detector.
-	go test $(GO_TEST_FLAGS) -race ./pkg/controller/...
-	go test $(GO_TEST_FLAGS) -race -run '^TestMCSController' ./test/integration
+	$(RACE) $(GO_TEST_FLAGS) ./pkg/controller/...
+	$(RACE) $(GO_TEST_FLAGS) -run '^TestMCSController' ./test/integration
 
 # Unit tests only: no root, no binaries.
 unit-test:

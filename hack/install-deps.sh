@@ -2,7 +2,9 @@
 # Installs the system packages the project's binaries and tests use, with
 # apt-get, when any is missing: nftables and iptables (kube-proxy's
 # backends), iproute2 and util-linux (network namespaces and veth pairs),
-# conntrack (kube-proxy clears stale UDP flows with it).
+# conntrack (kube-proxy clears stale UDP flows with it), and the tools of a
+# debug image that `kubectl exec` into a local clusterset's pod runs (curl,
+# dig, nc: the fake kubelet runs exec'd commands from the host).
 set -o errexit -o nounset -o pipefail
 
 declare -A PACKAGE_OF=(
@@ -12,6 +14,9 @@ declare -A PACKAGE_OF=(
   [ip]=iproute2
   [conntrack]=conntrack
   [unshare]=util-linux
+  [curl]=curl
+  [dig]=bind9-dnsutils
+  [nc]=netcat-openbsd
 )
 
 missing=()

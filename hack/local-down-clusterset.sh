@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Stops a running local clusterset and removes what a crashed one left.
 # Every process of a clusterset dies with the harness (SIGKILL on parent
-# death), so after a crash only network namespaces remain: this deletes the
-# ones named <prefix>-* (their veth pairs, bridge and nftables tables live
-# inside them and go with them), kills any process still in them, and
-# removes their /etc/netns/<prefix>-* entries.
+# death), so after a crash only network namespaces and the host's
+# unreachable routes remain: `clusterset down` deletes the namespaces named
+# <prefix>-* (their veth pairs, bridge and nftables tables live inside them
+# and go with them), kills any process still in them, removes their
+# /etc/netns/<prefix>-* entries and the routes. Without the built command,
+# this script removes the namespaces itself.
 #
 # Usage: hack/local-down-clusterset.sh [--prefix=cset] [--dir=_output/clusterset]
 #   (the demo uses --prefix=demo --dir=_output/demo)
@@ -23,6 +25,10 @@ done
 if [[ ! "${PREFIX}" =~ ^[a-z][a-z0-9]{0,9}$ ]]; then
   echo "invalid prefix ${PREFIX}" >&2
   exit 2
+fi
+
+if [[ -x "${ROOT}/_output/bin/clusterset" ]]; then
+  exec "${ROOT}/_output/bin/clusterset" down --prefix="${PREFIX}" --dir="${DIR}"
 fi
 
 # A harness that is still running cleans up after itself when asked to stop.

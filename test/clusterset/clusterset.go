@@ -60,9 +60,12 @@ type Cluster struct {
 	PodCIDR     string
 	// DNSIP is the ClusterIP of kube-system/kube-dns, served by CoreDNS.
 	DNSIP string
-	API   *framework.Cluster
-	Nodes []*Node
-	dir   string
+	// APIServerIP is where pods reach the apiserver: the endpoint of the
+	// `kubernetes` Service, an address of every node of the cluster.
+	APIServerIP string
+	API         *framework.Cluster
+	Nodes       []*Node
+	dir         string
 }
 
 // Node is a node of a cluster: a network namespace on the fabric.
@@ -125,7 +128,7 @@ func Up(ctx context.Context, opts Options) (_ *ClusterSet, err error) {
 	}
 	cs.progress.printf("starting %d clusters with %d node(s) each; files and logs in %s", opts.Clusters, opts.NodesPerCluster, dir)
 	for i := range opts.Clusters {
-		c := &Cluster{Name: clusterName(i), Index: i, ServiceCIDR: serviceCIDR(i), PodCIDR: clusterPodCIDR(i), DNSIP: dnsIP(i), dir: filepath.Join(dir, clusterName(i))}
+		c := &Cluster{Name: clusterName(i), Index: i, ServiceCIDR: serviceCIDR(i), PodCIDR: clusterPodCIDR(i), DNSIP: dnsIP(i), APIServerIP: apiServerIP(i), dir: filepath.Join(dir, clusterName(i))}
 		for j := range opts.NodesPerCluster {
 			c.Nodes = append(c.Nodes, &Node{
 				Name:           nodeName(i, j),
@@ -139,6 +142,12 @@ func Up(ctx context.Context, opts Options) (_ *ClusterSet, err error) {
 		cs.Clusters = append(cs.Clusters, c)
 	}
 
+	if err := cleanHostRoutes(opts.Prefix); err != nil {
+		return nil, err
+	}
+	if err := cs.guardHost(); err != nil {
+		return nil, err
+	}
 	// etcd and the network do not depend on each other.
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return cs.startEtcd(gctx) })

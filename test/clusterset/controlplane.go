@@ -40,8 +40,9 @@ const (
 
 // controllers are kube-controller-manager's: the endpoint controllers that
 // make real EndpointSlices, what namespaces and owned objects need to go
-// away, and Deployments and ReplicaSets so users can deploy as usual.
-var controllers = append(append([]string{}, framework.DefaultControllers...), "deployment", "replicaset")
+// away, and the workload controllers (Deployments, StatefulSets, Jobs) so
+// users can deploy as usual.
+var controllers = append(append([]string{}, framework.DefaultControllers...), "deployment", "replicaset", "statefulset", "job")
 
 func (cs *ClusterSet) startEtcd(ctx context.Context) error {
 	started := time.Now()
@@ -57,12 +58,21 @@ func (cs *ClusterSet) startEtcd(ctx context.Context) error {
 
 func (cs *ClusterSet) startAPIServer(ctx context.Context, c *Cluster) error {
 	started := time.Now()
+	egress, err := cs.startEgress(c)
+	if err != nil {
+		return err
+	}
 	api, err := framework.StartCluster(ctx, framework.ClusterOptions{
-		Name:        c.Name,
-		Etcd:        cs.etcd,
-		ServiceCIDR: c.ServiceCIDR,
-		Dir:         c.dir,
-		ExtraUsers:  []framework.User{{Name: kubeProxyUser}},
+		Name:             c.Name,
+		Etcd:             cs.etcd,
+		ServiceCIDR:      c.ServiceCIDR,
+		Dir:              c.dir,
+		ExtraUsers:       []framework.User{{Name: kubeProxyUser}},
+		EgressSocket:     egress,
+		AdvertiseAddress: c.APIServerIP,
+		// A node's name is no DNS name here; its address is what the
+		// egress proxy dials from the node's namespace.
+		ExtraArgs: []string{"--kubelet-preferred-address-types=InternalIP,Hostname"},
 	})
 	if err != nil {
 		return err

@@ -33,14 +33,17 @@ func Leftovers(prefix string) ([]string, error) {
 // CleanLeftovers removes what a crashed clusterset with prefix left: it
 // kills the processes still in its network namespaces (normally none:
 // they die with the harness), deletes the namespaces (which takes their
-// veth pairs, bridge and nftables tables with them) and the pods'
-// /etc/netns entries.
+// veth pairs, bridge and nftables tables with them), the pods'
+// /etc/netns entries and the host's unreachable routes.
 func CleanLeftovers(prefix string) error {
 	names, err := Leftovers(prefix)
 	if err != nil {
 		return err
 	}
 	var errs []error
+	if err := cleanHostRoutes(prefix); err != nil {
+		errs = append(errs, err)
+	}
 	for _, name := range names {
 		if out, err := output("ip", "netns", "pids", name); err == nil {
 			for _, field := range strings.Fields(out) {

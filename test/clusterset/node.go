@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,15 +24,25 @@ const startTimeout = 2 * time.Minute
 // forwardAPIServer makes the cluster's apiserver, on the host's loopback,
 // reachable at the same address on the node's loopback, so that the
 // kubeconfigs written by the framework work unchanged for kube-proxy and
-// CoreDNS there, and no route leads out of the clusterset's network.
+// CoreDNS there, and at the apiserver's advertised address (an address of
+// the node), where the `kubernetes` Service sends pods; no route leads out
+// of the clusterset's network.
 func (cs *ClusterSet) forwardAPIServer(n *Node) error {
 	ctx, cancel := context.WithCancel(context.Background())
-	addr := strings.TrimPrefix(n.cluster.API.URL(), "https://")
-	if err := netns.Forward(ctx, n.Netns, addr, addr); err != nil {
-		cancel()
-		return fmt.Errorf("node %s: forwarding the apiserver: %w", n.Name, err)
-	}
 	cs.onDown(levelNode, cancel)
+	addr := strings.TrimPrefix(n.cluster.API.URL(), "https://")
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if err := run("ip", "-n", n.Netns, "addr", "add", n.cluster.APIServerIP+"/32", "dev", "lo"); err != nil {
+		return fmt.Errorf("node %s: %w", n.Name, err)
+	}
+	for _, listen := range []string{addr, net.JoinHostPort(n.cluster.APIServerIP, port)} {
+		if err := netns.Forward(ctx, n.Netns, listen, addr); err != nil {
+			return fmt.Errorf("node %s: forwarding the apiserver at %s: %w", n.Name, listen, err)
+		}
+	}
 	return nil
 }
 
@@ -63,6 +74,12 @@ func (cs *ClusterSet) startKubelet(ctx context.Context, n *Node) error {
 	if !cs.opts.NoDNS {
 		cfg.DNS = &fakekubelet.DNSConfig{Nameserver: c.DNSIP, ClusterDomain: "cluster.local"}
 	}
+	cert, err := c.API.KubeletServingCert(n.Name, net.ParseIP(n.IP))
+	if err != nil {
+		logFile.Close()
+		return err
+	}
+	cfg.Serving = &fakekubelet.ServingConfig{Cert: cert, ClientCAs: c.API.KubeletClientCAs()}
 	kubelet, err := fakekubelet.New(cfg)
 	if err != nil {
 		logFile.Close()

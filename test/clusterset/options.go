@@ -77,7 +77,15 @@ func (o *Options) defaults() error {
 //	Service CIDR          10.(96+i).0.0/16, cluster DNS at .0.10
 //	pod CIDR              10.(200+i).0.0/16, node j gets 10.(200+i).j.0/24
 //	node j's address      172.30.i.(j+1)/16 on the fabric bridge
-//	clusterset IPs        10.250.0.0/16 (kube-proxy's default)
+//	apiserver             172.30.i.254 on every node of cluster i (the
+//	                      `kubernetes` Service's endpoint, forwarded to the
+//	                      apiserver on the host's loopback)
+//	clusterset IPs        10.250.0.0/16 and fd00:10:250::/108 (the
+//	                      defaults of kube-proxy and the mcs-controller)
+//
+// While a clusterset is up, the host has an unreachable route for each of
+// these ranges (hostRanges): nothing on the host can send a packet for
+// them anywhere, the default route included.
 func clusterName(i int) string { return fmt.Sprintf("cluster-%c", 'a'+i) }
 func serviceCIDR(i int) string { return fmt.Sprintf("10.%d.0.0/16", 96+i) }
 func dnsIP(i int) string       { return fmt.Sprintf("10.%d.0.10", 96+i) }
@@ -87,5 +95,9 @@ func clusterPodCIDR(i int) string {
 func nodePodCIDR(i, j int) string { return fmt.Sprintf("10.%d.%d.0/24", 200+i, j) }
 func nodeIP(i, j int) string      { return fmt.Sprintf("172.30.%d.%d", i, j+1) }
 func nodeName(i, j int) string    { return fmt.Sprintf("%s-node%d", clusterName(i), j) }
+func apiServerIP(i int) string    { return fmt.Sprintf("172.30.%d.254", i) }
 
-const fabricPrefixLen = 16
+const (
+	fabricCIDR      = "172.30.0.0/16"
+	fabricPrefixLen = 16
+)

@@ -59,4 +59,12 @@ func TestAddressPlanDoesNotOverlap(t *testing.T) {
 	if !netip.MustParsePrefix("172.30.0.0/16").Contains(netip.MustParseAddr(nodeIP(maxClusters-1, maxNodes-1))) {
 		t.Errorf("node address %s off the fabric", nodeIP(maxClusters-1, maxNodes-1))
 	}
+	// The apiserver's address is no node's.
+	for i := range maxClusters {
+		for j := range maxNodes {
+			if nodeIP(i, j) == apiServerIP(i) {
+				t.Errorf("node %s has the apiserver's address %s", nodeName(i, j), apiServerIP(i))
+			}
+		}
+	}
 }

@@ -24,12 +24,15 @@ const (
 
 // local is the local clusterset (test/clusterset, two clusters of one
 // node) with the real mcs-controller run as a process. Pods are network
-// namespaces: the client runs there with ip netns exec.
+// namespaces: the client runs there with ip netns exec, or (viaAPI) with
+// the pods/exec API, which the apiserver hands to the fake kubelet's API
+// as it would to a kubelet: the kind provider's path.
 type local struct {
 	cs         *clusterset.ClusterSet
 	clusters   []*clusterset.Cluster
 	ms         []*member
 	echoserver string
+	viaAPI     bool
 
 	mu    sync.Mutex
 	netns map[string]string // "cluster/ns/pod" -> network namespace
@@ -40,7 +43,7 @@ type local struct {
 	controllerArgs []string
 }
 
-func upLocal(t *testing.T) *local {
+func upLocal(t *testing.T, viaAPI bool) *local {
 	t.Helper()
 	requireBuilt(t, "etcd", "kube-apiserver", "kube-controller-manager", "kube-proxy", "kube-proxy-upstream", "coredns", "mcs-controller", "echoserver")
 	netns.Require(t, "nft", "ip")
@@ -58,7 +61,7 @@ func upLocal(t *testing.T) *local {
 		t.Fatal(err)
 	}
 	t.Logf("clusterset up in %v", time.Since(upStart).Round(10*time.Millisecond))
-	l := &local{cs: cs, clusters: cs.Clusters, netns: map[string]string{}}
+	l := &local{cs: cs, clusters: cs.Clusters, netns: map[string]string{}, viaAPI: viaAPI}
 	t.Cleanup(func() {
 		cs.Down()
 		if t.Failed() {
@@ -163,6 +166,10 @@ func (l *local) podNetns(ctx context.Context, m *member, ns, name string) (strin
 }
 
 func (l *local) client(ctx context.Context, m *member, ns, name string, args ...string) ([]byte, error) {
+	if l.viaAPI {
+		// The fake kubelet runs exec'd commands with the host's binaries.
+		return podExec(ctx, m, ns, name, "echo", append([]string{l.echoserver}, args...)...)
+	}
 	podNetns, err := l.podNetns(ctx, m, ns, name)
 	if err != nil {
 		return nil, err

@@ -97,15 +97,19 @@ func newMember(ctx context.Context, config *rest.Config, podCIDR, node string) (
 }
 
 // newProvider picks the provider from MCS_E2E_PROVIDER ("" or "local",
+// "local-exec": the local clusterset with the clients run through the
+// pods/exec API as on kind,
 // or "kind").
 func newProvider(t *testing.T) provider {
 	switch name := os.Getenv("MCS_E2E_PROVIDER"); name {
 	case "", "local":
-		return upLocal(t)
+		return upLocal(t, false)
+	case "local-exec":
+		return upLocal(t, true)
 	case "kind":
 		return connectKind(t)
 	default:
-		t.Fatalf("MCS_E2E_PROVIDER=%q: want local or kind", name)
+		t.Fatalf("MCS_E2E_PROVIDER=%q: want local, local-exec or kind", name)
 		return nil
 	}
 }

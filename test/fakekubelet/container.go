@@ -23,6 +23,9 @@ type container struct {
 	probeReady atomic.Bool
 	// last is how the previous process ended, once one has.
 	last *v1.ContainerStateTerminated
+	// run and previous are the current and the previous process for the
+	// kubelet API, guarded by the pod worker's mu.
+	run, previous *containerRun
 }
 
 // begin records a freshly started process.

@@ -8,10 +8,17 @@
 // probes, and finishes deleting pods, so that kube-controller-manager makes
 // real EndpointSlices and kube-proxy carries real traffic to real sockets.
 //
+// With Config.Serving it also serves the kubelet API that the apiserver
+// proxies `kubectl exec`, `attach`, `port-forward` and `logs` to, with the
+// kubelet's own protocol handlers (k8s.io/cri-streaming) and log reader
+// (k8s.io/cri-client): exec'd commands run in the pod's network namespace
+// with the host's binaries; logs are CRI logs, one per container restart.
+//
 // Not implemented: volumes, init containers, exec probes (treated as
 // passing), liveness and startup probes, hostNetwork, resource limits,
-// image pulls. It uses whatever credentials its client has (the harness
-// gives it the admin's), not a node identity.
+// image pulls, containers with a TTY, UTS namespaces (a pod's host name is
+// its HOSTNAME and /etc/hosts). It uses whatever credentials its client has
+// (the harness gives it the admin's), not a node identity.
 package fakekubelet
 
 import (
@@ -59,6 +66,9 @@ type Config struct {
 	// Executable is the binary re-executed as a pod process (default: this
 	// process's own executable); it must import test/podimage.
 	Executable string
+	// Serving, when set, serves the kubelet API (exec, attach,
+	// port-forward, container logs) at NodeIP in NodeNetns.
+	Serving *ServingConfig
 }
 
 // DNSConfig is what a real kubelet gets from --cluster-dns and
@@ -96,6 +106,9 @@ func New(cfg Config) (*Kubelet, error) {
 		if cfg.Executable, err = os.Executable(); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.Serving != nil && cfg.Serving.Port == 0 {
+		cfg.Serving.Port = DefaultPort
 	}
 	if cfg.LogDir == "" {
 		cfg.LogDir = os.TempDir()
@@ -137,6 +150,13 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	})
 	if err != nil {
 		return err
+	}
+	if k.cfg.Serving != nil {
+		stop, err := k.serve(ctx)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	factory.Start(ctx.Done())
 	k.log.Printf("node %s registered (InternalIP %s, pod CIDR %s, netns %s)", k.cfg.NodeName, k.cfg.NodeIP, k.cfg.PodCIDR, k.cfg.NodeNetns)

@@ -44,6 +44,9 @@ func (k *Kubelet) registerNode(ctx context.Context) error {
 			{Type: v1.NodeInternalIP, Address: k.cfg.NodeIP},
 			{Type: v1.NodeHostName, Address: k.cfg.NodeName},
 		}
+		if k.cfg.Serving != nil {
+			current.Status.DaemonEndpoints.KubeletEndpoint.Port = int32(k.cfg.Serving.Port)
+		}
 		current.Status.Capacity = capacity
 		current.Status.Allocatable = capacity
 		current.Status.Phase = v1.NodeRunning

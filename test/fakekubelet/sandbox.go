@@ -84,6 +84,9 @@ func (k *Kubelet) createSandbox(pod *v1.Pod) (_ *sandbox, err error) {
 	if err := k.writeResolvConf(pod, s.netns); err != nil {
 		return nil, err
 	}
+	if err := writeHosts(pod, s.netns, addr, k.domain()); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -112,6 +115,31 @@ func (k *Kubelet) writeResolvConf(pod *v1.Pod, netns string) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "resolv.conf"), []byte(conf), 0o644)
+}
+
+// writeHosts gives the pod the /etc/hosts a kubelet manages: its own name
+// (and, with a subdomain, its fully qualified name, as a StatefulSet's pods
+// have) on its IP.
+func writeHosts(pod *v1.Pod, netns string, podIP net.IP, domain string) error {
+	names := hostname(pod)
+	if pod.Spec.Subdomain != "" && domain != "" {
+		names = fmt.Sprintf("%s.%s.%s.svc.%s\t%s", names, pod.Spec.Subdomain, pod.Namespace, domain, names)
+	}
+	hosts := fmt.Sprintf("# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"+
+		"fe00::0\tip6-localnet\nfe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n%s\t%s\n", podIP, names)
+	dir := filepath.Join("/etc/netns", netns)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "hosts"), []byte(hosts), 0o644)
+}
+
+// domain is the cluster domain, "" without cluster DNS.
+func (k *Kubelet) domain() string {
+	if k.cfg.DNS == nil {
+		return ""
+	}
+	return k.cfg.DNS.ClusterDomain
 }
 
 func ip(args ...string) error {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -38,6 +37,9 @@ type podWorker struct {
 	latest *v1.Pod
 	gone   bool
 	wake   chan struct{}
+	// netns and each container's run and previous are what the kubelet
+	// API reads; run writes them under mu.
+	netns string
 
 	// Owned by run.
 	sandbox    *sandbox
@@ -118,6 +120,9 @@ func (w *podWorker) runPod(ctx context.Context, pod *v1.Pod) {
 			return
 		}
 		w.sandbox, w.sandboxErr = s, ""
+		w.mu.Lock()
+		w.netns = s.netns
+		w.mu.Unlock()
 		w.startTime = metav1.Now()
 		w.k.log.Printf("pod %s/%s: network namespace %s, IP %s", pod.Namespace, pod.Name, s.netns, s.ip)
 	}
@@ -140,28 +145,60 @@ func (w *podWorker) runPod(ctx context.Context, pod *v1.Pod) {
 		w.terminated = true
 		w.stopAll(0)
 		w.k.destroySandbox(w.sandbox)
+		w.mu.Lock()
+		w.netns = ""
+		w.mu.Unlock()
 		w.k.log.Printf("pod %s/%s: terminated", pod.Namespace, pod.Name)
 	}
 }
 
-// start runs container c as a process in the pod's network namespace.
+// start runs container c as a process in the pod's network namespace,
+// its output going to a CRI log of its own (one per restart, as a
+// runtime's) and to attached clients.
 func (w *podWorker) start(ctx context.Context, pod *v1.Pod, c *container) error {
 	args := append(append([]string{}, c.spec.Command...), c.spec.Args...)
-	env, err := podimage.Env(c.spec.Image, args)
+	// The container's environment, which `kubectl exec` also gets; the
+	// process itself also gets podimage's variables saying what to play.
+	containerEnv := append([]string{"PATH=" + os.Getenv("PATH"), "HOSTNAME=" + hostname(pod)}, w.containerEnv(pod, c.spec)...)
+	image, err := podimage.Env(c.spec.Image, args)
 	if err != nil {
 		return err
 	}
-	env = append(env, "PATH="+os.Getenv("PATH"), "HOSTNAME="+pod.Name)
-	env = append(env, w.containerEnv(pod, c.spec)...)
-	logPath := filepath.Join(w.k.cfg.LogDir, fmt.Sprintf("%s_%s_%s.log", pod.Namespace, pod.Name, c.spec.Name))
-	proc, err := process.Start(process.Options{
-		Name:  fmt.Sprintf("pod %s/%s container %s", pod.Namespace, pod.Name, c.spec.Name),
-		Argv:  []string{w.k.cfg.Executable},
-		Netns: w.sandbox.netns,
-		Env:   env,
-		Log:   logPath,
-	})
+	env := append(image, containerEnv...)
+	restart := c.restarts
+	if c.proc != nil {
+		restart++
+	}
+	clog, err := newContainerLog(containerLogPath(w.k.cfg.LogDir, pod, c.spec.Name, restart))
 	if err != nil {
+		return err
+	}
+	stdout, stderr := clog.stream("stdout"), clog.stream("stderr")
+	var stdin, stdinWriter *os.File
+	if c.spec.Stdin {
+		if stdin, stdinWriter, err = os.Pipe(); err != nil {
+			clog.close()
+			return err
+		}
+	}
+	proc, err := process.Start(process.Options{
+		Name:   fmt.Sprintf("pod %s/%s container %s", pod.Namespace, pod.Name, c.spec.Name),
+		Argv:   []string{w.k.cfg.Executable},
+		Netns:  w.sandbox.netns,
+		Env:    env,
+		Log:    clog.path,
+		Stdout: stdout,
+		Stderr: stderr,
+		Stdin:  stdin,
+	})
+	if stdin != nil {
+		stdin.Close() // the process has its own copy
+	}
+	if err != nil {
+		clog.close()
+		if stdinWriter != nil {
+			stdinWriter.Close()
+		}
 		return err
 	}
 	if c.proc != nil {
@@ -169,10 +206,22 @@ func (w *podWorker) start(ctx context.Context, pod *v1.Pod, c *container) error 
 		c.restarts++
 	}
 	c.begin(proc)
+	w.mu.Lock()
+	c.previous = c.run
+	c.run = &containerRun{id: c.id(), env: containerEnv, log: clog, exited: proc.Exited(), stdin: stdinWriter}
+	w.mu.Unlock()
 	proberCtx, stopProber := context.WithCancel(ctx)
 	c.stopProber = stopProber
 	go func() {
 		<-proc.Exited()
+		// Exited follows the end of the output copies: nothing writes
+		// the streams any more.
+		stdout.flush()
+		stderr.flush()
+		clog.close()
+		if stdinWriter != nil {
+			stdinWriter.Close()
+		}
 		stopProber()
 		w.poke()
 	}()
@@ -180,6 +229,18 @@ func (w *podWorker) start(ctx context.Context, pod *v1.Pod, c *container) error 
 		go w.k.runProber(proberCtx, probe, w.sandbox.ip.String(), c, w.poke)
 	}
 	return nil
+}
+
+// hostname is the pod's host name: spec.hostname when set (a StatefulSet's
+// pods have theirs), else its name, as a kubelet gives it.
+func hostname(pod *v1.Pod) string {
+	if pod.Spec.Hostname != "" {
+		return pod.Spec.Hostname
+	}
+	if len(pod.Name) > 63 {
+		return pod.Name[:63]
+	}
+	return pod.Name
 }
 
 // containerEnv is the container's environment: its literal values and the
@@ -218,6 +279,9 @@ func (w *podWorker) teardown(pod *v1.Pod, grace time.Duration) {
 		w.k.destroySandbox(w.sandbox)
 	}
 	w.sandbox = nil
+	w.mu.Lock()
+	w.netns = ""
+	w.mu.Unlock()
 	if pod != nil {
 		w.k.log.Printf("pod %s/%s: stopped", pod.Namespace, pod.Name)
 	}

@@ -43,6 +43,17 @@ type ClusterOptions struct {
 	// StartTimeout bounds start-up (default 2m: a loaded 2-core machine
 	// can be much slower than the usual few seconds).
 	StartTimeout time.Duration
+	// EgressSocket, when set, is a Unix socket where an HTTP CONNECT proxy
+	// serves the apiserver's "cluster" egress (kubelets, pods, Services,
+	// webhooks), as konnectivity does where the control plane has no route
+	// to the nodes: kube-apiserver never dials those addresses itself.
+	EgressSocket string
+	// AdvertiseAddress, when set, is the address the apiserver publishes
+	// in the `kubernetes` Service's endpoints (its port is the apiserver's);
+	// whoever runs the nodes makes it lead to the apiserver. Unset, the
+	// apiserver advertises loopback, which endpoints cannot hold, and the
+	// `kubernetes` Service has none.
+	AdvertiseAddress string
 }
 
 // Cluster is a running kube-apiserver.
@@ -59,6 +70,7 @@ type Cluster struct {
 	client       kubernetes.Interface
 	users        map[string]User
 	kubeconfigs  map[string]string // user name -> path
+	kubelet      *kubeletPKI
 }
 
 // StartCluster starts kube-apiserver on a free loopback port against
@@ -97,6 +109,9 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 		return nil, err
 	}
 	if err := c.writeCredentials(opts.ExtraUsers); err != nil {
+		return nil, err
+	}
+	if err := c.writeKubeletPKI(); err != nil {
 		return nil, err
 	}
 
@@ -166,7 +181,6 @@ func (c *Cluster) startAPIServer(ctx context.Context, binary string, opts Cluste
 		"--etcd-servers=" + opts.Etcd.Endpoint(),
 		"--etcd-prefix=/" + opts.Name,
 		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
 		fmt.Sprintf("--secure-port=%d", port),
 		// The apiserver generates a CA and a serving certificate for
 		// 127.0.0.1 here; the kubeconfigs trust that CA.
@@ -181,10 +195,25 @@ func (c *Cluster) startAPIServer(ctx context.Context, binary string, opts Cluste
 		"--allow-privileged=true",
 		// APF adds start-up work and request queuing that tests do not need.
 		"--enable-priority-and-fairness=false",
-		// The advertise address is loopback, which Endpoints and
-		// EndpointSlices reject; the reconciler would only log errors.
-		"--endpoint-reconciler-type=none",
 		"--profiling=false",
+		// The kubelet API: both sides check the other's certificate.
+		"--kubelet-client-certificate=" + c.kubeletClientCertFile(),
+		"--kubelet-client-key=" + c.kubeletClientKeyFile(),
+		"--kubelet-certificate-authority=" + c.kubeletCAFile(),
+	}
+	if opts.AdvertiseAddress != "" {
+		args = append(args, "--advertise-address="+opts.AdvertiseAddress, "--endpoint-reconciler-type=lease")
+	} else {
+		// Loopback, which Endpoints and EndpointSlices reject; the
+		// reconciler would only log errors.
+		args = append(args, "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none")
+	}
+	if opts.EgressSocket != "" {
+		config := filepath.Join(c.dir, "egress-selector.yaml")
+		if err := writeEgressSelectorConfig(config, opts.EgressSocket); err != nil {
+			return err
+		}
+		args = append(args, "--egress-selector-config-file="+config)
 	}
 	args = append(args, opts.ExtraArgs...)
 
@@ -222,6 +251,22 @@ func (c *Cluster) startAPIServer(ctx context.Context, binary string, opts Cluste
 	}
 	c.proc, c.binary, c.args, c.startTimeout = proc, binary, args, opts.StartTimeout
 	return nil
+}
+
+// writeEgressSelectorConfig sends the apiserver's "cluster" egress through
+// an HTTP CONNECT proxy on a Unix socket.
+func writeEgressSelectorConfig(path, socket string) error {
+	config := fmt.Sprintf(`apiVersion: apiserver.k8s.io/v1beta1
+kind: EgressSelectorConfiguration
+egressSelections:
+- name: cluster
+  connection:
+    proxyProtocol: HTTPConnect
+    transport:
+      uds:
+        udsName: %s
+`, socket)
+	return os.WriteFile(path, []byte(config), 0o644)
 }
 
 // readyz asks kube-apiserver whether it is ready.

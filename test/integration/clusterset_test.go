@@ -157,6 +157,11 @@ func TestClusterSet(t *testing.T) {
 		}
 	})
 
+	t.Run("kubectl exec, logs, attach and port-forward", func(t *testing.T) { csKubeletAPI(t, cs, a) })
+	t.Run("StatefulSets and Jobs", func(t *testing.T) { csWorkloads(t, cs, b) })
+	t.Run("pods reach the apiserver through the kubernetes Service", func(t *testing.T) { csKubernetesService(t, cs, a) })
+	t.Run("the host refuses every clusterset address", func(t *testing.T) { csHostRefusesClustersetRanges(t, cs, a) })
+
 	t.Run("deleting a pod stops it and finishes the deletion", func(t *testing.T) {
 		ns := csPodNetns(t, cs, a, "echo-a-2")
 		if err := a.API.Client().CoreV1().Pods(csNamespace).Delete(ctx, "echo-a-2", metav1.DeleteOptions{}); err != nil {
@@ -219,9 +224,11 @@ func TestClusterSetThreeClustersIPTables(t *testing.T) {
 }
 
 // hostState is what a clusterset must leave as it found: the host's
-// interfaces and nftables tables (the harness never creates any there).
+// interfaces and nftables tables (the harness never creates any there)
+// and its routes other than clustersets' unreachable ones (which come and
+// go with clustersets of other tests; LeftoverRoutes checks this one's).
 type hostState struct {
-	links, tables string
+	links, tables, routes string
 }
 
 func csHostState(t *testing.T) hostState {
@@ -238,6 +245,7 @@ func csHostState(t *testing.T) hostState {
 	return hostState{
 		links:  run("sh", "-c", "ip -o link show | awk -F': ' '{print $2}'"),
 		tables: run("nft", "list", "tables"),
+		routes: run("sh", "-c", "{ ip -4 route show table all; ip -6 route show table all; } | grep -v '^unreachable' || true"),
 	}
 }
 
@@ -278,6 +286,9 @@ func csCheckNothingLeft(t *testing.T, cs *clusterset.ClusterSet, before hostStat
 	if left, err := clusterset.Leftovers(cs.Prefix()); err != nil || len(left) > 0 {
 		t.Errorf("network namespaces left: %v (%v)", left, err)
 	}
+	if left := clusterset.LeftoverRoutes(cs.Prefix()); len(left) > 0 {
+		t.Errorf("host routes left: %v", left)
+	}
 	// Other namespaces may come and go meanwhile (a demo, other tests);
 	// every namespace of the harness carries its prefix.
 	after := csHostState(t)
@@ -286,6 +297,9 @@ func csCheckNothingLeft(t *testing.T, cs *clusterset.ClusterSet, before hostStat
 	}
 	if after.tables != before.tables {
 		t.Errorf("host nftables tables changed:\nbefore:\n%s\nafter:\n%s", before.tables, after.tables)
+	}
+	if after.routes != before.routes {
+		t.Errorf("host routes changed:\nbefore:\n%s\nafter:\n%s", before.routes, after.routes)
 	}
 	if procs := csProcesses(cs.Dir()); len(procs) > 0 {
 		t.Errorf("processes left: %v", procs)
@@ -324,7 +338,7 @@ func csProcesses(dir string) []string {
 
 func csDumpLogs(t *testing.T, cs *clusterset.ClusterSet) {
 	logs, _ := filepath.Glob(filepath.Join(cs.Dir(), "cluster-*", "*.log"))
-	pods, _ := filepath.Glob(filepath.Join(cs.Dir(), "cluster-*", "pods", "*.log"))
+	pods, _ := filepath.Glob(filepath.Join(cs.Dir(), "cluster-*", "pods", "*", "*", "*.log"))
 	for _, log := range append(logs, pods...) {
 		t.Logf("--- last lines of %s ---\n%s", log, process.Tail(log, 15))
 	}

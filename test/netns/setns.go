@@ -105,17 +105,30 @@ func Forward(ctx context.Context, name, listenAddr, target string) error {
 					return
 				}
 				defer out.Close()
-				go func() { _, _ = io.Copy(out, in); _ = closeWrite(out) }()
-				_, _ = io.Copy(in, out)
+				Splice(in, out)
 			}()
 		}
 	}()
 	return nil
 }
 
-func closeWrite(c net.Conn) error {
-	if tc, ok := c.(*net.TCPConn); ok {
-		return tc.CloseWrite()
+// Splice copies between a and b both ways until both directions have
+// ended, passing a half-close on (TCP and Unix connections), and closes
+// neither: the caller does.
+func Splice(a, b io.ReadWriter) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = io.Copy(a, b)
+		closeWrite(a)
+	}()
+	_, _ = io.Copy(b, a)
+	closeWrite(b)
+	<-done
+}
+
+func closeWrite(c io.ReadWriter) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
 	}
-	return nil
 }

@@ -17,8 +17,12 @@
 //   - "echoserver" (this project's test/echoserver), args [--port=8080]:
 //     writes the pod name to every TCP connection and answers every UDP
 //     datagram with it.
-//   - anything else, including "pause": an idle process, so that the pod
-//     still becomes Running with an IP (a client pod to run commands in).
+//   - anything else with a command or args (busybox, debian, a debug
+//     image): the command, run with the host's binaries, as `kubectl exec`
+//     runs commands in any pod (so `sh -c "..."` pods and Jobs work).
+//   - anything else without one, including "pause": an idle process, so
+//     that the pod still becomes Running with an IP (a client pod to run
+//     commands in).
 //
 // Answers carry the pod name (from POD_NAME), as agnhost's do in a real
 // pod, where the hostname is the pod name.
@@ -33,7 +37,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 )
@@ -61,6 +67,9 @@ func init() {
 			os.Exit(2)
 		}
 	}
+	if !emulated(image) && len(args) > 0 {
+		execHost(args)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	err := Run(ctx, image, args, os.Getenv(PodNameEnv))
 	stop()
@@ -87,6 +96,26 @@ func Env(image string, args []string) ([]string, error) {
 		return nil, err
 	}
 	return []string{ImageEnv + "=" + image, ArgsEnv + "=" + string(raw)}, nil
+}
+
+// emulated reports whether this package plays image itself.
+func emulated(image string) bool {
+	return strings.Contains(image, "agnhost") || strings.Contains(image, "echoserver")
+}
+
+// execHost replaces this process with the container's command, found on
+// the host's PATH, in an environment without this package's variables. A
+// command that cannot run exits 127, as a shell's does.
+func execHost(argv []string) {
+	path, err := exec.LookPath(argv[0])
+	if err == nil {
+		env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
+			return strings.HasPrefix(kv, ImageEnv+"=") || strings.HasPrefix(kv, ArgsEnv+"=")
+		})
+		err = syscall.Exec(path, argv, env)
+	}
+	fmt.Fprintf(os.Stderr, "podimage: %v\n", err)
+	os.Exit(127)
 }
 
 // Run runs image with args until ctx is done. name is the pod name the

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"runtime"
@@ -30,8 +31,14 @@ type Options struct {
 	Netns string
 	// Env is the environment (nil: the harness's own).
 	Env []string
-	// Log receives stdout and stderr; the file is appended to.
+	// Log receives stdout and stderr; the file is appended to, after a
+	// line naming the command.
 	Log string
+	// Stdout and Stderr, when set, receive the output instead of Log (a
+	// container runtime's log writer); Log then only names it in errors.
+	Stdout, Stderr io.Writer
+	// Stdin is the process's standard input (nil: /dev/null).
+	Stdin *os.File
 }
 
 // Process is a running child.
@@ -51,20 +58,28 @@ func Start(opts Options) (*Process, error) {
 	if len(opts.Argv) == 0 {
 		return nil, errors.New("process " + opts.Name + ": empty command")
 	}
-	logFile, err := os.OpenFile(opts.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	defer logFile.Close() // the child holds its own copy
 	argv := opts.Argv
 	if opts.Netns != "" {
 		argv = append([]string{"ip", "netns", "exec", opts.Netns}, argv...)
 	}
-	fmt.Fprintf(logFile, "=== %s %s\n", time.Now().Format(time.RFC3339), strings.Join(argv, " "))
-
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = opts.Env
-	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if opts.Stdin != nil {
+		cmd.Stdin = opts.Stdin
+	}
+	if opts.Stdout != nil {
+		cmd.Stdout, cmd.Stderr = opts.Stdout, opts.Stderr
+		// A descendant that keeps the output open must not hold up Wait.
+		cmd.WaitDelay = time.Second
+	} else {
+		logFile, err := os.OpenFile(opts.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, err
+		}
+		defer logFile.Close() // the child holds its own copy
+		fmt.Fprintf(logFile, "=== %s %s\n", time.Now().Format(time.RFC3339), strings.Join(argv, " "))
+		cmd.Stdout, cmd.Stderr = logFile, logFile
+	}
 	// `ip netns exec` execs the command in place, so the signal set here
 	// still reaches the real process.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}

@@ -152,18 +152,24 @@ func upCommand() *cobra.Command {
 
 func printUsage(cs *clusterset.ClusterSet) {
 	self, _ := os.Executable()
+	kubectl := filepath.Join(filepath.Dir(self), "kubectl")
 	first, last := cs.Clusters[0], cs.Clusters[len(cs.Clusters)-1]
 	fmt.Printf(`
 The clusterset is up: %d clusters (kubeconfig contexts %s .. %s), logs in %s.
-  export KUBECONFIG=%s
+kubectl of the pinned Kubernetes version is %s; every context works:
+  export KUBECONFIG=%s PATH=%s:$PATH
   kubectl --context %s get nodes,pods -A
-  kubectl --context %s run client --image=registry.k8s.io/pause:3.10
-  %s exec --kubeconfig=$KUBECONFIG --prefix=%s --context=%s client -- curl -s http://SERVICE.NAMESPACE.svc.clusterset.local/
-Pods run agnhost netexec/serve-hostname, the echoserver image, or idle (see test/podimage).
-Export Services with the mcs-controller (_output/bin/mcs-controller --kubeconfig=$KUBECONFIG)
+  kubectl --context %s run client --image=busybox -- sleep infinity
+  kubectl --context %s exec -it client -- sh      # the pod's network and DNS, the host's curl, dig, nc
+  kubectl --context %s logs -f POD; kubectl port-forward POD 8080; kubectl rollout status statefulset/NAME
+Pods run agnhost netexec/serve-hostname, the echoserver image, their command
+with the host's binaries (busybox, debug images), or idle (see test/podimage).
+Export Services with the mcs-controller (_output/bin/mcs-controller --kubeconfig=%s)
 or with the stand-in (%s export --kubeconfig=$KUBECONFIG --watch).
+While it is up the host refuses every clusterset address (unreachable routes).
 Press Ctrl-C to stop and clean up (after a crash: hack/local-down-clusterset.sh --prefix=%s).
-`, len(cs.Clusters), first.Name, last.Name, cs.Dir(), cs.Kubeconfig(), first.Name, last.Name, self, cs.Prefix(), last.Name, self, cs.Prefix())
+`, len(cs.Clusters), first.Name, last.Name, cs.Dir(), kubectl, cs.Kubeconfig(), filepath.Dir(self),
+		first.Name, last.Name, last.Name, last.Name, cs.ControllerKubeconfig(), self, cs.Prefix())
 }
 
 func demoCommand() *cobra.Command {
@@ -278,7 +284,7 @@ func downCommand() *cobra.Command {
 	var prefix, dir string
 	cmd := &cobra.Command{
 		Use:   "down",
-		Short: "Stop a running clusterset and remove what a crashed one left (network namespaces)",
+		Short: "Stop a running clusterset and remove what a crashed one left (network namespaces, host routes)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			stopHarness(filepath.Join(dir, "clusterset.pid"))
 			if err := clusterset.CleanLeftovers(prefix); err != nil {

@@ -1,0 +1,45 @@
+# shellcheck shell=bash
+# Sourced by hack/build.sh and hack/build-tools.sh: the one set of build
+# flags every binary and `make test` use, so that they share the Go build
+# cache (a package compiled with other flags is compiled again).
+
+# The flags `go test` must also use to reuse what the builds compiled
+# (the Makefile exports the same).
+export CGO_ENABLED=${CGO_ENABLED:-0}
+export GOFLAGS="${GOFLAGS:--trimpath}"
+
+# kube_ldflags VERSION stamps a Kubernetes version into a binary; without it
+# they report v0.0.0-master (also in the apiserver's /version and user
+# agents).
+kube_ldflags() {
+  local version=$1 major minor
+  major=${version#v}
+  major=${major%%.*}
+  minor=${version#v*.}
+  minor=${minor%%.*}
+  echo "-X k8s.io/component-base/version.gitVersion=${version}" \
+    "-X k8s.io/component-base/version.gitMajor=${major}" \
+    "-X k8s.io/component-base/version.gitMinor=${minor}" \
+    "-X k8s.io/component-base/version.gitTreeState=clean"
+}
+
+# go_build LDFLAGS OUTPUT PACKAGE... runs one `go build` and, since a cold
+# build compiles for minutes without a word, prints how far it has got
+# every 250 packages. Other output (errors) passes through.
+go_build() {
+  local ldflags=$1 out=$2
+  shift 2
+  local start=${SECONDS} count=0 line
+  go build -v -buildvcs=false -ldflags "${ldflags}" -o "${out}" "$@" 2>&1 |
+    while IFS= read -r line; do
+      if [[ "${line}" =~ ^[A-Za-z0-9._~/-]+$ ]]; then
+        count=$((count + 1))
+        if ((count % 250 == 0)); then
+          echo "  ... ${count} packages compiled ($((SECONDS - start))s)"
+        fi
+      else
+        echo "${line}"
+      fi
+    done
+  return "${PIPESTATUS[0]}"
+}
