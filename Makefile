@@ -12,7 +12,7 @@ export CGO_ENABLED := 0
 export GOFLAGS := -trimpath
 RACE := CGO_ENABLED=1 go test -race
 
-.PHONY: all deps tools build test unit-test integration-test fuzz demo bench bench-memory kind-e2e clean
+.PHONY: all deps tools build binaries test unit-test integration-test fuzz demo bench bench-memory kind-e2e clean
 
 all: build
 
@@ -25,9 +25,16 @@ tools:
 build:
 	hack/build.sh
 
-test: deps tools build
+# Both of the above, side by side (what demo and test use).
+binaries:
+	hack/build-all.sh
+
+test: deps binaries
 	cd $(STAGING) && go test $(GO_TEST_FLAGS) ./...
 	go test $(GO_TEST_FLAGS) -skip '^TestMCSController' ./...
+	# The end-to-end suite again, its clients run through pods/exec and
+	# the fake kubelet's API: the path the kind provider takes.
+	MCS_E2E_PROVIDER=local-exec go test $(GO_TEST_FLAGS) -run '^TestMultiClusterServices$$' ./test/e2e
 	# The controller's workers share its state: its tests run under the
 	# race detector.
 	$(RACE) $(GO_TEST_FLAGS) ./pkg/controller/...
@@ -43,13 +50,13 @@ fuzz:
 	cd $(STAGING) && go test -run '^$$' -fuzz FuzzEndpointSliceForImport -fuzztime $(FUZZTIME) ./proxy
 	cd $(STAGING) && go test -run '^$$' -fuzz FuzzSelectForLocalService -fuzztime $(FUZZTIME) ./proxy
 
-demo: deps tools build
+demo: deps binaries
 	hack/demo.sh
 
 bench: deps build
 	hack/bench-kube-proxy.sh
 
-bench-memory: deps tools build
+bench-memory: deps binaries
 	hack/bench-kube-proxy-memory.sh
 
 # Needs Docker, kind and kubectl; see README.md "kind".

@@ -28,7 +28,7 @@ export GOWORK=off
 package() {
   case "$1" in
     etcd) echo "go.etcd.io/etcd/server/v3" ;;
-    coredns) echo "github.com/coredns/coredns" ;;
+    coredns) echo "./coredns" ;; # CoreDNS with a cluster DNS's plugins (hack/tools/coredns)
     *) return 1 ;;
   esac
 }

@@ -51,29 +51,37 @@ type ClusterSet struct {
 }
 
 // Cluster is one member cluster.
+//
+// Each address field is of the clusterset's primary family; the plural
+// ones hold one per family, the primary first.
 type Cluster struct {
 	// Name is also the cluster's ID (its ClusterProperty
 	// cluster.clusterset.k8s.io) and its kubeconfig context.
-	Name        string
-	Index       int
-	ServiceCIDR string
-	PodCIDR     string
+	Name                   string
+	Index                  int
+	ServiceCIDR, PodCIDR   string
+	ServiceCIDRs, PodCIDRs []string
 	// DNSIP is the ClusterIP of kube-system/kube-dns, served by CoreDNS.
-	DNSIP string
+	DNSIP  string
+	DNSIPs []string
 	// APIServerIP is where pods reach the apiserver: the endpoint of the
 	// `kubernetes` Service, an address of every node of the cluster.
-	APIServerIP string
-	API         *framework.Cluster
-	Nodes       []*Node
-	dir         string
+	APIServerIP  string
+	APIServerIPs []string
+	API          *framework.Cluster
+	Nodes        []*Node
+	dir          string
+	family       IPFamily
 }
 
 // Node is a node of a cluster: a network namespace on the fabric.
 type Node struct {
-	Name    string
-	Netns   string
-	IP      string
-	PodCIDR string
+	Name     string
+	Netns    string
+	IP       string
+	IPs      []string
+	PodCIDR  string
+	PodCIDRs []string
 	// PodNetnsPrefix starts the network namespace name of its pods.
 	PodNetnsPrefix string
 	cluster        *Cluster
@@ -128,16 +136,25 @@ func Up(ctx context.Context, opts Options) (_ *ClusterSet, err error) {
 	}
 	cs.progress.printf("starting %d clusters with %d node(s) each; files and logs in %s", opts.Clusters, opts.NodesPerCluster, dir)
 	for i := range opts.Clusters {
-		c := &Cluster{Name: clusterName(i), Index: i, ServiceCIDR: serviceCIDR(i), PodCIDR: clusterPodCIDR(i), DNSIP: dnsIP(i), APIServerIP: apiServerIP(i), dir: filepath.Join(dir, clusterName(i))}
+		f := opts.IPFamily
+		c := &Cluster{Name: clusterName(i), Index: i, family: f, dir: filepath.Join(dir, clusterName(i)),
+			ServiceCIDRs: each(f, func(p plan) string { return p.serviceCIDR(i) }),
+			PodCIDRs:     each(f, func(p plan) string { return p.clusterPodCIDR(i) }),
+			DNSIPs:       each(f, func(p plan) string { return p.dnsIP(i) }),
+			APIServerIPs: each(f, func(p plan) string { return p.apiIP(i) }),
+		}
+		c.ServiceCIDR, c.PodCIDR, c.DNSIP, c.APIServerIP = c.ServiceCIDRs[0], c.PodCIDRs[0], c.DNSIPs[0], c.APIServerIPs[0]
 		for j := range opts.NodesPerCluster {
-			c.Nodes = append(c.Nodes, &Node{
+			n := &Node{
 				Name:           nodeName(i, j),
 				Netns:          opts.Prefix + "-" + nodeName(i, j),
-				IP:             nodeIP(i, j),
-				PodCIDR:        nodePodCIDR(i, j),
+				IPs:            each(f, func(p plan) string { return p.nodeIP(i, j) }),
+				PodCIDRs:       each(f, func(p plan) string { return p.nodePodCIDR(i, j) }),
 				PodNetnsPrefix: podNetnsPrefix(opts.Prefix, clusterName(i)),
 				cluster:        c,
-			})
+			}
+			n.IP, n.PodCIDR = n.IPs[0], n.PodCIDRs[0]
+			c.Nodes = append(c.Nodes, n)
 		}
 		cs.Clusters = append(cs.Clusters, c)
 	}

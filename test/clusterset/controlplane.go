@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -65,7 +66,7 @@ func (cs *ClusterSet) startAPIServer(ctx context.Context, c *Cluster) error {
 	api, err := framework.StartCluster(ctx, framework.ClusterOptions{
 		Name:             c.Name,
 		Etcd:             cs.etcd,
-		ServiceCIDR:      c.ServiceCIDR,
+		ServiceCIDR:      strings.Join(c.ServiceCIDRs, ","),
 		Dir:              c.dir,
 		ExtraUsers:       []framework.User{{Name: kubeProxyUser}},
 		EgressSocket:     egress,
@@ -211,12 +212,18 @@ func createDNSService(ctx context.Context, c *Cluster) error {
 	svc := &v1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Namespace: metav1.NamespaceSystem, Labels: map[string]string{"k8s-app": "kube-dns"}},
 		Spec: v1.ServiceSpec{
-			ClusterIP: c.DNSIP,
+			ClusterIP:  c.DNSIP,
+			ClusterIPs: c.DNSIPs,
+			IPFamilies: c.family.families(),
 			Ports: []v1.ServicePort{
 				{Name: "dns", Protocol: v1.ProtocolUDP, Port: 53},
 				{Name: "dns-tcp", Protocol: v1.ProtocolTCP, Port: 53},
 			},
 		},
+	}
+	if c.family == DualStack {
+		policy := v1.IPFamilyPolicyRequireDualStack
+		svc.Spec.IPFamilyPolicy = &policy
 	}
 	if _, err := client.CoreV1().Services(metav1.NamespaceSystem).Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
@@ -227,28 +234,30 @@ func createDNSService(ctx context.Context, c *Cluster) error {
 		p := int32(53)
 		return discoveryv1.EndpointPort{Name: &name, Protocol: &proto, Port: &p}
 	}
-	slice := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      "kube-dns-coredns",
-			Namespace: metav1.NamespaceSystem,
-			Labels: map[string]string{
-				discoveryv1.LabelServiceName: "kube-dns",
-				discoveryv1.LabelManagedBy:   harnessManager,
+	// One slice per family, as the EndpointSlice controller makes them.
+	for k, fam := range c.family.families() {
+		slice := &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:      "kube-dns-coredns-" + strings.ToLower(string(fam)),
+				Namespace: metav1.NamespaceSystem,
+				Labels: map[string]string{
+					discoveryv1.LabelServiceName: "kube-dns",
+					discoveryv1.LabelManagedBy:   harnessManager,
+				},
 			},
-		},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints: []discoveryv1.Endpoint{{
-			Addresses:  []string{node.IP},
-			Conditions: discoveryv1.EndpointConditions{Ready: &ready},
-			NodeName:   &node.Name,
-		}},
-		Ports: []discoveryv1.EndpointPort{port("dns", v1.ProtocolUDP), port("dns-tcp", v1.ProtocolTCP)},
+			AddressType: discoveryv1.AddressType(fam),
+			Endpoints: []discoveryv1.Endpoint{{
+				Addresses:  []string{node.IPs[k]},
+				Conditions: discoveryv1.EndpointConditions{Ready: &ready},
+				NodeName:   &node.Name,
+			}},
+			Ports: []discoveryv1.EndpointPort{port("dns", v1.ProtocolUDP), port("dns-tcp", v1.ProtocolTCP)},
+		}
+		if _, err := client.DiscoveryV1().EndpointSlices(metav1.NamespaceSystem).Create(ctx, slice, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
 	}
-	_, err := client.DiscoveryV1().EndpointSlices(metav1.NamespaceSystem).Create(ctx, slice, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		err = nil
-	}
-	return err
+	return nil
 }
 
 // applyManifests applies files of kind-config/ server-side, as

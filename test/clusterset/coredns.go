@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
@@ -58,7 +59,7 @@ func (cs *ClusterSet) startCoreDNS(ctx context.Context, c *Cluster) error {
 	if err := proc.WaitReady(ctx, startTimeout, ready); err != nil {
 		return err
 	}
-	cs.progress.timed(c.Name, fmt.Sprintf("CoreDNS ready on %s:53 (kube-dns %s)", node.IP, c.DNSIP), started)
+	cs.progress.timed(c.Name, fmt.Sprintf("CoreDNS ready on %s (kube-dns %s)", net.JoinHostPort(node.IP, "53"), strings.Join(c.DNSIPs, ",")), started)
 	return nil
 }
 

@@ -124,8 +124,13 @@ func (p *egressProxy) dial(hostport string) (net.Conn, error) {
 	}
 	from := p.cluster.Nodes[0]
 	for _, n := range p.cluster.Nodes {
-		if n.Name == host || n.IP == host {
+		if n.Name == host {
 			from, host = n, n.IP
+		}
+		for _, ip := range n.IPs {
+			if ip == host {
+				from = n
+			}
 		}
 	}
 	if net.ParseIP(host) == nil {

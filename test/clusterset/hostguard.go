@@ -15,9 +15,9 @@ import (
 // and apiserver addresses), each cluster's Service and pod ranges, and the
 // clusterset IP ranges.
 func (cs *ClusterSet) hostRanges() []string {
-	ranges := []string{fabricCIDR}
+	ranges := each(cs.opts.IPFamily, func(p plan) string { return p.fabricCIDR })
 	for _, c := range cs.Clusters {
-		ranges = append(ranges, c.ServiceCIDR, c.PodCIDR)
+		ranges = append(append(ranges, c.ServiceCIDRs...), c.PodCIDRs...)
 	}
 	return append(ranges, mcsproxy.DefaultClusterSetIPCIDRs...)
 }

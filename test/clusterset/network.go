@@ -5,6 +5,8 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
 )
 
 // fabricNetns is the namespace holding the bridge all nodes hang off: the
@@ -42,8 +44,10 @@ func (cs *ClusterSet) startNetwork() error {
 			if other == n {
 				continue
 			}
-			if err := run("ip", "-n", n.Netns, "route", "add", other.PodCIDR, "via", other.IP, "dev", "eth0"); err != nil {
-				return err
+			for k := range other.PodCIDRs {
+				if err := run("ip", "-n", n.Netns, "route", "add", other.PodCIDRs[k], "via", other.IPs[k], "dev", "eth0"); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -61,10 +65,21 @@ func (cs *ClusterSet) addNode(n *Node) error {
 	steps := [][]string{
 		{"ip", "link", "add", fabricSide, "netns", cs.fabricNetns(), "type", "veth", "peer", "name", "eth0", "netns", n.Netns},
 		{"ip", "-n", cs.fabricNetns(), "link", "set", fabricSide, "master", "br0", "up"},
-		{"ip", "-n", n.Netns, "addr", "add", fmt.Sprintf("%s/%d", n.IP, fabricPrefixLen), "dev", "eth0"},
-		{"ip", "-n", n.Netns, "link", "set", "eth0", "up"},
-		{"ip", "netns", "exec", n.Netns, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"},
 	}
+	for k, fam := range cs.opts.IPFamily.families() {
+		p := plans[fam]
+		// nodad: an IPv6 address is usable at once, not after duplicate
+		// address detection (nothing else on the fabric can have it).
+		steps = append(steps, append([]string{"ip", "-n", n.Netns, "addr", "add", fmt.Sprintf("%s/%d", n.IPs[k], p.fabricPrefixLen), "dev", "eth0"}, nodad(fam)...))
+		if fam == v1.IPv6Protocol {
+			// Pods' veths (their node side) need no duplicate address
+			// detection either.
+			steps = append(steps, []string{"ip", "netns", "exec", n.Netns, "sysctl", "-q", "-w", "net.ipv6.conf.all.forwarding=1", "net.ipv6.conf.default.accept_dad=0"})
+		} else {
+			steps = append(steps, []string{"ip", "netns", "exec", n.Netns, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"})
+		}
+	}
+	steps = append(steps, []string{"ip", "-n", n.Netns, "link", "set", "eth0", "up"})
 	for _, s := range steps {
 		if err := run(s[0], s[1:]...); err != nil {
 			return err
@@ -81,6 +96,15 @@ func (cs *ClusterSet) addNetns(name string) error {
 	}
 	cs.onDown(levelControllers, func() { _ = run("ip", "netns", "del", name) })
 	return run("ip", "-n", name, "link", "set", "lo", "up")
+}
+
+// nodad are the flags of `ip addr add` for an address of family fam that
+// needs no duplicate address detection.
+func nodad(fam v1.IPFamily) []string {
+	if fam == v1.IPv6Protocol {
+		return []string{"nodad"}
+	}
+	return nil
 }
 
 func run(name string, args ...string) error {

@@ -35,10 +35,18 @@ func (cs *ClusterSet) forwardAPIServer(n *Node) error {
 	if err != nil {
 		return err
 	}
-	if err := run("ip", "-n", n.Netns, "addr", "add", n.cluster.APIServerIP+"/32", "dev", "lo"); err != nil {
-		return fmt.Errorf("node %s: %w", n.Name, err)
+	listen := []string{addr}
+	for _, ip := range n.cluster.APIServerIPs {
+		bits := "/32"
+		if net.ParseIP(ip).To4() == nil {
+			bits = "/128"
+		}
+		if err := run("ip", "-n", n.Netns, "addr", "add", ip+bits, "dev", "lo"); err != nil {
+			return fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		listen = append(listen, net.JoinHostPort(ip, port))
 	}
-	for _, listen := range []string{addr, net.JoinHostPort(n.cluster.APIServerIP, port)} {
+	for _, listen := range listen {
 		if err := netns.Forward(ctx, n.Netns, listen, addr); err != nil {
 			return fmt.Errorf("node %s: forwarding the apiserver at %s: %w", n.Name, listen, err)
 		}
@@ -64,9 +72,9 @@ func (cs *ClusterSet) startKubelet(ctx context.Context, n *Node) error {
 		Client:      client,
 		ClusterName: c.Name,
 		NodeName:    n.Name,
-		NodeIP:      n.IP,
+		NodeIPs:     n.IPs,
 		NodeNetns:   n.Netns,
-		PodCIDR:     n.PodCIDR,
+		PodCIDRs:    n.PodCIDRs,
 		NetnsPrefix: n.PodNetnsPrefix,
 		LogDir:      filepath.Join(c.dir, "pods"),
 		Logger:      log.New(logFile, "", log.LstdFlags|log.Lmicroseconds),
@@ -74,7 +82,11 @@ func (cs *ClusterSet) startKubelet(ctx context.Context, n *Node) error {
 	if !cs.opts.NoDNS {
 		cfg.DNS = &fakekubelet.DNSConfig{Nameserver: c.DNSIP, ClusterDomain: "cluster.local"}
 	}
-	cert, err := c.API.KubeletServingCert(n.Name, net.ParseIP(n.IP))
+	var ips []net.IP
+	for _, ip := range n.IPs {
+		ips = append(ips, net.ParseIP(ip))
+	}
+	cert, err := c.API.KubeletServingCert(n.Name, ips...)
 	if err != nil {
 		logFile.Close()
 		return err
@@ -102,7 +114,7 @@ func (cs *ClusterSet) startKubelet(ctx context.Context, n *Node) error {
 		<-done
 		logFile.Close()
 	})
-	cs.progress.timed(c.Name, "fake kubelet: node "+n.Name+" Ready, InternalIP "+n.IP+", pods in "+n.PodCIDR, started)
+	cs.progress.timed(c.Name, "fake kubelet: node "+n.Name+" Ready, InternalIP "+strings.Join(n.IPs, ",")+", pods in "+strings.Join(n.PodCIDRs, ","), started)
 	return nil
 }
 
@@ -124,7 +136,7 @@ func (cs *ClusterSet) startKubeProxy(ctx context.Context, n *Node) error {
 		"--hostname-override=" + n.Name,
 		"--proxy-mode=" + cs.opts.ProxyMode,
 		"--feature-gates=MultiClusterServices=true",
-		"--cluster-cidr=" + c.PodCIDR,
+		"--cluster-cidr=" + strings.Join(c.PodCIDRs, ","),
 		// The node is a namespace on a shared kernel: leave the host's
 		// conntrack limits alone.
 		"--conntrack-max-per-core=0", "--conntrack-min=0",

@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"regexp"
+
+	v1 "k8s.io/api/core/v1"
 )
 
 // Options configures Up.
@@ -27,6 +30,10 @@ type Options struct {
 	// NoKubeProxy and NoDNS leave out kube-proxy and CoreDNS.
 	NoKubeProxy bool
 	NoDNS       bool
+	// IPFamily is the clusterset's IP family: IPv4 (default), IPv6, or
+	// DualStack (IPv4 first): nodes, pods, Services, kube-proxy, CoreDNS
+	// and the clusterset IP ranges in it.
+	IPFamily IPFamily
 	// Progress receives one line per started component (nil: discarded).
 	Progress io.Writer
 }
@@ -52,6 +59,9 @@ func (o *Options) defaults() error {
 	if o.ProxyMode == "" {
 		o.ProxyMode = "nftables"
 	}
+	if o.IPFamily == "" {
+		o.IPFamily = IPv4
+	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
@@ -66,8 +76,31 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("prefix %q: want a lower-case letter then up to 9 letters or digits", o.Prefix)
 	case o.ProxyMode != "nftables" && o.ProxyMode != "iptables":
 		return fmt.Errorf("proxy mode %q: want nftables or iptables", o.ProxyMode)
+	case o.IPFamily != IPv4 && o.IPFamily != IPv6 && o.IPFamily != DualStack:
+		return fmt.Errorf("IP family %q: want %s, %s or %s", o.IPFamily, IPv4, IPv6, DualStack)
 	}
 	return nil
+}
+
+// IPFamily is the IP family of a clusterset.
+type IPFamily string
+
+const (
+	IPv4      IPFamily = "ipv4"
+	IPv6      IPFamily = "ipv6"
+	DualStack IPFamily = "dual"
+)
+
+// families are the address families of f, the primary one first.
+func (f IPFamily) families() []v1.IPFamily {
+	switch f {
+	case IPv6:
+		return []v1.IPFamily{v1.IPv6Protocol}
+	case DualStack:
+		return []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
+	default:
+		return []v1.IPFamily{v1.IPv4Protocol}
+	}
 }
 
 // The address plan. Every range is distinct across clusters, as in a
@@ -75,29 +108,76 @@ func (o *Options) defaults() error {
 //
 //	cluster i (0-based)   name cluster-<a+i>
 //	Service CIDR          10.(96+i).0.0/16, cluster DNS at .0.10
+//	                      fd00:10:96:<i>::/112, cluster DNS at ::a
 //	pod CIDR              10.(200+i).0.0/16, node j gets 10.(200+i).j.0/24
-//	node j's address      172.30.i.(j+1)/16 on the fabric bridge
-//	apiserver             172.30.i.254 on every node of cluster i (the
-//	                      `kubernetes` Service's endpoint, forwarded to the
-//	                      apiserver on the host's loopback)
+//	                      fd00:10:2<ii>::/48, node j gets fd00:10:2<ii>:<j>::/64
+//	node j's address      172.30.i.(j+1)/16, fd00:172:30::<i>:<j+1>/64 on the
+//	                      fabric bridge
+//	apiserver             172.30.i.254, fd00:172:30::<i>:fe on every node of
+//	                      cluster i (the `kubernetes` Service's endpoint,
+//	                      forwarded to the apiserver on the host's loopback)
 //	clusterset IPs        10.250.0.0/16 and fd00:10:250::/108 (the
 //	                      defaults of kube-proxy and the mcs-controller)
+//
+// (<i>, <j> in hexadecimal, <ii> with two digits.) A clusterset of one
+// family uses that family's addresses; a dual-stack one both, IPv4 first.
 //
 // While a clusterset is up, the host has an unreachable route for each of
 // these ranges (hostRanges): nothing on the host can send a packet for
 // them anywhere, the default route included.
 func clusterName(i int) string { return fmt.Sprintf("cluster-%c", 'a'+i) }
-func serviceCIDR(i int) string { return fmt.Sprintf("10.%d.0.0/16", 96+i) }
-func dnsIP(i int) string       { return fmt.Sprintf("10.%d.0.10", 96+i) }
-func clusterPodCIDR(i int) string {
-	return fmt.Sprintf("10.%d.0.0/16", 200+i)
-}
-func nodePodCIDR(i, j int) string { return fmt.Sprintf("10.%d.%d.0/24", 200+i, j) }
-func nodeIP(i, j int) string      { return fmt.Sprintf("172.30.%d.%d", i, j+1) }
-func nodeName(i, j int) string    { return fmt.Sprintf("%s-node%d", clusterName(i), j) }
-func apiServerIP(i int) string    { return fmt.Sprintf("172.30.%d.254", i) }
+func nodeName(i, j int) string { return fmt.Sprintf("%s-node%d", clusterName(i), j) }
 
-const (
-	fabricCIDR      = "172.30.0.0/16"
-	fabricPrefixLen = 16
-)
+// plan is the address plan of one family.
+type plan struct {
+	family                                    v1.IPFamily
+	serviceCIDR, dnsIP, clusterPodCIDR, apiIP func(i int) string
+	nodePodCIDR, nodeIP                       func(i, j int) string
+	fabricCIDR                                string
+	fabricPrefixLen                           int
+}
+
+var plans = map[v1.IPFamily]plan{
+	v1.IPv4Protocol: {
+		family:          v1.IPv4Protocol,
+		serviceCIDR:     func(i int) string { return fmt.Sprintf("10.%d.0.0/16", 96+i) },
+		dnsIP:           func(i int) string { return fmt.Sprintf("10.%d.0.10", 96+i) },
+		clusterPodCIDR:  func(i int) string { return fmt.Sprintf("10.%d.0.0/16", 200+i) },
+		apiIP:           func(i int) string { return fmt.Sprintf("172.30.%d.254", i) },
+		nodePodCIDR:     func(i, j int) string { return fmt.Sprintf("10.%d.%d.0/24", 200+i, j) },
+		nodeIP:          func(i, j int) string { return fmt.Sprintf("172.30.%d.%d", i, j+1) },
+		fabricCIDR:      "172.30.0.0/16",
+		fabricPrefixLen: 16,
+	},
+	v1.IPv6Protocol: {
+		family:          v1.IPv6Protocol,
+		serviceCIDR:     func(i int) string { return v6("fd00:10:96:%x::/112", i) },
+		dnsIP:           func(i int) string { return v6("fd00:10:96:%x::a", i) },
+		clusterPodCIDR:  func(i int) string { return v6("fd00:10:2%02x::/48", i) },
+		apiIP:           func(i int) string { return v6("fd00:172:30::%x:fe", i) },
+		nodePodCIDR:     func(i, j int) string { return v6("fd00:10:2%02x:%x::/64", i, j) },
+		nodeIP:          func(i, j int) string { return v6("fd00:172:30::%x:%x", i, j+1) },
+		fabricCIDR:      "fd00:172:30::/64",
+		fabricPrefixLen: 64,
+	},
+}
+
+// v6 formats an IPv6 address or prefix in its canonical form, which API
+// validation insists on ("fd00:172:30::1", not "fd00:172:30::0:1").
+func v6(format string, args ...any) string {
+	s := fmt.Sprintf(format, args...)
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return p.String()
+	}
+	return netip.MustParseAddr(s).String()
+}
+
+// each returns f applied to the plan of every family of the clusterset,
+// the primary family first.
+func each[T any](f IPFamily, get func(plan) T) []T {
+	var out []T
+	for _, fam := range f.families() {
+		out = append(out, get(plans[fam]))
+	}
+	return out
+}

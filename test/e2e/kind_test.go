@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -105,8 +104,9 @@ func upstreamKubeProxyImage() (string, error) {
 	if image := os.Getenv("MCS_E2E_UPSTREAM_KUBE_PROXY_IMAGE"); image != "" {
 		return image, nil
 	}
-	_, self, _, _ := runtime.Caller(0)
-	dockerfile := filepath.Join(filepath.Dir(self), "..", "..", "kind-config", "Dockerfile")
+	// go test runs in the package's directory (and -trimpath leaves no
+	// source paths to go by).
+	dockerfile := filepath.Join("..", "..", "kind-config", "Dockerfile")
 	data, err := os.ReadFile(dockerfile)
 	if err != nil {
 		return "", err

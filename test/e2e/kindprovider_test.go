@@ -3,7 +3,6 @@ package e2e
 import (
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"testing"
 	"time"
 
@@ -76,9 +75,9 @@ func TestKindProviderAgainstAPIServer(t *testing.T) {
 	dyn := dynamic.NewForConfigOrDie(cluster.RESTConfig())
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(client.Discovery()))
 	values := map[string]string{"CLUSTER": "mcs-b", "POD_SUBNET": "10.102.0.0/16", "KUBECONFIG_B64": "e30K"}
-	_, self, _, _ := runtime.Caller(0)
 	for _, manifest := range []string{"clusterproperty.yaml", "kube-proxy.yaml", "mcs-controller.yaml"} {
-		objs, err := kindconfig.Objects(filepath.Join(filepath.Dir(self), "..", "..", "kind-config", manifest), values)
+		// go test runs in the package's directory.
+		objs, err := kindconfig.Objects(filepath.Join("..", "..", "kind-config", manifest), values)
 		if err != nil {
 			t.Fatal(err)
 		}

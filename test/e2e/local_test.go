@@ -45,6 +45,13 @@ type local struct {
 
 func upLocal(t *testing.T, viaAPI bool) *local {
 	t.Helper()
+	return upLocalWith(t, prefix, clusterset.IPv4, viaAPI)
+}
+
+// upLocalWith brings up a local clusterset of family with namespaces
+// named after prefix.
+func upLocalWith(t *testing.T, prefix string, family clusterset.IPFamily, viaAPI bool) *local {
+	t.Helper()
 	requireBuilt(t, "etcd", "kube-apiserver", "kube-controller-manager", "kube-proxy", "kube-proxy-upstream", "coredns", "mcs-controller", "echoserver")
 	netns.Require(t, "nft", "ip")
 	if left, _ := clusterset.Leftovers(prefix); len(left) > 0 {
@@ -55,7 +62,7 @@ func upLocal(t *testing.T, viaAPI bool) *local {
 	}
 	upStart := time.Now()
 	cs, err := clusterset.Up(t.Context(), clusterset.Options{
-		Clusters: 2, Prefix: prefix, Dir: t.TempDir(), Progress: testWriter{t},
+		Clusters: 2, Prefix: prefix, Dir: t.TempDir(), Progress: testWriter{t}, IPFamily: family,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -220,8 +227,8 @@ func (l *local) startGateOff(t *testing.T, m *member, _ string, node string) (ga
 	}
 	readers := map[string]func(context.Context) (string, error){}
 	for _, run := range []struct{ ns, binary, gate string }{
-		{prefix + "-gateoff", "kube-proxy", "--feature-gates=MultiClusterServices=false"},
-		{prefix + "-upstream", "kube-proxy-upstream", ""},
+		{l.cs.Prefix() + "-gateoff", "kube-proxy", "--feature-gates=MultiClusterServices=false"},
+		{l.cs.Prefix() + "-upstream", "kube-proxy-upstream", ""},
 	} {
 		if out, err := netns.Output("ip", "netns", "add", run.ns); err != nil {
 			t.Fatalf("ip netns add %s: %v %s", run.ns, err, out)

@@ -46,14 +46,16 @@ type Config struct {
 	ClusterName string
 	// NodeName is the Node's name.
 	NodeName string
-	// NodeIP is the Node's InternalIP, an address of the node namespace.
-	NodeIP string
+	// NodeIPs are the Node's InternalIPs, addresses of the node namespace,
+	// one per family, the primary first.
+	NodeIPs []string
 	// NodeNetns is the node's network namespace; pods' veth pairs end there
 	// and readiness probes are sent from there, as a real kubelet's are.
 	NodeNetns string
-	// PodCIDR is the node's pod range (an IPv4 /24 or larger); its first
-	// address is the pods' gateway on the node side.
-	PodCIDR string
+	// PodCIDRs are the node's pod ranges, one per family of NodeIPs, in
+	// the same order (IPv4: a /24 or larger, whose first address is the
+	// pods' gateway on the node side; IPv6: a /64, say).
+	PodCIDRs []string
 	// NetnsPrefix starts the name of every pod network namespace.
 	NetnsPrefix string
 	// DNS is the cluster DNS that ClusterFirst pods resolve through; nil
@@ -80,10 +82,9 @@ type DNSConfig struct {
 
 // Kubelet serves one node.
 type Kubelet struct {
-	cfg     Config
-	log     *log.Logger
-	gateway net.IP
-	ipam    *ipam
+	cfg   Config
+	log   *log.Logger
+	ipams []*ipam // one per pod CIDR
 
 	mu      sync.Mutex
 	workers map[string]*podWorker // by pod UID
@@ -92,20 +93,32 @@ type Kubelet struct {
 
 // New checks cfg and returns a Kubelet; Run starts it.
 func New(cfg Config) (*Kubelet, error) {
-	if cfg.Client == nil || cfg.NodeName == "" || cfg.NodeIP == "" || cfg.NodeNetns == "" || cfg.NetnsPrefix == "" {
-		return nil, errors.New("fakekubelet: Client, NodeName, NodeIP, NodeNetns and NetnsPrefix are required")
+	if cfg.Client == nil || cfg.NodeName == "" || len(cfg.NodeIPs) == 0 || cfg.NodeNetns == "" || cfg.NetnsPrefix == "" {
+		return nil, errors.New("fakekubelet: Client, NodeName, NodeIPs, NodeNetns and NetnsPrefix are required")
 	}
-	ipam, gateway, err := newIPAM(cfg.PodCIDR)
-	if err != nil {
-		return nil, fmt.Errorf("fakekubelet %s: %w", cfg.NodeName, err)
+	if len(cfg.PodCIDRs) != len(cfg.NodeIPs) {
+		return nil, fmt.Errorf("fakekubelet %s: %d pod CIDRs for %d node IPs, want one per family", cfg.NodeName, len(cfg.PodCIDRs), len(cfg.NodeIPs))
+	}
+	var ipams []*ipam
+	for i, cidr := range cfg.PodCIDRs {
+		a, err := newIPAM(cidr)
+		if err != nil {
+			return nil, fmt.Errorf("fakekubelet %s: %w", cfg.NodeName, err)
+		}
+		if ip := net.ParseIP(cfg.NodeIPs[i]); ip == nil || (ip.To4() == nil) != a.ipv6 {
+			return nil, fmt.Errorf("fakekubelet %s: node IP %s and pod CIDR %s are not of one family", cfg.NodeName, cfg.NodeIPs[i], cidr)
+		}
+		ipams = append(ipams, a)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = log.New(os.Stderr, cfg.NodeName+" ", log.LstdFlags|log.Lmicroseconds)
 	}
 	if cfg.Executable == "" {
-		if cfg.Executable, err = os.Executable(); err != nil {
+		exe, err := os.Executable()
+		if err != nil {
 			return nil, err
 		}
+		cfg.Executable = exe
 	}
 	if cfg.Serving != nil && cfg.Serving.Port == 0 {
 		cfg.Serving.Port = DefaultPort
@@ -116,7 +129,7 @@ func New(cfg Config) (*Kubelet, error) {
 	if err := os.MkdirAll(cfg.LogDir, 0o755); err != nil {
 		return nil, err
 	}
-	return &Kubelet{cfg: cfg, log: cfg.Logger, gateway: gateway, ipam: ipam, workers: map[string]*podWorker{}}, nil
+	return &Kubelet{cfg: cfg, log: cfg.Logger, ipams: ipams, workers: map[string]*podWorker{}}, nil
 }
 
 // Register creates (or updates) the Node object, Ready, with its address
@@ -159,7 +172,7 @@ func (k *Kubelet) Run(ctx context.Context) error {
 		defer stop()
 	}
 	factory.Start(ctx.Done())
-	k.log.Printf("node %s registered (InternalIP %s, pod CIDR %s, netns %s)", k.cfg.NodeName, k.cfg.NodeIP, k.cfg.PodCIDR, k.cfg.NodeNetns)
+	k.log.Printf("node %s registered (InternalIPs %v, pod CIDRs %v, netns %s)", k.cfg.NodeName, k.cfg.NodeIPs, k.cfg.PodCIDRs, k.cfg.NodeNetns)
 	<-ctx.Done()
 	factory.Shutdown()
 	return nil

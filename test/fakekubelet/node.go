@@ -24,7 +24,7 @@ func (k *Kubelet) registerNode(ctx context.Context) error {
 				v1.LabelOSStable: "linux",
 			},
 		},
-		Spec: v1.NodeSpec{PodCIDR: k.cfg.PodCIDR, PodCIDRs: []string{k.cfg.PodCIDR}},
+		Spec: v1.NodeSpec{PodCIDR: k.cfg.PodCIDRs[0], PodCIDRs: k.cfg.PodCIDRs},
 	}
 	if _, err := nodes.Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
@@ -40,10 +40,11 @@ func (k *Kubelet) registerNode(ctx context.Context) error {
 			return err
 		}
 		now := metav1.Now()
-		current.Status.Addresses = []v1.NodeAddress{
-			{Type: v1.NodeInternalIP, Address: k.cfg.NodeIP},
-			{Type: v1.NodeHostName, Address: k.cfg.NodeName},
+		current.Status.Addresses = nil
+		for _, ip := range k.cfg.NodeIPs {
+			current.Status.Addresses = append(current.Status.Addresses, v1.NodeAddress{Type: v1.NodeInternalIP, Address: ip})
 		}
+		current.Status.Addresses = append(current.Status.Addresses, v1.NodeAddress{Type: v1.NodeHostName, Address: k.cfg.NodeName})
 		if k.cfg.Serving != nil {
 			current.Status.DaemonEndpoints.KubeletEndpoint.Port = int32(k.cfg.Serving.Port)
 		}

@@ -11,12 +11,12 @@ import (
 )
 
 func TestIPAMHandsOutEveryHostAddressOnceAndGoesRound(t *testing.T) {
-	a, gw, err := newIPAM("10.200.3.0/29")
+	a, err := newIPAM("10.200.3.0/29")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if gw.String() != "10.200.3.1" {
-		t.Errorf("gateway %s, want the first address", gw)
+	if a.gateway.String() != "10.200.3.1" {
+		t.Errorf("gateway %s, want the first address", a.gateway)
 	}
 	var got []string
 	for range 5 {
@@ -45,9 +45,25 @@ func TestIPAMHandsOutEveryHostAddressOnceAndGoesRound(t *testing.T) {
 	}
 }
 
+func TestIPAMServesIPv6(t *testing.T) {
+	a, err := newIPAM("fd00:10:200:3::/64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := a.allocate()
+	if err != nil || first.String() != "fd00:10:200:3::2" {
+		t.Fatalf("first IPv6 pod address %v %v, want fd00:10:200:3::2", first, err)
+	}
+	second, _ := a.allocate()
+	a.release(first)
+	if second.String() != "fd00:10:200:3::3" || a.inUse[2] {
+		t.Errorf("second %s, in use after release: %v", second, a.inUse)
+	}
+}
+
 func TestIPAMRefusesRangesItCannotServe(t *testing.T) {
-	for _, cidr := range []string{"10.0.0.0/8", "10.0.0.0/31", "fd00::/64", "nonsense"} {
-		if _, _, err := newIPAM(cidr); err == nil {
+	for _, cidr := range []string{"10.0.0.0/8", "10.0.0.0/31", "fd00::/127", "nonsense"} {
+		if _, err := newIPAM(cidr); err == nil {
 			t.Errorf("newIPAM(%q) succeeded", cidr)
 		}
 	}

@@ -47,7 +47,8 @@ type ServingConfig struct {
 // namespace where the apiserver's egress reaches it, until ctx ends.
 func (k *Kubelet) serve(ctx context.Context) (stop func(), err error) {
 	s := k.cfg.Serving
-	addr := net.JoinHostPort(k.cfg.NodeIP, strconv.Itoa(s.Port))
+	// The apiserver dials the first InternalIP.
+	addr := net.JoinHostPort(k.cfg.NodeIPs[0], strconv.Itoa(s.Port))
 	l, err := netns.Listen(k.cfg.NodeNetns, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("kubelet API at %s in %s: %w", addr, k.cfg.NodeNetns, err)

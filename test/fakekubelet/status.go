@@ -17,14 +17,18 @@ func (w *podWorker) podStatus(pod *v1.Pod) v1.PodStatus {
 		// The apiserver sets the QoS class at creation and refuses changes.
 		QOSClass:           pod.Status.QOSClass,
 		ObservedGeneration: pod.Generation,
-		HostIP:             w.k.cfg.NodeIP,
-		HostIPs:            []v1.HostIP{{IP: w.k.cfg.NodeIP}},
+		HostIP:             w.k.cfg.NodeIPs[0],
 		Phase:              v1.PodPending,
+	}
+	for _, ip := range w.k.cfg.NodeIPs {
+		st.HostIPs = append(st.HostIPs, v1.HostIP{IP: ip})
 	}
 	if w.sandbox != nil {
 		st.StartTime = &w.startTime
-		st.PodIP = w.sandbox.ip.String()
-		st.PodIPs = []v1.PodIP{{IP: st.PodIP}}
+		st.PodIP = w.sandbox.ips[0].String()
+		for _, ip := range w.sandbox.ips {
+			st.PodIPs = append(st.PodIPs, v1.PodIP{IP: ip.String()})
+		}
 	}
 	allReady, anyRunning, allSucceeded := true, false, true
 	for _, c := range w.containers {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -124,7 +125,7 @@ func (w *podWorker) runPod(ctx context.Context, pod *v1.Pod) {
 		w.netns = s.netns
 		w.mu.Unlock()
 		w.startTime = metav1.Now()
-		w.k.log.Printf("pod %s/%s: network namespace %s, IP %s", pod.Namespace, pod.Name, s.netns, s.ip)
+		w.k.log.Printf("pod %s/%s: network namespace %s, IPs %v", pod.Namespace, pod.Name, s.netns, s.ips)
 	}
 	done := 0
 	for _, c := range w.containers {
@@ -226,7 +227,7 @@ func (w *podWorker) start(ctx context.Context, pod *v1.Pod, c *container) error 
 		w.poke()
 	}()
 	if probe := c.spec.ReadinessProbe; probe != nil {
-		go w.k.runProber(proberCtx, probe, w.sandbox.ip.String(), c, w.poke)
+		go w.k.runProber(proberCtx, probe, w.sandbox.ips[0].String(), c, w.poke)
 	}
 	return nil
 }
@@ -249,7 +250,7 @@ func (w *podWorker) containerEnv(pod *v1.Pod, c v1.Container) []string {
 	env := []string{
 		podimage.PodNameEnv + "=" + pod.Name,
 		"POD_NAMESPACE=" + pod.Namespace,
-		"POD_IP=" + w.sandbox.ip.String(),
+		"POD_IP=" + w.sandbox.ips[0].String(),
 		"NODE_NAME=" + w.k.cfg.NodeName,
 		"CLUSTER_NAME=" + w.k.cfg.ClusterName,
 	}
@@ -262,7 +263,13 @@ func (w *podWorker) containerEnv(pod *v1.Pod, c v1.Container) []string {
 			case "metadata.namespace":
 				value = pod.Namespace
 			case "status.podIP":
-				value = w.sandbox.ip.String()
+				value = w.sandbox.ips[0].String()
+			case "status.podIPs":
+				var ips []string
+				for _, ip := range w.sandbox.ips {
+					ips = append(ips, ip.String())
+				}
+				value = strings.Join(ips, ",")
 			case "spec.nodeName":
 				value = w.k.cfg.NodeName
 			}

@@ -29,7 +29,8 @@ type ClusterOptions struct {
 	Name string
 	// Etcd stores the cluster's objects; one Etcd serves many clusters.
 	Etcd *Etcd
-	// ServiceCIDR is --service-cluster-ip-range (default 10.96.0.0/16).
+	// ServiceCIDR is --service-cluster-ip-range (default 10.96.0.0/16; a
+	// dual-stack cluster has one range per family, separated by a comma).
 	ServiceCIDR string
 	// Dir holds certificates, keys, the token file, kubeconfigs and
 	// kube-apiserver.log. When empty a temporary directory is created and
