@@ -14,6 +14,7 @@ declare -A PACKAGE_OF=(
   [ip]=iproute2
   [conntrack]=conntrack
   [unshare]=util-linux
+  [nsenter]=util-linux
   [curl]=curl
   [dig]=bind9-dnsutils
   [nc]=netcat-openbsd

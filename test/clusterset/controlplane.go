@@ -41,9 +41,11 @@ const (
 
 // controllers are kube-controller-manager's: the endpoint controllers that
 // make real EndpointSlices, what namespaces and owned objects need to go
-// away, and the workload controllers (Deployments, StatefulSets, Jobs) so
-// users can deploy as usual.
-var controllers = append(append([]string{}, framework.DefaultControllers...), "deployment", "replicaset", "statefulset", "job")
+// away, the workload controllers (Deployments, StatefulSets, Jobs) so users
+// can deploy as usual, and the publisher of kube-root-ca.crt, which pods'
+// service account volumes hold.
+var controllers = append(append([]string{}, framework.DefaultControllers...),
+	"deployment", "replicaset", "statefulset", "job", "root-ca-certificate-publisher-controller")
 
 func (cs *ClusterSet) startEtcd(ctx context.Context) error {
 	started := time.Now()
@@ -86,7 +88,14 @@ func (cs *ClusterSet) startAPIServer(ctx context.Context, c *Cluster) error {
 
 func (cs *ClusterSet) startControllerManager(ctx context.Context, c *Cluster) error {
 	started := time.Now()
-	kcm, err := framework.StartControllerManager(ctx, c.API, framework.ControllerManagerOptions{Controllers: controllers})
+	ca, err := c.API.CAFile()
+	if err != nil {
+		return err
+	}
+	kcm, err := framework.StartControllerManager(ctx, c.API, framework.ControllerManagerOptions{
+		Controllers: controllers,
+		ExtraArgs:   []string{"--root-ca-file=" + ca},
+	})
 	if err != nil {
 		return err
 	}

@@ -77,6 +77,7 @@ func (cs *ClusterSet) startKubelet(ctx context.Context, n *Node) error {
 		PodCIDRs:    n.PodCIDRs,
 		NetnsPrefix: n.PodNetnsPrefix,
 		LogDir:      filepath.Join(c.dir, "pods"),
+		StateDir:    filepath.Join(c.dir, "volumes"),
 		Logger:      log.New(logFile, "", log.LstdFlags|log.Lmicroseconds),
 	}
 	if !cs.opts.NoDNS {

@@ -14,7 +14,11 @@
 // (k8s.io/cri-client): exec'd commands run in the pod's network namespace
 // with the host's binaries; logs are CRI logs, one per container restart.
 //
-// Not implemented: volumes, init containers, exec probes (treated as
+// Volumes: emptyDir, ConfigMap, Secret and projected (service account
+// token, ConfigMap, Secret, downward API) volumes, so that every pod has
+// its service account credentials where in-cluster clients look.
+//
+// Not implemented: other volumes, init containers, exec probes (treated as
 // passing), liveness and startup probes, hostNetwork, resource limits,
 // image pulls, containers with a TTY, UTS namespaces (a pod's host name is
 // its HOSTNAME and /etc/hosts). It uses whatever credentials its client has
@@ -28,6 +32,7 @@ import (
 	"log"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -61,8 +66,11 @@ type Config struct {
 	// DNS is the cluster DNS that ClusterFirst pods resolve through; nil
 	// leaves pods with the host's resolv.conf.
 	DNS *DNSConfig
-	// LogDir receives one log per container (<ns>_<pod>_<container>.log).
+	// LogDir receives the containers' logs, as a kubelet's /var/log/pods.
 	LogDir string
+	// StateDir holds the files of pods' volumes (default: a directory in
+	// the system's temporary directory).
+	StateDir string
 	// Logger records what the kubelet does (default: stderr).
 	Logger *log.Logger
 	// Executable is the binary re-executed as a pod process (default: this
@@ -122,6 +130,9 @@ func New(cfg Config) (*Kubelet, error) {
 	}
 	if cfg.Serving != nil && cfg.Serving.Port == 0 {
 		cfg.Serving.Port = DefaultPort
+	}
+	if cfg.StateDir == "" {
+		cfg.StateDir = filepath.Join(os.TempDir(), "fakekubelet-"+cfg.NodeName)
 	}
 	if cfg.LogDir == "" {
 		cfg.LogDir = os.TempDir()

@@ -28,6 +28,7 @@ import (
 // what it ran with, where its output went, and whether it still runs.
 type containerRun struct {
 	id     string
+	pid    int
 	env    []string
 	log    *containerLog
 	exited <-chan struct{}
@@ -92,10 +93,11 @@ func (k *Kubelet) lookup(w http.ResponseWriter, r *http.Request) (*target, bool)
 	return nil, false
 }
 
-// ExecInContainer runs cmd as a container runtime would: in the pod's
-// network namespace, with its resolv.conf and the container's environment.
-// The file system is the host's, so a debug image's tools (curl, dig, nc,
-// sh) are the host's.
+// ExecInContainer runs cmd as a container runtime would: in the container
+// process's network and mount namespaces (its resolv.conf, /etc/hosts and
+// volumes, such as its service account token) with the container's
+// environment. The file system is otherwise the host's, so a debug image's
+// tools (curl, dig, nc, sh) are the host's.
 func (t *target) ExecInContainer(ctx context.Context, _, _, _ string, cmd []string, in io.Reader, out, stderr io.WriteCloser,
 	tty bool, resize <-chan remotecommand.TerminalSize, _ time.Duration) error {
 	if t.run == nil || !t.run.running() || t.netns == "" {
@@ -104,7 +106,7 @@ func (t *target) ExecInContainer(ctx context.Context, _, _, _ string, cmd []stri
 	if len(cmd) == 0 {
 		return errors.New("no command")
 	}
-	c := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", t.netns}, cmd...)...)
+	c := exec.CommandContext(ctx, "nsenter", append([]string{"--target", strconv.Itoa(t.run.pid), "--mount", "--net", "--"}, cmd...)...)
 	c.Env, c.Dir = t.run.env, "/"
 	attrs := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var err error

@@ -3,7 +3,9 @@ package fakekubelet
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -45,6 +47,7 @@ type podWorker struct {
 	// Owned by run.
 	sandbox    *sandbox
 	sandboxErr string
+	volumes    map[string]string // prepared volumes' directories by name
 	containers []*container
 	startTime  metav1.Time
 	terminated bool
@@ -127,6 +130,15 @@ func (w *podWorker) runPod(ctx context.Context, pod *v1.Pod) {
 		w.startTime = metav1.Now()
 		w.k.log.Printf("pod %s/%s: network namespace %s, IPs %v", pod.Namespace, pod.Name, s.netns, s.ips)
 	}
+	if w.volumes == nil {
+		volumes, err := w.k.prepareVolumes(ctx, pod)
+		if err != nil {
+			w.sandboxErr = err.Error()
+			w.k.log.Printf("pod %s/%s: %v", pod.Namespace, pod.Name, err)
+			return
+		}
+		w.volumes, w.sandboxErr = volumes, ""
+	}
 	done := 0
 	for _, c := range w.containers {
 		switch {
@@ -165,7 +177,11 @@ func (w *podWorker) start(ctx context.Context, pod *v1.Pod, c *container) error 
 	if err != nil {
 		return err
 	}
-	env := append(image, containerEnv...)
+	mountEnv, err := podimage.MountEnv(mounts(c.spec, w.volumes))
+	if err != nil {
+		return err
+	}
+	env := append(append(image, mountEnv), containerEnv...)
 	restart := c.restarts
 	if c.proc != nil {
 		restart++
@@ -209,7 +225,7 @@ func (w *podWorker) start(ctx context.Context, pod *v1.Pod, c *container) error 
 	c.begin(proc)
 	w.mu.Lock()
 	c.previous = c.run
-	c.run = &containerRun{id: c.id(), env: containerEnv, log: clog, exited: proc.Exited(), stdin: stdinWriter}
+	c.run = &containerRun{id: c.id(), pid: proc.Pid(), env: containerEnv, log: clog, exited: proc.Exited(), stdin: stdinWriter}
 	w.mu.Unlock()
 	proberCtx, stopProber := context.WithCancel(ctx)
 	c.stopProber = stopProber
@@ -244,16 +260,40 @@ func hostname(pod *v1.Pod) string {
 	return pod.Name
 }
 
+// masterServiceEnv is what a kubelet tells every container about the
+// `kubernetes` Service (in-cluster clients find the apiserver by it),
+// unless the pod is in the host network (never, here).
+func (k *Kubelet) masterServiceEnv(pod *v1.Pod) []string {
+	svc, err := k.cfg.Client.CoreV1().Services(metav1.NamespaceDefault).Get(context.Background(), "kubernetes", metav1.GetOptions{})
+	if err != nil || len(svc.Spec.Ports) == 0 || svc.Spec.ClusterIP == "" {
+		k.log.Printf("pod %s/%s: no kubernetes Service for its environment (%v)", pod.Namespace, pod.Name, err)
+		return nil
+	}
+	host, port := svc.Spec.ClusterIP, fmt.Sprint(svc.Spec.Ports[0].Port)
+	url := "tcp://" + net.JoinHostPort(host, port)
+	return []string{
+		"KUBERNETES_SERVICE_HOST=" + host,
+		"KUBERNETES_SERVICE_PORT=" + port,
+		"KUBERNETES_SERVICE_PORT_HTTPS=" + port,
+		"KUBERNETES_PORT=" + url,
+		"KUBERNETES_PORT_" + port + "_TCP=" + url,
+		"KUBERNETES_PORT_" + port + "_TCP_PROTO=tcp",
+		"KUBERNETES_PORT_" + port + "_TCP_PORT=" + port,
+		"KUBERNETES_PORT_" + port + "_TCP_ADDR=" + host,
+	}
+}
+
 // containerEnv is the container's environment: its literal values and the
 // downward-API fields pods most often use, plus what the images need.
 func (w *podWorker) containerEnv(pod *v1.Pod, c v1.Container) []string {
-	env := []string{
-		podimage.PodNameEnv + "=" + pod.Name,
-		"POD_NAMESPACE=" + pod.Namespace,
-		"POD_IP=" + w.sandbox.ips[0].String(),
-		"NODE_NAME=" + w.k.cfg.NodeName,
-		"CLUSTER_NAME=" + w.k.cfg.ClusterName,
-	}
+	env := w.k.masterServiceEnv(pod)
+	env = append(env,
+		podimage.PodNameEnv+"="+pod.Name,
+		"POD_NAMESPACE="+pod.Namespace,
+		"POD_IP="+w.sandbox.ips[0].String(),
+		"NODE_NAME="+w.k.cfg.NodeName,
+		"CLUSTER_NAME="+w.k.cfg.ClusterName,
+	)
 	for _, e := range c.Env {
 		value := e.Value
 		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
@@ -289,6 +329,10 @@ func (w *podWorker) teardown(pod *v1.Pod, grace time.Duration) {
 	w.mu.Lock()
 	w.netns = ""
 	w.mu.Unlock()
+	if pod != nil && w.volumes != nil {
+		_ = os.RemoveAll(filepath.Dir(w.k.volumeDir(pod)))
+		w.volumes = nil
+	}
 	if pod != nil {
 		w.k.log.Printf("pod %s/%s: stopped", pod.Namespace, pod.Name)
 	}

@@ -334,6 +334,18 @@ func (c *Cluster) LogFile() string { return c.proc.logPath }
 // account tokens (for kube-controller-manager).
 func (c *Cluster) ServiceAccountKeyFile() string { return c.saKeyFile() }
 
+// CAFile writes (once) and returns the PEM file of the CA that signed the
+// apiserver's serving certificate: what in-cluster clients trust
+// (kube-controller-manager's --root-ca-file publishes it to every namespace
+// as the kube-root-ca.crt ConfigMap).
+func (c *Cluster) CAFile() (string, error) {
+	path := filepath.Join(c.certDir(), "ca.crt")
+	if err := os.WriteFile(path, c.config.CAData, 0o644); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
 // Kubeconfig returns the path of the admin kubeconfig (system:masters).
 func (c *Cluster) Kubeconfig() string { return c.kubeconfigs[AdminUser] }
 

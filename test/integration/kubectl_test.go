@@ -391,7 +391,8 @@ func csWorkloads(t *testing.T, cs *clusterset.ClusterSet, c *clusterset.Cluster)
 }
 
 // csKubernetesService checks that pods reach their own cluster's apiserver
-// through the `kubernetes` Service, as in-cluster clients do.
+// through the `kubernetes` Service with the credentials a kubelet gives
+// them, as in-cluster clients (a controller or operator run as a pod) do.
 func csKubernetesService(t *testing.T, cs *clusterset.ClusterSet, c *clusterset.Cluster) {
 	k := newKubectl(t, cs, c)
 	eventually(t, 30*time.Second, "the kubernetes Service's endpoint", func() (bool, string) {
@@ -401,12 +402,23 @@ func csKubernetesService(t *testing.T, cs *clusterset.ClusterSet, c *clusterset.
 		}
 		return s.Endpoints[0].Addresses[0] == c.APIServerIP, s.Endpoints[0].Addresses[0]
 	})
-	// Anonymous clients may read /version; -k because the pod has no CA
-	// bundle (the fake kubelet mounts no volumes).
-	out := k.mustRun(t, "exec", "client", "--", "curl", "-sSk", "-m", "10", "https://kubernetes.default.svc.cluster.local/version")
-	if !strings.Contains(out, `"gitVersion": "v1.37`) {
-		t.Errorf("the apiserver's /version from a pod: %q", out)
+	// What rest.InClusterConfig reads: the Service's address from the
+	// environment, the token, the CA and the namespace from the service
+	// account volume; the apiserver's certificate checked against the CA.
+	inCluster := `cd /var/run/secrets/kubernetes.io/serviceaccount && ` +
+		`curl -sS -m 10 --cacert ca.crt -H "Authorization: Bearer $(cat token)" ` +
+		`https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT/api/v1/namespaces/$(cat namespace)/pods`
+	out := k.mustRun(t, "exec", "client", "--", "sh", "-c", inCluster)
+	// The default service account may do nothing: the answer names it.
+	if !strings.Contains(out, `"code": 403`) || !strings.Contains(out, "system:serviceaccount:"+csNamespace+":default") {
+		t.Fatalf("in-cluster request as the pod's service account: %s", out)
 	}
+	k.mustRun(t, "create", "role", "pod-reader", "--verb=list", "--resource=pods")
+	k.mustRun(t, "create", "rolebinding", "pod-reader", "--role=pod-reader", "--serviceaccount="+csNamespace+":default")
+	eventually(t, 30*time.Second, "the pod's service account to list pods once granted", func() (bool, string) {
+		out, err := k.run(t, "", "exec", "client", "--", "sh", "-c", inCluster)
+		return err == nil && strings.Contains(out, `"kind": "PodList"`) && strings.Contains(out, `"name": "client"`), out
+	})
 }
 
 // csHostRefusesClustersetRanges checks that, while the clusterset is up,

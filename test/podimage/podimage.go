@@ -67,6 +67,12 @@ func init() {
 			os.Exit(2)
 		}
 	}
+	if raw := os.Getenv(MountsEnv); raw != "" {
+		if err := mountVolumes(raw); err != nil {
+			fmt.Fprintf(os.Stderr, "podimage: %v\n", err)
+			os.Exit(2)
+		}
+	}
 	if !emulated(image) && len(args) > 0 {
 		execHost(args)
 	}
@@ -110,7 +116,7 @@ func execHost(argv []string) {
 	path, err := exec.LookPath(argv[0])
 	if err == nil {
 		env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
-			return strings.HasPrefix(kv, ImageEnv+"=") || strings.HasPrefix(kv, ArgsEnv+"=")
+			return strings.HasPrefix(kv, ImageEnv+"=") || strings.HasPrefix(kv, ArgsEnv+"=") || strings.HasPrefix(kv, MountsEnv+"=")
 		})
 		err = syscall.Exec(path, argv, env)
 	}
