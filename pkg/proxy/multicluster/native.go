@@ -135,15 +135,19 @@ func (p *Proxier) nativePolicy(key types.NamespacedName) (mcsproxy.NativeNamesPo
 	var remote []*discoveryv1.EndpointSlice
 	for _, sliceKey := range p.slicesOf(key) {
 		ss := p.slices[sliceKey]
-		if ss == nil || ss.obj == nil || ss.translated == nil || ss.obj.Labels[mcsv1beta1.LabelSourceCluster] == p.opts.LocalClusterID {
+		if ss == nil || ss.obj == nil || ss.invalid != nil || ss.obj.Labels[mcsv1beta1.LabelSourceCluster] == p.opts.LocalClusterID {
 			continue
 		}
-		if ss.nativeFrom != ss.translated {
-			// One copy per translation, so that an unchanged slice is
-			// the same object at every decision.
-			native := *ss.translated
-			native.Labels = p.importSlicesOf(key).nativeLabels
-			ss.native, ss.nativeFrom = &native, ss.translated
+		if ss.nativeFrom != ss.obj || ss.nativeGen != p.optsGen {
+			// One copy per slice and options, so that an unchanged slice
+			// is the same object at every decision.
+			translated := p.translationOf(ss)
+			if translated == nil {
+				continue
+			}
+			native := *translated
+			native.Labels = p.nativeLabelsOf(key)
+			ss.native, ss.nativeFrom, ss.nativeGen = &native, ss.obj, p.optsGen
 		}
 		remote = append(remote, ss.native)
 	}

@@ -13,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/events"
@@ -33,6 +34,10 @@ type Proxier struct {
 	opts     *mcsproxy.Options
 	recorder events.EventRecorder
 	logger   klog.Logger
+	// optsGen counts the changes of opts that change translations (the
+	// local cluster ID): a slice programmed with an older generation is
+	// translated again.
+	optsGen int
 
 	mu sync.Mutex
 	// imports and slices hold every ServiceImport and MCS EndpointSlice
@@ -82,15 +87,28 @@ type importState struct {
 }
 
 type sliceState struct {
-	obj        *discoveryv1.EndpointSlice
-	importKey  types.NamespacedName
-	translated *discoveryv1.EndpointSlice
-	invalid    *mcsproxy.RejectionError
-	programmed *discoveryv1.EndpointSlice
-	reported   mcsproxy.Reason
+	obj       *discoveryv1.EndpointSlice
+	importKey types.NamespacedName
+	// invalid is why obj cannot be translated, if it cannot.
+	invalid *mcsproxy.RejectionError
+	// programmedFrom is the EndpointSlice whose translation the wrapped
+	// Provider holds, translated with the options of generation
+	// programmedGen, if any. As for imports, the translation itself is not
+	// kept (a proxier holds every slice as long as it exists): the
+	// Provider keeps what it needs of it, and EndpointSliceForImport, a
+	// pure function, gives it again when it is to be updated or deleted.
+	programmedFrom *discoveryv1.EndpointSlice
+	programmedGen  int
+	// translation is obj's translation while the event that brought obj
+	// is handled, so that it is derived once per event, not kept.
+	translation *discoveryv1.EndpointSlice
+	reported    mcsproxy.Reason
 	// native is translated as a slice of the local Service of the
-	// import's name (native names), derived from nativeFrom.
+	// import's name (native names), derived from nativeFrom with the
+	// options of generation nativeGen; only imports that ask for native
+	// names have one.
 	native, nativeFrom *discoveryv1.EndpointSlice
+	nativeGen          int
 }
 
 // NewProxier wraps provider. recorder may be nil.
@@ -135,10 +153,20 @@ type importSlices struct {
 func (p *Proxier) importSlicesOf(key types.NamespacedName) *importSlices {
 	is := p.byImport[key]
 	if is == nil {
-		is = &importSlices{labels: mcsproxy.SliceLabels(key.Name), nativeLabels: map[string]string{discoveryv1.LabelServiceName: key.Name}}
+		is = &importSlices{labels: mcsproxy.SliceLabels(key.Name)}
 		p.byImport[key] = is
 	}
 	return is
+}
+
+// nativeLabelsOf returns the labels map of import key's slices handed
+// over as the local Service's, made when native names first need it.
+func (p *Proxier) nativeLabelsOf(key types.NamespacedName) map[string]string {
+	is := p.importSlicesOf(key)
+	if is.nativeLabels == nil {
+		is.nativeLabels = map[string]string{discoveryv1.LabelServiceName: key.Name}
+	}
+	return is.nativeLabels
 }
 
 // slicesOf returns the keys of import key's slices, sorted.
@@ -441,24 +469,63 @@ func (p *Proxier) OnMultiClusterEndpointSliceUpsert(slice *discoveryv1.EndpointS
 	importKey := types.NamespacedName{Namespace: slice.Namespace, Name: mcsproxy.ImportNameOf(slice)}
 	if st.importKey != importKey && st.obj != nil {
 		// The slice moved to another import: withdraw it from the old one.
-		st.obj, st.translated, st.invalid = nil, nil, nil
+		st.obj, st.invalid = nil, nil
 		p.reconcileSlice(key)
 		p.unindexSlice(st.importKey, key)
 	}
 	st.obj, st.importKey = slice, importKey
 	p.translateSlice(st)
+	defer func() { st.translation = nil }()
 	p.indexSlice(importKey, key)
 	p.reconcileSlice(key)
 	p.reconcileNative(importKey)
 }
 
+// translateSlice checks and translates obj, keeping the translation for
+// the rest of the event.
 func (p *Proxier) translateSlice(st *sliceState) {
-	st.translated, st.invalid = nil, nil
-	translated, err := mcsproxy.EndpointSliceForImport(st.obj, p.opts)
-	if err != nil && !errors.As(err, &st.invalid) {
-		st.invalid = &mcsproxy.RejectionError{Reason: mcsproxy.ReasonInvalidEndpoint, Message: err.Error()}
+	st.translation, st.invalid = p.translateEndpointSlice(st.obj)
+}
+
+func (p *Proxier) translateEndpointSlice(slice *discoveryv1.EndpointSlice) (*discoveryv1.EndpointSlice, *mcsproxy.RejectionError) {
+	translated, err := mcsproxy.EndpointSliceForImport(slice, p.opts)
+	if err == nil {
+		return translated, nil
 	}
-	st.translated = translated
+	var invalid *mcsproxy.RejectionError
+	if !errors.As(err, &invalid) {
+		invalid = &mcsproxy.RejectionError{Reason: mcsproxy.ReasonInvalidEndpoint, Message: err.Error()}
+	}
+	return nil, invalid
+}
+
+// translationOf returns the translation of st.obj: the one of the event
+// under way, or derived again.
+func (p *Proxier) translationOf(st *sliceState) *discoveryv1.EndpointSlice {
+	if st.translation != nil {
+		return st.translation
+	}
+	translated, _ := p.translateEndpointSlice(st.obj)
+	return translated
+}
+
+// programmedTranslation gives again what the Provider holds for st: the
+// translation of programmedFrom with today's options, which names the same
+// slice of the same Service (all the Provider keys it by). A slice that no
+// longer translates is named by a stub.
+func (p *Proxier) programmedTranslation(st *sliceState) *discoveryv1.EndpointSlice {
+	from := st.programmedFrom
+	if translated, _ := p.translateEndpointSlice(from); translated != nil {
+		return translated
+	}
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: from.Namespace,
+			Name:      from.Name,
+			Labels:    p.labelsOf(from.Namespace, mcsproxy.ImportNameOf(from)),
+		},
+		AddressType: from.AddressType,
+	}
 }
 
 // SetLocalClusterID tells the proxier which cluster it runs in ("" when
@@ -473,20 +540,23 @@ func (p *Proxier) SetLocalClusterID(id string) {
 		return
 	}
 	p.logger.Info("Local cluster ID changed", "clusterID", id, "previous", p.opts.LocalClusterID)
+	before := p.opts
 	opts := *p.opts
 	opts.LocalClusterID = id
 	p.opts = &opts
+	p.optsGen++
 	for key, st := range p.slices {
-		if st.obj == nil {
+		if st.programmedFrom == nil {
 			continue
 		}
-		before := st.translated
-		p.translateSlice(st)
-		if before != nil && apiequality.Semantic.DeepEqual(before, st.translated) {
-			// Another cluster's slice: the same with either ID. Keeping
-			// the programmed object spares the proxier a change.
-			st.translated = before
-			continue
+		if st.programmedFrom == st.obj && st.programmedGen == p.optsGen-1 {
+			old, _ := mcsproxy.EndpointSliceForImport(st.obj, before)
+			if now, _ := mcsproxy.EndpointSliceForImport(st.obj, p.opts); old != nil && apiequality.Semantic.DeepEqual(old, now) {
+				// Another cluster's slice: the same with either ID. The
+				// programmed object stands, sparing the proxier a change.
+				st.programmedGen = p.optsGen
+				continue
+			}
 		}
 		p.reconcileSlice(key)
 	}
@@ -518,7 +588,7 @@ func (p *Proxier) OnMultiClusterEndpointSliceDelete(slice *discoveryv1.EndpointS
 	if st == nil {
 		return
 	}
-	st.obj, st.translated, st.invalid = nil, nil, nil
+	st.obj, st.invalid = nil, nil
 	p.reconcileSlice(key)
 	p.unindexSlice(st.importKey, key)
 	delete(p.slices, key)
@@ -662,20 +732,20 @@ func (p *Proxier) reconcileSlice(key types.NamespacedName) {
 	if st == nil {
 		return
 	}
-	var want *discoveryv1.EndpointSlice
 	imp := p.imports[st.importKey]
-	if st.obj != nil && st.translated != nil && imp != nil && imp.programmedFrom != nil {
-		want = st.translated
-	}
+	want := st.obj != nil && st.invalid == nil && imp != nil && imp.programmedFrom != nil
+	current := st.programmedFrom != nil && st.programmedFrom == st.obj && st.programmedGen == p.optsGen
 	switch {
-	case want == nil && st.programmed != nil:
-		p.Provider.OnEndpointSliceDelete(st.programmed)
-	case want != nil && st.programmed == nil:
-		p.Provider.OnEndpointSliceAdd(want)
-	case want != nil && want != st.programmed:
-		p.Provider.OnEndpointSliceUpdate(st.programmed, want)
+	case !want && st.programmedFrom != nil:
+		p.Provider.OnEndpointSliceDelete(p.programmedTranslation(st))
+		st.programmedFrom = nil
+	case want && st.programmedFrom == nil:
+		p.Provider.OnEndpointSliceAdd(p.translationOf(st))
+		st.programmedFrom, st.programmedGen = st.obj, p.optsGen
+	case want && !current:
+		p.Provider.OnEndpointSliceUpdate(p.programmedTranslation(st), p.translationOf(st))
+		st.programmedFrom, st.programmedGen = st.obj, p.optsGen
 	}
-	st.programmed = want
 	if st.obj != nil {
 		p.reportSlice(st, imp)
 	}
