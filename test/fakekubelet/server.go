@@ -134,31 +134,32 @@ func (k *Kubelet) authorize(next http.Handler) http.Handler {
 }
 
 func (k *Kubelet) serveExec(w http.ResponseWriter, r *http.Request) {
-	target, ok := k.lookup(w, r)
-	if !ok {
-		return
+	if t, opts, ok := k.remoteCommand(w, r); ok {
+		remotecommand.ServeExec(w, r, t, t.pod, t.uid, t.container, r.URL.Query()["command"], opts,
+			streamIdleTimeout, streamCreationTimeout, remotecommand.SupportedStreamingProtocols)
 	}
-	opts, err := remotecommand.NewOptions(r)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	remotecommand.ServeExec(w, r, target, target.pod, target.uid, target.container, r.URL.Query()["command"], opts,
-		streamIdleTimeout, streamCreationTimeout, remotecommand.SupportedStreamingProtocols)
 }
 
 func (k *Kubelet) serveAttach(w http.ResponseWriter, r *http.Request) {
-	target, ok := k.lookup(w, r)
+	if t, opts, ok := k.remoteCommand(w, r); ok {
+		remotecommand.ServeAttach(w, r, t, t.pod, t.uid, t.container, opts,
+			streamIdleTimeout, streamCreationTimeout, remotecommand.SupportedStreamingProtocols)
+	}
+}
+
+// remoteCommand resolves an exec or attach request's container and
+// streams, answering the request itself when it cannot.
+func (k *Kubelet) remoteCommand(w http.ResponseWriter, r *http.Request) (*target, *remotecommand.Options, bool) {
+	t, ok := k.lookup(w, r)
 	if !ok {
-		return
+		return nil, nil, false
 	}
 	opts, err := remotecommand.NewOptions(r)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
+		return nil, nil, false
 	}
-	remotecommand.ServeAttach(w, r, target, target.pod, target.uid, target.container, opts,
-		streamIdleTimeout, streamCreationTimeout, remotecommand.SupportedStreamingProtocols)
+	return t, opts, true
 }
 
 func (k *Kubelet) servePortForward(w http.ResponseWriter, r *http.Request) {

@@ -6,7 +6,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -507,4 +509,49 @@ func csHTTPGet(ns, url string) (string, error) {
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	return string(body), err
+}
+
+// TestClusterSetIPv6Only checks an IPv6-only clusterset: pods, Services,
+// kube-proxy, CoreDNS and the `kubernetes` Service in IPv6 alone, and the
+// host refusing its IPv6 ranges.
+func TestClusterSetIPv6Only(t *testing.T) {
+	cs, before := upClusterSet(t, clusterset.Options{Clusters: 1, Prefix: "csit6", IPFamily: clusterset.IPv6})
+	c := cs.Clusters[0]
+	csCreateNamespace(t, c)
+	csCreateService(t, c, "echo", 8080)
+	csCreatePod(t, c, csEchoPod("echo-1"))
+	csCreatePod(t, c, csClientPod())
+	ips := csWaitPodsReady(t, c, "echo-1", "client")
+	for name, ip := range ips {
+		if addr, err := netip.ParseAddr(ip); err != nil || !addr.Is6() || !netip.MustParsePrefix(c.PodCIDR).Contains(addr) {
+			t.Errorf("pod %s has IP %s, want an IPv6 address of %s", name, ip, c.PodCIDR)
+		}
+	}
+	svc, err := c.API.Client().CoreV1().Services(csNamespace).Get(t.Context(), "echo", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !netip.MustParsePrefix(c.ServiceCIDR).Contains(netip.MustParseAddr(svc.Spec.ClusterIP)) {
+		t.Errorf("ClusterIP %s outside %s", svc.Spec.ClusterIP, c.ServiceCIDR)
+	}
+	client := csPodNetns(t, cs, c, "client")
+	eventually(t, 30*time.Second, "the IPv6 ClusterIP to reach the pod", func() (bool, string) {
+		got := answers(client, net.JoinHostPort(svc.Spec.ClusterIP, "80"), 5)
+		return slices.Equal(got, []string{"echo-1"}), strings.Join(got, ",")
+	})
+	name := "echo." + csNamespace + ".svc.cluster.local"
+	eventually(t, 30*time.Second, name+" to resolve to its IPv6 ClusterIP", func() (bool, string) {
+		got, err := csLookup(client, c.DNSIP, name)
+		return err == nil && slices.Equal(got, []string{svc.Spec.ClusterIP}), fmt.Sprintf("%v %v", got, err)
+	})
+	csKubernetesService(t, cs, c)
+	for _, addr := range []string{c.Nodes[0].IP, ips["echo-1"], svc.Spec.ClusterIP} {
+		// IPv6 says "No route to host" where IPv4 prints the unreachable
+		// route; without it, the default route would show.
+		if out, _ := exec.Command("ip", "route", "get", addr).CombinedOutput(); !strings.HasPrefix(string(out), "unreachable") && !strings.Contains(string(out), "No route to host") {
+			t.Errorf("host route to %s: %q, want unreachable", addr, out)
+		}
+	}
+	cs.Down()
+	csCheckNothingLeft(t, cs, before)
 }

@@ -405,9 +405,11 @@ func csKubernetesService(t *testing.T, cs *clusterset.ClusterSet, c *clusterset.
 	// What rest.InClusterConfig reads: the Service's address from the
 	// environment, the token, the CA and the namespace from the service
 	// account volume; the apiserver's certificate checked against the CA.
-	inCluster := `cd /var/run/secrets/kubernetes.io/serviceaccount && ` +
+	// (An IPv6 address goes in brackets, as net.JoinHostPort puts it.)
+	inCluster := `cd /var/run/secrets/kubernetes.io/serviceaccount && host=$KUBERNETES_SERVICE_HOST && ` +
+		`case $host in *:*) host="[$host]";; esac && ` +
 		`curl -sS -m 10 --cacert ca.crt -H "Authorization: Bearer $(cat token)" ` +
-		`https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT/api/v1/namespaces/$(cat namespace)/pods`
+		`https://$host:$KUBERNETES_SERVICE_PORT/api/v1/namespaces/$(cat namespace)/pods`
 	out := k.mustRun(t, "exec", "client", "--", "sh", "-c", inCluster)
 	// The default service account may do nothing: the answer names it.
 	if !strings.Contains(out, `"code": 403`) || !strings.Contains(out, "system:serviceaccount:"+csNamespace+":default") {
