@@ -1,0 +1,137 @@
+package export
+
+import (
+	"crypto/sha256"
+	"encoding/base32"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// Derived mode serves members that keep a stock kube-proxy (or none): the
+// import is represented by an ordinary Service, the derived Service, and
+// EndpointSlices of it, which any Service proxy programs. The names and
+// the annotation are the mcs-api reference controller's, so that tools
+// that know them find ours.
+
+// AnnotationDerivedService, on a ServiceImport, names its derived Service.
+const AnnotationDerivedService = "multicluster.kubernetes.io/derived-service"
+
+// derivedHashLen is how many characters of the hash a derived name keeps.
+const derivedHashLen = 10
+
+// DerivedName is the name of the derived Service of import
+// namespace/name: "derived-" and the first ten characters of the
+// lower-case, unpadded base32hex encoding of the SHA-256 of
+// "namespace/name". A DNS-1035 label, whatever the import's name.
+func DerivedName(namespace, name string) string {
+	sum := sha256.Sum256([]byte(namespace + "/" + name))
+	encoded := base32.HexEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:])
+	return "derived-" + strings.ToLower(encoded[:derivedHashLen])
+}
+
+// DerivedSliceName is the name of the derived EndpointSlice of source
+// cluster that holds the endpoints of imported slice part: the first
+// (part "") is "<derived>-<cluster>", as seed 004 names the one slice per
+// source cluster; further ones (another address family, or more endpoints
+// than one slice holds) add the part.
+func DerivedSliceName(derived, cluster, part string) string {
+	if part == "" {
+		return derived + "-" + cluster
+	}
+	return derived + "-" + cluster + "-" + part
+}
+
+// DerivedService is the derived Service of import si in a member: a
+// selector-less ClusterIP Service (only the exporting clusters' endpoints
+// serve an import, KEP-1645), headless for a Headless import so that both
+// cluster.local and clusterset.local answer with the endpoints, with the
+// import's ports, session affinity and IP families, labelled with the
+// import's name and managedBy and owned by the import, so that it goes
+// with it. Exports of LoadBalancer and NodePort Services are imported as
+// ClusterSetIP, so their derived Services are ClusterIP too. The
+// apiserver picks the cluster IPs from the member's own ranges; the
+// import's ips become those.
+func DerivedService(si *mcsv1beta1.ServiceImport, managedBy string) *v1.Service {
+	svc := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: si.Namespace,
+			Name:      DerivedName(si.Namespace, si.Name),
+			Labels: map[string]string{
+				mcsv1beta1.LabelServiceName: si.Name,
+				LabelManagedBy:              managedBy,
+			},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: mcsv1beta1.GroupVersion.String(),
+				Kind:       mcsv1beta1.ServiceImportKindName,
+				Name:       si.Name,
+				UID:        si.UID,
+			}},
+		},
+		Spec: v1.ServiceSpec{
+			Type:            v1.ServiceTypeClusterIP,
+			SessionAffinity: si.Spec.SessionAffinity,
+			IPFamilies:      append([]v1.IPFamily(nil), si.Spec.IPFamilies...),
+		},
+	}
+	if si.Spec.Type == mcsv1beta1.Headless {
+		svc.Spec.ClusterIP = v1.ClusterIPNone
+	}
+	switch len(svc.Spec.IPFamilies) {
+	case 0:
+		svc.Spec.IPFamilies = nil
+	case 1:
+		svc.Spec.IPFamilyPolicy = ptr.To(v1.IPFamilyPolicySingleStack)
+	default:
+		svc.Spec.IPFamilyPolicy = ptr.To(v1.IPFamilyPolicyRequireDualStack)
+	}
+	if svc.Spec.SessionAffinity == "" {
+		svc.Spec.SessionAffinity = v1.ServiceAffinityNone
+	}
+	if svc.Spec.SessionAffinity == v1.ServiceAffinityClientIP && si.Spec.SessionAffinityConfig != nil {
+		svc.Spec.SessionAffinityConfig = si.Spec.SessionAffinityConfig.DeepCopy()
+	}
+	for _, p := range si.Spec.Ports {
+		sp := v1.ServicePort{Name: p.Name, Protocol: p.Protocol, Port: p.Port, TargetPort: intstr.FromInt32(p.Port)}
+		if sp.Protocol == "" {
+			sp.Protocol = v1.ProtocolTCP
+		}
+		if p.AppProtocol != nil {
+			sp.AppProtocol = ptr.To(*p.AppProtocol)
+		}
+		svc.Spec.Ports = append(svc.Spec.Ports, sp)
+	}
+	return svc
+}
+
+// DerivedSlice is imported slice src (what ImportedSlice wrote for one
+// source cluster, its node names already cleared for other members) as an
+// EndpointSlice of the derived Service svc named name: labelled
+// kubernetes.io/service-name with the derived Service, so that any Service
+// proxy programs it, and with the import's name, the source cluster and
+// managedBy, and owned by the derived Service.
+func DerivedSlice(src *discoveryv1.EndpointSlice, svc *v1.Service, name, managedBy string) *discoveryv1.EndpointSlice {
+	out := src.DeepCopy()
+	out.ObjectMeta = metav1.ObjectMeta{
+		Namespace: svc.Namespace,
+		Name:      name,
+		Labels: map[string]string{
+			discoveryv1.LabelServiceName:  svc.Name,
+			mcsv1beta1.LabelServiceName:   src.Labels[mcsv1beta1.LabelServiceName],
+			mcsv1beta1.LabelSourceCluster: src.Labels[mcsv1beta1.LabelSourceCluster],
+			discoveryv1.LabelManagedBy:    managedBy,
+		},
+		OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: "v1",
+			Kind:       "Service",
+			Name:       svc.Name,
+			UID:        svc.UID,
+		}},
+	}
+	return out
+}

@@ -1,0 +1,159 @@
+package export
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// The mcs-api reference controller's names, computed independently
+// (Python: "derived-" + b32hexencode(sha256(b"ns/name")).rstrip("=").lower()[:10]).
+func TestDerivedNameIsTheReferenceControllers(t *testing.T) {
+	for _, tc := range []struct{ namespace, name, want string }{
+		{"default", "web", "derived-gapqrqeg1j"},
+		{"prod", "db", "derived-iriqaii1u1"},
+		{"demo", "nginx", "derived-kaa23d902o"},
+		{"ns", "a-very-long-service-name-0123456789", "derived-latlfc2s4u"},
+	} {
+		got := DerivedName(tc.namespace, tc.name)
+		if got != tc.want {
+			t.Errorf("DerivedName(%s, %s) = %s, want %s", tc.namespace, tc.name, got, tc.want)
+		}
+		if errs := validation.IsDNS1035Label(got); len(errs) > 0 {
+			t.Errorf("%s is no Service name: %v", got, errs)
+		}
+	}
+	if DerivedName("a", "bc") == DerivedName("ab", "c") {
+		t.Errorf("namespace and name are not kept apart")
+	}
+}
+
+func TestDerivedSliceName(t *testing.T) {
+	if got := DerivedSliceName("derived-gapqrqeg1j", "cluster-a", ""); got != "derived-gapqrqeg1j-cluster-a" {
+		t.Errorf("first slice of cluster-a: %s", got)
+	}
+	if got := DerivedSliceName("derived-gapqrqeg1j", "cluster-a", "ipv6"); got != "derived-gapqrqeg1j-cluster-a-ipv6" {
+		t.Errorf("another slice of cluster-a: %s", got)
+	}
+}
+
+// Seed 004's ClusterIP/LoadBalancer/NodePort pattern: a ClusterIP derived
+// Service with the import's ports, owned by the import, no selector.
+func TestDerivedServiceOfAClusterSetIPImport(t *testing.T) {
+	si := &mcsv1beta1.ServiceImport{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", UID: "si-uid"},
+		Spec: mcsv1beta1.ServiceImportSpec{
+			Type:                  mcsv1beta1.ClusterSetIP,
+			IPs:                   []string{"10.250.0.7"},
+			IPFamilies:            []v1.IPFamily{v1.IPv4Protocol},
+			SessionAffinity:       v1.ServiceAffinityClientIP,
+			SessionAffinityConfig: &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](600)}},
+			Ports: []mcsv1beta1.ServicePort{
+				{Name: "http", Port: 80, Protocol: v1.ProtocolTCP, AppProtocol: ptr.To("http")},
+				{Name: "dns", Port: 53, Protocol: v1.ProtocolUDP},
+				{Name: "metrics", Port: 9090},
+			},
+		},
+	}
+	want := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: "default",
+			Name:      "derived-gapqrqeg1j",
+			Labels:    map[string]string{"multicluster.kubernetes.io/service-name": "web", "app.kubernetes.io/managed-by": "mcs-controller"},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "multicluster.x-k8s.io/v1beta1", Kind: "ServiceImport", Name: "web", UID: "si-uid",
+			}},
+		},
+		Spec: v1.ServiceSpec{
+			Type:                  v1.ServiceTypeClusterIP,
+			IPFamilies:            []v1.IPFamily{v1.IPv4Protocol},
+			IPFamilyPolicy:        ptr.To(v1.IPFamilyPolicySingleStack),
+			SessionAffinity:       v1.ServiceAffinityClientIP,
+			SessionAffinityConfig: &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](600)}},
+			Ports: []v1.ServicePort{
+				{Name: "http", Port: 80, Protocol: v1.ProtocolTCP, AppProtocol: ptr.To("http"), TargetPort: intstr.FromInt32(80)},
+				{Name: "dns", Port: 53, Protocol: v1.ProtocolUDP, TargetPort: intstr.FromInt32(53)},
+				{Name: "metrics", Port: 9090, Protocol: v1.ProtocolTCP, TargetPort: intstr.FromInt32(9090)},
+			},
+		},
+	}
+	if diff := cmp.Diff(want, DerivedService(si, "mcs-controller")); diff != "" {
+		t.Errorf("derived Service (-want +got):\n%s", diff)
+	}
+}
+
+// Seed 004's headless pattern, and a dual-stack import.
+func TestDerivedServiceOfHeadlessAndDualStackImports(t *testing.T) {
+	headless := DerivedService(&mcsv1beta1.ServiceImport{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "db", Name: "cassandra"},
+		Spec:       mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.Headless, Ports: []mcsv1beta1.ServicePort{{Name: "cql", Port: 9042}}},
+	}, "mcs-controller")
+	if headless.Spec.ClusterIP != v1.ClusterIPNone || headless.Spec.Type != v1.ServiceTypeClusterIP || headless.Spec.Selector != nil {
+		t.Errorf("headless import: %+v, want a selector-less headless ClusterIP Service", headless.Spec)
+	}
+	if headless.Spec.SessionAffinity != v1.ServiceAffinityNone || headless.Spec.IPFamilyPolicy != nil {
+		t.Errorf("headless import without affinity or families: %+v", headless.Spec)
+	}
+	dual := DerivedService(&mcsv1beta1.ServiceImport{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
+		Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, IPFamilies: []v1.IPFamily{v1.IPv6Protocol, v1.IPv4Protocol},
+			IPs: []string{"fd00:10:250::7", "10.250.0.7"}, Ports: []mcsv1beta1.ServicePort{{Port: 80}}},
+	}, "mcs-controller")
+	if p := dual.Spec.IPFamilyPolicy; p == nil || *p != v1.IPFamilyPolicyRequireDualStack ||
+		!cmp.Equal(dual.Spec.IPFamilies, []v1.IPFamily{v1.IPv6Protocol, v1.IPv4Protocol}) {
+		t.Errorf("dual-stack import: policy %v families %v, want RequireDualStack in the import's order", p, dual.Spec.IPFamilies)
+	}
+	if dual.Spec.ClusterIP != "" || len(dual.Spec.ClusterIPs) != 0 {
+		t.Errorf("the derived Service asks for the clusterset IPs %v; the member's apiserver allocates its own", dual.Spec.ClusterIPs)
+	}
+}
+
+// Seed 004's EndpointSlice per source cluster: labelled for the derived
+// Service and the import, owned by the derived Service.
+func TestDerivedSlice(t *testing.T) {
+	src := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: "default", Name: "imported-web-cluster-a-xyz", ResourceVersion: "12",
+			Labels: map[string]string{
+				"multicluster.kubernetes.io/service-name":   "web",
+				"multicluster.kubernetes.io/source-cluster": "cluster-a",
+				"endpointslice.kubernetes.io/managed-by":    "mcs-controller",
+			},
+			OwnerReferences: []metav1.OwnerReference{{Kind: "ServiceImport", Name: "web"}},
+		},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.1.0.5"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(v1.ProtocolTCP)}},
+	}
+	svc := &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "derived-gapqrqeg1j", UID: "svc-uid"}}
+	got := DerivedSlice(src, svc, DerivedSliceName(svc.Name, "cluster-a", ""), "mcs-controller")
+	want := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: "default", Name: "derived-gapqrqeg1j-cluster-a",
+			Labels: map[string]string{
+				"kubernetes.io/service-name":                "derived-gapqrqeg1j",
+				"multicluster.kubernetes.io/service-name":   "web",
+				"multicluster.kubernetes.io/source-cluster": "cluster-a",
+				"endpointslice.kubernetes.io/managed-by":    "mcs-controller",
+			},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: "derived-gapqrqeg1j", UID: "svc-uid"}},
+		},
+		AddressType: src.AddressType,
+		Endpoints:   src.Endpoints,
+		Ports:       src.Ports,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("derived slice (-want +got):\n%s", diff)
+	}
+	got.Endpoints[0].Addresses[0] = "10.9.9.9"
+	if src.Endpoints[0].Addresses[0] != "10.1.0.5" {
+		t.Errorf("the derived slice shares its endpoints with the imported one")
+	}
+}
