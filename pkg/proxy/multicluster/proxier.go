@@ -52,6 +52,11 @@ type Proxier struct {
 	native map[types.NamespacedName]*nativeState
 	// claims says who owns each clusterset IP (claims.go).
 	claims *claimIndex
+	// derivedOf maps an import to the local Service its annotation names
+	// as its derived Service (derived mode), derivedBy the reverse; only
+	// such imports are in them.
+	derivedOf map[types.NamespacedName]types.NamespacedName
+	derivedBy map[types.NamespacedName]sets.Set[types.NamespacedName]
 	// reservedReported is, per local Service, the externalIPs and
 	// load-balancer IPs inside the clusterset ranges last reported, and
 	// droppedSlices the plain EndpointSlices that name an import's
@@ -122,6 +127,9 @@ func NewProxier(logger klog.Logger, provider proxy.Provider, opts *mcsproxy.Opti
 		byImport: map[types.NamespacedName]*importSlices{},
 		native:   map[types.NamespacedName]*nativeState{},
 		claims:   newClaimIndex(),
+
+		derivedOf: map[types.NamespacedName]types.NamespacedName{},
+		derivedBy: map[types.NamespacedName]sets.Set[types.NamespacedName]{},
 
 		reservedReported: map[types.NamespacedName]string{},
 		droppedSlices:    sets.New[types.NamespacedName](),
@@ -422,6 +430,7 @@ func (p *Proxier) OnServiceImportUpsert(si *mcsv1beta1.ServiceImport) {
 	}
 	st.obj = si
 	st.invalid = nil
+	p.trackDerivedService(key, si)
 	svc, err := mcsproxy.ServiceForImport(si, p.opts)
 	if err != nil && !errors.As(err, &st.invalid) {
 		st.invalid = &mcsproxy.RejectionError{Reason: mcsproxy.ReasonInvalidType, Message: err.Error()}
@@ -444,6 +453,7 @@ func (p *Proxier) OnServiceImportDelete(si *mcsv1beta1.ServiceImport) {
 	}
 	affected := p.claims.setImport(claim{key: key}, nil)
 	st.obj, st.invalid = nil, nil
+	p.trackDerivedService(key, nil)
 	p.reconcileImports(affected)
 	delete(p.imports, key)
 	for _, sliceKey := range p.slicesOf(key) {
@@ -626,6 +636,8 @@ func (p *Proxier) Reset() {
 		p.reconcileImport(key, nil, nil)
 	}
 	p.imports = map[types.NamespacedName]*importState{}
+	clear(p.derivedOf)
+	clear(p.derivedBy)
 	for key := range p.slices {
 		p.reconcileSlice(key)
 	}
@@ -671,6 +683,12 @@ func (p *Proxier) desired(key types.NamespacedName) (*v1.Service, *mcsproxy.Reje
 		return nil, nil
 	}
 	if st.invalid != nil {
+		if p.servedByDerivedService(key, st) {
+			// Derived mode: the import's IPs are its derived Service's
+			// cluster IPs (outside the clusterset ranges), which the
+			// Service path programs. Nothing to do, nothing to report.
+			return nil, nil
+		}
 		return nil, st.invalid
 	}
 	if rejection := p.claims.decide(key); rejection != nil {
@@ -681,6 +699,48 @@ func (p *Proxier) desired(key types.NamespacedName) (*v1.Service, *mcsproxy.Reje
 		svc = p.translate(st.obj)
 	}
 	return svc, nil // nil: headless, DNS serves it
+}
+
+// servedByDerivedService tells whether import key is, in derived mode,
+// served by the local Service its annotation names: a trusted import whose
+// only fault is IPs outside the clusterset ranges, all of them that
+// Service's cluster IPs.
+func (p *Proxier) servedByDerivedService(key types.NamespacedName, st *importState) bool {
+	service, ok := p.derivedOf[key]
+	if !ok || st.invalid.Reason != mcsproxy.ReasonIPOutsideClusterSetCIDR || len(st.obj.Spec.IPs) == 0 {
+		return false
+	}
+	used := p.claims.ipsOfService(service)
+	for _, s := range st.obj.Spec.IPs {
+		ip, err := netip.ParseAddr(s)
+		if err != nil || !slices.Contains(used, ip.Unmap()) {
+			return false
+		}
+	}
+	return true
+}
+
+// trackDerivedService records which local Service import key names as its
+// derived Service, if any, so that a change of that Service decides the
+// import again.
+func (p *Proxier) trackDerivedService(key types.NamespacedName, si *mcsv1beta1.ServiceImport) {
+	if old, ok := p.derivedOf[key]; ok {
+		if p.derivedBy[old].Delete(key).Len() == 0 {
+			delete(p.derivedBy, old)
+		}
+		delete(p.derivedOf, key)
+	}
+	if si == nil {
+		return
+	}
+	if name := si.Annotations[mcsproxy.AnnotationDerivedService]; name != "" {
+		service := types.NamespacedName{Namespace: key.Namespace, Name: name}
+		p.derivedOf[key] = service
+		if p.derivedBy[service] == nil {
+			p.derivedBy[service] = sets.New[types.NamespacedName]()
+		}
+		p.derivedBy[service].Insert(key)
+	}
 }
 
 // translate is the Service the Provider gets for si, nil when it gets none.
@@ -806,7 +866,10 @@ func ownedByServiceImport(slice *discoveryv1.EndpointSlice) bool {
 // every import that owned one of its old or new IPs.
 func (p *Proxier) setServiceClaims(service *v1.Service, ips []netip.Addr) {
 	key := types.NamespacedName{Namespace: service.Namespace, Name: service.Name}
-	p.reconcileImports(p.claims.setService(key, ips))
+	affected := p.claims.setService(key, ips)
+	// The imports that name this Service as their derived Service.
+	affected = affected.Union(p.derivedBy[key])
+	p.reconcileImports(affected)
 }
 
 func (p *Proxier) unindexSlice(importKey, sliceKey types.NamespacedName) {

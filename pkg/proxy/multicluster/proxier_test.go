@@ -329,6 +329,55 @@ func TestInvalidImportIsReportedOnce(t *testing.T) {
 	}
 }
 
+// TestDerivedImportIsLeftToTheServicePath: in derived mode an import's IPs
+// are its derived Service's cluster IPs (in the member's Service range,
+// outside the clusterset ranges). The derived Service and its slices take
+// the Service path; the import is neither programmed nor reported, while
+// that Service has its IPs. The annotation excuses nothing else.
+func TestDerivedImportIsLeftToTheServicePath(t *testing.T) {
+	f := newFixture(t)
+	p := f.proxier
+	derived := localService("ns", "derived-gapqrqeg1j", "10.96.0.40")
+	p.OnServiceAdd(derived)
+	slice := mcsSlice("ns", "derived-gapqrqeg1j-cluster-a", "web", "cluster-a", "10.1.0.1")
+	slice.Labels[discoveryv1.LabelServiceName] = derived.Name
+	p.OnEndpointSliceAdd(slice)
+	si := serviceImport("ns", "web", 0, "10.96.0.40")
+	si.Annotations = map[string]string{mcsproxy.AnnotationDerivedService: derived.Name}
+	p.OnServiceImportUpsert(si)
+	f.expectCalls("ServiceAdd ns/derived-gapqrqeg1j", "SliceAdd ns/derived-gapqrqeg1j-cluster-a")
+	f.expectEvents()
+	if got := f.provider.endpointsOf("ns/derived-gapqrqeg1j"); !slices.Equal(got, []string{"10.1.0.1"}) {
+		t.Errorf("the derived Service's endpoints: %v", got)
+	}
+
+	// Without its derived Service the import is what it is: an import of
+	// IPs outside the clusterset ranges. With it back, fine again.
+	p.OnServiceDelete(derived)
+	f.expectCalls("ServiceDelete ns/derived-gapqrqeg1j")
+	f.expectEvents("ServiceImport ns/web IPOutsideClusterSetCIDR")
+	p.OnServiceAdd(derived)
+	f.expectCalls("ServiceAdd ns/derived-gapqrqeg1j")
+	f.expectEvents()
+
+	// The annotation names another Service than the one holding the IP,
+	// or the import is not a trusted manager's: reported as ever.
+	other := serviceImport("ns", "api", 0, "10.96.0.40")
+	other.Annotations = map[string]string{mcsproxy.AnnotationDerivedService: "derived-someoneelse"}
+	p.OnServiceImportUpsert(other)
+	forged := serviceImport("ns", "forged", 0, "10.96.0.40")
+	forged.Annotations = map[string]string{mcsproxy.AnnotationDerivedService: derived.Name}
+	forged.Labels = nil
+	p.OnServiceImportUpsert(forged)
+	f.expectCalls()
+	f.expectEvents("ServiceImport ns/api IPOutsideClusterSetCIDR", "ServiceImport ns/forged UntrustedManager")
+	// A forged import naming the same Service changes nothing for the
+	// real one: it is still decided again when its Service changes.
+	p.OnServiceDelete(derived)
+	f.expectCalls("ServiceDelete ns/derived-gapqrqeg1j")
+	f.expectEvents("ServiceImport ns/web IPOutsideClusterSetCIDR")
+}
+
 func TestImportNeverTakesALocalServiceIP(t *testing.T) {
 	f := newFixture(t)
 	p := f.proxier

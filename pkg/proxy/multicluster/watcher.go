@@ -78,11 +78,11 @@ func (w *Watcher) Start(ctx context.Context) {
 	}
 }
 
-// nativeNamesAnnotations returns the annotations of an import a proxy
-// reads (native names), nil when it has none.
-func nativeNamesAnnotations(in map[string]string) map[string]string {
+// proxyAnnotations returns the annotations of an import a proxy reads
+// (native names, the derived Service), nil when it has none.
+func proxyAnnotations(in map[string]string) map[string]string {
 	var out map[string]string
-	for _, k := range []string{mcsproxy.AnnotationNativeNames, mcsproxy.AnnotationLocalFirstMinimum} {
+	for _, k := range []string{mcsproxy.AnnotationNativeNames, mcsproxy.AnnotationLocalFirstMinimum, mcsproxy.AnnotationDerivedService} {
 		if v, ok := in[k]; ok {
 			if out == nil {
 				out = map[string]string{}
@@ -94,7 +94,8 @@ func nativeNamesAnnotations(in map[string]string) map[string]string {
 }
 
 // keepWhatProxiesRead returns the informer's transform: a proxy reads an
-// import's spec, its manager label and its native-names annotations, never its status (the controller's
+// import's spec, its manager label and its native-names and derived-Service
+// annotations, never its status (the controller's
 // conditions and cluster list), annotations, other labels or managed
 // fields, so the cache keeps none of them; they are most of an import's
 // weight in kube-proxy's heap. The labels of imports by a trusted manager
@@ -107,7 +108,7 @@ func keepWhatProxiesRead(trusted []string) cache.TransformFunc {
 	return func(obj any) (any, error) {
 		if accessor, err := meta.Accessor(obj); err == nil {
 			accessor.SetManagedFields(nil)
-			accessor.SetAnnotations(nativeNamesAnnotations(accessor.GetAnnotations()))
+			accessor.SetAnnotations(proxyAnnotations(accessor.GetAnnotations()))
 			manager, ok := accessor.GetLabels()[mcsproxy.LabelImportManagedBy]
 			switch labels := shared[manager]; {
 			case labels != nil:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -26,6 +27,7 @@ import (
 	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 	mcsfake "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned/fake"
 )
 
@@ -345,5 +347,35 @@ func TestWatcherSwitchesVersionsWithoutWithdrawing(t *testing.T) {
 	}
 	if svc := f.provider.services["ns/web.clusterset"]; svc == nil || svc.Spec.ClusterIP != "10.250.0.10" {
 		t.Errorf("web is not programmed after the switch: %+v", svc)
+	}
+}
+
+// TestInformerKeepsWhatProxiesRead: the import cache holds the spec, the
+// manager label and the annotations a proxy acts on (native names, the
+// derived Service), nothing else.
+func TestInformerKeepsWhatProxiesRead(t *testing.T) {
+	si := &mcsv1beta1.ServiceImport{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "web", Namespace: "ns",
+			Labels: map[string]string{mcsproxy.LabelImportManagedBy: mcsproxy.DefaultManagedBy, "team": "a"},
+			Annotations: map[string]string{
+				mcsproxy.AnnotationNativeNames:       "LocalFirst",
+				mcsproxy.AnnotationDerivedService:    "derived-gapqrqeg1j",
+				"kubectl.kubernetes.io/last-applied": "{...}",
+			},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "mcs-controller"}},
+		},
+		Spec:   mcsv1beta1.ServiceImportSpec{IPs: []string{"10.250.0.1"}},
+		Status: mcsv1beta1.ServiceImportStatus{Clusters: []mcsv1beta1.ClusterStatus{{Cluster: "a"}}},
+	}
+	obj, err := keepWhatProxiesRead([]string{mcsproxy.DefaultManagedBy})(si)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := obj.(*mcsv1beta1.ServiceImport)
+	wantAnnotations := map[string]string{mcsproxy.AnnotationNativeNames: "LocalFirst", mcsproxy.AnnotationDerivedService: "derived-gapqrqeg1j"}
+	if !maps.Equal(got.Annotations, wantAnnotations) || got.ManagedFields != nil || len(got.Status.Clusters) != 0 ||
+		!maps.Equal(got.Labels, map[string]string{mcsproxy.LabelImportManagedBy: mcsproxy.DefaultManagedBy}) || len(got.Spec.IPs) != 1 {
+		t.Errorf("cached import: %+v", got)
 	}
 }

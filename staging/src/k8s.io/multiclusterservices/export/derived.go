@@ -9,6 +9,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/multiclusterservices/proxy"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
@@ -20,7 +21,7 @@ import (
 // that know them find ours.
 
 // AnnotationDerivedService, on a ServiceImport, names its derived Service.
-const AnnotationDerivedService = "multicluster.kubernetes.io/derived-service"
+const AnnotationDerivedService = proxy.AnnotationDerivedService
 
 // derivedHashLen is how many characters of the hash a derived name keeps.
 const derivedHashLen = 10

@@ -16,3 +16,9 @@ func ServiceName(importName string) string {
 func ImportName(serviceName string) (string, bool) {
 	return strings.CutSuffix(serviceName, ServiceNameSuffix)
 }
+
+// AnnotationDerivedService, on a ServiceImport, names the derived Service
+// that represents the import in this cluster (derived mode, the mcs-api
+// reference controller's annotation): the import's IPs are that Service's
+// cluster IPs, and a proxy serves them through the Service, not the import.
+const AnnotationDerivedService = "multicluster.kubernetes.io/derived-service"
