@@ -343,6 +343,9 @@ func preflight(opts Options) error {
 	binaries := []string{"etcd", "kube-apiserver", "kube-controller-manager"}
 	if !opts.NoKubeProxy {
 		binaries = append(binaries, "kube-proxy")
+		if len(opts.UpstreamKubeProxy) > 0 {
+			binaries = append(binaries, "kube-proxy-upstream")
+		}
 	}
 	if !opts.NoDNS {
 		binaries = append(binaries, "coredns")

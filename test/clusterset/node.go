@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -120,31 +121,15 @@ func (cs *ClusterSet) startKubelet(ctx context.Context, n *Node) error {
 }
 
 // startKubeProxy runs the project's kube-proxy in the node's namespace with
-// the MultiClusterServices gate on and waits for its first sync.
+// the MultiClusterServices gate on (or, in a cluster of
+// Options.UpstreamKubeProxy, upstream kube-proxy) and waits for its first
+// sync.
 func (cs *ClusterSet) startKubeProxy(ctx context.Context, n *Node) error {
 	started := time.Now()
-	c := n.cluster
-	binary, err := framework.Binary("kube-proxy")
+	args, err := cs.kubeProxyArgv(n, slices.Contains(cs.opts.UpstreamKubeProxy, n.cluster.Name))
 	if err != nil {
 		return err
 	}
-	kubeconfig, err := c.API.KubeconfigFor(kubeProxyUser)
-	if err != nil {
-		return err
-	}
-	args := append([]string{binary,
-		"--kubeconfig=" + kubeconfig,
-		"--hostname-override=" + n.Name,
-		"--proxy-mode=" + cs.opts.ProxyMode,
-		"--feature-gates=MultiClusterServices=true",
-		"--cluster-cidr=" + strings.Join(c.PodCIDRs, ","),
-		// The node is a namespace on a shared kernel: leave the host's
-		// conntrack limits alone.
-		"--conntrack-max-per-core=0", "--conntrack-min=0",
-		"--metrics-bind-address=127.0.0.1:10249",
-		"--healthz-bind-address=127.0.0.1:10256",
-		"--v=2",
-	}, cs.opts.KubeProxyArgs...)
 	if err := runKubeProxy(ctx, n, args); err != nil {
 		return err
 	}
@@ -154,8 +139,59 @@ func (cs *ClusterSet) startKubeProxy(ctx context.Context, n *Node) error {
 		defer n.mu.Unlock()
 		n.proxy.Stop(5 * time.Second)
 	})
-	cs.progress.timed(c.Name, fmt.Sprintf("kube-proxy (%s) on %s synced", cs.opts.ProxyMode, n.Name), started)
+	cs.progress.timed(n.cluster.Name, fmt.Sprintf("%s (%s) on %s synced", filepath.Base(args[0]), cs.opts.ProxyMode, n.Name), started)
 	return nil
+}
+
+// kubeProxyArgv is the command line of node n's kube-proxy: the project's
+// with the gate on, or the unmodified upstream binary.
+func (cs *ClusterSet) kubeProxyArgv(n *Node, upstream bool) ([]string, error) {
+	c := n.cluster
+	name, gate := "kube-proxy", "--feature-gates=MultiClusterServices=true"
+	if upstream {
+		name, gate = "kube-proxy-upstream", ""
+	}
+	binary, err := framework.Binary(name)
+	if err != nil {
+		return nil, err
+	}
+	kubeconfig, err := c.API.KubeconfigFor(kubeProxyUser)
+	if err != nil {
+		return nil, err
+	}
+	args := []string{binary,
+		"--kubeconfig=" + kubeconfig,
+		"--hostname-override=" + n.Name,
+		"--proxy-mode=" + cs.opts.ProxyMode,
+		"--cluster-cidr=" + strings.Join(c.PodCIDRs, ","),
+		// The node is a namespace on a shared kernel: leave the host's
+		// conntrack limits alone.
+		"--conntrack-max-per-core=0", "--conntrack-min=0",
+		"--metrics-bind-address=127.0.0.1:10249",
+		"--healthz-bind-address=127.0.0.1:10256",
+		"--v=2",
+	}
+	if gate != "" {
+		args = append(args, gate)
+	}
+	return append(args, cs.opts.KubeProxyArgs...), nil
+}
+
+// SwapKubeProxy replaces the node's kube-proxy, as an operator rolling a
+// new kube-proxy onto a node would: the running one is stopped (its rules
+// stay until the new one rewrites them) and the project's (upstream false)
+// or upstream kube-proxy starts in its place; it returns once that one has
+// synced.
+func (cs *ClusterSet) SwapKubeProxy(ctx context.Context, n *Node, upstream bool) error {
+	argv, err := cs.kubeProxyArgv(n, upstream)
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	proc := n.proxy
+	n.mu.Unlock()
+	proc.Stop(5 * time.Second)
+	return runKubeProxy(ctx, n, argv)
 }
 
 func runKubeProxy(ctx context.Context, n *Node, argv []string) error {

@@ -27,6 +27,10 @@ type Options struct {
 	ProxyMode string
 	// KubeProxyArgs are appended to every kube-proxy's flags.
 	KubeProxyArgs []string
+	// UpstreamKubeProxy names the clusters whose nodes run the unmodified
+	// upstream kube-proxy (kube-proxy-upstream) instead of the project's:
+	// members that keep stock kube-proxy, served in derived mode.
+	UpstreamKubeProxy []string
 	// NoKubeProxy and NoDNS leave out kube-proxy and CoreDNS.
 	NoKubeProxy bool
 	NoDNS       bool
@@ -78,6 +82,15 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("proxy mode %q: want nftables or iptables", o.ProxyMode)
 	case o.IPFamily != IPv4 && o.IPFamily != IPv6 && o.IPFamily != DualStack:
 		return fmt.Errorf("IP family %q: want %s, %s or %s", o.IPFamily, IPv4, IPv6, DualStack)
+	}
+	for _, name := range o.UpstreamKubeProxy {
+		known := false
+		for i := 0; i < o.Clusters; i++ {
+			known = known || clusterName(i) == name
+		}
+		if !known {
+			return fmt.Errorf("upstream kube-proxy in %q: no such cluster (cluster-a..%s)", name, clusterName(o.Clusters-1))
+		}
 	}
 	return nil
 }

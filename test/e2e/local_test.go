@@ -4,6 +4,7 @@ import (
 	"context"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -41,6 +42,8 @@ type local struct {
 	// controllerArgs.
 	controller     *process.Process
 	controllerArgs []string
+	// baseControllerArgs are the flags every controller of the suite gets.
+	baseControllerArgs []string
 }
 
 func upLocal(t *testing.T, viaAPI bool) *local {
@@ -52,6 +55,14 @@ func upLocal(t *testing.T, viaAPI bool) *local {
 // named after prefix.
 func upLocalWith(t *testing.T, prefix string, family clusterset.IPFamily, viaAPI bool) *local {
 	t.Helper()
+	return upLocalOpts(t, clusterset.Options{Clusters: 2, Prefix: prefix, IPFamily: family}, viaAPI)
+}
+
+// upLocalOpts brings up a local clusterset as opts say (Dir and Progress
+// are the test's) and the mcs-controller with extra flags controllerArgs.
+func upLocalOpts(t *testing.T, opts clusterset.Options, viaAPI bool, controllerArgs ...string) *local {
+	t.Helper()
+	prefix := opts.Prefix
 	requireBuilt(t, "etcd", "kube-apiserver", "kube-controller-manager", "kube-proxy", "kube-proxy-upstream", "coredns", "mcs-controller", "echoserver")
 	netns.Require(t, "nft", "ip")
 	if left, _ := clusterset.Leftovers(prefix); len(left) > 0 {
@@ -61,9 +72,8 @@ func upLocalWith(t *testing.T, prefix string, family clusterset.IPFamily, viaAPI
 		}
 	}
 	upStart := time.Now()
-	cs, err := clusterset.Up(t.Context(), clusterset.Options{
-		Clusters: 2, Prefix: prefix, Dir: t.TempDir(), Progress: testWriter{t}, IPFamily: family,
-	})
+	opts.Dir, opts.Progress = t.TempDir(), testWriter{t}
+	cs, err := clusterset.Up(t.Context(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +100,8 @@ func upLocalWith(t *testing.T, prefix string, family clusterset.IPFamily, viaAPI
 	}
 	// The leader election Lease lives in cluster-b so that cluster-a's
 	// outage (case 9) does not take the controller's leadership with it.
-	l.controllerArgs = []string{"--leader-elect-context=" + cs.Clusters[1].Name, "--endpoint-ttl=" + localEndpointTTL.String()}
+	l.baseControllerArgs = []string{"--leader-elect-context=" + cs.Clusters[1].Name, "--endpoint-ttl=" + localEndpointTTL.String()}
+	l.controllerArgs = append(slices.Clone(l.baseControllerArgs), controllerArgs...)
 	if l.controller, err = cs.StartController(l.controllerArgs...); err != nil {
 		t.Fatal(err)
 	}
@@ -131,6 +142,28 @@ func (l *local) stopController(t *testing.T) func(*testing.T) {
 	// Whatever happens, the suite gets its controller back.
 	t.Cleanup(func() { start(t) })
 	return start
+}
+
+// restartController stops the mcs-controller and starts it again with
+// the suite's flags and extra, as an operator changing its configuration
+// would; the suite's later cases get the same flags.
+func (l *local) restartController(t *testing.T, extra ...string) {
+	t.Helper()
+	l.mu.Lock()
+	controller := l.controller
+	l.controller = nil
+	l.controllerArgs = append(slices.Clone(l.baseControllerArgs), extra...)
+	l.mu.Unlock()
+	if controller != nil {
+		controller.Stop(5 * time.Second)
+	}
+	c, err := l.cs.StartController(l.controllerArgs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.mu.Lock()
+	l.controller = c
+	l.mu.Unlock()
 }
 
 func (l *local) members() []*member         { return l.ms }

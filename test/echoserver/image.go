@@ -48,23 +48,34 @@ func askMain(args []string, out io.Writer) error {
 	network := fs.String("network", "tcp", "tcp or udp")
 	count := fs.Int("count", 1, "requests to send, one after the other")
 	timeout := fs.Duration("timeout", time.Second, "how long to wait for each answer")
+	interval := fs.Duration("interval", 0, "pause between requests")
+	during := fs.Duration("for", 0, "keep asking this long instead of --count times, printing each answer after the milliseconds since the start")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
 		return fmt.Errorf("ask needs one address (host:port), got %v", fs.Args())
 	}
-	for range *count {
+	start := time.Now()
+	for i := 0; *during > 0 && time.Since(start) < *during || *during == 0 && i < *count; i++ {
+		at := time.Since(start)
 		name := "-"
-		// A short dial timeout: a VIP without rules drops the SYN.
+		// A short dial timeout: a VIP without rules drops the SYN. A host
+		// name is resolved for every request, as a client without a
+		// DNS cache of its own would.
 		if c, err := net.DialTimeout(*network, fs.Arg(0), 300*time.Millisecond); err == nil {
 			if got, err := AskOn(c, *network, *timeout); err == nil {
 				name = got
 			}
 		}
-		if _, err := fmt.Fprintln(out, name); err != nil {
+		line := name
+		if *during > 0 {
+			line = fmt.Sprintf("%d %s", at.Milliseconds(), name)
+		}
+		if _, err := fmt.Fprintln(out, line); err != nil {
 			return err
 		}
+		time.Sleep(*interval)
 	}
 	return nil
 }

@@ -58,6 +58,21 @@ func TestImage(t *testing.T) {
 	if out.String() != "-\n-\n" {
 		t.Errorf("ask to a closed port: %q, want - twice", out.String())
 	}
+	// Asking for a while, by host name: each answer after its time.
+	out.Reset()
+	_, port2, _ := net.SplitHostPort(addr)
+	if err := Main(context.Background(), []string{"ask", "--for=300ms", "--interval=50ms", "localhost:" + port2}, "client", &out); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) < 3 || len(lines) > 7 {
+		t.Errorf("ask --for=300ms --interval=50ms: %d answers, want about 6: %q", len(lines), out.String())
+	}
+	for _, l := range lines {
+		if ms, name, ok := strings.Cut(l, " "); !ok || name != "web-1" || strings.Trim(ms, "0123456789") != "" {
+			t.Errorf("ask --for: line %q, want \"<ms> web-1\"", l)
+		}
+	}
 	for _, args := range [][]string{{"ask"}, {"ask", "a:1", "b:2"}, {"dig", "name", "A"}, {"dig", "--server=127.0.0.1", "name", "MX"}} {
 		if err := Main(context.Background(), args, "client", &out); err == nil {
 			t.Errorf("%v: no error", args)

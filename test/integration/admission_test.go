@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/multiclusterservices/export"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
@@ -84,27 +85,12 @@ func TestAdmissionPolicies(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Install the policies, and wait until the apiserver enforces them.
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(m.kube.Discovery()))
-	dyn := dynamic.NewForConfigOrDie(m.cluster.RESTConfig())
-	objs, err := kindconfig.Objects(repoPath(t, "kind-config", "mcs-admission-policy.yaml"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, obj := range objs {
-		if err := kindconfig.Apply(ctx, dyn, mapper, obj, false); err != nil {
-			t.Fatalf("applying %s %s: %v", obj.GetKind(), obj.GetName(), err)
-		}
-	}
+	installAdmissionPolicies(t, m)
 	evil := &mcsv1beta1.ServiceImport{
 		ObjectMeta: metav1.ObjectMeta{Name: "evil", Labels: map[string]string{mcsproxy.LabelImportManagedBy: mcsproxy.DefaultManagedBy}},
 		Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, IPs: []string{"10.250.0.10"},
 			Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}}},
 	}
-	eventually(t, 30*time.Second, "the admission policies to be enforced", func() (bool, string) {
-		_, err := aliceMCS.MulticlusterV1beta1().ServiceImports("attacker").Create(ctx, evil, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		return deniedByPolicy(err), errString(err)
-	})
 
 	mcsLabels := func(manager string) map[string]string {
 		return map[string]string{mcsv1beta1.LabelServiceName: "db", mcsv1beta1.LabelSourceCluster: "cluster-a", discoveryv1.LabelManagedBy: manager}
@@ -173,6 +159,37 @@ func TestAdmissionPolicies(t *testing.T) {
 		}},
 		{what: "the controller writes an MCS slice under another manager", do: func() error {
 			_, err := ctrlKube.DiscoveryV1().EndpointSlices("prod").Create(ctx, slice("other-manager", mcsLabels("someone")), metav1.CreateOptions{})
+			return err
+		}},
+		{what: "the controller takes over alice's plain slice as an MCS slice", do: func() error {
+			s, err := ctrlKube.DiscoveryV1().EndpointSlices("attacker").Get(ctx, "plain", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			s.Labels = mcsLabels(mcsproxy.DefaultManagedBy)
+			_, err = ctrlKube.DiscoveryV1().EndpointSlices("attacker").Update(ctx, s, metav1.UpdateOptions{})
+			return err
+		}},
+		{what: "the controller writes a slice for a Service not named as a derived Service", do: func() error {
+			l := mcsLabels(mcsproxy.DefaultManagedBy)
+			l[discoveryv1.LabelServiceName] = "derived-kube-dns"
+			_, err := ctrlKube.DiscoveryV1().EndpointSlices("prod").Create(ctx, slice("derived-lookalike", l), metav1.CreateOptions{})
+			return err
+		}},
+		{what: "the controller writes a slice of a derived Service", allowed: true, do: func() error {
+			l := mcsLabels(mcsproxy.DefaultManagedBy)
+			l[discoveryv1.LabelServiceName] = export.DerivedName("prod", "db")
+			_, err := ctrlKube.DiscoveryV1().EndpointSlices("prod").Create(ctx, slice(export.DerivedSliceName(export.DerivedName("prod", "db"), "cluster-a", ""), l), metav1.CreateOptions{})
+			return err
+		}},
+		{what: "the controller moves its derived slice to another Service", do: func() error {
+			name := export.DerivedSliceName(export.DerivedName("prod", "db"), "cluster-a", "")
+			s, err := ctrlKube.DiscoveryV1().EndpointSlices("prod").Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			s.Labels[discoveryv1.LabelServiceName] = export.DerivedName("prod", "other")
+			_, err = ctrlKube.DiscoveryV1().EndpointSlices("prod").Update(ctx, s, metav1.UpdateOptions{})
 			return err
 		}},
 		{what: "the controller deletes alice's plain slice", do: func() error {
@@ -265,6 +282,33 @@ func TestAdmissionPolicies(t *testing.T) {
 	if l, _ := m.kube.CoordinationV1().Leases("kube-system").Get(ctx, "kube-scheduler", metav1.GetOptions{}); ptr.Deref(l.Spec.HolderIdentity, "") != "scheduler-1" {
 		t.Errorf("the scheduler's Lease is held by %q", ptr.Deref(l.Spec.HolderIdentity, ""))
 	}
+}
+
+// installAdmissionPolicies applies kind-config/mcs-admission-policy.yaml
+// to m and waits until its apiserver enforces them (an administrator's
+// ServiceImport is refused: only the controller writes imports).
+func installAdmissionPolicies(t *testing.T, m *testMember) {
+	t.Helper()
+	ctx := context.Background()
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(m.kube.Discovery()))
+	dyn := dynamic.NewForConfigOrDie(m.cluster.RESTConfig())
+	objs, err := kindconfig.Objects(repoPath(t, "kind-config", "mcs-admission-policy.yaml"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range objs {
+		if err := kindconfig.Apply(ctx, dyn, mapper, obj, false); err != nil {
+			t.Fatalf("applying %s %s: %v", obj.GetKind(), obj.GetName(), err)
+		}
+	}
+	probe := &mcsv1beta1.ServiceImport{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe"},
+		Spec:       mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, Ports: []mcsv1beta1.ServicePort{{Port: 80}}},
+	}
+	eventually(t, 30*time.Second, "the admission policies to be enforced in "+m.id, func() (bool, string) {
+		_, err := m.mcs.MulticlusterV1beta1().ServiceImports("default").Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return deniedByPolicy(err), errString(err)
+	})
 }
 
 // deniedByPolicy tells whether err is a ValidatingAdmissionPolicy denial.

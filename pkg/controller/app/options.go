@@ -22,6 +22,8 @@ type Options struct {
 	RefusedNamespaces  []string
 	SourceManagers     []string
 	ExportNamespaces   []string
+	DerivedMembers     []string
+	DerivedGrace       time.Duration
 	EndpointTTL        time.Duration
 	LeaseNamespace     string
 	Workers            int
@@ -52,6 +54,7 @@ func NewOptions() *Options {
 		RefusedNamespaces:        []string{"kube-system", "default", "kube-public", "kube-node-lease", "mcs-system"},
 		SourceManagers:           []string{"endpointslice-controller.k8s.io", "endpointslicemirroring-controller.k8s.io"},
 		EndpointTTL:              40 * time.Second,
+		DerivedGrace:             30 * time.Second,
 		LeaseNamespace:           "kube-system",
 		Workers:                  8,
 		InitialSyncTimeout:       30 * time.Second,
@@ -76,6 +79,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.RefusedNamespaces, "refuse-namespaces", o.RefusedNamespaces, "Namespaces whose ServiceExports are refused (KEP-1645 advises kube-system and default; the system namespaces and the controller's own are refused too). Empty refuses none.")
 	fs.StringArrayVar(&o.ExportNamespaces, "export-namespaces", o.ExportNamespaces, "CLUSTER=NAMESPACE[,NAMESPACE...]: the only namespaces cluster CLUSTER (its cluster ID) may export from; repeat for each cluster to limit. Clusters not named may export from any namespace not refused.")
 	fs.StringSliceVar(&o.SourceManagers, "source-endpointslice-managers", o.SourceManagers, "endpointslice.kubernetes.io/managed-by values of the exported Services' EndpointSlices that are mirrored to other members (default: Kubernetes' EndpointSlice and mirroring controllers). Slices anyone else wrote stay in their cluster.")
+	fs.StringSliceVar(&o.DerivedMembers, "derived-members", o.DerivedMembers, "Cluster IDs of the members served in derived mode, comma separated: members whose proxies do not program ServiceImports (upstream kube-proxy, a kube-proxy-free network plugin) get a derived Service per import (derived-<hash>, with EndpointSlices per source cluster) and the import's ips are its cluster IPs. The others are served natively.")
+	fs.DurationVar(&o.DerivedGrace, "derived-grace", o.DerivedGrace, "How long a derived Service keeps serving after its member is switched to native mode, for clients that still hold its IPs from earlier DNS answers (at least the DNS TTL of clusterset.local).")
 	fs.DurationVar(&o.EndpointTTL, "endpoint-ttl", o.EndpointTTL, "How long a source cluster's endpoints stay imported after its API was last reached (its Lease duration).")
 	fs.StringVar(&o.LeaseNamespace, "lease-namespace", o.LeaseNamespace, "Namespace, in every member, of the per-source-cluster Leases and of the leader election Lease.")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Workers per queue (the clusterset queue and each member's queue).")
@@ -106,6 +111,14 @@ func (o *Options) Validate() error {
 	}
 	if _, err := o.exportNamespaces(); err != nil {
 		return err
+	}
+	for _, id := range o.DerivedMembers {
+		if errs := validation.IsDNS1123Label(id); len(errs) > 0 {
+			return fmt.Errorf("--derived-members: %q is not a cluster ID: %s", id, errs[0])
+		}
+	}
+	if o.DerivedGrace < 0 {
+		return fmt.Errorf("--derived-grace %s is negative", o.DerivedGrace)
 	}
 	if len(o.SourceManagers) == 0 {
 		return fmt.Errorf("--source-endpointslice-managers must name at least one manager")

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -99,6 +100,8 @@ func Run(ctx context.Context, o *Options) error {
 		RefusedNamespaces:  o.RefusedNamespaces,
 		SourceManagers:     o.SourceManagers,
 		ExportNamespaces:   exportNamespaces,
+		DerivedMembers:     derivedMembers(o.DerivedMembers, members),
+		DerivedGrace:       o.DerivedGrace,
 		EndpointTTL:        o.EndpointTTL,
 		LeaseNamespace:     o.LeaseNamespace,
 		Identity:           o.Identity,
@@ -307,4 +310,18 @@ func (h *health) readyz(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	fmt.Fprintln(w, "ok")
+}
+
+// derivedMembers returns the set of cluster IDs served in derived mode,
+// saying which of them is no member (a typo would otherwise silently serve
+// a stock-kube-proxy member natively, where its imports answer nothing).
+func derivedMembers(ids []string, members []topology.Member) map[string]bool {
+	out := map[string]bool{}
+	for _, id := range ids {
+		out[id] = true
+		if !slices.ContainsFunc(members, func(m topology.Member) bool { return m.ClusterID == id }) {
+			klog.InfoS("A member named by --derived-members is not among the reachable member clusters", "cluster", id)
+		}
+	}
+	return out
 }

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/multiclusterservices/export"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
@@ -59,6 +60,15 @@ type Config struct {
 	Identity string
 	// Workers is the number of workers per queue.
 	Workers int
+	// DerivedMembers are the cluster IDs of the members served in derived
+	// mode: each import is represented there by an ordinary Service that
+	// any Service proxy programs (members whose proxies do not program
+	// ServiceImports). The others are served natively.
+	DerivedMembers map[string]bool
+	// DerivedGrace is how long a derived Service keeps serving after its
+	// member switched to native mode, for clients that still hold its
+	// IPs from earlier DNS answers.
+	DerivedGrace time.Duration
 	// InitialSyncTimeout bounds how long start-up waits for every member's
 	// caches before working with the members that did sync.
 	InitialSyncTimeout time.Duration
@@ -84,6 +94,9 @@ type Controller struct {
 	// mirrored, addresses outside pod ranges, users' Services that native
 	// names reach.
 	told sync.Map
+	// retiring holds, per member/import, since when a derived Service has
+	// been left over in a member now served natively.
+	retiring sync.Map
 }
 
 // managedLabel marks the ServiceImports this controller owns, so that
@@ -302,7 +315,9 @@ func (c *Controller) restoreClusterSetIPs() {
 		}
 		imports, _ := m.imports.List(labels.SelectorFromSet(labels.Set{managedLabel: c.cfg.ManagedBy}))
 		for _, si := range imports {
-			if len(si.Spec.IPs) > 0 {
+			// A derived import carries its derived Service's IPs,
+			// which are the member's, not the clusterset's.
+			if len(si.Spec.IPs) > 0 && si.Annotations[export.AnnotationDerivedService] == "" {
 				claims = append(claims, clustersetip.Claim{Key: si.Namespace + "/" + si.Name, IPs: si.Spec.IPs, Created: si.CreationTimestamp.Time})
 			}
 		}
@@ -417,6 +432,10 @@ func (c *Controller) addHandlers(m *member) {
 		},
 	})
 	handle(f.services, on(func(obj any) {
+		// A derived Service is put right if anyone else changes it.
+		if key, ok := c.derivedServiceOwner(obj); ok {
+			m.queue.Add(key)
+		}
 		// Only Services somebody exports matter.
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil && c.isExportedSomewhere(key) {
 			c.queue.Add(key)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -57,11 +58,23 @@ func (c *Controller) syncMember(ctx context.Context, m *member, key string) erro
 		}
 		return nil
 	}
+	if c.derived(m) {
+		return errors.Join(append(errs, c.syncDerived(ctx, m, key, d))...)
+	}
+	mcsSlices, derivedSlices := importedSlicesIn(m, key)
+	if have, err := m.imports.ServiceImports(ns).Get(name); err == nil && c.wrote(have) && have.Annotations[export.AnnotationDerivedService] != "" {
+		// Back from derived mode: the endpoints are written before the
+		// import names the clusterset IPs, so that they serve at once.
+		errs = append(errs, c.writeSlices(ctx, m, have, c.mcsSlicesFor(m, d, have), mcsSlices, d.Triggers))
+	}
 	si, err := c.writeImport(ctx, m, d.Import)
 	if err != nil || si == nil {
 		return errors.Join(append(errs, err)...)
 	}
-	errs = append(errs, c.writeSlices(ctx, m, key, d, si), c.writeImportStatus(ctx, m, d, si), c.writeNativeService(ctx, m, si))
+	errs = append(errs,
+		c.writeSlices(ctx, m, si, c.mcsSlicesFor(m, d, si), mcsSlices, d.Triggers),
+		c.retireDerived(ctx, m, si, d, derivedSlices),
+		c.writeImportStatus(ctx, m, d, si), c.writeNativeService(ctx, m, si))
 	return errors.Join(errs...)
 }
 
@@ -82,7 +95,7 @@ func (c *Controller) writeNativeService(ctx context.Context, m *member, si *mcsv
 	api := m.kube.CoreV1().Services(si.Namespace)
 	switch {
 	case !wanted && ours:
-		return deleteNativeService(ctx, m, have)
+		return deleteOwnService(ctx, m, have)
 	case wanted && !exists:
 		want := export.NativeService(si, c.cfg.ManagedBy)
 		created, err := api.Create(ctx, want, metav1.CreateOptions{FieldManager: fieldManager})
@@ -114,9 +127,10 @@ func (c *Controller) writeNativeService(ctx context.Context, m *member, si *mcsv
 	return nil
 }
 
-// deleteNativeService deletes the Service this controller created in m for
-// native names; one that was replaced in the meantime is left alone.
-func deleteNativeService(ctx context.Context, m *member, svc *v1.Service) error {
+// deleteOwnService deletes a Service this controller created in m (for
+// native names, or a derived Service); one that was replaced in the
+// meantime is left alone.
+func deleteOwnService(ctx context.Context, m *member, svc *v1.Service) error {
 	err := m.kube.CoreV1().Services(svc.Namespace).Delete(ctx, svc.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(svc.UID)}})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("deleting Service %s/%s in %s: %w", svc.Namespace, svc.Name, m.id, err)
@@ -282,6 +296,10 @@ func (c *Controller) nativeNamesCondition(m *member, si *mcsv1beta1.ServiceImpor
 	case si.Spec.Type != mcsv1beta1.ClusterSetIP:
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "HeadlessImport", "a headless import has no endpoints a local Service could add; native names apply to ClusterSetIP imports"
 		return cond, true
+	case c.derived(m):
+		cond.Status, cond.Reason = metav1.ConditionFalse, "DerivedMember"
+		cond.Message = fmt.Sprintf("cluster %s is served in derived mode (its proxies do not program ServiceImports): the local Service %s gets no endpoints of other clusters; %s needs the multi-cluster kube-proxy and native mode. The clusterset name and IP work.", m.id, si.Name, policy.Strategy)
+		return cond, true
 	}
 	svc, err := m.services.Services(si.Namespace).Get(si.Name)
 	switch {
@@ -394,27 +412,64 @@ func familyList(f map[v1.IPFamily]bool) string {
 	return fmt.Sprint(out)
 }
 
-// writeSlices makes m's imported slices of key exactly the desired ones,
-// leaving alone the slices of source clusters whose state is unknown.
-func (c *Controller) writeSlices(ctx context.Context, m *member, key string, d *desiredState, si *mcsv1beta1.ServiceImport) error {
-	api := m.kube.DiscoveryV1().EndpointSlices(si.Namespace)
+// importedSlicesIn returns the slices this controller wrote into m for
+// import key: its MCS EndpointSlices, and the EndpointSlices of its
+// derived Service (which name a local Service, derived mode).
+func importedSlicesIn(m *member, key string) (mcs, derived []*discoveryv1.EndpointSlice) {
+	for _, s := range slicesOf(m.importedSlices, byImport, key) {
+		if _, local := s.Labels[discoveryv1.LabelServiceName]; local {
+			derived = append(derived, s)
+		} else {
+			mcs = append(mcs, s)
+		}
+	}
+	return mcs, derived
+}
+
+// memberView returns the imported slices of d as member m gets them
+// (remote node names cleared), sorted by name.
+func memberView(m *member, d *desiredState) []*discoveryv1.EndpointSlice {
+	out := make([]*discoveryv1.EndpointSlice, 0, len(d.Slices))
+	for _, name := range slices.Sorted(maps.Keys(d.Slices)) {
+		s := d.Slices[name].DeepCopy()
+		export.ForMember(s, m.id)
+		out = append(out, s)
+	}
+	return out
+}
+
+// mcsSlicesFor returns the MCS EndpointSlices member m gets for import si,
+// by name.
+func (c *Controller) mcsSlicesFor(m *member, d *desiredState, si *mcsv1beta1.ServiceImport) map[string]*discoveryv1.EndpointSlice {
 	owner := []metav1.OwnerReference{{
 		APIVersion: mcsv1beta1.GroupVersion.String(),
 		Kind:       mcsv1beta1.ServiceImportKindName,
 		Name:       si.Name,
 		UID:        si.UID,
 	}}
-	have := map[string]*discoveryv1.EndpointSlice{}
-	for _, s := range slicesOf(m.importedSlices, byImport, key) {
-		have[s.Name] = s
+	out := make(map[string]*discoveryv1.EndpointSlice, len(d.Slices))
+	for _, s := range memberView(m, d) {
+		s.OwnerReferences = owner
+		out[s.Name] = s
+	}
+	return out
+}
+
+// writeSlices makes the slices have (of one kind, in si's namespace of m)
+// exactly want, leaving alone the slices of source clusters whose state is
+// unknown. triggers are, by wanted slice name, when the change each
+// carries happened (the propagation metric).
+func (c *Controller) writeSlices(ctx context.Context, m *member, si *mcsv1beta1.ServiceImport, want map[string]*discoveryv1.EndpointSlice, have []*discoveryv1.EndpointSlice, triggers map[string]time.Time) error {
+	api := m.kube.DiscoveryV1().EndpointSlices(si.Namespace)
+	existing := make(map[string]*discoveryv1.EndpointSlice, len(have))
+	for _, s := range have {
+		existing[s.Name] = s
 	}
 	var errs []error
-	for name, want := range d.Slices {
-		want = want.DeepCopy()
-		export.ForMember(want, m.id)
-		want.OwnerReferences = owner
-		cur, ok := have[name]
-		delete(have, name)
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		want := want[name]
+		cur, ok := existing[name]
+		delete(existing, name)
 		if ok && sameSlice(cur, want) {
 			continue
 		}
@@ -435,11 +490,11 @@ func (c *Controller) writeSlices(ctx context.Context, m *member, key string, d *
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("writing EndpointSlice %s/%s in %s: %w", si.Namespace, name, m.id, err))
-		} else if t, ok := d.Triggers[name]; ok {
+		} else if t, ok := triggers[name]; ok {
 			c.metrics.observePropagation(m.id, time.Since(t))
 		}
 	}
-	for _, s := range have {
+	for _, s := range existing {
 		if c.retainedSource(s.Labels[mcsv1beta1.LabelSourceCluster]) {
 			continue
 		}
@@ -504,6 +559,9 @@ func (c *Controller) holdsNothing(m *member, ns, name string) bool {
 	if si, err := m.imports.ServiceImports(ns).Get(name); err == nil && c.wrote(si) {
 		return false
 	}
+	if svc, err := m.services.Services(ns).Get(export.DerivedName(ns, name)); err == nil && c.wrote(svc) {
+		return false
+	}
 	return len(slicesOf(m.importedSlices, byImport, ns+"/"+name)) == 0
 }
 
@@ -526,7 +584,10 @@ func (c *Controller) removeImport(ctx context.Context, m *member, ns, name strin
 	if svc, err := m.services.Services(ns).Get(name); err == nil && c.wrote(svc) && !retainedAny {
 		// The native Service goes with its import (its owner reference
 		// says so too, for a member whose garbage collector is slow).
-		errs = append(errs, deleteNativeService(ctx, m, svc))
+		errs = append(errs, deleteOwnService(ctx, m, svc))
+	}
+	if svc, err := m.services.Services(ns).Get(export.DerivedName(ns, name)); err == nil && c.wrote(svc) && !retainedAny {
+		errs = append(errs, deleteOwnService(ctx, m, svc))
 	}
 	if si != nil && c.wrote(si) && !retainedAny {
 		err := m.mcs.MulticlusterV1beta1().ServiceImports(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(si.UID)}})

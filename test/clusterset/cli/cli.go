@@ -73,6 +73,7 @@ func addClusterSetFlags(cmd *cobra.Command, o *clusterset.Options) {
 	f.StringVar(&o.Prefix, "prefix", "cset", "prefix of the network namespaces")
 	f.StringVar(&o.ProxyMode, "proxy-mode", "nftables", "kube-proxy mode: nftables or iptables")
 	f.StringArrayVar(&o.KubeProxyArgs, "kube-proxy-arg", nil, "extra kube-proxy flag (repeatable)")
+	f.StringSliceVar(&o.UpstreamKubeProxy, "upstream-kube-proxy", nil, "clusters whose nodes run the unmodified upstream kube-proxy (serve them with mcs-controller --derived-members)")
 	f.StringVar((*string)(&o.IPFamily), "ip-family", string(clusterset.IPv4), "IP family of nodes, pods, Services and clusterset IPs: ipv4, ipv6 or dual")
 }
 

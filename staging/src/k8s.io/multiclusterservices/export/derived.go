@@ -8,7 +8,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/multiclusterservices/proxy"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
@@ -36,16 +35,39 @@ func DerivedName(namespace, name string) string {
 	return "derived-" + strings.ToLower(encoded[:derivedHashLen])
 }
 
-// DerivedSliceName is the name of the derived EndpointSlice of source
-// cluster that holds the endpoints of imported slice part: the first
-// (part "") is "<derived>-<cluster>", as seed 004 names the one slice per
-// source cluster; further ones (another address family, or more endpoints
-// than one slice holds) add the part.
+// DerivedSliceName is the name of a derived EndpointSlice of source
+// cluster: "<derived>-<cluster>", as seed 004 names the one slice per
+// source cluster, or, where the cluster's endpoints come in several
+// slices (both address families, more endpoints than one slice holds,
+// endpoints with different ports), one per imported slice, named with
+// part, the imported slice's own hash.
 func DerivedSliceName(derived, cluster, part string) string {
 	if part == "" {
 		return derived + "-" + cluster
 	}
 	return derived + "-" + cluster + "-" + part
+}
+
+// DerivedSlices are the derived EndpointSlices of svc, the derived Service
+// of an import, in a member whose imported slices (ImportedSlice, with
+// ForMember applied) are imported, by name: one per imported slice, so
+// that a change of one source slice is one write.
+func DerivedSlices(imported []*discoveryv1.EndpointSlice, svc *v1.Service, managedBy string) map[string]*discoveryv1.EndpointSlice {
+	perCluster := map[string]int{}
+	for _, s := range imported {
+		perCluster[s.Labels[mcsv1beta1.LabelSourceCluster]]++
+	}
+	out := make(map[string]*discoveryv1.EndpointSlice, len(imported))
+	for _, s := range imported {
+		cluster := s.Labels[mcsv1beta1.LabelSourceCluster]
+		part := ""
+		if perCluster[cluster] > 1 && len(s.Name) > sliceHashLength {
+			part = s.Name[len(s.Name)-sliceHashLength:]
+		}
+		name := DerivedSliceName(svc.Name, cluster, part)
+		out[name] = DerivedSlice(s, svc, name, managedBy)
+	}
+	return out
 }
 
 // DerivedService is the derived Service of import si in a member: a
@@ -75,9 +97,8 @@ func DerivedService(si *mcsv1beta1.ServiceImport, managedBy string) *v1.Service 
 			}},
 		},
 		Spec: v1.ServiceSpec{
-			Type:            v1.ServiceTypeClusterIP,
-			SessionAffinity: si.Spec.SessionAffinity,
-			IPFamilies:      append([]v1.IPFamily(nil), si.Spec.IPFamilies...),
+			Type:       v1.ServiceTypeClusterIP,
+			IPFamilies: append([]v1.IPFamily(nil), si.Spec.IPFamilies...),
 		},
 	}
 	if si.Spec.Type == mcsv1beta1.Headless {
@@ -91,22 +112,7 @@ func DerivedService(si *mcsv1beta1.ServiceImport, managedBy string) *v1.Service 
 	default:
 		svc.Spec.IPFamilyPolicy = ptr.To(v1.IPFamilyPolicyRequireDualStack)
 	}
-	if svc.Spec.SessionAffinity == "" {
-		svc.Spec.SessionAffinity = v1.ServiceAffinityNone
-	}
-	if svc.Spec.SessionAffinity == v1.ServiceAffinityClientIP && si.Spec.SessionAffinityConfig != nil {
-		svc.Spec.SessionAffinityConfig = si.Spec.SessionAffinityConfig.DeepCopy()
-	}
-	for _, p := range si.Spec.Ports {
-		sp := v1.ServicePort{Name: p.Name, Protocol: p.Protocol, Port: p.Port, TargetPort: intstr.FromInt32(p.Port)}
-		if sp.Protocol == "" {
-			sp.Protocol = v1.ProtocolTCP
-		}
-		if p.AppProtocol != nil {
-			sp.AppProtocol = ptr.To(*p.AppProtocol)
-		}
-		svc.Spec.Ports = append(svc.Spec.Ports, sp)
-	}
+	setImportedPortsAndAffinity(&svc.Spec, si)
 	return svc
 }
 

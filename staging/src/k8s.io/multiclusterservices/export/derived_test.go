@@ -157,3 +157,49 @@ func TestDerivedSlice(t *testing.T) {
 		t.Errorf("the derived slice shares its endpoints with the imported one")
 	}
 }
+
+// One slice per source cluster is named as seed 004 names it; a cluster
+// whose endpoints come in several slices gets one derived slice per
+// imported slice, each named with the imported slice's hash, so that no
+// two collide and every endpoint is kept.
+func TestDerivedSlicesNamePerSourceCluster(t *testing.T) {
+	svc := &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "derived-gapqrqeg1j", UID: "svc-uid"}}
+	imported := func(cluster, source, addr string) *discoveryv1.EndpointSlice {
+		return &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace: "default", Name: SliceName("web", cluster, source),
+				Labels: map[string]string{
+					"multicluster.kubernetes.io/service-name":   "web",
+					"multicluster.kubernetes.io/source-cluster": cluster,
+				},
+			},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{addr}}},
+		}
+	}
+	a := imported("cluster-a", "web-abcde", "10.1.0.5")
+	b1 := imported("cluster-b", "web-v4", "10.2.0.5")
+	b2 := imported("cluster-b", "web-v4-more", "10.2.0.6")
+	got := DerivedSlices([]*discoveryv1.EndpointSlice{a, b1, b2}, svc, "mcs-controller")
+	wantNames := map[string]string{
+		"derived-gapqrqeg1j-cluster-a": "10.1.0.5",
+		"derived-gapqrqeg1j-cluster-b-" + b1.Name[len(b1.Name)-10:]: "10.2.0.5",
+		"derived-gapqrqeg1j-cluster-b-" + b2.Name[len(b2.Name)-10:]: "10.2.0.6",
+	}
+	if len(got) != len(wantNames) {
+		t.Fatalf("got %d derived slices, want %d: %v", len(got), len(wantNames), got)
+	}
+	for name, addr := range wantNames {
+		s, ok := got[name]
+		if !ok {
+			t.Errorf("no derived slice %s", name)
+			continue
+		}
+		if s.Name != name || s.Endpoints[0].Addresses[0] != addr || s.Labels["kubernetes.io/service-name"] != svc.Name {
+			t.Errorf("%s: %+v", name, s)
+		}
+		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+			t.Errorf("%s: %v", name, errs)
+		}
+	}
+}

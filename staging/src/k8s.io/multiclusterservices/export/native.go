@@ -40,16 +40,25 @@ func NativeService(si *mcsv1beta1.ServiceImport, managedBy string) *v1.Service {
 			}},
 		},
 		Spec: v1.ServiceSpec{
-			Type:            v1.ServiceTypeClusterIP,
-			IPFamilyPolicy:  ptr.To(v1.IPFamilyPolicyPreferDualStack),
-			SessionAffinity: si.Spec.SessionAffinity,
+			Type:           v1.ServiceTypeClusterIP,
+			IPFamilyPolicy: ptr.To(v1.IPFamilyPolicyPreferDualStack),
 		},
 	}
-	if svc.Spec.SessionAffinity == "" {
-		svc.Spec.SessionAffinity = v1.ServiceAffinityNone
+	setImportedPortsAndAffinity(&svc.Spec, si)
+	return svc
+}
+
+// setImportedPortsAndAffinity gives a Service that stands for import si in
+// a member (a native-names or a derived Service) the import's ports, each
+// targeting the same port number (the endpoints' ports come from their
+// slices), and its session affinity.
+func setImportedPortsAndAffinity(spec *v1.ServiceSpec, si *mcsv1beta1.ServiceImport) {
+	spec.SessionAffinity = si.Spec.SessionAffinity
+	if spec.SessionAffinity == "" {
+		spec.SessionAffinity = v1.ServiceAffinityNone
 	}
-	if svc.Spec.SessionAffinity == v1.ServiceAffinityClientIP && si.Spec.SessionAffinityConfig != nil {
-		svc.Spec.SessionAffinityConfig = si.Spec.SessionAffinityConfig.DeepCopy()
+	if spec.SessionAffinity == v1.ServiceAffinityClientIP && si.Spec.SessionAffinityConfig != nil {
+		spec.SessionAffinityConfig = si.Spec.SessionAffinityConfig.DeepCopy()
 	}
 	for _, p := range si.Spec.Ports {
 		sp := v1.ServicePort{Name: p.Name, Protocol: p.Protocol, Port: p.Port, TargetPort: intstr.FromInt32(p.Port)}
@@ -59,9 +68,8 @@ func NativeService(si *mcsv1beta1.ServiceImport, managedBy string) *v1.Service {
 		if p.AppProtocol != nil {
 			sp.AppProtocol = ptr.To(*p.AppProtocol)
 		}
-		svc.Spec.Ports = append(svc.Spec.Ports, sp)
+		spec.Ports = append(spec.Ports, sp)
 	}
-	return svc
 }
 
 // AnnotationConsumerClusters, in a ServiceExport's exportedAnnotations

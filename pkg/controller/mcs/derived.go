@@ -1,0 +1,246 @@
+package mcs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/multiclusterservices/export"
+	"k8s.io/utils/ptr"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// Derived mode serves a member whose proxies do not program ServiceImports
+// (upstream kube-proxy, a kube-proxy-free network plugin): each import is
+// represented there by its derived Service, an ordinary selector-less
+// Service with EndpointSlices per source cluster, which any Service proxy
+// programs and cluster DNS answers for; the import's ips are that
+// Service's cluster IPs, so that clusterset.local answers with addresses
+// the member's proxies serve. A member with our kube-proxy may be served
+// either way; our kube-proxy leaves a derived import to the Service path.
+
+// derived tells whether member m is served in derived mode.
+func (c *Controller) derived(m *member) bool { return c.cfg.DerivedMembers[m.id] }
+
+// syncDerived writes import d into derived member m: the import (named
+// after its derived Service by the annotation), the derived Service, its
+// slices, and the import's status. The order keeps the clusterset name
+// answering on a switch from native mode: the derived Service and its
+// endpoints exist before the import names their IPs, and the MCS slices go
+// only after it does.
+func (c *Controller) syncDerived(ctx context.Context, m *member, key string, d *desiredState) error {
+	c.retiring.Delete(m.id + "/" + key)
+	want := d.Import.DeepCopy()
+	want.Annotations = maps.Clone(want.Annotations)
+	if want.Annotations == nil {
+		want.Annotations = map[string]string{}
+	}
+	want.Annotations[export.AnnotationDerivedService] = export.DerivedName(want.Namespace, want.Name)
+	// The derived Service is owned by the import, so the import comes
+	// first; a new one names no IP until the Service has them.
+	si, err := m.imports.ServiceImports(want.Namespace).Get(want.Name)
+	if err != nil || !c.wrote(si) {
+		first := want.DeepCopy()
+		first.Spec.IPs = nil
+		if si, err = c.writeImport(ctx, m, first); err != nil || si == nil {
+			return err
+		}
+	}
+	svc, blocked, err := c.writeDerivedService(ctx, m, si)
+	if err != nil {
+		return err
+	}
+	mcsSlices, derivedSlices := importedSlicesIn(m, key)
+	var errs []error
+	dd := *d
+	dd.IPError = blocked
+	if blocked != "" {
+		// Looked at again now and then: the Service may go.
+		m.queue.AddAfter(key, 30*time.Second)
+	}
+	if svc != nil {
+		wantSlices, triggers := c.derivedSlicesFor(m, d, svc)
+		errs = append(errs, c.writeSlices(ctx, m, si, wantSlices, derivedSlices, triggers))
+		want.Spec.IPs = nil
+		if want.Spec.Type == mcsv1beta1.ClusterSetIP {
+			want.Spec.IPs = slices.Clone(svc.Spec.ClusterIPs)
+		}
+	} else {
+		// No derived Service can be made here (no family of the
+		// import is served, or its name is taken; the Ready condition
+		// says so): the import names no IP rather than addresses
+		// nobody serves.
+		want.Spec.IPs = nil
+		errs = append(errs, c.writeSlices(ctx, m, si, nil, derivedSlices, nil))
+	}
+	updated, err := c.writeImport(ctx, m, want)
+	if err != nil || updated == nil {
+		return errors.Join(append(errs, err)...)
+	}
+	errs = append(errs, c.writeSlices(ctx, m, updated, nil, mcsSlices, nil))
+	if svc, err := m.services.Services(want.Namespace).Get(want.Name); err == nil && c.wrote(svc) {
+		// A Service created for native names while the member was
+		// native: nothing would fill it now.
+		errs = append(errs, deleteOwnService(ctx, m, svc))
+	}
+	errs = append(errs, c.writeImportStatus(ctx, m, &dd, updated))
+	return errors.Join(errs...)
+}
+
+// derivedSlicesFor returns the EndpointSlices of derived Service svc in m,
+// by name, and the propagation triggers by those names.
+func (c *Controller) derivedSlicesFor(m *member, d *desiredState, svc *v1.Service) (map[string]*discoveryv1.EndpointSlice, map[string]time.Time) {
+	out := map[string]*discoveryv1.EndpointSlice{}
+	triggers := map[string]time.Time{}
+	for imported, s := range export.DerivedSlices(memberView(m, d), svc, c.cfg.ManagedBy) {
+		out[s.Name] = s
+		if t, ok := d.Triggers[imported]; ok {
+			triggers[s.Name] = t
+		}
+	}
+	return out, triggers
+}
+
+// writeDerivedService makes m's derived Service of import si what it
+// should be and returns it. It returns no Service when the member serves
+// none of the import's IP families, or, with why, when a Service of that
+// name exists that this controller did not write: that one is never
+// touched, and the import cannot be served in m.
+func (c *Controller) writeDerivedService(ctx context.Context, m *member, si *mcsv1beta1.ServiceImport) (*v1.Service, string, error) {
+	want := export.DerivedService(si, c.cfg.ManagedBy)
+	if !fitFamilies(want, memberFamilies(m)) {
+		return nil, "", nil
+	}
+	api := m.kube.CoreV1().Services(si.Namespace)
+	taken := func(have *v1.Service) string {
+		why := fmt.Sprintf("its derived Service name %s is taken by a Service %s did not create", want.Name, c.cfg.ManagedBy)
+		if _, told := c.told.LoadOrStore(m.id+"/"+string(have.UID)+"/derived", true); !told {
+			klog.InfoS("A Service not written by the controller has the name of an import's derived Service; the import is not served in this member", "cluster", m.id, "service", klog.KObj(have), "import", klog.KObj(si))
+			m.recorder.Eventf(si, v1.EventTypeWarning, "DerivedServiceConflict", "the import cannot be served in cluster %s: %s", m.id, why)
+		}
+		return why
+	}
+	have, err := m.services.Services(si.Namespace).Get(want.Name)
+	if err == nil && !c.wrote(have) {
+		return nil, taken(have), nil
+	}
+	if err == nil && needsRecreate(have, want) {
+		// Headless-ness and the IP families cannot change in place.
+		if err := deleteOwnService(ctx, m, have); err != nil {
+			return nil, "", err
+		}
+		err = apierrors.NewNotFound(v1.Resource("services"), want.Name)
+	}
+	if apierrors.IsNotFound(err) {
+		created, err := api.Create(ctx, want, metav1.CreateOptions{FieldManager: fieldManager})
+		if err == nil {
+			m.recorder.Eventf(si, v1.EventTypeNormal, "DerivedServiceCreated", "created derived Service %s (cluster IPs %v)", created.Name, created.Spec.ClusterIPs)
+			return created, "", nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return nil, "", fmt.Errorf("creating derived Service %s/%s in %s: %w", si.Namespace, want.Name, m.id, err)
+		}
+		// The cache lags behind our own create, or someone was faster.
+		if have, err = api.Get(ctx, want.Name, metav1.GetOptions{}); err != nil {
+			return nil, "", err
+		}
+		if !c.wrote(have) {
+			return nil, taken(have), nil
+		}
+	} else if err != nil {
+		return nil, "", err
+	}
+	if apiequality.Semantic.DeepEqual(want.Spec.Ports, have.Spec.Ports) && have.Spec.SessionAffinity == want.Spec.SessionAffinity &&
+		apiequality.Semantic.DeepEqual(want.Spec.SessionAffinityConfig, have.Spec.SessionAffinityConfig) &&
+		apiequality.Semantic.DeepEqual(want.OwnerReferences, have.OwnerReferences) && apiequality.Semantic.DeepEqual(want.Labels, have.Labels) {
+		return have, "", nil
+	}
+	update := have.DeepCopy()
+	update.Labels, update.OwnerReferences = want.Labels, want.OwnerReferences
+	update.Spec.Ports, update.Spec.SessionAffinity, update.Spec.SessionAffinityConfig = want.Spec.Ports, want.Spec.SessionAffinity, want.Spec.SessionAffinityConfig
+	updated, err := api.Update(ctx, update, metav1.UpdateOptions{FieldManager: fieldManager})
+	if err != nil {
+		return nil, "", fmt.Errorf("updating derived Service %s/%s in %s: %w", si.Namespace, want.Name, m.id, err)
+	}
+	return updated, "", nil
+}
+
+// fitFamilies keeps, in svc (a derived Service), only the IP families the
+// member serves (served empty: unknown, all kept), so that a dual-stack
+// import gets a single-stack derived Service in a single-stack member
+// instead of being refused. It returns false when none is left.
+func fitFamilies(svc *v1.Service, served map[v1.IPFamily]bool) bool {
+	if len(served) == 0 || len(svc.Spec.IPFamilies) == 0 {
+		return true
+	}
+	svc.Spec.IPFamilies = slices.DeleteFunc(svc.Spec.IPFamilies, func(f v1.IPFamily) bool { return !served[f] })
+	switch len(svc.Spec.IPFamilies) {
+	case 0:
+		return false
+	case 1:
+		svc.Spec.IPFamilyPolicy = ptr.To(v1.IPFamilyPolicySingleStack)
+	}
+	return true
+}
+
+// needsRecreate tells whether derived Service have must be replaced to
+// become want: a change between headless and not, or of IP families.
+func needsRecreate(have, want *v1.Service) bool {
+	if (have.Spec.ClusterIP == v1.ClusterIPNone) != (want.Spec.ClusterIP == v1.ClusterIPNone) {
+		return true
+	}
+	return len(want.Spec.IPFamilies) > 0 && !slices.Equal(have.Spec.IPFamilies, want.Spec.IPFamilies)
+}
+
+// retireDerived removes, from native member m, the derived Service of
+// import si and its slices, left from when m was served in derived mode.
+// Clients may still hold its IPs from DNS answers given before the switch,
+// so it keeps serving the import's endpoints for DerivedGrace first.
+func (c *Controller) retireDerived(ctx context.Context, m *member, si *mcsv1beta1.ServiceImport, d *desiredState, have []*discoveryv1.EndpointSlice) error {
+	key := si.Namespace + "/" + si.Name
+	svc, err := m.services.Services(si.Namespace).Get(export.DerivedName(si.Namespace, si.Name))
+	if err != nil || !c.wrote(svc) {
+		c.retiring.Delete(m.id + "/" + key)
+		// Slices left without their Service (its deletion was seen
+		// first) are deleted, not left to the garbage collector alone.
+		return c.writeSlices(ctx, m, si, nil, have, nil)
+	}
+	since, _ := c.retiring.LoadOrStore(m.id+"/"+key, time.Now())
+	if left := c.cfg.DerivedGrace - time.Since(since.(time.Time)); left > 0 {
+		want, triggers := c.derivedSlicesFor(m, d, svc)
+		m.queue.AddAfter(key, left)
+		return c.writeSlices(ctx, m, si, want, have, triggers)
+	}
+	klog.V(2).InfoS("Removing the derived Service of a member now served natively", "cluster", m.id, "service", klog.KObj(svc))
+	if err := c.writeSlices(ctx, m, si, nil, have, nil); err != nil {
+		return err
+	}
+	if err := deleteOwnService(ctx, m, svc); err != nil {
+		return err
+	}
+	c.retiring.Delete(m.id + "/" + key)
+	return nil
+}
+
+// derivedServiceOwner returns the import key a Service this controller
+// wrote stands for (a derived or native-names Service), if any.
+func (c *Controller) derivedServiceOwner(obj any) (string, bool) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	svc, ok := obj.(*v1.Service)
+	if !ok || !c.wrote(svc) || svc.Labels[mcsv1beta1.LabelServiceName] == "" {
+		return "", false
+	}
+	return svc.Namespace + "/" + svc.Labels[mcsv1beta1.LabelServiceName], true
+}

@@ -1,0 +1,250 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/dns/dnsmessage"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/multiclusterservices/export"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/clusterset"
+)
+
+// derivedGrace is the controller's --derived-grace in the derived suite.
+const derivedGrace = 10 * time.Second
+
+// TestDerivedMember runs a clusterset of three clusters in which
+// cluster-c's node runs the unmodified upstream kube-proxy and the
+// mcs-controller serves cluster-c in derived mode: c reaches what a and b
+// export by the clusterset.local name and by its derived Service's IP,
+// headless imports answer in both DNS zones, and c is migrated to our
+// kube-proxy and native mode and back under traffic.
+func TestDerivedMember(t *testing.T) {
+	if p := os.Getenv("MCS_E2E_PROVIDER"); p != "" && p != "local" {
+		t.Skipf("the derived-mode cases run on a local clusterset with an upstream kube-proxy member, not on MCS_E2E_PROVIDER=%s", p)
+	}
+	l := upLocalOpts(t, clusterset.Options{Clusters: 3, Prefix: "e2eder", UpstreamKubeProxy: []string{"cluster-c"}}, false,
+		"--derived-members=cluster-c", "--derived-grace="+derivedGrace.String())
+	ms := l.members()
+	// The suite's b, where clients run and DNS is asked, is the derived
+	// member.
+	d := &derivedSuite{suite: &suite{p: l, a: ms[0], b: ms[2], top: t}, l: l, nativeB: ms[1]}
+	t.Run("c reaches the exports of a and b by clusterset name and by its derived Service", d.testReach)
+	t.Run("a headless export answers in both DNS zones of c", d.testHeadless)
+	t.Run("session affinity ClientIP holds through the derived Service", d.testAffinity)
+	t.Run("unexport removes the derived Service", d.testUnexport)
+	t.Run("c moves to our kube-proxy and native mode and back under traffic", d.testMigration)
+}
+
+type derivedSuite struct {
+	*suite
+	l       *local
+	nativeB *member
+}
+
+func (d *derivedSuite) c() *member { return d.b }
+
+// derivedIP waits until c's import of name is served by its derived
+// Service and returns that Service's cluster IP, checking that it is not
+// the clusterset IP the native members got.
+func (d *derivedSuite) derivedIP(t *testing.T, sp *space, name string) string {
+	t.Helper()
+	derived := export.DerivedName(sp.name, name)
+	si := sp.waitImport(d.c(), name, "served by "+derived, func(si *mcsv1beta1.ServiceImport) bool {
+		return si.Annotations[export.AnnotationDerivedService] == derived && len(si.Spec.IPs) == 1
+	})
+	svc, err := d.c().Client.CoreV1().Services(sp.name).Get(t.Context(), derived, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(svc.Spec.ClusterIPs, si.Spec.IPs) {
+		t.Errorf("c's import names %v, its derived Service has %v", si.Spec.IPs, svc.Spec.ClusterIPs)
+	}
+	if vip := sp.vip(d.a, name); vip == si.Spec.IPs[0] {
+		t.Errorf("c's import carries the clusterset IP %s", vip)
+	}
+	return si.Spec.IPs[0]
+}
+
+func (d *derivedSuite) testReach(t *testing.T) {
+	sp := d.space(t, "e2e-der-reach")
+	sp.service(d.a, "web", nil)
+	sp.service(d.nativeB, "web", nil)
+	want := append(podNames(sp.echoPods(d.a, "web", "web-a-1")), podNames(sp.echoPods(d.nativeB, "web", "web-b-1"))...)
+	slices.Sort(want)
+	client := sp.client(d.c(), "client")
+	sp.export(d.a, "web")
+	sp.export(d.nativeB, "web")
+	ip := d.derivedIP(t, sp, "web")
+	name := "web." + sp.name + ".svc.clusterset.local"
+	d.waitDNS(t, client, name, []string{ip})
+	waitAnswers(t, client, "tcp", hostPort(ip, 80), 30, want)
+	// By name, resolved for every request as the pod's resolver does.
+	waitAnswers(t, client, "tcp", hostPort(name, 80), 30, want)
+	// The native members still reach it by the clusterset IP.
+	nativeClient := sp.client(d.a, "client")
+	waitAnswers(t, nativeClient, "tcp", hostPort(sp.vip(d.a, "web"), 80), 30, want)
+	// Upstream kube-proxy knows nothing of the clusterset IP in c.
+	if got := client.answers("tcp", hostPort(sp.vip(d.a, "web"), 80), 3); len(got) > 0 {
+		t.Errorf("the clusterset IP answered in c, whose kube-proxy is upstream's: %v", got)
+	}
+}
+
+func (d *derivedSuite) testHeadless(t *testing.T) {
+	sp := d.space(t, "e2e-der-headless")
+	sp.service(d.a, "db", func(spec *v1.ServiceSpec) {
+		spec.ClusterIP = v1.ClusterIPNone
+		spec.Ports = []v1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt(8080), Protocol: v1.ProtocolTCP}}
+	})
+	sp.createPod(d.a, statefulPod("db-0", "db-0", "db"))
+	ips := sp.waitReady(d.a, "db-0")
+	client := sp.client(d.c(), "client")
+	sp.export(d.a, "db")
+	sp.waitImport(d.c(), "db", "headless, served by its derived Service", func(si *mcsv1beta1.ServiceImport) bool {
+		return si.Spec.Type == mcsv1beta1.Headless && si.Annotations[export.AnnotationDerivedService] != "" && len(si.Spec.IPs) == 0
+	})
+	want := []string{ips["db-0"]}
+	d.waitDNS(t, client, "db."+sp.name+".svc.clusterset.local", want)
+	d.waitDNS(t, client, export.DerivedName(sp.name, "db")+"."+sp.name+".svc.cluster.local", want)
+	got, err := client.query(d.c().DNSIP, "db-0."+d.a.Name+".db."+sp.name+".svc.clusterset.local", dnsmessage.TypeA)
+	if err != nil || !slices.Equal(got.A, want) {
+		t.Errorf("per-endpoint name of db-0 in c: %s %v, want %v", got, err, want)
+	}
+	waitAnswers(t, client, "tcp", hostPort(ips["db-0"], 8080), 10, []string{"db-0"})
+}
+
+func (d *derivedSuite) testAffinity(t *testing.T) {
+	sp := d.space(t, "e2e-der-affinity")
+	sticky := func(spec *v1.ServiceSpec) {
+		spec.SessionAffinity = v1.ServiceAffinityClientIP
+		timeout := int32(300)
+		spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: &timeout}}
+	}
+	sp.service(d.a, "web", sticky)
+	sp.service(d.nativeB, "web", sticky)
+	sp.echoPods(d.a, "web", "web-a-1", "web-a-2")
+	sp.echoPods(d.nativeB, "web", "web-b-1")
+	client := sp.client(d.c(), "client")
+	sp.export(d.a, "web")
+	sp.export(d.nativeB, "web")
+	ip := d.derivedIP(t, sp, "web")
+	svc, err := d.c().Client.CoreV1().Services(sp.name).Get(t.Context(), export.DerivedName(sp.name, "web"), metav1.GetOptions{})
+	if err != nil || svc.Spec.SessionAffinity != v1.ServiceAffinityClientIP {
+		t.Fatalf("derived Service affinity: %v %v", svc, err)
+	}
+	eventually(t, 30*time.Second, "every exporting cluster's slices behind the derived Service", func() (bool, string) {
+		got := client.answers("tcp", hostPort(ip, 80), 1)
+		return len(got) == 1, fmt.Sprint(got)
+	})
+	got := client.answers("tcp", hostPort(ip, 80), 30)
+	if len(got) != 1 {
+		t.Errorf("30 requests from one client reached %v, want one pod (ClientIP affinity)", got)
+	}
+}
+
+func (d *derivedSuite) testUnexport(t *testing.T) {
+	sp := d.space(t, "e2e-der-unexport")
+	sp.service(d.a, "web", nil)
+	sp.echoPods(d.a, "web", "web-a-1")
+	sp.export(d.a, "web")
+	d.derivedIP(t, sp, "web")
+	sp.unexport(d.a, "web")
+	sp.waitNoImport(d.c(), "web")
+	eventually(t, 30*time.Second, "the derived Service gone from c", func() (bool, string) {
+		_, err := d.c().Client.CoreV1().Services(sp.name).Get(t.Context(), export.DerivedName(sp.name, "web"), metav1.GetOptions{})
+		return err != nil, errString(err)
+	})
+}
+
+// testMigration keeps a client in c asking web by its clusterset.local name
+// (resolved for every request) every 50 ms while c goes, in the README's
+// order, from upstream kube-proxy in derived mode to our kube-proxy, to
+// native mode, back to derived mode and back to upstream kube-proxy, and
+// reports the failed requests and when they happened.
+func (d *derivedSuite) testMigration(t *testing.T) {
+	sp := d.space(t, "e2e-der-migrate")
+	sp.service(d.a, "web", nil)
+	want := podNames(sp.echoPods(d.a, "web", "web-a-1"))
+	client := sp.client(d.c(), "client")
+	sp.export(d.a, "web")
+	d.derivedIP(t, sp, "web")
+	name := hostPort("web."+sp.name+".svc.clusterset.local", 80)
+	waitAnswers(t, client, "tcp", name, 10, want)
+	node := d.l.node(d.c(), d.c().Node)
+
+	ctx, stop := context.WithCancel(t.Context())
+	traffic := make(chan string, 1)
+	start := time.Now()
+	go func() {
+		out, _ := d.l.client(ctx, d.c(), sp.name, "client", "ask", "--for=10m", "--interval=50ms", name)
+		traffic <- string(out)
+	}()
+	var marks []string
+	mark := func(what string) {
+		marks = append(marks, fmt.Sprintf("%6dms %s", time.Since(start).Milliseconds(), what))
+	}
+	settle := func() { time.Sleep(3 * time.Second) }
+	settle()
+	mark("our kube-proxy rolled onto c's node")
+	if err := d.l.cs.SwapKubeProxy(t.Context(), node, false); err != nil {
+		t.Fatal(err)
+	}
+	settle()
+	mark("controller restarted with c native")
+	d.l.restartController(t, "--derived-grace="+derivedGrace.String())
+	vip := sp.vip(d.a, "web")
+	sp.waitImport(d.c(), "web", "native, with the clusterset IP", func(si *mcsv1beta1.ServiceImport) bool {
+		return si.Annotations[export.AnnotationDerivedService] == "" && slices.Equal(si.Spec.IPs, []string{vip})
+	})
+	mark("c's import native")
+	eventually(t, derivedGrace+30*time.Second, "c's derived Service retired after the grace period", func() (bool, string) {
+		_, err := d.c().Client.CoreV1().Services(sp.name).Get(t.Context(), export.DerivedName(sp.name, "web"), metav1.GetOptions{})
+		return err != nil, errString(err)
+	})
+	mark("derived Service retired")
+	settle()
+	mark("controller restarted with c derived")
+	d.l.restartController(t, "--derived-members=cluster-c", "--derived-grace="+derivedGrace.String())
+	d.derivedIP(t, sp, "web")
+	mark("c's import derived")
+	settle()
+	mark("upstream kube-proxy rolled back onto c's node")
+	if err := d.l.cs.SwapKubeProxy(t.Context(), node, true); err != nil {
+		t.Fatal(err)
+	}
+	settle()
+	stop()
+	out := <-traffic
+
+	var failed []string
+	total := 0
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		ms, who, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		total++
+		if !slices.Contains(want, who) {
+			at, _ := strconv.Atoi(ms)
+			failed = append(failed, fmt.Sprintf("%dms:%s", at, who))
+		}
+	}
+	t.Logf("migration steps:\n%s", strings.Join(marks, "\n"))
+	t.Logf("%d requests by name during the migration, %d failed: %v", total, len(failed), failed)
+	if total < 100 {
+		t.Errorf("only %d requests were made during the migration", total)
+	}
+	if len(failed) > 0 {
+		t.Errorf("%d of %d requests by name failed during the migration (at %v); steps:\n%s", len(failed), total, failed, strings.Join(marks, "\n"))
+	}
+}
