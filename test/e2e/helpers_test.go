@@ -71,6 +71,15 @@ func (sp *space) service(m *member, name string, mutate func(*v1.ServiceSpec)) *
 }
 
 // echoPod is a pod of app that answers its own name on TCP and UDP 8080.
+// clientIPAffinity gives a Service ClientIP session affinity with timeout
+// seconds.
+func clientIPAffinity(timeout int32) func(*v1.ServiceSpec) {
+	return func(spec *v1.ServiceSpec) {
+		spec.SessionAffinity = v1.ServiceAffinityClientIP
+		spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: &timeout}}
+	}
+}
+
 func echoPod(name, app string) *v1.Pod {
 	p := clientPod(name)
 	p.Labels = map[string]string{"app": app}

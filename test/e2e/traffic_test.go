@@ -170,11 +170,7 @@ func (s *suite) testUnexport(t *testing.T) {
 
 func (s *suite) testSessionAffinity(t *testing.T) {
 	sp := s.space(t, "e2e-affinity")
-	affinity := func(spec *v1.ServiceSpec) {
-		spec.SessionAffinity = v1.ServiceAffinityClientIP
-		timeout := int32(600)
-		spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: &timeout}}
-	}
+	affinity := clientIPAffinity(600)
 	sp.service(s.a, "web", affinity)
 	sp.service(s.b, "web", affinity)
 	ipsA := sp.echoPods(s.a, "web", "web-a-1", "web-a-2")

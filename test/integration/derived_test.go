@@ -252,5 +252,5 @@ func exportHeadless(t *testing.T, m *testMember, ns, name, addr string) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	exportService(t, m, ns, name, nil, endpoints("tcp", 5432, addr))
+	exportService(t, m, ns, name, servicePorts("tcp", 5432), endpoints("tcp", 5432, addr))
 }

@@ -29,6 +29,12 @@ import (
 // the member's proxies serve. A member with our kube-proxy may be served
 // either way; our kube-proxy leaves a derived import to the Service path.
 
+// derivedSettle is how long, on a switch from native mode, a new derived
+// Service exists before the import names its IPs: longer than a proxy
+// takes to program a Service (kube-proxy syncs at most once a second by
+// default).
+const derivedSettle = 3 * time.Second
+
 // derived tells whether member m is served in derived mode.
 func (c *Controller) derived(m *member) bool { return c.cfg.DerivedMembers[m.id] }
 
@@ -71,6 +77,13 @@ func (c *Controller) syncDerived(ctx context.Context, m *member, key string, d *
 	if svc != nil {
 		wantSlices, triggers := c.derivedSlicesFor(m, d, svc)
 		errs = append(errs, c.writeSlices(ctx, m, si, wantSlices, derivedSlices, triggers))
+		if left := derivedSettle - time.Since(svc.CreationTimestamp.Time); si.Annotations[export.AnnotationDerivedService] == "" && len(si.Spec.IPs) > 0 && left > 0 {
+			// Switching from native mode: DNS answers the import's IPs
+			// as soon as it names them, so the proxies get a sync to
+			// program the new Service first.
+			m.queue.AddAfter(key, left)
+			return errors.Join(errs...)
+		}
 		want.Spec.IPs = nil
 		if want.Spec.Type == mcsv1beta1.ClusterSetIP {
 			want.Spec.IPs = slices.Clone(svc.Spec.ClusterIPs)

@@ -52,6 +52,7 @@ var (
 	changes    = flag.Int("changes", 200, "endpoint changes whose propagation latency is measured")
 	controller = flag.String("controller", "_output/bin/mcs-controller", "mcs-controller binary")
 	workDir    = flag.String("dir", "", "working directory (default: a temporary one)")
+	derived    = flag.String("derived", "", "cluster IDs served in derived mode (the controller's --derived-members), e.g. cluster-c: each member's figures are reported, so native and derived members are compared in one run")
 )
 
 type member struct {
@@ -61,6 +62,12 @@ type member struct {
 	mcs  mcsclientset.Interface
 	// slices caches the imported slices, for the latency probe.
 	slices cache.Indexer
+	// converged is when the member first held every import (with its IPs)
+	// and slice; writes are the write requests its apiserver served from
+	// controller start until then.
+	converged time.Duration
+	writes    int
+	latencies []time.Duration
 }
 
 func main() {
@@ -151,8 +158,18 @@ func run() error {
 		return err
 	}
 	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
-	cmd := exec.Command(*controller, "--kubeconfig="+kubeconfig, "--leader-elect=false",
-		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort), "--healthz-bind-address=0", "--kube-api-qps=500", "--kube-api-burst=1000")
+	args := []string{"--kubeconfig=" + kubeconfig, "--leader-elect=false",
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort), "--healthz-bind-address=0", "--kube-api-qps=500", "--kube-api-burst=1000"}
+	if *derived != "" {
+		args = append(args, "--derived-members="+*derived)
+	}
+	writesBefore := map[string]int{}
+	for _, m := range members {
+		if writesBefore[m.id], err = writeRequests(ctx, m); err != nil {
+			return err
+		}
+	}
+	cmd := exec.Command(*controller, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	start = time.Now()
 	if err := cmd.Start(); err != nil {
@@ -176,10 +193,22 @@ func run() error {
 			imports, err := m.mcs.MulticlusterV1beta1().ServiceImports(namespace).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 			ni := 0
 			if err == nil {
-				ni = len(imports.Items)
+				for _, si := range imports.Items {
+					if len(si.Spec.IPs) > 0 {
+						ni++
+					}
+				}
 			}
 			state = append(state, fmt.Sprintf("%s: %d/%d imports %d/%d slices", m.id, ni, *exports, n, wantSlices))
-			done = done && ni == *exports && n == wantSlices
+			if ni == *exports && n == wantSlices && m.converged == 0 {
+				m.converged = time.Since(start)
+				w, err := writeRequests(ctx, m)
+				if err != nil {
+					return err
+				}
+				m.writes = w - writesBefore[m.id]
+			}
+			done = done && m.converged > 0
 		}
 		if done {
 			break
@@ -201,6 +230,17 @@ func run() error {
 	p := func(q float64) time.Duration { return latencies[int(q*float64(len(latencies)-1))] }
 	fmt.Printf("endpoint change -> slice updated in every member (%d changes): p50 %s  p99 %s  max %s\n",
 		len(latencies), p(0.50).Round(time.Millisecond), p(0.99).Round(time.Millisecond), latencies[len(latencies)-1].Round(time.Millisecond))
+	for _, m := range members {
+		mode := "native"
+		if slices.Contains(strings.Split(*derived, ","), m.id) {
+			mode = "derived"
+		}
+		slices.Sort(m.latencies)
+		q := func(f float64) time.Duration { return m.latencies[int(f*float64(len(m.latencies)-1))] }
+		fmt.Printf("  %s (%s): converged in %s, %d write requests (%.2f per export), propagation p50 %s p99 %s\n",
+			m.id, mode, m.converged.Round(time.Millisecond), m.writes, float64(m.writes)/float64(*exports),
+			q(0.5).Round(time.Millisecond), q(0.99).Round(time.Millisecond))
+	}
 	fmt.Printf("controller peak RSS: %d MB\n", peak.get()/1024)
 	printSyncCounts(metricsURL)
 	fmt.Printf("targets: convergence < 60s: %v; p99 < 2s: %v; RSS < 500MB: %v\n",
@@ -312,13 +352,19 @@ func measureLatency(ctx context.Context, members []*member) ([]time.Duration, er
 		if _, err := m.kube.DiscoveryV1().EndpointSlices(namespace).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
 			return nil, err
 		}
+		seen := map[string]bool{}
 		for {
 			all := true
 			for _, target := range members {
+				if seen[target.id] {
+					continue
+				}
 				if !hasAddress(target, serviceName(i), m.id, want) {
 					all = false
-					break
+					continue
 				}
+				seen[target.id] = true
+				target.latencies = append(target.latencies, time.Since(start))
 			}
 			if all {
 				break
@@ -405,4 +451,29 @@ func printSyncCounts(url string) {
 			fmt.Println("  ", line)
 		}
 	}
+}
+
+// writeRequests returns how many create, update, patch and delete requests
+// m's apiserver has served (apiserver_request_total).
+func writeRequests(ctx context.Context, m *member) (int, error) {
+	raw, err := m.kube.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	for _, line := range strings.Split(string(raw), "\n") {
+		if !strings.HasPrefix(line, "apiserver_request_total{") {
+			continue
+		}
+		labels, value, _ := strings.Cut(line, "} ")
+		if !strings.Contains(labels, `verb="POST"`) && !strings.Contains(labels, `verb="PUT"`) &&
+			!strings.Contains(labels, `verb="PATCH"`) && !strings.Contains(labels, `verb="DELETE"`) {
+			continue
+		}
+		var n float64
+		if _, err := fmt.Sscan(value, &n); err == nil {
+			total += int(n)
+		}
+	}
+	return total, nil
 }
