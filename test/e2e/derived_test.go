@@ -43,6 +43,8 @@ func TestDerivedMember(t *testing.T) {
 	t.Run("a headless export answers in both DNS zones of c", d.testHeadless)
 	t.Run("session affinity ClientIP holds through the derived Service", d.testAffinity)
 	t.Run("unexport removes the derived Service", d.testUnexport)
+	t.Run("conflicting ports: each port of the derived Service reaches the clusters that serve it", d.testConflict)
+	t.Run("a's outage: its endpoints leave the derived Service after the endpoint TTL and come back", d.testOutage)
 	t.Run("c moves to our kube-proxy and native mode and back under traffic", d.testMigration)
 }
 
@@ -260,4 +262,86 @@ func (d *derivedSuite) testMigration(t *testing.T) {
 	if len(inWindow) > 20 {
 		t.Errorf("%d requests failed around the switch to native mode (%v), more than a second of them", len(inWindow), inWindow)
 	}
+}
+
+// testConflict: a and b export web with different ports. The import has
+// both (the oldest export's type and affinity, every export says
+// PortConflict); c's derived Service has both, and each port reaches only
+// the clusters that serve it, as in a native member.
+func (d *derivedSuite) testConflict(t *testing.T) {
+	sp := d.space(t, "e2e-der-conflict")
+	sp.service(d.a, "web", nil)
+	sp.service(d.nativeB, "web", func(spec *v1.ServiceSpec) {
+		spec.Ports = append(spec.Ports, v1.ServicePort{Name: "alt", Port: 81, TargetPort: intstr.FromInt(8080), Protocol: v1.ProtocolTCP})
+	})
+	podsA := podNames(sp.echoPods(d.a, "web", "web-a-1"))
+	podsB := podNames(sp.echoPods(d.nativeB, "web", "web-b-1"))
+	client := sp.client(d.c(), "client")
+	sp.export(d.a, "web")
+	sp.export(d.nativeB, "web")
+	sp.waitImport(d.c(), "web", "with both ports", func(si *mcsv1beta1.ServiceImport) bool { return len(si.Spec.Ports) == 2 })
+	ip := d.derivedIP(t, sp, "web")
+	for _, m := range []*member{d.a, d.nativeB} {
+		if got := sp.exportConditions(m, "web"); !strings.Contains(got, "Conflict=True/PortConflict") {
+			t.Errorf("%s's export: %s, want Conflict=True/PortConflict", m.Name, got)
+		}
+	}
+	both := append(slices.Clone(podsA), podsB...)
+	slices.Sort(both)
+	waitAnswers(t, client, "tcp", hostPort(ip, 80), 30, both)
+	waitAnswers(t, client, "tcp", hostPort(ip, 81), 20, podsB)
+}
+
+// testOutage: a's apiserver goes away; after the endpoint TTL its
+// endpoints leave c's derived slices (b still serves), and come back with
+// it.
+func (d *derivedSuite) testOutage(t *testing.T) {
+	sp := d.space(t, "e2e-der-outage")
+	sp.service(d.a, "web", nil)
+	sp.service(d.nativeB, "web", nil)
+	podsA := podNames(sp.echoPods(d.a, "web", "web-a-1"))
+	podsB := podNames(sp.echoPods(d.nativeB, "web", "web-b-1"))
+	both := append(slices.Clone(podsA), podsB...)
+	slices.Sort(both)
+	client := sp.client(d.c(), "client")
+	sp.export(d.a, "web")
+	sp.export(d.nativeB, "web")
+	ip := d.derivedIP(t, sp, "web")
+	waitAnswers(t, client, "tcp", hostPort(ip, 80), 30, both)
+
+	ttl := d.p.endpointTTL()
+	start := d.p.stopAPIServer(t, d.a)
+	down := time.Now()
+	eventually(t, ttl+60*time.Second, "a's endpoints out of c's derived slices", func() (bool, string) {
+		got := d.derivedSlices(t, sp, "web")
+		return !strings.Contains(got, d.a.Name+"="), got
+	})
+	if elapsed := time.Since(down); elapsed < ttl/2 {
+		t.Errorf("a's endpoints left after %v, before the endpoint TTL %v", elapsed, ttl)
+	}
+	t.Logf("OUTAGE a's endpoints left c's derived Service %v after a's apiserver stopped (endpoint TTL %v)", time.Since(down).Round(100*time.Millisecond), ttl)
+	waitAnswers(t, client, "tcp", hostPort(ip, 80), 20, podsB)
+	start(t)
+	waitAnswers(t, client, "tcp", hostPort(ip, 80), 30, both)
+}
+
+// derivedSlices describes the EndpointSlices of name's derived Service in
+// c: "<source cluster>=<addresses>" per slice, sorted.
+func (d *derivedSuite) derivedSlices(t *testing.T, sp *space, name string) string {
+	t.Helper()
+	list, err := d.c().Client.DiscoveryV1().EndpointSlices(sp.name).List(t.Context(), metav1.ListOptions{
+		LabelSelector: "kubernetes.io/service-name=" + export.DerivedName(sp.name, name)})
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, s := range list.Items {
+		var addrs []string
+		for _, e := range s.Endpoints {
+			addrs = append(addrs, e.Addresses...)
+		}
+		out = append(out, s.Labels[mcsv1beta1.LabelSourceCluster]+"="+strings.Join(addrs, ","))
+	}
+	slices.Sort(out)
+	return strings.Join(out, " ")
 }
