@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/multiclusterservices/export"
+	mcsproxy "k8s.io/multiclusterservices/proxy"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/clusterset"
@@ -43,6 +44,7 @@ func TestDerivedMember(t *testing.T) {
 	t.Run("a headless export answers in both DNS zones of c", d.testHeadless)
 	t.Run("session affinity ClientIP holds through the derived Service", d.testAffinity)
 	t.Run("unexport removes the derived Service", d.testUnexport)
+	t.Run("RemoteAndLocal: c's own Service of the name serves its pods and the other clusters'", d.testRemoteAndLocal)
 	t.Run("conflicting ports: each port of the derived Service reaches the clusters that serve it", d.testConflict)
 	t.Run("a's outage: its endpoints leave the derived Service after the endpoint TTL and come back", d.testOutage)
 	t.Run("c moves to our kube-proxy and native mode and back under traffic", d.testMigration)
@@ -344,4 +346,35 @@ func (d *derivedSuite) derivedSlices(t *testing.T, sp *space, name string) strin
 	}
 	slices.Sort(out)
 	return strings.Join(out, " ")
+}
+
+// testRemoteAndLocal: native names on a derived member. c has its own
+// Service web with a pod; a exports web asking for RemoteAndLocal. c's
+// upstream kube-proxy then balances c's web ClusterIP over c's pod and
+// a's, from the slices the controller writes for c's Service.
+func (d *derivedSuite) testRemoteAndLocal(t *testing.T) {
+	sp := d.space(t, "e2e-der-native")
+	sp.service(d.a, "web", nil)
+	local := sp.service(d.c(), "web", nil)
+	podsA := podNames(sp.echoPods(d.a, "web", "web-a-1"))
+	podsC := podNames(sp.echoPods(d.c(), "web", "web-c-1"))
+	client := sp.client(d.c(), "client")
+	sp.exportWith(d.a, "web", mcsv1beta1.ServiceExportSpec{
+		ExportedAnnotations: map[string]string{mcsproxy.AnnotationNativeNames: string(mcsproxy.RemoteAndLocal)},
+	})
+	d.derivedIP(t, sp, "web")
+	want := append(slices.Clone(podsA), podsC...)
+	slices.Sort(want)
+	d.waitDNS(t, client, "web."+sp.name+".svc.cluster.local", []string{local.Spec.ClusterIP})
+	waitAnswers(t, client, "tcp", hostPort(local.Spec.ClusterIP, 80), 40, want)
+	// Turned off, c's Service is c's alone again.
+	si, err := d.a.MCS.MulticlusterV1beta1().ServiceExports(sp.name).Get(t.Context(), "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	si.Spec.ExportedAnnotations = nil
+	if _, err := d.a.MCS.MulticlusterV1beta1().ServiceExports(sp.name).Update(t.Context(), si, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitAnswers(t, client, "tcp", hostPort(local.Spec.ClusterIP, 80), 30, podsC)
 }

@@ -151,12 +151,6 @@ func TestAdmissionPolicies(t *testing.T) {
 			}), metav1.CreateOptions{})
 			return err
 		}},
-		{what: "the controller writes an MCS slice that also names a local Service", do: func() error {
-			l := mcsLabels(mcsproxy.DefaultManagedBy)
-			l[discoveryv1.LabelServiceName] = "db"
-			_, err := ctrlKube.DiscoveryV1().EndpointSlices("prod").Create(ctx, slice("both", l), metav1.CreateOptions{})
-			return err
-		}},
 		{what: "the controller writes an MCS slice under another manager", do: func() error {
 			_, err := ctrlKube.DiscoveryV1().EndpointSlices("prod").Create(ctx, slice("other-manager", mcsLabels("someone")), metav1.CreateOptions{})
 			return err
@@ -180,6 +174,24 @@ func TestAdmissionPolicies(t *testing.T) {
 			l := mcsLabels(mcsproxy.DefaultManagedBy)
 			l[discoveryv1.LabelServiceName] = export.DerivedName("prod", "db")
 			_, err := ctrlKube.DiscoveryV1().EndpointSlices("prod").Create(ctx, slice(export.DerivedSliceName(export.DerivedName("prod", "db"), "cluster-a", ""), l), metav1.CreateOptions{})
+			return err
+		}},
+		{what: "the controller writes a slice for kube-system/kube-dns named as an import of kube-dns", do: func() error {
+			l := map[string]string{mcsv1beta1.LabelServiceName: "kube-dns", mcsv1beta1.LabelSourceCluster: "cluster-b",
+				discoveryv1.LabelManagedBy: mcsproxy.DefaultManagedBy, discoveryv1.LabelServiceName: "kube-dns"}
+			_, err := ctrlKube.DiscoveryV1().EndpointSlices("kube-system").Create(ctx, slice("kube-dns-evil", l), metav1.CreateOptions{})
+			return err
+		}},
+		{what: "the controller writes a slice for a Service other than the slice's import", do: func() error {
+			l := mcsLabels(mcsproxy.DefaultManagedBy)
+			l[discoveryv1.LabelServiceName] = "users"
+			_, err := ctrlKube.DiscoveryV1().EndpointSlices("prod").Create(ctx, slice("users-evil", l), metav1.CreateOptions{})
+			return err
+		}},
+		{what: "the controller writes a slice of the local Service named as its import (native names in derived mode)", allowed: true, do: func() error {
+			l := mcsLabels(mcsproxy.DefaultManagedBy)
+			l[discoveryv1.LabelServiceName] = "db"
+			_, err := ctrlKube.DiscoveryV1().EndpointSlices("prod").Create(ctx, slice(export.DerivedName("prod", "db")+"-local-cluster-a", l), metav1.CreateOptions{})
 			return err
 		}},
 		{what: "the controller moves its derived slice to another Service", do: func() error {

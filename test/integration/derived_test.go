@@ -110,16 +110,44 @@ func TestMCSControllerDerivedMember(t *testing.T) {
 			fmt.Sprintf("clusterIP %q, import %s", svc.Spec.ClusterIP, describeImport(si))
 	})
 
-	// Native names need the multi-cluster kube-proxy: c says so.
+	// RemoteAndLocal in a derived member: c, which has no Service
+	// demo/web, gets one, and the controller writes the other clusters'
+	// endpoints as its slices (any Service proxy then serves them).
+	setExported(t, a, "demo", "web", nil, map[string]string{mcsproxy.AnnotationNativeNames: string(mcsproxy.RemoteAndLocal)})
+	setExported(t, b, "demo", "web", nil, map[string]string{mcsproxy.AnnotationNativeNames: string(mcsproxy.RemoteAndLocal)})
+	eventually(t, 30*time.Second, "c's Service demo/web serving a's and b's endpoints", func() (bool, string) {
+		svc, err := c.kube.CoreV1().Services("demo").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var got []string
+		for _, s := range derivedSlicesOf(t, c, "demo", "web") {
+			if len(s.OwnerReferences) != 1 || s.OwnerReferences[0].UID != svc.UID || !strings.HasPrefix(s.Name, name+"-local-") {
+				return false, fmt.Sprintf("slice %s owners %v", s.Name, s.OwnerReferences)
+			}
+			got = append(got, slicesString([]discoveryv1.EndpointSlice{s}))
+		}
+		slices.Sort(got)
+		return svc.Spec.Selector == nil && strings.Join(got, ";") == "cluster-a=10.1.0.1,10.1.0.2 ports http:8080;cluster-b=10.2.0.1,10.2.0.2 ports http:8080", strings.Join(got, ";")
+	})
+	waitImport(t, c, "demo", "web", func(si *mcsv1beta1.ServiceImport) bool {
+		cond := meta.FindStatusCondition(si.Status.Conditions, "NativeNames")
+		return cond != nil && cond.Status == metav1.ConditionTrue && cond.Reason == "ServiceCreated"
+	})
+
+	// LocalFirst needs the multi-cluster kube-proxy: c says so, and its
+	// Service and slices for RemoteAndLocal go.
 	setExported(t, a, "demo", "web", nil, map[string]string{mcsproxy.AnnotationNativeNames: string(mcsproxy.LocalFirst)})
 	setExported(t, b, "demo", "web", nil, map[string]string{mcsproxy.AnnotationNativeNames: string(mcsproxy.LocalFirst)})
 	waitImport(t, c, "demo", "web", func(si *mcsv1beta1.ServiceImport) bool {
 		cond := meta.FindStatusCondition(si.Status.Conditions, "NativeNames")
 		return cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == "DerivedMember" && strings.Contains(cond.Message, "LocalFirst")
 	})
-	if _, err := c.kube.CoreV1().Services("demo").Get(ctx, "web", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("a derived member got a native-names Service nothing fills: %v", err)
-	}
+	eventually(t, 30*time.Second, "c's Service demo/web and its slices gone with RemoteAndLocal", func() (bool, string) {
+		_, err := c.kube.CoreV1().Services("demo").Get(ctx, "web", metav1.GetOptions{})
+		n := len(derivedSlicesOf(t, c, "demo", "web"))
+		return apierrors.IsNotFound(err) && n == 0, fmt.Sprintf("%v, %d slices", err, n)
+	})
 
 	// The squatted name: the import is not served, and the Service is
 	// left as it was.

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/multiclusterservices/export"
+	mcsproxy "k8s.io/multiclusterservices/proxy"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
@@ -66,7 +67,7 @@ func (c *Controller) syncDerived(ctx context.Context, m *member, key string, d *
 	if err != nil {
 		return err
 	}
-	mcsSlices, derivedSlices := importedSlicesIn(m, key)
+	mcsSlices, derivedSlices, localSlices := importedSlicesIn(m, want.Namespace, want.Name)
 	var errs []error
 	dd := *d
 	dd.IPError = blocked
@@ -100,12 +101,8 @@ func (c *Controller) syncDerived(ctx context.Context, m *member, key string, d *
 	if err != nil || updated == nil {
 		return errors.Join(append(errs, err)...)
 	}
-	errs = append(errs, c.writeSlices(ctx, m, updated, nil, mcsSlices, nil))
-	if svc, err := m.services.Services(want.Namespace).Get(want.Name); err == nil && c.wrote(svc) {
-		// A Service created for native names while the member was
-		// native: nothing would fill it now.
-		errs = append(errs, deleteOwnService(ctx, m, svc))
-	}
+	errs = append(errs, c.writeSlices(ctx, m, updated, nil, mcsSlices, nil),
+		c.writeNativeService(ctx, m, updated), c.writeLocalServiceSlices(ctx, m, updated, d, localSlices))
 	errs = append(errs, c.writeImportStatus(ctx, m, &dd, updated))
 	return errors.Join(errs...)
 }
@@ -256,4 +253,33 @@ func (c *Controller) derivedServiceOwner(obj any) (string, bool) {
 		return "", false
 	}
 	return svc.Namespace + "/" + svc.Labels[mcsv1beta1.LabelServiceName], true
+}
+
+// writeLocalServiceSlices makes the local Service of import si's name in
+// derived member m serve the other source clusters' endpoints where the
+// exporters ask for RemoteAndLocal: written as EndpointSlices of that
+// Service, which any Service proxy adds to the Service's own endpoints
+// (in a native member our kube-proxy does this itself, per node). have
+// are such slices already written.
+func (c *Controller) writeLocalServiceSlices(ctx context.Context, m *member, si *mcsv1beta1.ServiceImport, d *desiredState, have []*discoveryv1.EndpointSlice) error {
+	var want map[string]*discoveryv1.EndpointSlice
+	policy, err := mcsproxy.NativeNamesOf(si.Annotations)
+	if err == nil && policy.Strategy == mcsproxy.RemoteAndLocal && si.Spec.Type == mcsv1beta1.ClusterSetIP {
+		svc, err := m.services.Services(si.Namespace).Get(si.Name)
+		if err == nil && svc.Spec.Type != v1.ServiceTypeExternalName && svc.Spec.ClusterIP != v1.ClusterIPNone {
+			var remote []*discoveryv1.EndpointSlice
+			for _, s := range memberView(m, d) {
+				if s.Labels[mcsv1beta1.LabelSourceCluster] != m.id {
+					remote = append(remote, s)
+				}
+			}
+			want = map[string]*discoveryv1.EndpointSlice{}
+			for _, s := range export.LocalServiceSlices(remote, svc, si.Name, c.cfg.ManagedBy) {
+				want[s.Name] = s
+			}
+		}
+		// A Service just created is not in the cache yet: its event
+		// brings the import back here.
+	}
+	return c.writeSlices(ctx, m, si, want, have, nil)
 }

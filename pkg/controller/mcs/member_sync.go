@@ -61,7 +61,7 @@ func (c *Controller) syncMember(ctx context.Context, m *member, key string) erro
 	if c.derived(m) {
 		return errors.Join(append(errs, c.syncDerived(ctx, m, key, d))...)
 	}
-	mcsSlices, derivedSlices := importedSlicesIn(m, key)
+	mcsSlices, derivedSlices, localSlices := importedSlicesIn(m, ns, name)
 	if have, err := m.imports.ServiceImports(ns).Get(name); err == nil && c.wrote(have) && have.Annotations[export.AnnotationDerivedService] != "" {
 		// Back from derived mode: the endpoints are written before the
 		// import names the clusterset IPs, so that they serve at once.
@@ -74,6 +74,8 @@ func (c *Controller) syncMember(ctx context.Context, m *member, key string) erro
 	errs = append(errs,
 		c.writeSlices(ctx, m, si, c.mcsSlicesFor(m, d, si), mcsSlices, d.Triggers),
 		c.retireDerived(ctx, m, si, d, derivedSlices),
+		// Native names are the proxies' business in a native member.
+		c.writeSlices(ctx, m, si, nil, localSlices, nil),
 		c.writeImportStatus(ctx, m, d, si), c.writeNativeService(ctx, m, si))
 	return errors.Join(errs...)
 }
@@ -88,7 +90,10 @@ func (c *Controller) syncMember(ctx context.Context, m *member, key string) erro
 // import).
 func (c *Controller) writeNativeService(ctx context.Context, m *member, si *mcsv1beta1.ServiceImport) error {
 	policy, err := mcsproxy.NativeNamesOf(si.Annotations)
-	wanted := err == nil && policy.Strategy != mcsproxy.NativeNamesOff && si.Spec.Type == mcsv1beta1.ClusterSetIP
+	wanted := err == nil && policy.Strategy != mcsproxy.NativeNamesOff && si.Spec.Type == mcsv1beta1.ClusterSetIP &&
+		// A derived member's proxies do not decide LocalFirst; the
+		// controller fills the Service only for RemoteAndLocal.
+		(!c.derived(m) || policy.Strategy == mcsproxy.RemoteAndLocal)
 	have, getErr := m.services.Services(si.Namespace).Get(si.Name)
 	exists := getErr == nil
 	ours := exists && c.wrote(have)
@@ -296,9 +301,9 @@ func (c *Controller) nativeNamesCondition(m *member, si *mcsv1beta1.ServiceImpor
 	case si.Spec.Type != mcsv1beta1.ClusterSetIP:
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "HeadlessImport", "a headless import has no endpoints a local Service could add; native names apply to ClusterSetIP imports"
 		return cond, true
-	case c.derived(m):
+	case c.derived(m) && policy.Strategy != mcsproxy.RemoteAndLocal:
 		cond.Status, cond.Reason = metav1.ConditionFalse, "DerivedMember"
-		cond.Message = fmt.Sprintf("cluster %s is served in derived mode (its proxies do not program ServiceImports): the local Service %s gets no endpoints of other clusters; %s needs the multi-cluster kube-proxy and native mode. The clusterset name and IP work.", m.id, si.Name, policy.Strategy)
+		cond.Message = fmt.Sprintf("cluster %s is served in derived mode (its proxies do not program ServiceImports): the local Service %s gets no endpoints of other clusters; %s is decided by the multi-cluster kube-proxy and needs native mode (RemoteAndLocal works in derived mode). The clusterset name and IP work.", m.id, si.Name, policy.Strategy)
 		return cond, true
 	}
 	svc, err := m.services.Services(si.Namespace).Get(si.Name)
@@ -413,17 +418,22 @@ func familyList(f map[v1.IPFamily]bool) string {
 }
 
 // importedSlicesIn returns the slices this controller wrote into m for
-// import key: its MCS EndpointSlices, and the EndpointSlices of its
-// derived Service (which name a local Service, derived mode).
-func importedSlicesIn(m *member, key string) (mcs, derived []*discoveryv1.EndpointSlice) {
-	for _, s := range slicesOf(m.importedSlices, byImport, key) {
-		if _, local := s.Labels[discoveryv1.LabelServiceName]; local {
-			derived = append(derived, s)
-		} else {
+// import ns/name: its MCS EndpointSlices; the EndpointSlices of its derived
+// Service (derived mode); and those of other local Services (native names
+// in derived mode).
+func importedSlicesIn(m *member, ns, name string) (mcs, derived, local []*discoveryv1.EndpointSlice) {
+	derivedName := export.DerivedName(ns, name)
+	for _, s := range slicesOf(m.importedSlices, byImport, ns+"/"+name) {
+		switch service, isLocal := s.Labels[discoveryv1.LabelServiceName]; {
+		case !isLocal:
 			mcs = append(mcs, s)
+		case service == derivedName:
+			derived = append(derived, s)
+		default:
+			local = append(local, s)
 		}
 	}
-	return mcs, derived
+	return mcs, derived, local
 }
 
 // memberView returns the imported slices of d as member m gets them

@@ -50,9 +50,27 @@ func DerivedSliceName(derived, cluster, part string) string {
 
 // DerivedSlices are the derived EndpointSlices of svc, the derived Service
 // of an import, in a member whose imported slices (ImportedSlice, with
-// ForMember applied) are imported, by name: one per imported slice, so
-// that a change of one source slice is one write.
+// ForMember applied) are imported: one per imported slice, so that a
+// change of one source slice is one write, keyed by the imported slice's
+// name.
 func DerivedSlices(imported []*discoveryv1.EndpointSlice, svc *v1.Service, managedBy string) map[string]*discoveryv1.EndpointSlice {
+	return slicesFor(imported, svc, svc.Name, managedBy)
+}
+
+// LocalServiceSlices are the EndpointSlices that make local Service svc
+// of a derived member serve the endpoints of import importName's other
+// source clusters (imported, never the member's own), for native names
+// (RemoteAndLocal) where the member's proxies do not program imports:
+// labelled for svc and the import, owned by svc, named
+// "<derived>-local-<cluster>" so that they never take the name of a slice
+// the EndpointSlice controller makes for svc.
+func LocalServiceSlices(imported []*discoveryv1.EndpointSlice, svc *v1.Service, importName, managedBy string) map[string]*discoveryv1.EndpointSlice {
+	return slicesFor(imported, svc, DerivedName(svc.Namespace, importName)+"-local", managedBy)
+}
+
+// slicesFor copies the imported slices for local Service svc, named after
+// prefix (DerivedSliceName), keyed by the imported slice's name.
+func slicesFor(imported []*discoveryv1.EndpointSlice, svc *v1.Service, prefix, managedBy string) map[string]*discoveryv1.EndpointSlice {
 	perCluster := map[string]int{}
 	for _, s := range imported {
 		perCluster[s.Labels[mcsv1beta1.LabelSourceCluster]]++
@@ -64,8 +82,8 @@ func DerivedSlices(imported []*discoveryv1.EndpointSlice, svc *v1.Service, manag
 		if perCluster[cluster] > 1 && len(s.Name) > sliceHashLength {
 			part = s.Name[len(s.Name)-sliceHashLength:]
 		}
-		name := DerivedSliceName(svc.Name, cluster, part)
-		out[name] = DerivedSlice(s, svc, name, managedBy)
+		name := DerivedSliceName(prefix, cluster, part)
+		out[s.Name] = DerivedSlice(s, svc, name, managedBy)
 	}
 	return out
 }

@@ -181,6 +181,13 @@ func TestDerivedSlicesNamePerSourceCluster(t *testing.T) {
 	b1 := imported("cluster-b", "web-v4", "10.2.0.5")
 	b2 := imported("cluster-b", "web-v4-more", "10.2.0.6")
 	got := DerivedSlices([]*discoveryv1.EndpointSlice{a, b1, b2}, svc, "mcs-controller")
+	byName := map[string]*discoveryv1.EndpointSlice{}
+	for imported, s := range got {
+		if src := map[string]*discoveryv1.EndpointSlice{a.Name: a, b1.Name: b1, b2.Name: b2}[imported]; src == nil || src.Endpoints[0].Addresses[0] != s.Endpoints[0].Addresses[0] {
+			t.Errorf("derived slice %s is keyed by %s, not by the imported slice it stands for", s.Name, imported)
+		}
+		byName[s.Name] = s
+	}
 	wantNames := map[string]string{
 		"derived-gapqrqeg1j-cluster-a": "10.1.0.5",
 		"derived-gapqrqeg1j-cluster-b-" + b1.Name[len(b1.Name)-10:]: "10.2.0.5",
@@ -190,7 +197,7 @@ func TestDerivedSlicesNamePerSourceCluster(t *testing.T) {
 		t.Fatalf("got %d derived slices, want %d: %v", len(got), len(wantNames), got)
 	}
 	for name, addr := range wantNames {
-		s, ok := got[name]
+		s, ok := byName[name]
 		if !ok {
 			t.Errorf("no derived slice %s", name)
 			continue
@@ -201,5 +208,27 @@ func TestDerivedSlicesNamePerSourceCluster(t *testing.T) {
 		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
 			t.Errorf("%s: %v", name, errs)
 		}
+	}
+}
+
+// The slices that make a derived member's local Service serve the other
+// clusters' endpoints (RemoteAndLocal) are labelled for that Service and
+// named so that no EndpointSlice controller name (<service>-<5 characters>)
+// can collide with them.
+func TestLocalServiceSlices(t *testing.T) {
+	svc := &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", UID: "user-svc"}}
+	src := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: SliceName("web", "cluster-a", "web-abcde"),
+			Labels: map[string]string{"multicluster.kubernetes.io/service-name": "web", "multicluster.kubernetes.io/source-cluster": "cluster-a"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.1.0.5"}}},
+	}
+	got := LocalServiceSlices([]*discoveryv1.EndpointSlice{src}, svc, "web", "mcs-controller")[src.Name]
+	if got == nil || got.Name != "derived-gapqrqeg1j-local-cluster-a" {
+		t.Fatalf("local Service slice %v, want derived-gapqrqeg1j-local-cluster-a", got)
+	}
+	if got.Labels["kubernetes.io/service-name"] != "web" || got.Labels["multicluster.kubernetes.io/service-name"] != "web" ||
+		len(got.OwnerReferences) != 1 || got.OwnerReferences[0].UID != "user-svc" {
+		t.Errorf("labels %v owners %v, want a slice of Service web owned by it", got.Labels, got.OwnerReferences)
 	}
 }
