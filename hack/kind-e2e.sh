@@ -103,6 +103,7 @@ for name in "${NAMES[@]}"; do
   fill "${name}" "${pod_subnet}" "" kind-config/clusterproperty.yaml | kubectl --context "${c}" apply --server-side -f -
   kubectl --context "${c}" apply --server-side -f kind-config/kube-proxy-rbac.yaml -f kind-config/mcs-controller-rbac.yaml -f kind-config/mcs-admission-policy.yaml -f kind-config/coredns.yaml
   fill "${name}" "${pod_subnet}" "" kind-config/kube-proxy.yaml | kubectl --context "${c}" apply --server-side --force-conflicts -f -
+  kubectl --context "${c}" apply --server-side --force-conflicts -f kind-config/kube-proxy-daemonset.yaml
   kubectl --context "${c}" -n kube-system set image deployment/coredns coredns=coredns/coredns:1.15.0
   kubectl --context "${c}" -n kube-system rollout status daemonset/kube-proxy --timeout 120s
   kubectl --context "${c}" -n kube-system rollout status deployment/coredns --timeout 120s
@@ -125,6 +126,7 @@ for name in "${NAMES[@]}"; do
   kubectl --kubeconfig "${KUBECONFIG_FILE}" config set-credentials "${name}" --token "${token}" >/dev/null
   kubectl --kubeconfig "${KUBECONFIG_FILE}" config set-context "${name}" --cluster "${name}" --user "${name}" >/dev/null
 done
+kubectl --context "$(ctx "${NAMES[0]}")" apply --server-side -f kind-config/mcs-controller-deployment.yaml
 fill "${NAMES[0]}" "" "$(base64 -w0 "${KUBECONFIG_FILE}")" kind-config/mcs-controller.yaml | kubectl --context "$(ctx "${NAMES[0]}")" apply --server-side -f -
 kubectl --context "$(ctx "${NAMES[0]}")" -n mcs-system rollout status deployment/mcs-controller --timeout 120s
 
