@@ -164,9 +164,16 @@ func TestMCSControllerDerivedMember(t *testing.T) {
 	// MCS slices; the derived Service keeps serving for the grace period.
 	ctrl.stop()
 	ctrl = startControllerWith(t, kubeconfig, "replica-2", 8*time.Second, func(o *app.Options) { o.DerivedGrace = 5 * time.Second })
+	// First the proxies are given the clusterset IP to program while the
+	// import still names its derived Service (DNS answers the derived IP).
+	waitImport(t, c, "demo", "web", func(si *mcsv1beta1.ServiceImport) bool {
+		return si.Annotations[export.AnnotationDerivedService] == name && si.Annotations[mcsproxy.AnnotationClusterSetIPs] == vip &&
+			!slices.Equal(si.Spec.IPs, []string{vip})
+	})
 	waitImport(t, c, "demo", "web", func(si *mcsv1beta1.ServiceImport) bool {
 		_, derived := si.Annotations[export.AnnotationDerivedService]
-		return !derived && slices.Equal(si.Spec.IPs, []string{vip})
+		_, announced := si.Annotations[mcsproxy.AnnotationClusterSetIPs]
+		return !derived && !announced && slices.Equal(si.Spec.IPs, []string{vip})
 	})
 	switched := time.Now()
 	if svc, err := c.kube.CoreV1().Services("demo").Get(ctx, name, metav1.GetOptions{}); err != nil {

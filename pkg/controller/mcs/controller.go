@@ -97,6 +97,10 @@ type Controller struct {
 	// retiring holds, per member/import, since when a derived Service has
 	// been left over in a member now served natively.
 	retiring sync.Map
+	// switching holds, per member/import, since when a derived import
+	// has announced its clusterset IPs to the proxies of a member being
+	// switched to native mode.
+	switching sync.Map
 }
 
 // managedLabel marks the ServiceImports this controller owns, so that

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -47,6 +48,7 @@ func (c *Controller) derived(m *member) bool { return c.cfg.DerivedMembers[m.id]
 // only after it does.
 func (c *Controller) syncDerived(ctx context.Context, m *member, key string, d *desiredState) error {
 	c.retiring.Delete(m.id + "/" + key)
+	c.switching.Delete(m.id + "/" + key)
 	want := d.Import.DeepCopy()
 	want.Annotations = maps.Clone(want.Annotations)
 	if want.Annotations == nil {
@@ -282,4 +284,36 @@ func (c *Controller) writeLocalServiceSlices(ctx context.Context, m *member, si 
 		// brings the import back here.
 	}
 	return c.writeSlices(ctx, m, si, want, have, nil)
+}
+
+// announceClusterSetIPs is the first step of switching import have, still
+// derived, to native mode in m: the import keeps naming its derived
+// Service, and gets its clusterset IPs in mcsproxy.AnnotationClusterSetIPs,
+// which our kube-proxy programs (with the MCS slices already written) in
+// the meantime. It tells to wait until the proxies have had derivedSettle
+// to do so; only then does the import name the clusterset IPs, which DNS
+// answers at once.
+func (c *Controller) announceClusterSetIPs(ctx context.Context, m *member, key string, have *mcsv1beta1.ServiceImport, d *desiredState) (bool, error) {
+	if d.Import.Spec.Type != mcsv1beta1.ClusterSetIP || len(d.Import.Spec.IPs) == 0 {
+		return false, nil
+	}
+	id := m.id + "/" + key
+	ips := strings.Join(d.Import.Spec.IPs, ",")
+	if have.Annotations[mcsproxy.AnnotationClusterSetIPs] != ips {
+		update := have.DeepCopy()
+		update.Annotations = maps.Clone(update.Annotations)
+		update.Annotations[mcsproxy.AnnotationClusterSetIPs] = ips
+		if _, err := m.mcs.MulticlusterV1beta1().ServiceImports(have.Namespace).Update(ctx, update, metav1.UpdateOptions{}); err != nil {
+			return true, fmt.Errorf("updating ServiceImport %s in %s: %w", key, m.id, err)
+		}
+		c.switching.Store(id, time.Now())
+		m.queue.AddAfter(key, derivedSettle)
+		return true, nil
+	}
+	since, _ := c.switching.LoadOrStore(id, time.Now())
+	if left := derivedSettle - time.Since(since.(time.Time)); left > 0 {
+		m.queue.AddAfter(key, left)
+		return true, nil
+	}
+	return false, nil
 }

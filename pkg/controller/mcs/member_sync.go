@@ -63,10 +63,15 @@ func (c *Controller) syncMember(ctx context.Context, m *member, key string) erro
 	}
 	mcsSlices, derivedSlices, localSlices := importedSlicesIn(m, ns, name)
 	if have, err := m.imports.ServiceImports(ns).Get(name); err == nil && c.wrote(have) && have.Annotations[export.AnnotationDerivedService] != "" {
-		// Back from derived mode: the endpoints are written before the
-		// import names the clusterset IPs, so that they serve at once.
+		// Back from derived mode: the endpoints are written, and the
+		// proxies given the clusterset IPs to program, before the import
+		// names them, so that they serve as soon as DNS answers them.
 		errs = append(errs, c.writeSlices(ctx, m, have, c.mcsSlicesFor(m, d, have), mcsSlices, d.Triggers))
+		if wait, err := c.announceClusterSetIPs(ctx, m, key, have, d); wait || err != nil {
+			return errors.Join(append(errs, err)...)
+		}
 	}
+	c.switching.Delete(m.id + "/" + key)
 	si, err := c.writeImport(ctx, m, d.Import)
 	if err != nil || si == nil {
 		return errors.Join(append(errs, err)...)

@@ -378,6 +378,51 @@ func TestDerivedImportIsLeftToTheServicePath(t *testing.T) {
 	f.expectEvents("ServiceImport ns/web IPOutsideClusterSetCIDR")
 }
 
+// A member switched from derived to native mode: the controller writes the
+// MCS slices, then gives the still-derived import its clusterset IPs in an
+// annotation, which the proxy programs beside the derived Service; only
+// then does the import name them (and DNS answer them), which changes
+// nothing the proxy holds: no client is sent to an IP not yet served.
+func TestDerivedImportSwitchingToNativeIsProgrammedFirst(t *testing.T) {
+	f := newFixture(t)
+	p := f.proxier
+	derived := localService("ns", "derived-gapqrqeg1j", "10.96.0.40")
+	p.OnServiceAdd(derived)
+	si := serviceImport("ns", "web", 0, "10.96.0.40")
+	si.ResourceVersion = "1"
+	si.Annotations = map[string]string{mcsproxy.AnnotationDerivedService: derived.Name}
+	p.OnServiceImportUpsert(si)
+	p.OnEndpointSliceAdd(mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1"))
+	f.expectCalls("ServiceAdd ns/derived-gapqrqeg1j")
+	f.expectEvents()
+
+	switching := si.DeepCopy()
+	switching.ResourceVersion = "2"
+	switching.Annotations[mcsproxy.AnnotationClusterSetIPs] = "10.250.0.10"
+	p.OnServiceImportUpsert(switching)
+	f.expectCalls("SliceAdd ns/web-a", "ServiceAdd ns/web.clusterset")
+	f.expectEvents()
+	if svc := f.provider.services["ns/web.clusterset"]; svc == nil || svc.Spec.ClusterIP != "10.250.0.10" {
+		t.Fatalf("the clusterset IP is not programmed while the import is derived: %v", svc)
+	}
+
+	native := serviceImport("ns", "web", 0, "10.250.0.10")
+	native.ResourceVersion = "3"
+	p.OnServiceImportUpsert(native)
+	f.expectCalls()
+	f.expectEvents()
+
+	// The annotation means nothing on an import that names no derived
+	// Service: its ips are what it serves.
+	other := serviceImport("ns", "api", 0, "10.250.0.20")
+	other.Annotations = map[string]string{mcsproxy.AnnotationClusterSetIPs: "10.250.0.21"}
+	p.OnServiceImportUpsert(other)
+	f.expectCalls("ServiceAdd ns/api.clusterset")
+	if svc := f.provider.services["ns/api.clusterset"]; svc == nil || svc.Spec.ClusterIP != "10.250.0.20" {
+		t.Errorf("a native import was programmed at its annotation's IP: %v", svc)
+	}
+}
+
 func TestImportNeverTakesALocalServiceIP(t *testing.T) {
 	f := newFixture(t)
 	p := f.proxier

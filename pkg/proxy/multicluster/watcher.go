@@ -79,10 +79,11 @@ func (w *Watcher) Start(ctx context.Context) {
 }
 
 // proxyAnnotations returns the annotations of an import a proxy reads
-// (native names, the derived Service), nil when it has none.
+// (native names, the derived Service and, while a member switches to
+// native mode, the clusterset IPs), nil when it has none.
 func proxyAnnotations(in map[string]string) map[string]string {
 	var out map[string]string
-	for _, k := range []string{mcsproxy.AnnotationNativeNames, mcsproxy.AnnotationLocalFirstMinimum, mcsproxy.AnnotationDerivedService} {
+	for _, k := range []string{mcsproxy.AnnotationNativeNames, mcsproxy.AnnotationLocalFirstMinimum, mcsproxy.AnnotationDerivedService, mcsproxy.AnnotationClusterSetIPs} {
 		if v, ok := in[k]; ok {
 			if out == nil {
 				out = map[string]string{}

@@ -361,6 +361,7 @@ func TestInformerKeepsWhatProxiesRead(t *testing.T) {
 			Annotations: map[string]string{
 				mcsproxy.AnnotationNativeNames:       "LocalFirst",
 				mcsproxy.AnnotationDerivedService:    "derived-gapqrqeg1j",
+				mcsproxy.AnnotationClusterSetIPs:     "10.250.0.1",
 				"kubectl.kubernetes.io/last-applied": "{...}",
 			},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "mcs-controller"}},
@@ -373,7 +374,8 @@ func TestInformerKeepsWhatProxiesRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := obj.(*mcsv1beta1.ServiceImport)
-	wantAnnotations := map[string]string{mcsproxy.AnnotationNativeNames: "LocalFirst", mcsproxy.AnnotationDerivedService: "derived-gapqrqeg1j"}
+	wantAnnotations := map[string]string{mcsproxy.AnnotationNativeNames: "LocalFirst", mcsproxy.AnnotationDerivedService: "derived-gapqrqeg1j",
+		mcsproxy.AnnotationClusterSetIPs: "10.250.0.1"}
 	if !maps.Equal(got.Annotations, wantAnnotations) || got.ManagedFields != nil || len(got.Status.Clusters) != 0 ||
 		!maps.Equal(got.Labels, map[string]string{mcsproxy.LabelImportManagedBy: mcsproxy.DefaultManagedBy}) || len(got.Spec.IPs) != 1 {
 		t.Errorf("cached import: %+v", got)

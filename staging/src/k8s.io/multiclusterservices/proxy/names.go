@@ -1,6 +1,10 @@
 package proxy
 
-import "strings"
+import (
+	"strings"
+
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
 
 // ServiceNameSuffix is appended to an import's name to name its synthetic
 // Service. Real Service names are DNS-1035 labels and cannot contain a dot.
@@ -22,3 +26,31 @@ func ImportName(serviceName string) (string, bool) {
 // reference controller's annotation): the import's IPs are that Service's
 // cluster IPs, and a proxy serves them through the Service, not the import.
 const AnnotationDerivedService = "multicluster.kubernetes.io/derived-service"
+
+// AnnotationClusterSetIPs, on a derived ServiceImport (one that names its
+// derived Service), holds the import's clusterset IPs, comma-separated,
+// while its member is switched from derived to native mode: a proxy that
+// programs imports programs them before the import names them in ips,
+// where DNS answers them at once, so that no client is sent to an IP no
+// proxy serves yet. Written by the mcs-controller only, as the import.
+const AnnotationClusterSetIPs = "multiclusterservices.k8s.io/clusterset-ips"
+
+// importIPs returns the clusterset IPs a proxy programs for si: ips, or,
+// on a derived import being switched to native mode, the clusterset IPs
+// AnnotationClusterSetIPs holds.
+func importIPs(si *mcsv1beta1.ServiceImport) []string {
+	if si.Annotations[AnnotationDerivedService] == "" {
+		return si.Spec.IPs
+	}
+	v, ok := si.Annotations[AnnotationClusterSetIPs]
+	if !ok {
+		return si.Spec.IPs
+	}
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}

@@ -94,15 +94,16 @@ func ServiceForImport(si *mcsv1beta1.ServiceImport, opts *Options) (*v1.Service,
 // clusterSetIPs validates an import's IPs and returns them in canonical
 // form with their families, in the order the import lists them.
 func clusterSetIPs(si *mcsv1beta1.ServiceImport, opts *Options) ([]string, []v1.IPFamily, error) {
-	if len(si.Spec.IPs) == 0 {
+	raw := importIPs(si)
+	if len(raw) == 0 {
 		return nil, nil, reject(ReasonNoIPs, "a %s import has no ips yet", mcsv1beta1.ClusterSetIP)
 	}
-	if len(si.Spec.IPs) > 2 {
-		return nil, nil, reject(ReasonInvalidIP, "ips has %d entries; at most one per IP family is allowed", len(si.Spec.IPs))
+	if len(raw) > 2 {
+		return nil, nil, reject(ReasonInvalidIP, "ips has %d entries; at most one per IP family is allowed", len(raw))
 	}
 	var ips []string
 	var families []v1.IPFamily
-	for _, s := range si.Spec.IPs {
+	for _, s := range raw {
 		ip, err := netip.ParseAddr(s)
 		if err != nil || ip.Zone() != "" || ip.Is4In6() || !ip.IsGlobalUnicast() {
 			return nil, nil, reject(ReasonInvalidIP, "ip %q is not a valid unicast IP address", s)
