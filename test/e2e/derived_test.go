@@ -34,7 +34,7 @@ func TestDerivedMember(t *testing.T) {
 	if p := os.Getenv("MCS_E2E_PROVIDER"); p != "" && p != "local" {
 		t.Skipf("the derived-mode cases run on a local clusterset with an upstream kube-proxy member, not on MCS_E2E_PROVIDER=%s", p)
 	}
-	l := upLocalOpts(t, clusterset.Options{Clusters: 3, Prefix: "e2eder", UpstreamKubeProxy: []string{"cluster-c"}}, false,
+	l := upLocalOpts(t, clusterset.Options{Clusters: 3, NodesPerCluster: 2, Prefix: "e2eder", UpstreamKubeProxy: []string{"cluster-c"}}, false,
 		"--derived-members=cluster-c", "--derived-grace="+derivedGrace.String())
 	ms := l.members()
 	// The suite's b, where clients run and DNS is asked, is the derived
@@ -166,40 +166,58 @@ func (d *derivedSuite) testUnexport(t *testing.T) {
 	})
 }
 
-// testMigration keeps a client in c asking web by its clusterset.local name
-// (resolved for every request) every 50 ms while c goes, in the README's
-// order, from upstream kube-proxy in derived mode to our kube-proxy, to
-// native mode, back to derived mode and back to upstream kube-proxy, and
-// reports the failed requests and when they happened.
+// testMigration keeps a client on each of c's nodes asking web by its
+// clusterset.local name (resolved for every request) every 50 ms while c
+// goes, in the README's order, from upstream kube-proxy in derived mode to
+// our kube-proxy (node by node), to native mode, back to derived mode and
+// back to upstream kube-proxy (node by node), and reports the failed
+// requests and when they happened.
 func (d *derivedSuite) testMigration(t *testing.T) {
 	sp := d.space(t, "e2e-der-migrate")
 	sp.service(d.a, "web", nil)
 	want := podNames(sp.echoPods(d.a, "web", "web-a-1"))
-	client := sp.client(d.c(), "client")
+	// A client on each of c's nodes: mid-rollout, one node runs our
+	// kube-proxy and the other upstream's.
+	nodes := d.l.cluster(d.c()).Nodes
+	var clients []*pod
+	for i, n := range nodes {
+		name := fmt.Sprintf("client-%d", i)
+		sp.createPod(d.c(), onNode(clientPod(name), n.Name))
+		sp.waitReady(d.c(), name)
+		clients = append(clients, &pod{p: d.p, m: d.c(), ns: sp.name, name: name})
+	}
 	sp.export(d.a, "web")
 	d.derivedIP(t, sp, "web")
 	name := hostPort("web."+sp.name+".svc.clusterset.local", 80)
-	waitAnswers(t, client, "tcp", name, 10, want)
-	node := d.l.node(d.c(), d.c().Node)
+	for _, client := range clients {
+		waitAnswers(t, client, "tcp", name, 10, want)
+	}
 
 	ctx, stop := context.WithCancel(t.Context())
-	traffic := make(chan string, 1)
+	traffic := make(chan string, len(clients))
 	start := time.Now()
-	go func() {
-		out, _ := d.l.client(ctx, d.c(), sp.name, "client", "ask", "--for=10m", "--interval=50ms", name)
-		traffic <- string(out)
-	}()
+	for _, client := range clients {
+		go func() {
+			out, _ := d.l.client(ctx, d.c(), sp.name, client.name, "ask", "--for=10m", "--interval=50ms", name)
+			traffic <- string(out)
+		}()
+	}
 	var marks []string
 	mark := func(what string) {
 		marks = append(marks, fmt.Sprintf("%6dms %s", time.Since(start).Milliseconds(), what))
 	}
 	settle := func() { time.Sleep(3 * time.Second) }
-	settle()
-	mark("our kube-proxy rolled onto c's node")
-	if err := d.l.cs.SwapKubeProxy(t.Context(), node, false); err != nil {
-		t.Fatal(err)
+	roll := func(upstream bool) {
+		for _, n := range nodes {
+			mark(map[bool]string{false: "our", true: "upstream"}[upstream] + " kube-proxy rolled onto " + n.Name)
+			if err := d.l.cs.SwapKubeProxy(t.Context(), n, upstream); err != nil {
+				t.Fatal(err)
+			}
+			settle()
+		}
 	}
 	settle()
+	roll(false)
 	mark("controller restarted with c native")
 	d.l.restartController(t, "--derived-grace="+derivedGrace.String())
 	vip := sp.vip(d.a, "web")
@@ -218,13 +236,12 @@ func (d *derivedSuite) testMigration(t *testing.T) {
 	d.derivedIP(t, sp, "web")
 	mark("c's import derived")
 	settle()
-	mark("upstream kube-proxy rolled back onto c's node")
-	if err := d.l.cs.SwapKubeProxy(t.Context(), node, true); err != nil {
-		t.Fatal(err)
-	}
-	settle()
+	roll(true)
 	stop()
-	out := <-traffic
+	var out string
+	for range clients {
+		out += <-traffic + "\n"
+	}
 
 	var failed []string
 	total := 0
