@@ -47,6 +47,25 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	})
 
+	// nativeNamesServices is the number of local Services this proxy
+	// currently gives other clusters' endpoints (native names), by strategy.
+	nativeNamesServices = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "multicluster_native_names_services",
+		Help:           "Number of local Services currently serving other clusters' endpoints through native names, by strategy.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"strategy"})
+
+	// localFirstSwitchesTotal counts LocalFirst decisions that changed
+	// where a local Service sends traffic: failover (too few local
+	// endpoints ready, the other clusters' join) and failback.
+	localFirstSwitchesTotal = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "multicluster_local_first_switches_total",
+		Help:           "Number of LocalFirst failovers to other clusters' endpoints and failbacks to the local ones, decided by this proxy.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"direction"})
+
 	registerOnce sync.Once
 )
 
@@ -54,6 +73,6 @@ var (
 // metrics endpoint.
 func RegisterMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(rejectionsTotal, programmedImports, serviceImportAPIServed, localClusterIDKnown)
+		legacyregistry.MustRegister(rejectionsTotal, programmedImports, serviceImportAPIServed, localClusterIDKnown, nativeNamesServices, localFirstSwitchesTotal)
 	})
 }

@@ -26,6 +26,8 @@ type nativeState struct {
 	// joined are the import's slices handed to the Provider as slices of
 	// the local Service, by slice name.
 	joined map[string]*discoveryv1.EndpointSlice
+	// strategy is the policy joined was decided by.
+	strategy mcsproxy.NativeNames
 }
 
 // localSliceChanged records a change of a local Service's slice (old or
@@ -77,6 +79,9 @@ func (p *Proxier) reconcileNative(key types.NamespacedName) {
 		st = &nativeState{}
 		p.native[key] = st
 	}
+	joinedBefore, strategyBefore := len(st.joined) > 0, st.strategy
+	defer func() { countNative(joinedBefore, strategyBefore, len(st.joined) > 0, policy.Strategy) }()
+	st.strategy = policy.Strategy
 	want := map[string]*discoveryv1.EndpointSlice{}
 	if policy.Strategy != mcsproxy.NativeNamesOff {
 		selected := mcsproxy.SelectForLocalService(policy, st.local, remote)
@@ -152,4 +157,24 @@ func (p *Proxier) nativePolicy(key types.NamespacedName) (mcsproxy.NativeNamesPo
 		remote = append(remote, ss.native)
 	}
 	return policy, remote
+}
+
+// countNative keeps the native-names metrics from one decision: whether a
+// local Service was joined by other clusters' endpoints before and after
+// it, and under which strategy. A LocalFirst decision that changes it,
+// the strategy staying LocalFirst, is a failover or a failback.
+func countNative(before bool, strategyBefore mcsproxy.NativeNames, after bool, strategy mcsproxy.NativeNames) {
+	if before {
+		nativeNamesServices.WithLabelValues(string(strategyBefore)).Dec()
+	}
+	if after {
+		nativeNamesServices.WithLabelValues(string(strategy)).Inc()
+	}
+	if strategy == mcsproxy.LocalFirst && strategyBefore == mcsproxy.LocalFirst && before != after {
+		direction := "failback"
+		if after {
+			direction = "failover"
+		}
+		localFirstSwitchesTotal.WithLabelValues(direction).Inc()
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/component-base/metrics/testutil"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
@@ -56,12 +57,27 @@ func TestNativeNames(t *testing.T) {
 
 	// Failover: the local endpoint is not ready, the remote one joins (the
 	// local one stays listed; the proxier prefers ready endpoints).
+	switches := func(direction string) float64 {
+		v, _ := testutil.GetCounterMetricValue(localFirstSwitchesTotal.WithLabelValues(direction))
+		return v
+	}
+	joined := func() float64 {
+		v, _ := testutil.GetGaugeMetricValue(nativeNamesServices.WithLabelValues(string(mcsproxy.LocalFirst)))
+		return v
+	}
+	failovers, failbacks, joinedBefore := switches("failover"), switches("failback"), joined()
 	notReady := localSlice("ns", "web-local", "web", false, "10.3.0.1")
 	p.OnEndpointSliceUpdate(local, notReady)
 	want("LocalFirst, no local endpoint ready", "ns/web", "10.1.0.1", "10.3.0.1")
+	if switches("failover") != failovers+1 || joined() != joinedBefore+1 {
+		t.Errorf("a failover was not counted: %v failovers, %v Services joined", switches("failover")-failovers, joined()-joinedBefore)
+	}
 	// Failback.
 	p.OnEndpointSliceUpdate(notReady, local)
 	want("LocalFirst, local endpoint ready again", "ns/web", "10.3.0.1")
+	if switches("failback") != failbacks+1 || joined() != joinedBefore || switches("failover") != failovers+1 {
+		t.Errorf("a failback was not counted: %v failbacks, %v Services joined", switches("failback")-failbacks, joined()-joinedBefore)
+	}
 
 	// A minimum above what is ready spills over before the cluster is empty.
 	two := si.DeepCopy()
