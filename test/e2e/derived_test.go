@@ -45,6 +45,8 @@ func TestDerivedMember(t *testing.T) {
 	t.Run("session affinity ClientIP holds through the derived Service", d.testAffinity)
 	t.Run("unexport removes the derived Service", d.testUnexport)
 	t.Run("RemoteAndLocal: c's own Service of the name serves its pods and the other clusters'", d.testRemoteAndLocal)
+	t.Run("seed 001 story 1: a Service only a has, by its short names from a native and a derived member", d.testNativeNamesByShortName)
+	t.Run("consumption and provision clusters, changed at run time", d.testConsumersAndProviders)
 	t.Run("conflicting ports: each port of the derived Service reaches the clusters that serve it", d.testConflict)
 	t.Run("a's outage: its endpoints leave the derived Service after the endpoint TTL and come back", d.testOutage)
 	t.Run("c moves to our kube-proxy and native mode and back under traffic", d.testMigration)
@@ -377,4 +379,75 @@ func (d *derivedSuite) testRemoteAndLocal(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitAnswers(t, client, "tcp", hostPort(local.Spec.ClusterIP, 80), 30, podsC)
+}
+
+// testNativeNamesByShortName: seed 001's first story. Only a has web; its
+// exporter asks for RemoteAndLocal. A pod in b (native: our kube-proxy
+// joins the endpoints) and a pod in c (derived: the controller writes
+// them as slices of the Service it creates) call it as applications do,
+// by web, web.<ns> and web.<ns>.svc.cluster.local, through their
+// resolv.conf search path.
+func (d *derivedSuite) testNativeNamesByShortName(t *testing.T) {
+	sp := d.space(t, "e2e-der-story1")
+	sp.service(d.a, "web", nil)
+	podsA := podNames(sp.echoPods(d.a, "web", "web-a-1"))
+	clients := []*pod{sp.client(d.nativeB, "client"), sp.client(d.c(), "client")}
+	sp.exportWith(d.a, "web", mcsv1beta1.ServiceExportSpec{
+		ExportedAnnotations: map[string]string{mcsproxy.AnnotationNativeNames: string(mcsproxy.RemoteAndLocal)},
+	})
+	for _, client := range clients {
+		for _, name := range []string{"web", "web." + sp.name, "web." + sp.name + ".svc.cluster.local"} {
+			waitAnswers(t, client, "tcp", hostPort(name, 80), 5, podsA)
+		}
+	}
+}
+
+// testConsumersAndProviders: the exporters name the consumer clusters and
+// the provider clusters (in the oldest export's exportedAnnotations); the
+// others get no import, or serve nothing, and changing either list
+// converges at run time, in native and derived members alike.
+func (d *derivedSuite) testConsumersAndProviders(t *testing.T) {
+	sp := d.space(t, "e2e-der-sets")
+	sp.service(d.a, "web", nil)
+	sp.service(d.nativeB, "web", nil)
+	podsA := podNames(sp.echoPods(d.a, "web", "web-a-1"))
+	podsB := podNames(sp.echoPods(d.nativeB, "web", "web-b-1"))
+	both := append(slices.Clone(podsA), podsB...)
+	slices.Sort(both)
+	clientB, clientC := sp.client(d.nativeB, "client"), sp.client(d.c(), "client")
+	name := hostPort("web."+sp.name+".svc.clusterset.local", 80)
+	setAnnotations := func(annotations map[string]string) {
+		t.Helper()
+		se, err := d.a.MCS.MulticlusterV1beta1().ServiceExports(sp.name).Get(t.Context(), "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		se.Spec.ExportedAnnotations = annotations
+		if _, err := d.a.MCS.MulticlusterV1beta1().ServiceExports(sp.name).Update(t.Context(), se, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// a's export is the oldest: its annotations are the import's.
+	sp.exportWith(d.a, "web", mcsv1beta1.ServiceExportSpec{ExportedAnnotations: map[string]string{
+		"multiclusterservices.k8s.io/consumer-clusters": "cluster-a,cluster-b",
+	}})
+	sp.waitImport(d.a, "web", "exported by a", func(si *mcsv1beta1.ServiceImport) bool { return len(si.Status.Clusters) == 1 })
+	sp.export(d.nativeB, "web")
+	waitAnswers(t, clientB, "tcp", name, 20, both)
+	sp.waitNoImport(d.c(), "web")
+	if _, err := d.c().Client.CoreV1().Services(sp.name).Get(t.Context(), export.DerivedName(sp.name, "web"), metav1.GetOptions{}); err == nil {
+		t.Errorf("cluster-c, no consumer, got a derived Service")
+	}
+
+	setAnnotations(map[string]string{"multiclusterservices.k8s.io/consumer-clusters": "cluster-a,cluster-b,cluster-c"})
+	d.derivedIP(t, sp, "web")
+	waitAnswers(t, clientC, "tcp", name, 20, both)
+
+	setAnnotations(map[string]string{"multiclusterservices.k8s.io/provider-clusters": "cluster-b"})
+	waitAnswers(t, clientC, "tcp", name, 20, podsB)
+	waitAnswers(t, clientB, "tcp", name, 20, podsB)
+	eventually(t, 30*time.Second, "a's export to say it is not a provider", func() (bool, string) {
+		got := sp.exportConditions(d.a, "web")
+		return strings.Contains(got, "Ready=False/NotAProvider"), got
+	})
 }
