@@ -60,6 +60,19 @@ type derivedSuite struct {
 
 func (d *derivedSuite) c() *member { return d.b }
 
+// webFromAAndB creates the Service web in a and in b (b's changed by
+// mutateB), with one echo pod each (web-a-1, web-b-1), and returns the
+// pods' names: a's, b's, and both sorted.
+func (d *derivedSuite) webFromAAndB(sp *space, mutateB func(*v1.ServiceSpec)) (podsA, podsB, both []string) {
+	sp.service(d.a, "web", nil)
+	sp.service(d.nativeB, "web", mutateB)
+	podsA = podNames(sp.echoPods(d.a, "web", "web-a-1"))
+	podsB = podNames(sp.echoPods(d.nativeB, "web", "web-b-1"))
+	both = append(slices.Clone(podsA), podsB...)
+	slices.Sort(both)
+	return podsA, podsB, both
+}
+
 // derivedIP waits until c's import of name is served by its derived
 // Service and returns that Service's cluster IP, checking that it is not
 // the clusterset IP the native members got.
@@ -274,24 +287,20 @@ func (d *derivedSuite) testMigration(t *testing.T) {
 // the clusters that serve it, as in a native member.
 func (d *derivedSuite) testConflict(t *testing.T) {
 	sp := d.space(t, "e2e-der-conflict")
-	sp.service(d.a, "web", nil)
-	sp.service(d.nativeB, "web", func(spec *v1.ServiceSpec) {
+	_, podsB, both := d.webFromAAndB(sp, func(spec *v1.ServiceSpec) {
 		spec.Ports = append(spec.Ports, v1.ServicePort{Name: "alt", Port: 81, TargetPort: intstr.FromInt(8080), Protocol: v1.ProtocolTCP})
 	})
-	podsA := podNames(sp.echoPods(d.a, "web", "web-a-1"))
-	podsB := podNames(sp.echoPods(d.nativeB, "web", "web-b-1"))
 	client := sp.client(d.c(), "client")
 	sp.export(d.a, "web")
 	sp.export(d.nativeB, "web")
 	sp.waitImport(d.c(), "web", "with both ports", func(si *mcsv1beta1.ServiceImport) bool { return len(si.Spec.Ports) == 2 })
 	ip := d.derivedIP(t, sp, "web")
 	for _, m := range []*member{d.a, d.nativeB} {
-		if got := sp.exportConditions(m, "web"); !strings.Contains(got, "Conflict=True/PortConflict") {
-			t.Errorf("%s's export: %s, want Conflict=True/PortConflict", m.Name, got)
-		}
+		eventually(t, 30*time.Second, m.Name+"'s export to report the port conflict", func() (bool, string) {
+			got := sp.exportConditions(m, "web")
+			return strings.Contains(got, "Conflict=True/PortConflict"), got
+		})
 	}
-	both := append(slices.Clone(podsA), podsB...)
-	slices.Sort(both)
 	waitAnswers(t, client, "tcp", hostPort(ip, 80), 30, both)
 	waitAnswers(t, client, "tcp", hostPort(ip, 81), 20, podsB)
 }
@@ -301,12 +310,7 @@ func (d *derivedSuite) testConflict(t *testing.T) {
 // it.
 func (d *derivedSuite) testOutage(t *testing.T) {
 	sp := d.space(t, "e2e-der-outage")
-	sp.service(d.a, "web", nil)
-	sp.service(d.nativeB, "web", nil)
-	podsA := podNames(sp.echoPods(d.a, "web", "web-a-1"))
-	podsB := podNames(sp.echoPods(d.nativeB, "web", "web-b-1"))
-	both := append(slices.Clone(podsA), podsB...)
-	slices.Sort(both)
+	_, podsB, both := d.webFromAAndB(sp, nil)
 	client := sp.client(d.c(), "client")
 	sp.export(d.a, "web")
 	sp.export(d.nativeB, "web")
@@ -408,12 +412,7 @@ func (d *derivedSuite) testNativeNamesByShortName(t *testing.T) {
 // converges at run time, in native and derived members alike.
 func (d *derivedSuite) testConsumersAndProviders(t *testing.T) {
 	sp := d.space(t, "e2e-der-sets")
-	sp.service(d.a, "web", nil)
-	sp.service(d.nativeB, "web", nil)
-	podsA := podNames(sp.echoPods(d.a, "web", "web-a-1"))
-	podsB := podNames(sp.echoPods(d.nativeB, "web", "web-b-1"))
-	both := append(slices.Clone(podsA), podsB...)
-	slices.Sort(both)
+	_, podsB, both := d.webFromAAndB(sp, nil)
 	clientB, clientC := sp.client(d.nativeB, "client"), sp.client(d.c(), "client")
 	name := hostPort("web."+sp.name+".svc.clusterset.local", 80)
 	setAnnotations := func(annotations map[string]string) {

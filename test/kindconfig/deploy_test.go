@@ -13,14 +13,12 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
-	"k8s.io/multiclusterservices/crds"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
@@ -104,17 +102,7 @@ func TestDeployPackages(t *testing.T) {
 		t.Errorf("deploy/crds gives %v", got)
 	}
 	apply("deploy/crds", crdObjs)
-	all, err := crds.All()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := crds.Install(ctx, apiextensionsclient.NewForConfigOrDie(cluster.RESTConfig()), all...); err != nil {
-		t.Fatal(err)
-	}
-	// kubeadm creates these before any package is applied.
-	for _, sa := range []string{"kube-proxy", "coredns"} {
-		_, _ = cluster.Client().CoreV1().ServiceAccounts("kube-system").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
-	}
+	prepareMember(t, cluster)
 
 	native := build(t, fsys, filepath.Join(root, "deploy", "overlays", "native-member"))
 	derived := build(t, fsys, filepath.Join(root, "deploy", "overlays", "derived-member"))

@@ -88,17 +88,7 @@ func TestKindClusterConfigs(t *testing.T) {
 func TestManifestsDryRun(t *testing.T) {
 	ctx := context.Background()
 	cluster := framework.StartTestCluster(t, framework.StartTestEtcd(t), framework.ClusterOptions{Name: "mcs-a"})
-	all, err := crds.All()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := crds.Install(ctx, apiextensionsclient.NewForConfigOrDie(cluster.RESTConfig()), all...); err != nil {
-		t.Fatal(err)
-	}
-	// kubeadm creates these before any manifest here is applied.
-	for _, sa := range []string{"kube-proxy", "coredns"} {
-		_, _ = cluster.Client().CoreV1().ServiceAccounts("kube-system").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
-	}
+	prepareMember(t, cluster)
 
 	dyn := dynamic.NewForConfigOrDie(cluster.RESTConfig())
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cluster.Client().Discovery()))
@@ -224,4 +214,21 @@ func sum(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return fmt.Sprintf("%x", sha256.Sum256(data))
+}
+
+// prepareMember gives cluster what a member has before any manifest of
+// ours is applied: the MCS CRDs, and the ServiceAccounts kubeadm creates.
+func prepareMember(t *testing.T, cluster *framework.Cluster) {
+	t.Helper()
+	ctx := context.Background()
+	all, err := crds.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := crds.Install(ctx, apiextensionsclient.NewForConfigOrDie(cluster.RESTConfig()), all...); err != nil {
+		t.Fatal(err)
+	}
+	for _, sa := range []string{"kube-proxy", "coredns"} {
+		_, _ = cluster.Client().CoreV1().ServiceAccounts("kube-system").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
+	}
 }

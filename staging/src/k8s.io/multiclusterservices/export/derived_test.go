@@ -189,7 +189,7 @@ func TestDerivedSlicesNamePerSourceCluster(t *testing.T) {
 		byName[s.Name] = s
 	}
 	wantNames := map[string]string{
-		"derived-gapqrqeg1j-cluster-a": "10.1.0.5",
+		"derived-gapqrqeg1j-cluster-a":                              "10.1.0.5",
 		"derived-gapqrqeg1j-cluster-b-" + b1.Name[len(b1.Name)-10:]: "10.2.0.5",
 		"derived-gapqrqeg1j-cluster-b-" + b2.Name[len(b2.Name)-10:]: "10.2.0.6",
 	}
