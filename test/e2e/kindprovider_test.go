@@ -75,7 +75,7 @@ func TestKindProviderAgainstAPIServer(t *testing.T) {
 	dyn := dynamic.NewForConfigOrDie(cluster.RESTConfig())
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(client.Discovery()))
 	values := map[string]string{"CLUSTER": "mcs-b", "POD_SUBNET": "10.102.0.0/16", "KUBECONFIG_B64": "e30K"}
-	for _, manifest := range []string{"clusterproperty.yaml", "kube-proxy.yaml", "mcs-controller.yaml"} {
+	for _, manifest := range []string{"clusterproperty.yaml", "kube-proxy.yaml", "kube-proxy-daemonset.yaml", "mcs-controller-deployment.yaml", "mcs-controller.yaml"} {
 		// go test runs in the package's directory.
 		objs, err := kindconfig.Objects(filepath.Join("..", "..", "kind-config", manifest), values)
 		if err != nil {
