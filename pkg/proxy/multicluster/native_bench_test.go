@@ -43,6 +43,10 @@ func TestMeasureLocalFirstFailover(t *testing.T) {
 	p.OnEndpointSliceAdd(slice("web", "cluster-a", httpPort, readyEP("10.1.0.1")))
 	plainOne := plainSlice(readyEP("10.3.0.2"))
 	plainTwo := plainSlice(readyEP("10.3.0.2"), readyEP("10.3.0.9"))
+	// A failover is the same local update (an endpoint no longer ready)
+	// making another endpoint join: the like-for-like plain change swaps
+	// one endpoint for another in one update.
+	plainSwapped := plainSlice(ep{ip: "10.3.0.2"}, readyEP("10.3.0.9"))
 	p.OnEndpointSliceAdd(plainOne)
 	d.settle()
 
@@ -72,7 +76,7 @@ func TestMeasureLocalFirstFailover(t *testing.T) {
 	// Service only while failed over; 10.3.0.9 is the plain Service's
 	// second endpoint, there or not.
 	const remote, plainNew = "10.1.0.1", "10.3.0.9"
-	var native, plain []time.Duration
+	var native, plain, swap []time.Duration
 	for range 40 {
 		p.OnEndpointSliceUpdate(ready, unready)
 		native = append(native, until(remote, 2))
@@ -82,6 +86,10 @@ func TestMeasureLocalFirstFailover(t *testing.T) {
 		plain = append(plain, until(plainNew, 1))
 		p.OnEndpointSliceUpdate(plainTwo, plainOne)
 		plain = append(plain, until(plainNew, 0))
+		p.OnEndpointSliceUpdate(plainOne, plainSwapped)
+		swap = append(swap, until(plainNew, 1))
+		p.OnEndpointSliceUpdate(plainSwapped, plainOne)
+		swap = append(swap, until(plainNew, 0))
 	}
 	q := func(ds []time.Duration, f float64) time.Duration {
 		s := slices.Clone(ds)
@@ -90,7 +98,9 @@ func TestMeasureLocalFirstFailover(t *testing.T) {
 	}
 	t.Logf("LocalFirst failover/failback to the rules: p50 %v p99 %v (%d flips)", q(native, .5), q(native, .99), len(native))
 	t.Logf("plain local endpoint change to the rules:  p50 %v p99 %v (%d flips)", q(plain, .5), q(plain, .99), len(plain))
+	t.Logf("plain local endpoint swapped for another:   p50 %v p99 %v (%d flips)", q(swap, .5), q(swap, .99), len(swap))
 	t.Logf("RESULT LocalFirst / local Service: p50 %.2f, p99 %.2f", float64(q(native, .5))/float64(q(plain, .5)), float64(q(native, .99))/float64(q(plain, .99)))
+	t.Logf("RESULT LocalFirst / local Service swapping an endpoint: p50 %.2f, p99 %.2f", float64(q(native, .5))/float64(q(swap, .5)), float64(q(native, .99))/float64(q(swap, .99)))
 }
 
 // plainSlice is ns/plain's own slice.
