@@ -9,8 +9,11 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/multiclusterservices/proxy"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/inventory"
 )
 
 // Options are the mcs-controller's flags.
@@ -31,6 +34,13 @@ type Options struct {
 	ClusterIDTimeout   time.Duration
 	APIQPS             float32
 	APIBurst           int
+
+	// MemberSecretsNamespace, in the hub, holds the member Secrets; empty
+	// lists members by context only.
+	MemberSecretsNamespace string
+	MemberSecretsSelector  string
+	HubContext             string
+	MemberRecheckPeriod    time.Duration
 
 	LeaderElect              bool
 	LeaderElectContext       string
@@ -60,6 +70,8 @@ func NewOptions() *Options {
 		InitialSyncTimeout:       30 * time.Second,
 		ClusterIDTimeout:         60 * time.Second,
 		APIQPS:                   100,
+		MemberSecretsSelector:    inventory.DefaultSelector,
+		MemberRecheckPeriod:      30 * time.Second,
 		APIBurst:                 200,
 		LeaderElect:              true,
 		LeaderElectLeaseDuration: 15 * time.Second,
@@ -74,6 +86,10 @@ func NewOptions() *Options {
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig holding one context per member cluster (default: $KUBECONFIG or ~/.kube/config).")
 	fs.StringSliceVar(&o.Contexts, "contexts", o.Contexts, "Kubeconfig contexts of the member clusters, comma separated (default: every context). Each member needs the ClusterProperty cluster.clusterset.k8s.io holding its cluster ID.")
+	fs.StringVar(&o.MemberSecretsNamespace, "member-secrets-namespace", o.MemberSecretsNamespace, "Namespace of the hub cluster (--hub-context) holding one Secret per member cluster, with its kubeconfig under the key \"kubeconfig\" (inline credentials only: no exec plugins or file paths). Members join and leave as Secrets are created and deleted. With it, --contexts lists only the members given as contexts (default none).")
+	fs.StringVar(&o.MemberSecretsSelector, "member-secrets-selector", o.MemberSecretsSelector, "Label selector of the member Secrets.")
+	fs.StringVar(&o.HubContext, "hub-context", o.HubContext, "Kubeconfig context of the hub cluster holding the member Secrets and, unless --leader-elect-context says otherwise, the leader election Lease (default: the current context).")
+	fs.DurationVar(&o.MemberRecheckPeriod, "member-recheck-period", o.MemberRecheckPeriod, "How often every member's cluster ID is read again (a changed ID is a member leaving and another joining, KEP-2149) and a member not yet served is tried again.")
 	fs.StringSliceVar(&o.ClusterSetIPCIDRs, "clusterset-ip-cidrs", o.ClusterSetIPCIDRs, "Ranges clusterset IPs are allocated from, at most one per IP family; kube-proxy's --clusterset-ip-cidrs must admit them.")
 	fs.StringVar(&o.ManagedBy, "managed-by", o.ManagedBy, "endpointslice.kubernetes.io/managed-by value of the EndpointSlices written; kube-proxy trusts "+proxy.DefaultManagedBy+" by default.")
 	fs.StringSliceVar(&o.RefusedNamespaces, "refuse-namespaces", o.RefusedNamespaces, "Namespaces whose ServiceExports are refused (KEP-1645 advises kube-system and default; the system namespaces and the controller's own are refused too). Empty refuses none.")
@@ -119,6 +135,12 @@ func (o *Options) Validate() error {
 	}
 	if o.DerivedGrace < 0 {
 		return fmt.Errorf("--derived-grace %s is negative", o.DerivedGrace)
+	}
+	if o.MemberRecheckPeriod <= 0 {
+		return fmt.Errorf("--member-recheck-period must be positive")
+	}
+	if _, err := labels.Parse(o.MemberSecretsSelector); err != nil {
+		return fmt.Errorf("--member-secrets-selector: %w", err)
 	}
 	if len(o.SourceManagers) == 0 {
 		return fmt.Errorf("--source-endpointslice-managers must name at least one manager")

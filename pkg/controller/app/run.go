@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
@@ -24,6 +24,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/multiclusterservices/proxy"
 
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/inventory"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/mcs"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/topology"
 )
@@ -45,41 +46,70 @@ func Run(ctx context.Context, o *Options) error {
 		host, _ := os.Hostname()
 		o.Identity = host + "_" + uuid.NewString()[:8]
 	}
-	configs, order, err := topology.Contexts(o.Kubeconfig, o.Contexts)
-	if err != nil {
-		return err
-	}
-	for _, cfg := range configs {
+	configure := func(cfg *rest.Config) {
 		cfg.QPS, cfg.Burst = o.APIQPS, o.APIBurst
 		cfg.UserAgent = "mcs-controller"
 	}
-	members, unreachable, err := topology.Resolve(ctx, configs, order, o.ClusterIDTimeout)
-	if err != nil {
-		return err
+	// Members given as contexts; with an inventory of Secrets, only those
+	// named (the hub is a member only if it is listed).
+	var configs map[string]*rest.Config
+	var order []string
+	if len(o.Contexts) > 0 || o.MemberSecretsNamespace == "" {
+		if configs, order, err = topology.Contexts(o.Kubeconfig, o.Contexts); err != nil {
+			return err
+		}
+	}
+	for _, cfg := range configs {
+		configure(cfg)
+	}
+	var members []topology.Member
+	var unreachable []string
+	if len(order) > 0 {
+		if members, unreachable, err = topology.Resolve(ctx, configs, order, o.ClusterIDTimeout); err != nil {
+			return err
+		}
 	}
 	ranges, _ := proxy.ParseCIDRs(o.ClusterSetIPCIDRs)
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	unreachableGauge := prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "mcs_controller_unreachable_member_contexts",
-		Help: "Member contexts whose cluster ID could not be read at start-up; the controller runs without them and exits to be restarted once one answers.",
-	})
-	unreachableGauge.Set(float64(len(unreachable)))
-	reg.MustRegister(unreachableGauge)
-	// A member that could not be reached at start-up joins through a
-	// restart, as kube-proxy restarts on a configuration change: everything
-	// that depends on the member set (queues, Leases, merges) is built once.
-	ctx, stopRun := context.WithCancelCause(ctx)
-	defer stopRun(nil)
-	if len(unreachable) > 0 {
-		klog.InfoS("Running without unreachable member clusters; exiting to be restarted once one answers", "contexts", unreachable)
-		known := map[string]string{}
-		for _, m := range members {
-			known[m.ClusterID] = m.Context
-		}
-		go watchUnreachable(ctx, configs, unreachable, known, min(o.ClusterIDTimeout, 10*time.Second), stopRun)
+	invCfg := inventory.Config{
+		Contexts:         configs,
+		Configure:        configure,
+		ClusterIDTimeout: min(o.ClusterIDTimeout, 10*time.Second),
+		SyncTimeout:      o.InitialSyncTimeout,
+		LeaveTimeout:     2 * time.Minute,
+		RecheckPeriod:    o.MemberRecheckPeriod,
 	}
+	// The hub holds the member Secrets and, by default, the leader
+	// election Lease.
+	var hubCfg *rest.Config
+	if o.MemberSecretsNamespace != "" {
+		if hubCfg, err = topology.Context(o.Kubeconfig, o.HubContext); err != nil {
+			return fmt.Errorf("--hub-context: %w", err)
+		}
+		configure(hubCfg)
+		if invCfg.Hub, err = kubernetes.NewForConfig(hubCfg); err != nil {
+			return err
+		}
+		invCfg.Namespace = o.MemberSecretsNamespace
+		if invCfg.Selector, err = labels.Parse(o.MemberSecretsSelector); err != nil {
+			return fmt.Errorf("--member-secrets-selector: %w", err)
+		}
+	}
+	joined := map[string]string{}
+	for _, m := range members {
+		joined[inventory.ContextKey(m.Context)] = m.ClusterID
+	}
+	inv := inventory.New(invCfg, joined)
+	inv.Pending(unreachable)
+	// Members listed by Secrets start with the others, so that no name
+	// is merged without an exporter that is merely late to join.
+	members = append(members, inv.Initial(ctx)...)
+	if len(unreachable) > 0 {
+		klog.InfoS("Running without unreachable member clusters; they join once they answer", "contexts", unreachable)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), inv)
 	metrics := mcs.NewMetrics(reg)
 	h := &health{}
 	if err := serve(ctx, o.MetricsBindAddress, "/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{})); err != nil {
@@ -112,19 +142,40 @@ func Run(ctx context.Context, o *Options) error {
 		return err
 	}
 	h.set(ctrl)
+	// The controller and its inventory run together: members join and
+	// leave only while this replica writes.
+	runAll := func(ctx context.Context) error {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			select {
+			case <-ctrl.Ready():
+				inv.Run(ctx, ctrl)
+			case <-ctx.Done():
+			}
+		}()
+		err := ctrl.Run(ctx)
+		cancel()
+		<-done
+		return err
+	}
 	if !o.LeaderElect {
 		h.lead()
-		if err := ctrl.Run(ctx); err != nil {
-			return err
-		}
-		return memberJoined(ctx)
+		return runAll(ctx)
 	}
 
-	leaderCfg := configs[order[0]]
-	if o.LeaderElectContext != "" {
+	var leaderCfg *rest.Config
+	switch {
+	case o.LeaderElectContext != "":
 		if leaderCfg = configs[o.LeaderElectContext]; leaderCfg == nil {
 			return fmt.Errorf("--leader-elect-context %q is not a member context", o.LeaderElectContext)
 		}
+	case hubCfg != nil:
+		leaderCfg = hubCfg
+	default:
+		leaderCfg = configs[order[0]]
 	}
 	kube, err := kubernetes.NewForConfig(rest.CopyConfig(leaderCfg))
 	if err != nil {
@@ -154,7 +205,7 @@ func Run(ctx context.Context, o *Options) error {
 				klog.InfoS("Leading", "identity", o.Identity)
 				led.Store(true)
 				h.lead()
-				err := ctrl.Run(ctx)
+				err := runAll(ctx)
 				cancel()
 				ran <- err
 			},
@@ -176,56 +227,10 @@ func Run(ctx context.Context, o *Options) error {
 			return err
 		}
 	}
-	if err := memberJoined(ctx); err != nil {
-		return err
-	}
 	if ctx.Err() == nil && led.Load() {
 		return errors.New("leadership lost")
 	}
 	return nil
-}
-
-// MemberJoinedError ends Run when a member context that could not be
-// reached at start-up answers with a valid cluster ID: a restart adds it.
-type MemberJoinedError struct {
-	Context, ClusterID string
-}
-
-func (e *MemberJoinedError) Error() string {
-	return fmt.Sprintf("member context %q (cluster %s) answers now; exiting so that a restart adds it", e.Context, e.ClusterID)
-}
-
-func memberJoined(ctx context.Context) error {
-	var joined *MemberJoinedError
-	if errors.As(context.Cause(ctx), &joined) {
-		return joined
-	}
-	return nil
-}
-
-// watchUnreachable reads the cluster ID of the unreachable contexts every
-// period until one answers with one, then stops the run with a
-// *MemberJoinedError. A member that answers without a usable ID, or with
-// the ID of a running member (known: ID -> context), is logged and watched
-// on: the others keep working.
-func watchUnreachable(ctx context.Context, configs map[string]*rest.Config, contexts []string, known map[string]string, period time.Duration, stop context.CancelCauseFunc) {
-	wait.UntilWithContext(ctx, func(ctx context.Context) {
-		for _, name := range contexts {
-			id, err := topology.ClusterID(ctx, configs[name], period)
-			var down *topology.UnreachableError
-			switch {
-			case errors.As(err, &down):
-				klog.V(2).InfoS("Member cluster still unreachable", "context", name, "err", err)
-			case err != nil:
-				klog.ErrorS(err, "Member cluster answers but cannot join", "context", name)
-			case known[id] != "":
-				klog.ErrorS(nil, "Member cluster answers with the cluster ID of another member and cannot join", "context", name, "clusterID", id, "otherContext", known[id])
-			default:
-				stop(&MemberJoinedError{Context: name, ClusterID: id})
-				return
-			}
-		}
-	}, period)
 }
 
 func serve(ctx context.Context, addr, pattern string, handler http.Handler) error {
@@ -320,7 +325,7 @@ func derivedMembers(ids []string, members []topology.Member) map[string]bool {
 	for _, id := range ids {
 		out[id] = true
 		if !slices.ContainsFunc(members, func(m topology.Member) bool { return m.ClusterID == id }) {
-			klog.InfoS("A member named by --derived-members is not among the reachable member clusters", "cluster", id)
+			klog.InfoS("A member named by --derived-members is not among the members at start-up; it is served in derived mode when it joins", "cluster", id)
 		}
 	}
 	return out

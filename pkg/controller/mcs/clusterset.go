@@ -61,7 +61,14 @@ func (c *Controller) syncClusterset(ctx context.Context, key string) error {
 	refused := slices.Contains(c.cfg.RefusedNamespaces, ns)
 	var exports []export.Export
 	validity := map[string]export.Validity{}
-	for _, m := range c.members {
+	// One snapshot of the members for the whole merge: one that joins or
+	// leaves meanwhile is merged again by its own enqueueAll.
+	members := c.memberList()
+	byID := map[string]*member{}
+	for _, m := range members {
+		byID[m.id] = m
+	}
+	for _, m := range members {
 		if !m.hasSynced() {
 			continue
 		}
@@ -118,10 +125,10 @@ func (c *Controller) syncClusterset(ctx context.Context, key string) error {
 	}
 	d := &desiredState{ExportConditions: map[string][]metav1.Condition{}}
 	readyMessage := ""
-	if missing := c.membersWithoutNamespace(ns); len(exports) > 0 && len(missing) > 0 {
+	if missing := membersWithoutNamespace(members, ns); len(exports) > 0 && len(missing) > 0 {
 		// KEP-1645: a service is imported only where its namespace exists.
 		readyMessage = fmt.Sprintf("imported in %d of %d member clusters; namespace %q does not exist in: %s",
-			len(c.members)-len(missing), len(c.members), ns, strings.Join(missing, ", "))
+			len(members)-len(missing), len(members), ns, strings.Join(missing, ", "))
 	}
 	for id, v := range validity {
 		d.ExportConditions[id] = export.ExportConditions(v, r.Conflicts, readyMessage)
@@ -159,15 +166,15 @@ func (c *Controller) syncClusterset(ctx context.Context, key string) error {
 			if len(alive) > 0 && !slices.Contains(alive, e.Cluster) {
 				continue
 			}
-			podRanges := c.byID[e.Cluster].podRanges()
-			for _, s := range slicesOf(c.byID[e.Cluster].localSlices, byService, key) {
+			podRanges := byID[e.Cluster].podRanges()
+			for _, s := range slicesOf(byID[e.Cluster].localSlices, byService, key) {
 				if !slices.Contains(c.cfg.SourceManagers, s.Labels[discoveryv1.LabelManagedBy]) {
-					c.reportUnmirrored(e.Cluster, s)
+					c.reportUnmirrored(byID[e.Cluster], s)
 					continue
 				}
 				if is := export.ImportedSlice(s, name, e.Cluster, c.cfg.ManagedBy, r.ServedPorts[e.Cluster], r.Spec.TrafficDistribution); is != nil {
 					if dropped := export.KeepWithin(is, podRanges); len(dropped) > 0 {
-						c.reportOutsidePodRanges(e.Cluster, s, dropped)
+						c.reportOutsidePodRanges(byID[e.Cluster], s, dropped)
 					}
 					d.Slices[is.Name] = is
 					if t, err := time.Parse(time.RFC3339Nano, s.Annotations[v1.EndpointsLastChangeTriggerTime]); err == nil {
@@ -221,9 +228,9 @@ func (c *Controller) desiredImport(key, ns, name string, r export.Result, d *des
 
 // membersWithoutNamespace returns the IDs of the synced members in which
 // namespace ns does not exist.
-func (c *Controller) membersWithoutNamespace(ns string) []string {
+func membersWithoutNamespace(members []*member, ns string) []string {
 	var out []string
-	for _, m := range c.members {
+	for _, m := range members {
 		if !m.hasSynced() {
 			continue
 		}
@@ -237,7 +244,7 @@ func (c *Controller) membersWithoutNamespace(ns string) []string {
 // retained says whether an existing import of ns/name lists a source
 // cluster whose exports are unknown right now but may still exist.
 func (c *Controller) retained(ns, name string) bool {
-	for _, m := range c.members {
+	for _, m := range c.memberList() {
 		if !m.hasSynced() {
 			continue
 		}
@@ -259,7 +266,7 @@ func (c *Controller) retained(ns, name string) bool {
 // synced member (caches not synced, or no longer configured) and its lease
 // has not expired.
 func (c *Controller) retainedSource(id string) bool {
-	if m, ok := c.byID[id]; ok && m.hasSynced() {
+	if m := c.member(id); m != nil && m.hasSynced() {
 		return false
 	}
 	return c.ttl.alive(id)
@@ -279,7 +286,7 @@ func (c *Controller) removedFrom(key string, d *desiredState, member string) {
 		d.removed = map[string]bool{}
 	}
 	d.removed[member] = true
-	for _, m := range c.members {
+	for _, m := range c.memberList() {
 		if !d.removed[m.id] {
 			return
 		}
@@ -296,14 +303,14 @@ func (c *Controller) getDesired(key string) *desiredState {
 // reportOutsidePodRanges says, once per slice, that addresses of a slice
 // of an exported Service are not mirrored because they lie outside the
 // source cluster's pod ranges.
-func (c *Controller) reportOutsidePodRanges(cluster string, s *discoveryv1.EndpointSlice, dropped []string) {
+func (c *Controller) reportOutsidePodRanges(m *member, s *discoveryv1.EndpointSlice, dropped []string) {
+	cluster := m.id
 	id := cluster + "/" + string(s.UID) + "/outside"
 	if _, seen := c.told.LoadOrStore(id, true); seen {
 		return
 	}
 	klog.InfoS("Not mirroring endpoint addresses outside the source cluster's pod ranges", "cluster", cluster, "endpointSlice", klog.KObj(s), "addresses", dropped)
 	c.metrics.countOutsidePodRanges(cluster, len(dropped))
-	m := c.byID[cluster]
 	if se, err := m.exports.ServiceExports(s.Namespace).Get(s.Labels[discoveryv1.LabelServiceName]); err == nil {
 		m.recorder.Eventf(se, v1.EventTypeWarning, "EndpointsOutsidePodRanges",
 			"EndpointSlice %s: addresses %v are outside cluster %s's pod ranges and node addresses; they are not exported", s.Name, dropped, cluster)
@@ -313,7 +320,8 @@ func (c *Controller) reportOutsidePodRanges(cluster string, s *discoveryv1.Endpo
 // reportUnmirrored says, once per slice, that a slice of an exported
 // Service is not mirrored because no trusted source manager wrote it: an
 // event on the export, a log line and a metric.
-func (c *Controller) reportUnmirrored(cluster string, s *discoveryv1.EndpointSlice) {
+func (c *Controller) reportUnmirrored(m *member, s *discoveryv1.EndpointSlice) {
+	cluster := m.id
 	id := cluster + "/" + string(s.UID)
 	if _, seen := c.told.LoadOrStore(id, true); seen {
 		return
@@ -321,7 +329,6 @@ func (c *Controller) reportUnmirrored(cluster string, s *discoveryv1.EndpointSli
 	manager := s.Labels[discoveryv1.LabelManagedBy]
 	klog.InfoS("Not mirroring an EndpointSlice of an exported Service: its manager is not trusted", "cluster", cluster, "endpointSlice", klog.KObj(s), "managedBy", manager, "trusted", c.cfg.SourceManagers)
 	c.metrics.countUnmirrored(cluster)
-	m := c.byID[cluster]
 	if se, err := m.exports.ServiceExports(s.Namespace).Get(s.Labels[discoveryv1.LabelServiceName]); err == nil {
 		m.recorder.Eventf(se, v1.EventTypeWarning, "EndpointSliceNotMirrored",
 			"EndpointSlice %s is not exported: its endpointslice.kubernetes.io/managed-by %q is not one of %v", s.Name, manager, c.cfg.SourceManagers)

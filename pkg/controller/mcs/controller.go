@@ -76,9 +76,16 @@ type Config struct {
 
 // Controller is the mcs-controller.
 type Controller struct {
-	cfg     Config
-	members []*member
-	byID    map[string]*member
+	cfg Config
+
+	// membersMu guards the member set, which changes at run time as
+	// members join and leave (Join, Leave). Readers take a snapshot.
+	membersMu sync.RWMutex
+	members   []*member
+	byID      map[string]*member
+	// runCtx is Run's context once its workers run: members joining
+	// after that are served under it.
+	runCtx context.Context
 
 	// queue holds the names whose exports must be merged again.
 	queue workqueue.TypedRateLimitingInterface[string]
@@ -124,6 +131,19 @@ func New(cfg Config, metrics *Metrics) (*Controller, error) {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 4
 	}
+	var members []*member
+	for _, tm := range cfg.Members {
+		m, err := newMember(tm, cfg.ManagedBy, newRecorder)
+		if err != nil {
+			return nil, fmt.Errorf("member %s: %w", tm.ClusterID, err)
+		}
+		members = append(members, m)
+	}
+	return newController(cfg, metrics, members), nil
+}
+
+// newController builds a controller over members already built.
+func newController(cfg Config, metrics *Metrics, members []*member) *Controller {
 	c := &Controller{
 		cfg:     cfg,
 		byID:    map[string]*member{},
@@ -133,16 +153,12 @@ func New(cfg Config, metrics *Metrics) (*Controller, error) {
 		metrics: metrics,
 		ready:   make(chan struct{}),
 	}
-	for _, tm := range cfg.Members {
-		m, err := newMember(tm, cfg.ManagedBy, newRecorder)
-		if err != nil {
-			return nil, fmt.Errorf("member %s: %w", tm.ClusterID, err)
-		}
+	for _, m := range members {
 		c.members = append(c.members, m)
 		c.byID[m.id] = m
 	}
 	c.ttl = newSourceLeases(c)
-	return c, nil
+	return c
 }
 
 func init() {
@@ -178,7 +194,7 @@ func (c *Controller) Ready() <-chan struct{} { return c.ready }
 // Synced returns, per member cluster ID, whether its caches have synced.
 func (c *Controller) Synced() map[string]bool {
 	out := map[string]bool{}
-	for _, m := range c.members {
+	for _, m := range c.memberList() {
 		out[m.id] = m.hasSynced()
 	}
 	return out
@@ -190,19 +206,20 @@ func (c *Controller) Synced() map[string]bool {
 func (c *Controller) Run(ctx context.Context) error {
 	defer utilruntime.HandleCrash()
 	defer c.queue.ShutDown()
-	for _, m := range c.members {
-		defer m.queue.ShutDown()
-	}
-	for _, m := range c.members {
-		c.addHandlers(m)
-		m.start(ctx.Done())
+	initial := c.memberList()
+	for _, m := range initial {
+		c.startInformers(ctx, m)
 	}
 	c.waitForCaches(ctx)
 	if ctx.Err() != nil {
+		c.stopMembers()
 		return nil
 	}
-	if err := c.checkServiceCIDRs(); err != nil {
-		return err
+	for _, m := range initial {
+		if err := c.checkServiceCIDRs(m); err != nil {
+			c.stopMembers()
+			return err
+		}
 	}
 	c.ttl.restore(ctx)
 	c.restoreClusterSetIPs()
@@ -214,58 +231,98 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	for i := 0; i < c.cfg.Workers; i++ {
 		run(func(ctx context.Context) { wait.UntilWithContext(ctx, c.clustersetWorker, time.Second) })
-		for _, m := range c.members {
-			run(func(ctx context.Context) {
-				wait.UntilWithContext(ctx, func(ctx context.Context) { c.memberWorker(ctx, m) }, time.Second)
-			})
-		}
+	}
+	c.membersMu.Lock()
+	c.runCtx = ctx
+	c.membersMu.Unlock()
+	for _, m := range initial {
+		c.serve(m)
 	}
 	run(c.ttl.run)
-	run(c.watchLateSyncs)
-	for _, m := range c.members {
-		// Nodes are not waited for at start-up (they are optional); once
-		// they are listed, every name is merged again within its
-		// source's pod ranges.
-		run(func(ctx context.Context) {
-			if cache.WaitForCacheSync(ctx.Done(), m.inf.nodes.HasSynced) {
-				c.enqueueAll()
-			}
-		})
-	}
+	run(func(ctx context.Context) { c.watchLateSyncs(ctx, initial) })
 	if c.metrics != nil {
 		c.metrics.register(c)
 	}
 	close(c.ready)
-	klog.InfoS("mcs-controller started", "members", len(c.members))
+	klog.InfoS("mcs-controller started", "members", len(initial))
 	<-ctx.Done()
 	c.queue.ShutDown()
-	for _, m := range c.members {
-		m.queue.ShutDown()
-	}
+	c.stopMembers()
 	wg.Wait()
 	return nil
 }
 
-// checkServiceCIDRs refuses clusterset ranges that overlap a member's
+// memberList returns a snapshot of the members.
+func (c *Controller) memberList() []*member {
+	c.membersMu.RLock()
+	defer c.membersMu.RUnlock()
+	return slices.Clone(c.members)
+}
+
+// member returns the member of cluster ID id, or nil.
+func (c *Controller) member(id string) *member {
+	c.membersMu.RLock()
+	defer c.membersMu.RUnlock()
+	return c.byID[id]
+}
+
+// stopMembers stops every member's informers and workers.
+func (c *Controller) stopMembers() {
+	for _, m := range c.memberList() {
+		m.stop()
+	}
+}
+
+// startInformers starts m's informers, with the event handlers that feed
+// the queues, under a context of its own that ends when it leaves.
+func (c *Controller) startInformers(ctx context.Context, m *member) {
+	m.ctx, m.cancel = context.WithCancel(ctx)
+	c.addHandlers(m)
+	m.start(m.ctx.Done())
+}
+
+// serve starts m's workers: its write queue, the probe that renews its
+// source Lease, and a full merge once its nodes are listed.
+func (c *Controller) serve(m *member) {
+	spawn := func(f func(context.Context)) {
+		m.wg.Add(1)
+		go func() { defer m.wg.Done(); f(m.ctx) }()
+	}
+	for i := 0; i < c.cfg.Workers; i++ {
+		spawn(func(ctx context.Context) {
+			wait.UntilWithContext(ctx, func(ctx context.Context) { c.memberWorker(ctx, m) }, time.Second)
+		})
+	}
+	spawn(func(ctx context.Context) {
+		wait.UntilWithContext(ctx, func(ctx context.Context) { c.ttl.probe(ctx, m) }, c.ttl.period())
+	})
+	// Nodes are not waited for (they are optional); once they are
+	// listed, every name is merged again within its source's pod ranges.
+	spawn(func(ctx context.Context) {
+		if cache.WaitForCacheSync(ctx.Done(), m.inf.nodes.HasSynced) {
+			c.enqueueAll()
+		}
+	})
+}
+
+// checkServiceCIDRs refuses clusterset ranges that overlap member m's
 // Service ranges (its ServiceCIDR objects): a clusterset IP there would be
 // some member's Service IP, and every import given one would lose it to
 // that Service, or take it.
-func (c *Controller) checkServiceCIDRs() error {
-	for _, m := range c.members {
-		if !m.hasSynced() {
-			continue
+func (c *Controller) checkServiceCIDRs(m *member) error {
+	if !m.hasSynced() {
+		return nil
+	}
+	cidrs, _ := m.serviceCIDRs.List(labels.Everything())
+	for _, sc := range cidrs {
+		var prefixes []netip.Prefix
+		for _, s := range sc.Spec.CIDRs {
+			if p, err := netip.ParsePrefix(s); err == nil {
+				prefixes = append(prefixes, p.Masked())
+			}
 		}
-		cidrs, _ := m.serviceCIDRs.List(labels.Everything())
-		for _, sc := range cidrs {
-			var prefixes []netip.Prefix
-			for _, s := range sc.Spec.CIDRs {
-				if p, err := netip.ParsePrefix(s); err == nil {
-					prefixes = append(prefixes, p.Masked())
-				}
-			}
-			if err := mcsproxy.CheckDisjoint(c.cfg.ClusterSetIPRanges, fmt.Sprintf("ServiceCIDR %s of cluster %s", sc.Name, m.id), prefixes); err != nil {
-				return err
-			}
+		if err := mcsproxy.CheckDisjoint(c.cfg.ClusterSetIPRanges, fmt.Sprintf("ServiceCIDR %s of cluster %s", sc.Name, m.id), prefixes); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -275,34 +332,43 @@ func (c *Controller) waitForCaches(ctx context.Context) {
 	wctx, cancel := context.WithTimeout(ctx, c.cfg.InitialSyncTimeout)
 	defer cancel()
 	_ = wait.PollUntilContextCancel(wctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
-		for _, m := range c.members {
+		for _, m := range c.memberList() {
 			if !m.hasSynced() {
 				return false, nil
 			}
 		}
 		return true, nil
 	})
-	for _, m := range c.members {
+	for _, m := range c.memberList() {
 		if !m.hasSynced() {
 			klog.InfoS("Member caches not synced; its exports are ignored and its imports and slices left alone until it syncs (are the MCS CRDs installed and the controller authorized?)", "cluster", m.id, "context", m.Context)
 		}
 	}
 }
 
-// watchLateSyncs re-merges everything when a member's caches sync after
-// start-up: its exports and imports were unknown until then.
-func (c *Controller) watchLateSyncs(ctx context.Context) {
-	pending := map[string]bool{}
-	for _, m := range c.members {
+// watchLateSyncs re-merges everything when one of the members the
+// controller started with syncs its caches after start-up: its exports
+// and imports were unknown until then. (Members joining later are served
+// only once synced.)
+func (c *Controller) watchLateSyncs(ctx context.Context, initial []*member) {
+	pending := map[*member]bool{}
+	for _, m := range initial {
 		if !m.hasSynced() {
-			pending[m.id] = true
+			pending[m] = true
 		}
 	}
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
-		for id := range pending {
-			if c.byID[id].hasSynced() {
-				delete(pending, id)
-				klog.InfoS("Member caches synced late; merging again", "cluster", id)
+		for m := range pending {
+			if m.ctx.Err() != nil {
+				delete(pending, m)
+			} else if m.hasSynced() {
+				delete(pending, m)
+				if err := c.checkServiceCIDRs(m); err != nil {
+					klog.ErrorS(err, "Member caches synced late, but its Service ranges overlap the clusterset's; it leaves the clusterset", "cluster", m.id)
+					go func() { _ = c.Leave(ctx, m.id) }()
+					continue
+				}
+				klog.InfoS("Member caches synced late; merging again", "cluster", m.id)
 				c.restoreClusterSetIPs()
 				c.enqueueAll()
 			}
@@ -313,7 +379,7 @@ func (c *Controller) watchLateSyncs(ctx context.Context) {
 // restoreClusterSetIPs adopts the IPs of the imports members already have.
 func (c *Controller) restoreClusterSetIPs() {
 	var claims []clustersetip.Claim
-	for _, m := range c.members {
+	for _, m := range c.memberList() {
 		if !m.hasSynced() {
 			continue
 		}
@@ -340,7 +406,7 @@ func (c *Controller) enqueueAll() {
 		keys[k] = true
 	}
 	c.mu.RUnlock()
-	for _, m := range c.members {
+	for _, m := range c.memberList() {
 		for _, k := range m.exportKeys() {
 			keys[k] = true
 		}
@@ -398,7 +464,7 @@ func (c *Controller) processMember(ctx context.Context, m *member) bool {
 
 // enqueueMembers asks every member to write key.
 func (c *Controller) enqueueMembers(key string) {
-	for _, m := range c.members {
+	for _, m := range c.memberList() {
 		m.queue.Add(key)
 	}
 }
@@ -533,7 +599,7 @@ func (c *Controller) isExportedSomewhere(key string) bool {
 		return true
 	}
 	ns, name, _ := cache.SplitMetaNamespaceKey(key)
-	for _, m := range c.members {
+	for _, m := range c.memberList() {
 		if _, err := m.exports.ServiceExports(ns).Get(name); err == nil {
 			return true
 		}
@@ -558,7 +624,7 @@ func (c *Controller) keysInNamespace(ns string) []string {
 			out = append(out, k)
 		}
 	}
-	for _, m := range c.members {
+	for _, m := range c.memberList() {
 		exports, _ := m.exports.ServiceExports(ns).List(labels.Everything())
 		for _, se := range exports {
 			out = append(out, se.Namespace+"/"+se.Name)

@@ -1,6 +1,11 @@
 package mcs
 
 import (
+	"context"
+	"net/netip"
+	"slices"
+	"sync"
+
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,12 +18,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
-	"net/netip"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 	mcsclientset "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 	mcsinformers "sigs.k8s.io/mcs-api/pkg/client/informers/externalversions"
 	mcslisters "sigs.k8s.io/mcs-api/pkg/client/listers/apis/v1beta1"
-	"slices"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/topology"
 )
@@ -64,6 +67,12 @@ type member struct {
 	// be written into this member.
 	queue    workqueue.TypedRateLimitingInterface[string]
 	recorder record.EventRecorder
+
+	// ctx ends when the member leaves the clusterset (or the controller
+	// stops): its informers stop, and wg holds its workers.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 func newMember(m topology.Member, managedBy string, recorder func(kubernetes.Interface) record.EventRecorder) (*member, error) {
@@ -76,7 +85,13 @@ func newMember(m topology.Member, managedBy string, recorder func(kubernetes.Int
 	if err != nil {
 		return nil, err
 	}
-	mb := &member{Member: m, id: m.ClusterID, kube: kube, mcs: mcs, recorder: recorder(kube)}
+	return newMemberWith(m, kube, mcs, managedBy, recorder(kube))
+}
+
+// newMemberWith builds member m on the given clients (fake ones in unit
+// tests of the controller's core).
+func newMemberWith(m topology.Member, kube kubernetes.Interface, mcs mcsclientset.Interface, managedBy string, recorder record.EventRecorder) (*member, error) {
+	mb := &member{Member: m, id: m.ClusterID, kube: kube, mcs: mcs, recorder: recorder}
 	mb.queue = workqueue.NewTypedRateLimitingQueueWithConfig(rateLimiter(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "member-" + m.ClusterID})
 
 	// No resync period: the controller is level-triggered from watch
@@ -169,6 +184,15 @@ func (m *member) start(stop <-chan struct{}) {
 	for _, f := range m.factories {
 		f.Start(stop)
 	}
+}
+
+// stop ends m's informers and workers and waits for the workers.
+func (m *member) stop() {
+	if m.cancel != nil {
+		m.cancel()
+	}
+	m.queue.ShutDown()
+	m.wg.Wait()
 }
 
 // indexByLabel indexes namespaced objects by namespace/<value of label>.

@@ -67,19 +67,6 @@ func (m *Metrics) register(c *Controller) {
 	m.registerOnce.Do(func() {
 		depth := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mcs_controller_clusterset_queue_depth", Help: "Names waiting to be merged."},
 			func() float64 { return float64(c.queue.Len()) })
-		var members []prometheus.Collector
-		for _, mb := range c.members {
-			members = append(members, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Name: "mcs_controller_member_queue_depth", Help: "Names waiting to be written into a member cluster.",
-				ConstLabels: prometheus.Labels{"cluster": mb.id},
-			}, func() float64 { return float64(mb.queue.Len()) }))
-		}
-		for _, mb := range c.members {
-			members = append(members, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Name: "mcs_controller_foreign_clusterset_ip_claims", Help: "ServiceImports in a member cluster not written by this controller that carry a clusterset IP it allocated.",
-				ConstLabels: prometheus.Labels{"cluster": mb.id},
-			}, func() float64 { return float64(c.foreignClaims(mb)) }))
-		}
 		names := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mcs_controller_names_tracked", Help: "Exported names the controller holds a desired state for (names no cluster exports any more are forgotten once every member is clean)."},
 			func() float64 {
 				c.mu.RLock()
@@ -88,14 +75,49 @@ func (m *Metrics) register(c *Controller) {
 			})
 		reachable := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mcs_controller_clusters_reachable", Help: "Member clusters whose API answered the last probe."},
 			func() float64 { return float64(c.ttl.reachableCount()) })
-		total := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mcs_controller_clusters", Help: "Configured member clusters."},
-			func() float64 { return float64(len(c.members)) })
+		total := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mcs_controller_clusters", Help: "Member clusters being served (joined members)."},
+			func() float64 { return float64(len(c.memberList())) })
 		vips := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mcs_controller_clusterset_ips_allocated", Help: "Allocated clusterset IPs."},
 			func() float64 { return float64(c.vips.Allocated()) })
-		for _, col := range append(members, depth, names, reachable, total, vips) {
+		for _, col := range []prometheus.Collector{&memberCollector{c}, depth, names, reachable, total, vips} {
 			_ = m.registry.Register(col)
 		}
 	})
+}
+
+var (
+	memberQueueDepthDesc = prometheus.NewDesc("mcs_controller_member_queue_depth",
+		"Names waiting to be written into a member cluster.", []string{"cluster"}, nil)
+	foreignClaimsDesc = prometheus.NewDesc("mcs_controller_foreign_clusterset_ip_claims",
+		"ServiceImports in a member cluster not written by this controller that carry a clusterset IP it allocated.", []string{"cluster"}, nil)
+)
+
+// memberCollector reports per-member gauges for the members of the moment:
+// members join and leave at run time.
+type memberCollector struct{ c *Controller }
+
+func (mc *memberCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- memberQueueDepthDesc
+	ch <- foreignClaimsDesc
+}
+
+func (mc *memberCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, m := range mc.c.memberList() {
+		ch <- prometheus.MustNewConstMetric(memberQueueDepthDesc, prometheus.GaugeValue, float64(m.queue.Len()), m.id)
+		ch <- prometheus.MustNewConstMetric(foreignClaimsDesc, prometheus.GaugeValue, float64(mc.c.foreignClaims(m)), m.id)
+	}
+}
+
+// forgetMember drops the per-member series of a member that left.
+func (m *Metrics) forgetMember(cluster string) {
+	if m == nil {
+		return
+	}
+	for _, v := range []interface {
+		DeletePartialMatch(prometheus.Labels) int
+	}{m.sliceSync, m.foreign, m.unmirrored, m.outside, m.propagation} {
+		v.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
+	}
 }
 
 // foreignClaims counts m's imports that this controller did not write and

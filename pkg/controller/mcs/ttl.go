@@ -2,6 +2,8 @@ package mcs
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -74,11 +76,12 @@ func (l *sourceLeases) restore(ctx context.Context) {
 	now := time.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, m := range l.c.members {
+	members := l.c.memberList()
+	for _, m := range members {
 		l.renewed[m.id] = now
 		l.reachable[m.id] = true
 	}
-	for _, m := range l.c.members {
+	for _, m := range members {
 		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		leases, err := m.kube.CoordinationV1().Leases(l.c.cfg.LeaseNamespace).List(lctx, metav1.ListOptions{LabelSelector: mcsv1beta1.LabelSourceCluster})
 		cancel()
@@ -123,11 +126,41 @@ func (l *sourceLeases) period() time.Duration {
 	return p
 }
 
+// run checks for expiries until ctx ends; each member's probe runs with
+// its workers (Controller.serve).
 func (l *sourceLeases) run(ctx context.Context) {
-	for _, m := range l.c.members {
-		go wait.UntilWithContext(ctx, func(ctx context.Context) { l.probe(ctx, m) }, l.period())
-	}
 	wait.UntilWithContext(ctx, l.checkExpiry, l.period()/2)
+}
+
+// joined starts a member that joined at run time as renewed (it answered
+// moments ago).
+func (l *sourceLeases) joined(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	l.renewed[id] = now
+	l.reachable[id] = true
+	l.wasAlive[id] = true
+}
+
+// forget drops a member that left the clusterset: its endpoints are not
+// kept for a TTL, since nobody expects it back, and its Lease in each
+// remaining member is deleted so that a restarted controller does not
+// keep them either.
+func (l *sourceLeases) forget(ctx context.Context, id string) error {
+	l.mu.Lock()
+	delete(l.renewed, id)
+	delete(l.reachable, id)
+	delete(l.wasAlive, id)
+	l.mu.Unlock()
+	var errs []error
+	for _, m := range l.c.memberList() {
+		err := m.kube.CoordinationV1().Leases(l.c.cfg.LeaseNamespace).Delete(ctx, sourceLeasePrefix+id, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("deleting Lease %s%s in %s: %w", sourceLeasePrefix, id, m.id, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // probe asks m's apiserver whether it is ready and, if so, renews m's
@@ -156,7 +189,7 @@ func (l *sourceLeases) probe(ctx context.Context, m *member) {
 			m.queue.Add(k)
 		}
 	}
-	for _, target := range l.c.members {
+	for _, target := range l.c.memberList() {
 		l.renew(ctx, target, m.id, now)
 	}
 }

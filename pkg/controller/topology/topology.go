@@ -26,7 +26,8 @@ import (
 
 // Member is one member cluster.
 type Member struct {
-	// Context is the kubeconfig context the member was given as.
+	// Context is the kubeconfig context the member was given as, or
+	// secret/<namespace>/<name> for a member listed by a Secret.
 	Context string
 	// ClusterID is the member's cluster ID.
 	ClusterID string
@@ -69,6 +70,20 @@ func Contexts(kubeconfig string, names []string) (map[string]*rest.Config, []str
 		out[name] = cfg
 	}
 	return out, names, nil
+}
+
+// Context returns the REST configuration of the named context of the
+// kubeconfig, or of its current context when name is empty.
+func Context(kubeconfig, name string) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if kubeconfig != "" {
+		rules.ExplicitPath = kubeconfig
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: name}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("context %q: %w", name, err)
+	}
+	return cfg, nil
 }
 
 // UnreachableError is why a member's cluster ID could not be read: its
@@ -119,6 +134,11 @@ func Resolve(ctx context.Context, configs map[string]*rest.Config, order []strin
 	return members, unreachable, nil
 }
 
+// ErrNoClusterID is why a member that answers has no cluster ID: its
+// ClusterProperty (or the CRD) is missing. Such a cluster cannot be a
+// member (KEP-2149).
+var ErrNoClusterID = errors.New("no cluster ID")
+
 // ClusterID reads a member's cluster ID, retrying while its API does not
 // answer, until timeout: then the error is an *UnreachableError.
 func ClusterID(ctx context.Context, cfg *rest.Config, timeout time.Duration) (string, error) {
@@ -133,7 +153,7 @@ func ClusterID(ctx context.Context, cfg *rest.Config, timeout time.Duration) (st
 		switch {
 		case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
 			// Either the CRD or the property is missing: nothing to wait for.
-			return false, fmt.Errorf("no cluster ID: ClusterProperty %q (clusterproperties.about.k8s.io) not found; create it, e.g. kubectl apply -f - <<<'{\"apiVersion\":\"about.k8s.io/v1alpha1\",\"kind\":\"ClusterProperty\",\"metadata\":{\"name\":\"%s\"},\"spec\":{\"value\":\"<cluster-id>\"}}'", aboutv1alpha1.ClusterIDProperty, aboutv1alpha1.ClusterIDProperty)
+			return false, fmt.Errorf("%w: ClusterProperty %q (clusterproperties.about.k8s.io) not found; create it, e.g. kubectl apply -f - <<<'{\"apiVersion\":\"about.k8s.io/v1alpha1\",\"kind\":\"ClusterProperty\",\"metadata\":{\"name\":\"%s\"},\"spec\":{\"value\":\"<cluster-id>\"}}'", ErrNoClusterID, aboutv1alpha1.ClusterIDProperty, aboutv1alpha1.ClusterIDProperty)
 		case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
 			return false, fmt.Errorf("cannot read ClusterProperty %q: %w (see kind-config/mcs-controller-rbac.yaml)", aboutv1alpha1.ClusterIDProperty, err)
 		case err != nil:
@@ -153,7 +173,7 @@ func ClusterID(ctx context.Context, cfg *rest.Config, timeout time.Duration) (st
 	// The ID labels EndpointSlices (multicluster.kubernetes.io/source-cluster)
 	// and names ServiceImport status.clusters, both RFC-1123 labels.
 	if errs := validation.IsDNS1123Label(id); len(errs) > 0 {
-		return "", fmt.Errorf("cluster ID %q in ClusterProperty %s is not a valid RFC-1123 label: %s", id, aboutv1alpha1.ClusterIDProperty, strings.Join(errs, "; "))
+		return "", fmt.Errorf("%w: cluster ID %q in ClusterProperty %s is not a valid RFC-1123 label: %s", ErrNoClusterID, id, aboutv1alpha1.ClusterIDProperty, strings.Join(errs, "; "))
 	}
 	return id, nil
 }

@@ -1,0 +1,494 @@
+// Package inventory keeps the member set of a running mcs-controller in
+// step with where members are listed: kubeconfig contexts given at
+// start-up and kubeconfig Secrets in the hub cluster, labelled as members.
+// A Secret added is a member joining, a Secret deleted a member leaving,
+// a changed kubeconfig new credentials for the same member, and a cluster
+// whose ID changes leaves and joins again under its new ID (KEP-2149).
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/topology"
+)
+
+// DefaultSelector selects the member Secrets.
+const DefaultSelector = "multiclusterservices.k8s.io/member"
+
+// Membership is what the inventory drives: the controller.
+type Membership interface {
+	Join(ctx context.Context, m topology.Member) error
+	Leave(ctx context.Context, clusterID string) error
+}
+
+// State is where a listed member stands.
+type State string
+
+const (
+	// Joined members are served.
+	Joined State = "joined"
+	// Pending members are listed but not served yet: their API does not
+	// answer, or their caches did not sync. They are retried.
+	Pending State = "pending"
+	// Refused members are listed but cannot be served as they are: an
+	// invalid kubeconfig, no cluster ID, the ID of another member, Service
+	// ranges overlapping the clusterset's. They are tried again when
+	// their Secret changes, and every recheck period.
+	Refused State = "refused"
+)
+
+// Config configures an Inventory.
+type Config struct {
+	// Hub holds the member Secrets; nil lists members by context only.
+	Hub kubernetes.Interface
+	// Namespace of the member Secrets in the hub.
+	Namespace string
+	// Selector selects the member Secrets.
+	Selector labels.Selector
+	// Contexts are the members given as kubeconfig contexts, by name.
+	Contexts map[string]*rest.Config
+	// Configure adjusts every member's client configuration (rate
+	// limits, user agent).
+	Configure func(*rest.Config)
+	// ClusterIDTimeout bounds one reading of a member's cluster ID.
+	ClusterIDTimeout time.Duration
+	// SyncTimeout bounds a member's first sync when it joins.
+	SyncTimeout time.Duration
+	// LeaveTimeout bounds the cleaning of a member that leaves.
+	LeaveTimeout time.Duration
+	// RecheckPeriod is how often every member's cluster ID is read
+	// again, and a pending or refused member tried again.
+	RecheckPeriod time.Duration
+}
+
+// entry is one listed member.
+type entry struct {
+	key    string // "context/<name>" or "secret/<namespace>/<name>"
+	secret *v1.Secret
+	hash   string
+	// id is the cluster ID it is a member as; "" when not joined.
+	id      string
+	state   State
+	message string
+}
+
+// Inventory reconciles listed members with the controller's member set.
+type Inventory struct {
+	cfg      Config
+	secrets  corelisters.SecretLister
+	informer cache.SharedIndexInformer
+	queue    workqueue.TypedRateLimitingInterface[string]
+	recorder record.EventRecorder
+
+	mu      sync.Mutex
+	entries map[string]*entry
+}
+
+// New builds an inventory. joined are the members the controller starts
+// with, by key (ContextKey or SecretKey).
+func New(cfg Config, joined map[string]string) *Inventory {
+	inv := &Inventory{
+		cfg:     cfg,
+		entries: map[string]*entry{},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, cfg.RecheckPeriod),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "inventory"}),
+	}
+	for key, id := range joined {
+		inv.entries[key] = &entry{key: key, id: id, state: Joined, hash: hashOf(nil)}
+	}
+	if cfg.Hub != nil {
+		f := informers.NewSharedInformerFactoryWithOptions(cfg.Hub, 0, informers.WithNamespace(cfg.Namespace),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = cfg.Selector.String() }))
+		inv.informer = f.Core().V1().Secrets().Informer()
+		inv.secrets = f.Core().V1().Secrets().Lister()
+		b := record.NewBroadcaster()
+		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cfg.Hub.CoreV1().Events(cfg.Namespace)})
+		inv.recorder = b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "mcs-controller"})
+	}
+	return inv
+}
+
+// ContextKey is the key of a member given as a kubeconfig context.
+func ContextKey(name string) string { return "context/" + name }
+
+// SecretKey is the key of a member given as a Secret.
+func SecretKey(namespace, name string) string { return "secret/" + namespace + "/" + name }
+
+// Initial lists the member Secrets once and resolves their cluster IDs, so
+// that the controller starts with every member that answers (a member
+// joining later would briefly not count as an exporter). A Secret that
+// cannot be used is recorded and retried by Run; none stops the start.
+func (inv *Inventory) Initial(ctx context.Context) []topology.Member {
+	if inv.cfg.Hub == nil {
+		return nil
+	}
+	list, err := inv.cfg.Hub.CoreV1().Secrets(inv.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: inv.cfg.Selector.String()})
+	if err != nil {
+		klog.ErrorS(err, "Cannot list the member Secrets; they join once the hub answers", "namespace", inv.cfg.Namespace)
+		return nil
+	}
+	type result struct {
+		e   *entry
+		m   *topology.Member
+		err error
+	}
+	results := make([]result, len(list.Items))
+	var wg sync.WaitGroup
+	for i := range list.Items {
+		s := &list.Items[i]
+		results[i].e = &entry{key: SecretKey(s.Namespace, s.Name), secret: s, hash: hashOf(s.Data[KubeconfigKey])}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i].m, results[i].err = inv.resolve(ctx, results[i].e.key, s.Data[KubeconfigKey])
+		}()
+	}
+	wg.Wait()
+	var members []topology.Member
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	taken := map[string]string{}
+	for _, e := range inv.entries {
+		taken[e.id] = e.key
+	}
+	for _, r := range results {
+		inv.entries[r.e.key] = r.e
+		switch {
+		case r.err != nil:
+			inv.setLocked(r.e, stateOf(r.err), r.err.Error())
+		case taken[r.m.ClusterID] != "":
+			err := fmt.Errorf("cluster ID %q is already the ID of member %s", r.m.ClusterID, taken[r.m.ClusterID])
+			inv.setLocked(r.e, Refused, err.Error())
+		default:
+			taken[r.m.ClusterID] = r.e.key
+			r.e.id = r.m.ClusterID
+			inv.setLocked(r.e, Joined, "")
+			members = append(members, *r.m)
+		}
+	}
+	return members
+}
+
+// Pending records members given as contexts that did not answer at
+// start-up: Run joins them once they do.
+func (inv *Inventory) Pending(contexts []string) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	for _, name := range contexts {
+		key := ContextKey(name)
+		inv.entries[key] = &entry{key: key, state: Pending, message: "unreachable at start-up"}
+	}
+}
+
+// resolve builds the client configuration of a listed member and reads its
+// cluster ID.
+func (inv *Inventory) resolve(ctx context.Context, key string, kubeconfig []byte) (*topology.Member, error) {
+	var cfg *rest.Config
+	member := key
+	if name, ok := contextOf(key); ok {
+		cfg, member = rest.CopyConfig(inv.cfg.Contexts[name]), name
+	} else {
+		var err error
+		if cfg, err = ConfigFromKubeconfig(kubeconfig); err != nil {
+			return nil, err
+		}
+		if inv.cfg.Configure != nil {
+			inv.cfg.Configure(cfg)
+		}
+	}
+	id, err := topology.ClusterID(ctx, cfg, inv.cfg.ClusterIDTimeout)
+	if err != nil {
+		return nil, err
+	}
+	return &topology.Member{Context: member, ClusterID: id, Config: cfg}, nil
+}
+
+func contextOf(key string) (string, bool) {
+	if len(key) > len("context/") && key[:len("context/")] == "context/" {
+		return key[len("context/"):], true
+	}
+	return "", false
+}
+
+// stateOf tells a member that is not there yet from one refused.
+func stateOf(err error) State {
+	var down *topology.UnreachableError
+	if errors.As(err, &down) || errors.Is(err, context.DeadlineExceeded) {
+		return Pending
+	}
+	return Refused
+}
+
+// Run watches the member Secrets and rechecks every member until ctx ends.
+// It drives m, which must be running.
+func (inv *Inventory) Run(ctx context.Context, m Membership) {
+	defer inv.queue.ShutDown()
+	if inv.informer != nil {
+		enqueue := func(obj any) {
+			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+				inv.queue.Add("secret/" + key)
+			}
+		}
+		_, _ = inv.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    enqueue,
+			UpdateFunc: func(_, cur any) { enqueue(cur) },
+			DeleteFunc: enqueue,
+		})
+		go inv.informer.Run(ctx.Done())
+		if !cache.WaitForCacheSync(ctx.Done(), inv.informer.HasSynced) {
+			return
+		}
+	}
+	inv.mu.Lock()
+	for key := range inv.entries {
+		inv.queue.Add(key)
+	}
+	inv.mu.Unlock()
+	go func() {
+		<-ctx.Done()
+		inv.queue.ShutDown()
+	}()
+	// One worker: membership changes are rare, and one at a time keeps
+	// cluster IDs from being taken twice.
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		for inv.process(ctx, m) {
+		}
+	}, time.Second)
+}
+
+func (inv *Inventory) process(ctx context.Context, m Membership) bool {
+	key, quit := inv.queue.Get()
+	if quit {
+		return false
+	}
+	defer inv.queue.Done(key)
+	retry := inv.sync(ctx, m, key)
+	switch {
+	case retry:
+		inv.queue.AddRateLimited(key)
+	default:
+		inv.queue.Forget(key)
+		if inv.listed(key) {
+			inv.queue.AddAfter(key, inv.cfg.RecheckPeriod)
+		}
+	}
+	return true
+}
+
+func (inv *Inventory) listed(key string) bool {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	_, ok := inv.entries[key]
+	return ok
+}
+
+// sync brings one listed member in step; it returns whether to retry soon.
+func (inv *Inventory) sync(ctx context.Context, m Membership, key string) bool {
+	inv.mu.Lock()
+	e := inv.entries[key]
+	inv.mu.Unlock()
+
+	var kubeconfig []byte
+	var secret *v1.Secret
+	if _, isContext := contextOf(key); !isContext {
+		ns, name, _ := cache.SplitMetaNamespaceKey(key[len("secret/"):])
+		s, err := inv.secrets.Secrets(ns).Get(name)
+		if apierrors.IsNotFound(err) || err == nil && s.DeletionTimestamp != nil {
+			// Delisted: the member leaves.
+			if e != nil {
+				inv.leave(ctx, m, e, "its Secret was deleted")
+				inv.mu.Lock()
+				delete(inv.entries, key)
+				inv.mu.Unlock()
+			}
+			return false
+		}
+		if err != nil {
+			return true
+		}
+		secret, kubeconfig = s, s.Data[KubeconfigKey]
+		inv.mu.Lock()
+		if e == nil {
+			e = &entry{key: key}
+			inv.entries[key] = e
+		}
+		e.secret = secret
+		inv.mu.Unlock()
+	} else if e == nil {
+		return false
+	}
+
+	hash := hashOf(kubeconfig)
+	mb, err := inv.resolve(ctx, key, kubeconfig)
+	switch {
+	case err == nil:
+	case e.id != "" && errors.Is(err, topology.ErrNoClusterID):
+		// A cluster without a (valid) ID cannot be a member (KEP-2149).
+		inv.leave(ctx, m, e, err.Error())
+		inv.set(e, Refused, err.Error())
+		return false
+	case e.id != "" && e.hash == hash:
+		// Unreachable, or forbidden for a moment: the member's own probe
+		// and endpoint TTL deal with it; membership does not change.
+		klog.V(2).InfoS("Cannot read a member's cluster ID; it stays a member", "member", key, "cluster", e.id, "err", err)
+		return false
+	default:
+		// A new kubeconfig that does not work leaves the member it
+		// replaces as it was.
+		inv.set(e, stateOf(err), err.Error())
+		return stateOf(err) == Pending
+	}
+	inv.mu.Lock()
+	unchanged := e.id == mb.ClusterID && e.hash == hash && e.state == Joined
+	inv.mu.Unlock()
+	if unchanged {
+		return false
+	}
+	if e.id != "" && e.id != mb.ClusterID {
+		// KEP-2149: a changed ID is a different cluster.
+		inv.leave(ctx, m, e, fmt.Sprintf("its cluster ID changed to %q", mb.ClusterID))
+	}
+	if other := inv.holder(mb.ClusterID, key); other != "" {
+		inv.set(e, Refused, fmt.Sprintf("cluster ID %q is already the ID of member %s", mb.ClusterID, other))
+		return false
+	}
+	jctx, cancel := context.WithTimeout(ctx, inv.cfg.SyncTimeout)
+	err = m.Join(jctx, *mb)
+	cancel()
+	if err != nil {
+		// Caches that did not sync in time are retried; a refusal (the
+		// ID taken, overlapping Service ranges) waits for a change.
+		state := Refused
+		if jctx.Err() != nil {
+			state = Pending
+		}
+		inv.set(e, state, err.Error())
+		return state == Pending
+	}
+	inv.mu.Lock()
+	e.id, e.hash = mb.ClusterID, hash
+	inv.setLocked(e, Joined, fmt.Sprintf("cluster %s is a member of the clusterset", mb.ClusterID))
+	inv.mu.Unlock()
+	return false
+}
+
+// holder returns the key of the listed member other than key that holds
+// cluster ID id, or "".
+func (inv *Inventory) holder(id, key string) string {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	for k, e := range inv.entries {
+		if k != key && e.id == id {
+			return k
+		}
+	}
+	return ""
+}
+
+func (inv *Inventory) leave(ctx context.Context, m Membership, e *entry, why string) {
+	if e.id == "" {
+		return
+	}
+	id := e.id
+	lctx, cancel := context.WithTimeout(ctx, inv.cfg.LeaveTimeout)
+	err := m.Leave(lctx, id)
+	cancel()
+	inv.mu.Lock()
+	e.id, e.hash = "", ""
+	inv.mu.Unlock()
+	if err != nil {
+		klog.ErrorS(err, "Member left the clusterset but could not be cleaned", "member", e.key, "cluster", id)
+	}
+	klog.InfoS("Member left the clusterset", "member", e.key, "cluster", id, "why", why)
+	inv.event(e, v1.EventTypeNormal, "MemberLeft", fmt.Sprintf("cluster %s left the clusterset: %s", id, why))
+}
+
+// set records e's state; a change is logged and, for a Secret, an event.
+func (inv *Inventory) set(e *entry, s State, message string) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	inv.setLocked(e, s, message)
+}
+
+func (inv *Inventory) setLocked(e *entry, s State, message string) {
+	if e.state == s && e.message == message {
+		return
+	}
+	e.state, e.message = s, message
+	switch s {
+	case Joined:
+		klog.InfoS("Member joined", "member", e.key, "cluster", e.id)
+		inv.event(e, v1.EventTypeNormal, "MemberJoined", message)
+	case Pending:
+		klog.InfoS("Member not served yet", "member", e.key, "reason", message)
+		inv.event(e, v1.EventTypeWarning, "MemberPending", message)
+	case Refused:
+		klog.ErrorS(nil, "Member refused", "member", e.key, "reason", message)
+		inv.event(e, v1.EventTypeWarning, "MemberRefused", message)
+	}
+}
+
+func (inv *Inventory) event(e *entry, kind, reason, message string) {
+	if inv.recorder != nil && e.secret != nil {
+		inv.recorder.Event(e.secret, kind, reason, message)
+	}
+}
+
+// States returns, per key, the state of each listed member.
+func (inv *Inventory) States() map[string]State {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	out := map[string]State{}
+	for k, e := range inv.entries {
+		out[k] = e.state
+	}
+	return out
+}
+
+var membersDesc = prometheus.NewDesc("mcs_controller_inventory_members",
+	"Listed member clusters by source (context, secret) and state (joined, pending, refused).", []string{"source", "state"}, nil)
+
+// Describe implements prometheus.Collector.
+func (inv *Inventory) Describe(ch chan<- *prometheus.Desc) { ch <- membersDesc }
+
+// Collect implements prometheus.Collector.
+func (inv *Inventory) Collect(ch chan<- prometheus.Metric) {
+	counts := map[[2]string]int{}
+	for _, src := range []string{"context", "secret"} {
+		for _, s := range []State{Joined, Pending, Refused} {
+			counts[[2]string{src, string(s)}] = 0
+		}
+	}
+	for k, s := range inv.States() {
+		src := "secret"
+		if _, ok := contextOf(k); ok {
+			src = "context"
+		}
+		counts[[2]string{src, string(s)}]++
+	}
+	for k, n := range counts {
+		ch <- prometheus.MustNewConstMetric(membersDesc, prometheus.GaugeValue, float64(n), k[0], k[1])
+	}
+}

@@ -1,0 +1,257 @@
+package inventory
+
+import (
+	"context"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/topology"
+)
+
+func TestMain(m *testing.M) {
+	// The fake clientset serves no streaming lists.
+	os.Setenv("KUBE_FEATURE_WatchListClient", "false")
+	os.Exit(m.Run())
+}
+
+// member serves the ClusterProperty of a member cluster whose ID can be
+// changed.
+type member struct {
+	url string
+	ca  []byte
+	id  atomic.Value
+}
+
+func newMemberAPI(t *testing.T, id string) *member {
+	t.Helper()
+	m := &member{}
+	m.id.Store(id)
+	path := fmt.Sprintf("/apis/%s/v1alpha1/clusterproperties/%s", aboutv1alpha1.GroupName, aboutv1alpha1.ClusterIDProperty)
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path != path || r.Header.Get("Authorization") != "Bearer member-token" {
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`)
+			return
+		}
+		fmt.Fprintf(w, `{"apiVersion":"about.k8s.io/v1alpha1","kind":"ClusterProperty","metadata":{"name":%q},"spec":{"value":%q}}`, aboutv1alpha1.ClusterIDProperty, m.id.Load().(string))
+	}))
+	t.Cleanup(srv.Close)
+	m.url = srv.URL
+	m.ca = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	return m
+}
+
+// kubeconfig returns a kubeconfig reaching m, changed by mutate.
+func kubeconfig(t *testing.T, m *member, mutate func(*clientcmdapi.AuthInfo, *clientcmdapi.Cluster)) []byte {
+	t.Helper()
+	kc := clientcmdapi.NewConfig()
+	cluster := clientcmdapi.NewCluster()
+	cluster.Server, cluster.CertificateAuthorityData = m.url, m.ca
+	user := clientcmdapi.NewAuthInfo()
+	user.Token = "member-token"
+	if mutate != nil {
+		mutate(user, cluster)
+	}
+	kc.Clusters["m"], kc.AuthInfos["m"] = cluster, user
+	kc.Contexts["m"] = &clientcmdapi.Context{Cluster: "m", AuthInfo: "m"}
+	kc.CurrentContext = "m"
+	data, err := clientcmd.Write(*kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func TestConfigFromKubeconfig(t *testing.T) {
+	tests := []struct {
+		name    string
+		mutate  func(*clientcmdapi.AuthInfo, *clientcmdapi.Cluster)
+		wantErr string
+	}{
+		{name: "inline token"},
+		{name: "inline client certificate", mutate: func(u *clientcmdapi.AuthInfo, _ *clientcmdapi.Cluster) {
+			u.Token, u.ClientCertificateData, u.ClientKeyData = "", []byte("cert"), []byte("key")
+		}},
+		{name: "exec plugin", mutate: func(u *clientcmdapi.AuthInfo, _ *clientcmdapi.Cluster) {
+			u.Exec = &clientcmdapi.ExecConfig{Command: "sh", APIVersion: "client.authentication.k8s.io/v1"}
+		}, wantErr: "exec credential plugins"},
+		{name: "auth provider", mutate: func(u *clientcmdapi.AuthInfo, _ *clientcmdapi.Cluster) {
+			u.AuthProvider = &clientcmdapi.AuthProviderConfig{Name: "oidc"}
+		}, wantErr: "auth-provider"},
+		{name: "token file", mutate: func(u *clientcmdapi.AuthInfo, _ *clientcmdapi.Cluster) {
+			u.Token, u.TokenFile = "", "/var/run/secrets/kubernetes.io/serviceaccount/token"
+		}, wantErr: "tokenFile"},
+		{name: "client key file", mutate: func(u *clientcmdapi.AuthInfo, _ *clientcmdapi.Cluster) {
+			u.ClientCertificate, u.ClientKey = "/etc/kubernetes/pki/apiserver.crt", "/etc/kubernetes/pki/apiserver.key"
+		}, wantErr: "file paths"},
+		{name: "CA file", mutate: func(_ *clientcmdapi.AuthInfo, c *clientcmdapi.Cluster) {
+			c.CertificateAuthority = "/etc/kubernetes/pki/ca.crt"
+		}, wantErr: "certificate-authority is a file path"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := ConfigFromKubeconfig(kubeconfig(t, &member{url: "https://192.0.2.1:6443"}, tc.mutate))
+			if tc.wantErr == "" {
+				if err != nil || cfg.Host != "https://192.0.2.1:6443" {
+					t.Fatalf("got %v, %v", cfg, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("got error %v, want one saying %q", err, tc.wantErr)
+			}
+		})
+	}
+	if _, err := ConfigFromKubeconfig(nil); err == nil {
+		t.Error("an empty Secret was accepted")
+	}
+	two := clientcmdapi.NewConfig()
+	for _, n := range []string{"x", "y"} {
+		two.Clusters[n] = &clientcmdapi.Cluster{Server: "https://192.0.2.1"}
+		two.Contexts[n] = &clientcmdapi.Context{Cluster: n}
+	}
+	data, _ := clientcmd.Write(*two)
+	if _, err := ConfigFromKubeconfig(data); err == nil || !strings.Contains(err.Error(), "current context") {
+		t.Errorf("two contexts and no current one: %v", err)
+	}
+}
+
+// recorder is a Membership that records what it was told.
+type recorder struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (r *recorder) Join(_ context.Context, m topology.Member) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, "join "+m.ClusterID+" as "+m.Context)
+	return nil
+}
+
+func (r *recorder) Leave(_ context.Context, id string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, "leave "+id)
+	return nil
+}
+
+func (r *recorder) waitFor(t *testing.T, want ...string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r.mu.Lock()
+		got := slices.Clone(r.calls)
+		r.mu.Unlock()
+		if slices.Equal(got, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("membership calls\n got %q\nwant %q", got, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func secret(name string, kubeconfig []byte) *v1.Secret {
+	return &v1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "mcs-system", Labels: map[string]string{DefaultSelector: ""}},
+		Data:       map[string][]byte{KubeconfigKey: kubeconfig},
+	}
+}
+
+// Secrets added, refused, changed and deleted drive joins and leaves;
+// a cluster ID taken is refused until it is free again.
+func TestInventoryFollowsSecrets(t *testing.T) {
+	ctx := t.Context()
+	b, dup := newMemberAPI(t, "cluster-b"), newMemberAPI(t, "cluster-b")
+	pwned := filepath.Join(t.TempDir(), "pwned")
+	hub := kubefake.NewSimpleClientset(
+		// Not labelled as a member: ignored.
+		&v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "unrelated", Namespace: "mcs-system"}, Data: map[string][]byte{KubeconfigKey: kubeconfig(t, b, nil)}},
+	)
+	sel, _ := labels.Parse(DefaultSelector)
+	inv := New(Config{Hub: hub, Namespace: "mcs-system", Selector: sel, ClusterIDTimeout: time.Second,
+		SyncTimeout: time.Second, LeaveTimeout: time.Second, RecheckPeriod: 100 * time.Millisecond}, nil)
+	r := &recorder{}
+	go inv.Run(ctx, r)
+
+	secrets := hub.CoreV1().Secrets("mcs-system")
+	if _, err := secrets.Create(ctx, secret("b", kubeconfig(t, b, nil)), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, "join cluster-b as secret/mcs-system/b")
+
+	// An exec plugin would run in the controller: refused, never run.
+	evil := kubeconfig(t, b, func(u *clientcmdapi.AuthInfo, _ *clientcmdapi.Cluster) {
+		u.Token = ""
+		u.Exec = &clientcmdapi.ExecConfig{Command: "touch", Args: []string{pwned}, APIVersion: "client.authentication.k8s.io/v1", InteractiveMode: clientcmdapi.NeverExecInteractiveMode}
+	})
+	if _, err := secrets.Create(ctx, secret("evil", evil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A second Secret for the ID cluster-b holds: refused.
+	if _, err := secrets.Create(ctx, secret("dup", kubeconfig(t, dup, nil)), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, inv, map[string]State{"secret/mcs-system/b": Joined, "secret/mcs-system/evil": Refused, "secret/mcs-system/dup": Refused})
+	if _, err := os.Stat(pwned); err == nil {
+		t.Fatal("the exec plugin of a member Secret ran")
+	}
+
+	// b's cluster ID changes: it leaves and joins as the new cluster,
+	// and the ID it held is free for dup.
+	b.id.Store("cluster-z")
+	r.waitFor(t, "join cluster-b as secret/mcs-system/b", "leave cluster-b", "join cluster-z as secret/mcs-system/b", "join cluster-b as secret/mcs-system/dup")
+
+	if err := secrets.Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, "join cluster-b as secret/mcs-system/b", "leave cluster-b", "join cluster-z as secret/mcs-system/b", "join cluster-b as secret/mcs-system/dup", "leave cluster-z")
+	waitState(t, inv, map[string]State{"secret/mcs-system/evil": Refused, "secret/mcs-system/dup": Joined})
+
+	events, _ := hub.CoreV1().Events("mcs-system").List(ctx, metav1.ListOptions{})
+	var reasons []string
+	for _, e := range events.Items {
+		reasons = append(reasons, e.InvolvedObject.Name+"/"+e.Reason)
+	}
+	for _, want := range []string{"evil/MemberRefused", "b/MemberJoined", "b/MemberLeft", "dup/MemberRefused", "dup/MemberJoined"} {
+		if !slices.Contains(reasons, want) {
+			t.Errorf("no event %s in %v", want, reasons)
+		}
+	}
+}
+
+func waitState(t *testing.T, inv *Inventory, want map[string]State) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := inv.States()
+		if fmt.Sprint(got) == fmt.Sprint(want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("inventory states\n got %v\nwant %v", got, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

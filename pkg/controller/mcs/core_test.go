@@ -1,0 +1,399 @@
+package mcs
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/multiclusterservices/export"
+	mcsproxy "k8s.io/multiclusterservices/proxy"
+	"k8s.io/utils/ptr"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+	mcsfake "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned/fake"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/topology"
+)
+
+// The controller's core (merge, member writes, retention, derived mode)
+// against fake clientsets: each sync is called directly, and what it
+// wrote is read back from the member's API.
+
+// TestMain turns client-go's streaming lists off: the mcs-api fake
+// clientset cannot serve them (it does not say so, as client-go's own
+// fakes do), and its informers would wait for a bookmark forever.
+func TestMain(m *testing.M) {
+	os.Setenv("KUBE_FEATURE_WatchListClient", "false")
+	os.Exit(m.Run())
+}
+
+type fakeMember struct {
+	*member
+	kube *kubefake.Clientset
+	mcs  *mcsfake.Clientset
+}
+
+// newFakeClusterset builds a controller over members ids, each a fake
+// clientset holding namespace demo whose apiserver gives created
+// ClusterIP Services an IP. started says which members' caches run
+// (default all): a member not started is one whose state is unknown.
+func newFakeClusterset(t *testing.T, cfg Config, ids []string, started func(id string) bool, objects map[string][]runtime.Object) (*Controller, map[string]*fakeMember) {
+	t.Helper()
+	if cfg.ManagedBy == "" {
+		cfg.ManagedBy = mcsproxy.DefaultManagedBy
+	}
+	if cfg.ClusterSetIPRanges == nil {
+		cfg.ClusterSetIPRanges = []netip.Prefix{netip.MustParsePrefix("10.250.0.0/16")}
+	}
+	if cfg.SourceManagers == nil {
+		cfg.SourceManagers = []string{"endpointslice-controller.k8s.io"}
+	}
+	if cfg.EndpointTTL == 0 {
+		cfg.EndpointTTL = time.Minute
+	}
+	fakes := map[string]*fakeMember{}
+	var members []*member
+	for i, id := range ids {
+		kube := kubefake.NewSimpleClientset(append([]runtime.Object{&v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "demo"}}}, objects[id]...)...)
+		var next atomic.Int32
+		kube.PrependReactor("create", "services", func(a clienttesting.Action) (bool, runtime.Object, error) {
+			svc := a.(clienttesting.CreateAction).GetObject().(*v1.Service)
+			if svc.Spec.ClusterIP == "" {
+				ip := fmt.Sprintf("10.%d.0.%d", 96+i, next.Add(1))
+				svc.Spec.ClusterIP, svc.Spec.ClusterIPs = ip, []string{ip}
+			}
+			return false, nil, nil
+		})
+		mcs := mcsfake.NewSimpleClientset(objects[id+"/mcs"]...)
+		m, err := newMemberWith(topology.Member{ClusterID: id, Context: id}, kube, mcs, cfg.ManagedBy, record.NewFakeRecorder(1000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		members = append(members, m)
+		fakes[id] = &fakeMember{member: m, kube: kube, mcs: mcs}
+	}
+	c := newController(cfg, nil, members)
+	for _, m := range members {
+		c.ttl.renewed[m.id] = time.Now()
+		if started != nil && !started(m.id) {
+			continue
+		}
+		m.start(t.Context().Done())
+		if !cache.WaitForCacheSync(t.Context().Done(), m.synced...) {
+			t.Fatalf("caches of %s never synced", m.id)
+		}
+	}
+	return c, fakes
+}
+
+// exportWeb gives member m an exported Service demo/web (port http 80)
+// with one EndpointSlice of addrs, as the EndpointSlice controller writes.
+func exportWeb(t *testing.T, m *fakeMember, addrs ...string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := m.kube.CoreV1().Services("demo").Create(ctx, &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "demo"},
+		Spec:       v1.ServiceSpec{Ports: []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-abcde", Namespace: "demo", Labels: map[string]string{
+			discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(v1.ProtocolTCP)}},
+	}
+	for _, a := range addrs {
+		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{a}, NodeName: ptr.To("node-1"),
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
+	}
+	if _, err := m.kube.DiscoveryV1().EndpointSlices("demo").Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.mcs.MulticlusterV1beta1().ServiceExports("demo").Create(ctx, &mcsv1beta1.ServiceExport{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "demo", CreationTimestamp: metav1.Now()},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitCache(t, "the export in "+m.id+"'s caches", func() bool {
+		_, err := m.exports.ServiceExports("demo").Get("web")
+		return err == nil && len(slicesOf(m.localSlices, byService, "demo/web")) == 1
+	})
+}
+
+// waitCache waits for a cache to show what was written.
+func waitCache(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// sync merges key and writes it into every member, twice: the second
+// pass sees its own writes in the caches and must change nothing.
+func syncAll(t *testing.T, c *Controller, key string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.syncClusterset(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range c.memberList() {
+		if !m.hasSynced() {
+			continue
+		}
+		if err := c.syncMember(ctx, m, key); err != nil {
+			t.Fatalf("writing %s into %s: %v", key, m.id, err)
+		}
+	}
+}
+
+func importIn(t *testing.T, m *fakeMember) *mcsv1beta1.ServiceImport {
+	t.Helper()
+	si, err := m.mcs.MulticlusterV1beta1().ServiceImports("demo").Get(context.Background(), "web", metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return si
+}
+
+// slicesIn returns m's slices of import demo/web by whether they name a
+// local Service (derived) or not (MCS).
+func slicesIn(t *testing.T, m *fakeMember) (mcs, derived []discoveryv1.EndpointSlice) {
+	t.Helper()
+	list, err := m.kube.DiscoveryV1().EndpointSlices("demo").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range list.Items {
+		if s.Labels[mcsv1beta1.LabelServiceName] != "web" {
+			continue
+		}
+		if _, local := s.Labels[discoveryv1.LabelServiceName]; local {
+			derived = append(derived, s)
+		} else {
+			mcs = append(mcs, s)
+		}
+	}
+	return mcs, derived
+}
+
+func TestCoreExportIsImportedEverywhere(t *testing.T) {
+	c, ms := newFakeClusterset(t, Config{}, []string{"cluster-a", "cluster-b"}, nil, nil)
+	a, b := ms["cluster-a"], ms["cluster-b"]
+	exportWeb(t, a, "10.1.0.1", "10.1.0.2")
+	syncAll(t, c, "demo/web")
+
+	var vip string
+	for _, m := range []*fakeMember{a, b} {
+		si := importIn(t, m)
+		if si == nil {
+			t.Fatalf("no import in %s", m.id)
+		}
+		if len(si.Spec.IPs) != 1 || !netip.MustParsePrefix("10.250.0.0/16").Contains(netip.MustParseAddr(si.Spec.IPs[0])) || !c.wrote(si) {
+			t.Errorf("%s's import: ips %v labels %v", m.id, si.Spec.IPs, si.Labels)
+		}
+		if vip != "" && si.Spec.IPs[0] != vip {
+			t.Errorf("clusterset IP %s in %s, %s elsewhere", si.Spec.IPs[0], m.id, vip)
+		}
+		vip = si.Spec.IPs[0]
+		if cond := meta.FindStatusCondition(si.Status.Conditions, "Ready"); cond == nil || cond.Status != metav1.ConditionTrue {
+			t.Errorf("%s's import is not Ready: %v", m.id, si.Status.Conditions)
+		}
+		mcs, _ := slicesIn(t, m)
+		if len(mcs) != 1 || len(mcs[0].Endpoints) != 2 || mcs[0].Labels[mcsv1beta1.LabelSourceCluster] != "cluster-a" ||
+			len(mcs[0].OwnerReferences) != 1 || mcs[0].OwnerReferences[0].Name != "web" {
+			t.Fatalf("%s's imported slices: %+v", m.id, mcs)
+		}
+		// Node names stay in the source cluster only.
+		if got := ptr.Deref(mcs[0].Endpoints[0].NodeName, ""); (m == a) != (got == "node-1") {
+			t.Errorf("%s: node name %q", m.id, got)
+		}
+	}
+	se, _ := a.mcs.MulticlusterV1beta1().ServiceExports("demo").Get(context.Background(), "web", metav1.GetOptions{})
+	if cond := meta.FindStatusCondition(se.Status.Conditions, "Ready"); cond == nil || cond.Status != metav1.ConditionTrue {
+		t.Errorf("a's export: %v", se.Status.Conditions)
+	}
+
+	// Written again with the caches showing the writes: nothing changes.
+	waitCache(t, "the writes in b's caches", func() bool {
+		_, err := b.imports.ServiceImports("demo").Get("web")
+		return err == nil && len(slicesOf(b.importedSlices, byImport, "demo/web")) == 1
+	})
+	before := len(b.kube.Actions()) + len(b.mcs.Actions())
+	if err := c.syncMember(context.Background(), b.member, "demo/web"); err != nil {
+		t.Fatal(err)
+	}
+	if after := len(b.kube.Actions()) + len(b.mcs.Actions()); after != before {
+		t.Errorf("a sync with nothing to change wrote %d times: %v", after-before, b.kube.Actions()[before:])
+	}
+}
+
+func TestCoreUnexportRemovesAndForgets(t *testing.T) {
+	c, ms := newFakeClusterset(t, Config{}, []string{"cluster-a", "cluster-b"}, nil, nil)
+	a, b := ms["cluster-a"], ms["cluster-b"]
+	exportWeb(t, a, "10.1.0.1")
+	syncAll(t, c, "demo/web")
+	waitCache(t, "b's import in its cache", func() bool {
+		_, err := b.imports.ServiceImports("demo").Get("web")
+		return err == nil && len(slicesOf(b.importedSlices, byImport, "demo/web")) == 1
+	})
+	if err := a.mcs.MulticlusterV1beta1().ServiceExports("demo").Delete(context.Background(), "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitCache(t, "the export gone from a's cache", func() bool {
+		_, err := a.exports.ServiceExports("demo").Get("web")
+		return apierrors.IsNotFound(err)
+	})
+	syncAll(t, c, "demo/web")
+	for _, m := range []*fakeMember{a, b} {
+		mcs, _ := slicesIn(t, m)
+		if si := importIn(t, m); si != nil || len(mcs) > 0 {
+			t.Errorf("%s still holds the import (%v) or %d slices", m.id, si != nil, len(mcs))
+		}
+	}
+	// Once every member's cache shows nothing of it, the name is forgotten.
+	for _, m := range []*fakeMember{a, b} {
+		waitCache(t, "nothing of demo/web in "+m.id+"'s caches", func() bool { return c.holdsNothing(m.member, "demo", "web") })
+	}
+	syncAll(t, c, "demo/web")
+	if d := c.getDesired("demo/web"); d != nil {
+		t.Errorf("an unexported name is still remembered: %+v", d)
+	}
+}
+
+// A source whose state is unknown (its caches not synced) but whose lease
+// is alive keeps its endpoints imported; once its lease expires, they go.
+func TestCoreRetainsWhileASourceIsUnknown(t *testing.T) {
+	written := func(id string) []runtime.Object {
+		return []runtime.Object{&discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: export.SliceName("web", "cluster-a", "web-abcde"), Namespace: "demo", Labels: map[string]string{
+				mcsv1beta1.LabelServiceName: "web", mcsv1beta1.LabelSourceCluster: "cluster-a", discoveryv1.LabelManagedBy: mcsproxy.DefaultManagedBy}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.1.0.1"}}},
+		}}
+	}
+	imported := &mcsv1beta1.ServiceImport{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "demo", Labels: map[string]string{managedLabel: mcsproxy.DefaultManagedBy}},
+		Spec:       mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, IPs: []string{"10.250.0.9"}, Ports: []mcsv1beta1.ServicePort{{Name: "http", Port: 80}}},
+		Status:     mcsv1beta1.ServiceImportStatus{Clusters: []mcsv1beta1.ClusterStatus{{Cluster: "cluster-a"}}},
+	}
+	c, ms := newFakeClusterset(t, Config{}, []string{"cluster-a", "cluster-b"},
+		func(id string) bool { return id != "cluster-a" },
+		map[string][]runtime.Object{"cluster-b": written("cluster-b"), "cluster-b/mcs": {imported}})
+	b := ms["cluster-b"]
+	syncAll(t, c, "demo/web")
+	if d := c.getDesired("demo/web"); d == nil || !d.Retain {
+		t.Fatalf("desired state %+v, want retained", d)
+	}
+	if mcs, _ := slicesIn(t, b); importIn(t, b) == nil || len(mcs) != 1 {
+		t.Fatalf("b lost the import or a's endpoints while a is unknown")
+	}
+
+	c.ttl.mu.Lock()
+	c.ttl.renewed["cluster-a"] = time.Now().Add(-2 * c.cfg.EndpointTTL)
+	c.ttl.mu.Unlock()
+	syncAll(t, c, "demo/web")
+	if mcs, _ := slicesIn(t, b); importIn(t, b) != nil || len(mcs) != 0 {
+		t.Errorf("b keeps the import or a's endpoints after a's lease expired")
+	}
+}
+
+// Derived mode against fakes: b gets the derived Service (its apiserver
+// picks the IP), the import carries it and names it, and no MCS slice.
+func TestCoreDerivedMember(t *testing.T) {
+	c, ms := newFakeClusterset(t, Config{DerivedMembers: map[string]bool{"cluster-b": true}}, []string{"cluster-a", "cluster-b"}, nil, nil)
+	a, b := ms["cluster-a"], ms["cluster-b"]
+	exportWeb(t, a, "10.1.0.1")
+	syncAll(t, c, "demo/web")
+	name := export.DerivedName("demo", "web")
+	svc, err := b.kube.CoreV1().Services("demo").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	si := importIn(t, b)
+	if si == nil || si.Annotations[export.AnnotationDerivedService] != name || !slices.Equal(si.Spec.IPs, svc.Spec.ClusterIPs) || len(si.Spec.IPs) != 1 {
+		t.Fatalf("b's import %+v, want it to name %s and carry %v", si, name, svc.Spec.ClusterIPs)
+	}
+	if svc.Spec.Selector != nil || len(svc.OwnerReferences) != 1 || svc.OwnerReferences[0].Kind != "ServiceImport" {
+		t.Errorf("derived Service: %+v", svc)
+	}
+	mcs, derived := slicesIn(t, b)
+	if len(mcs) != 0 || len(derived) != 1 || derived[0].Name != export.DerivedSliceName(name, "cluster-a", "") {
+		t.Errorf("b's slices: %d MCS, derived %v", len(mcs), derived)
+	}
+	// a is native: its import carries the clusterset IP.
+	if ai := importIn(t, a); ai == nil || ai.Annotations[export.AnnotationDerivedService] != "" || ai.Spec.IPs[0] == si.Spec.IPs[0] {
+		t.Errorf("a's import: %+v", ai)
+	}
+}
+
+// A member that leaves: its endpoints leave the others at once (no TTL),
+// its source Lease goes everywhere, and what the controller wrote into it
+// is removed, its export saying it is not served.
+func TestCoreLeaveWithdrawsAndCleans(t *testing.T) {
+	c, ms := newFakeClusterset(t, Config{LeaseNamespace: "kube-system"}, []string{"cluster-a", "cluster-b"}, nil, nil)
+	a, b := ms["cluster-a"], ms["cluster-b"]
+	exportWeb(t, a, "10.1.0.1")
+	exportWeb(t, b, "10.2.0.1")
+	syncAll(t, c, "demo/web")
+	for _, m := range []*fakeMember{a, b} {
+		if _, err := m.kube.CoordinationV1().Leases("kube-system").Create(context.Background(), &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: sourceLeasePrefix + "cluster-b", Labels: map[string]string{mcsv1beta1.LabelSourceCluster: "cluster-b"}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if mcs, _ := slicesIn(t, a); len(mcs) != 2 {
+		t.Fatalf("a holds %d imported slices before b leaves, want both clusters'", len(mcs))
+	}
+
+	if err := c.Leave(context.Background(), "cluster-b"); err != nil {
+		t.Fatal(err)
+	}
+	if c.member("cluster-b") != nil || c.ttl.alive("cluster-b") {
+		t.Fatal("cluster-b is still a member, or its endpoints still count as alive")
+	}
+	// What was written into b is gone; its export says so.
+	if mcs, _ := slicesIn(t, b); importIn(t, b) != nil || len(mcs) != 0 {
+		t.Errorf("b still holds the import (%v) or %d slices", importIn(t, b) != nil, len(mcs))
+	}
+	se, _ := b.mcs.MulticlusterV1beta1().ServiceExports("demo").Get(context.Background(), "web", metav1.GetOptions{})
+	if cond := meta.FindStatusCondition(se.Status.Conditions, "Ready"); cond == nil || cond.Status != metav1.ConditionFalse {
+		t.Errorf("b's export after leaving: %v", se.Status.Conditions)
+	}
+	for _, m := range []*fakeMember{a, b} {
+		if _, err := m.kube.CoordinationV1().Leases("kube-system").Get(context.Background(), sourceLeasePrefix+"cluster-b", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("%s still holds cluster-b's source Lease (%v)", m.id, err)
+		}
+	}
+	// a keeps its own endpoints and loses b's with the next merge.
+	syncAll(t, c, "demo/web")
+	mcs, _ := slicesIn(t, a)
+	if len(mcs) != 1 || mcs[0].Labels[mcsv1beta1.LabelSourceCluster] != "cluster-a" {
+		t.Errorf("a's imported slices after b left: %d", len(mcs))
+	}
+	if si := importIn(t, a); si == nil || len(si.Status.Clusters) != 1 || si.Status.Clusters[0].Cluster != "cluster-a" {
+		t.Errorf("a's import after b left: %+v", si)
+	}
+}

@@ -1,0 +1,248 @@
+package mcs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/topology"
+)
+
+// ErrNotRunning is returned by Join before Run has started its workers.
+var ErrNotRunning = errors.New("the controller is not running")
+
+// DuplicateClusterIDError refuses a member whose cluster ID another member
+// already has: its endpoints would be mislabelled clusterset-wide.
+type DuplicateClusterIDError struct {
+	ClusterID, Member, Other string
+}
+
+func (e *DuplicateClusterIDError) Error() string {
+	return fmt.Sprintf("cluster ID %q is already the ID of member %s; each cluster of a clusterset needs its own ID (ClusterProperty cluster.clusterset.k8s.io)", e.ClusterID, e.Other)
+}
+
+// Join makes tm a member of the running clusterset: its caches are synced
+// (until ctx ends), its Service ranges checked against the clusterset's,
+// and only then is it served, so that the other members never see it half
+// known. Joining causes no writes into the other members beyond what the
+// new member exports. A member of the same cluster ID and context is
+// replaced (new credentials); any other holder of the ID refuses the join.
+func (c *Controller) Join(ctx context.Context, tm topology.Member) error {
+	m, err := newMember(tm, c.cfg.ManagedBy, newRecorder)
+	if err != nil {
+		return err
+	}
+	return c.join(ctx, m)
+}
+
+func (c *Controller) join(ctx context.Context, m *member) error {
+	c.membersMu.RLock()
+	runCtx, old := c.runCtx, c.byID[m.id]
+	c.membersMu.RUnlock()
+	if runCtx == nil {
+		return ErrNotRunning
+	}
+	if old != nil && old.Context != m.Context {
+		return &DuplicateClusterIDError{ClusterID: m.id, Member: m.Context, Other: old.Context}
+	}
+	c.startInformers(runCtx, m)
+	if !cache.WaitForCacheSync(ctx.Done(), m.hasSynced) {
+		c.abandon(m)
+		return fmt.Errorf("the caches of cluster %s did not sync (are the MCS CRDs installed and the controller authorized?)", m.id)
+	}
+	if err := c.checkServiceCIDRs(m); err != nil {
+		c.abandon(m)
+		return err
+	}
+	c.membersMu.Lock()
+	if cur := c.byID[m.id]; cur != old {
+		c.membersMu.Unlock()
+		c.abandon(m)
+		other := "another member"
+		if cur != nil {
+			other = cur.Context
+		}
+		return &DuplicateClusterIDError{ClusterID: m.id, Member: m.Context, Other: other}
+	}
+	if i := slices.Index(c.members, old); old != nil && i >= 0 {
+		c.members[i] = m
+	} else {
+		c.members = append(c.members, m)
+	}
+	c.byID[m.id] = m
+	c.membersMu.Unlock()
+	if old != nil {
+		// The same cluster through new credentials: the old clients go,
+		// nothing is written anywhere for it.
+		old.stop()
+		klog.InfoS("Member replaced", "cluster", m.id, "member", m.Context)
+	}
+	c.ttl.joined(m.id)
+	c.serve(m)
+	c.restoreClusterSetIPs()
+	c.enqueueAll()
+	klog.InfoS("Member joined the clusterset", "cluster", m.id, "member", m.Context)
+	return nil
+}
+
+// abandon stops a member that did not join, and drops the clusterset IPs
+// its foreign imports were reserving.
+func (c *Controller) abandon(m *member) {
+	m.stop()
+	c.forgetForeign(m)
+}
+
+// forgetForeign drops the reservations of the imports someone else wrote
+// into m.
+func (c *Controller) forgetForeign(m *member) {
+	for _, o := range m.inf.imports.GetStore().List() {
+		if si, ok := o.(*mcsv1beta1.ServiceImport); ok && !c.wrote(si) {
+			c.vips.SetForeign(m.id+"/"+si.Namespace+"/"+si.Name, nil)
+		}
+	}
+}
+
+// Leave removes member id from the clusterset: it is served no more, its
+// endpoints leave every other member at once (no TTL: nobody expects it
+// back), its source Lease is deleted everywhere, and what the controller
+// wrote into it (imports, EndpointSlices, Services, Leases) is removed,
+// its exports saying that they are not served. Its cluster ID is free
+// again. Cleaning the member is retried until ctx ends; a member that
+// cannot be reached keeps what it had, and the error says so.
+func (c *Controller) Leave(ctx context.Context, id string) error {
+	c.membersMu.Lock()
+	m := c.byID[id]
+	if m == nil {
+		c.membersMu.Unlock()
+		return nil
+	}
+	delete(c.byID, id)
+	c.members = slices.DeleteFunc(c.members, func(x *member) bool { return x == m })
+	c.membersMu.Unlock()
+
+	// Its exports as last seen, for their status.
+	exports, _ := m.exports.List(labels.Everything())
+	m.stop()
+	c.forgetForeign(m)
+	errs := []error{c.ttl.forget(ctx, id)}
+	c.enqueueAll()
+	c.metrics.forgetMember(id)
+	klog.InfoS("Member left the clusterset; withdrawing its endpoints and cleaning it", "cluster", id, "member", m.Context)
+
+	err := retry(ctx, func(ctx context.Context) error { return c.clean(ctx, m, exports) })
+	if err != nil {
+		errs = append(errs, fmt.Errorf("cleaning cluster %s: %w", id, err))
+	}
+	return errors.Join(errs...)
+}
+
+// retry retries f with backoff until it succeeds or ctx ends.
+func retry(ctx context.Context, f func(context.Context) error) error {
+	delay := 200 * time.Millisecond
+	for {
+		err := f(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 10*time.Second)
+	}
+}
+
+// clean removes from a member that left what the controller wrote into
+// it, and marks the exports it knew not ready.
+func (c *Controller) clean(ctx context.Context, m *member, exports []*mcsv1beta1.ServiceExport) error {
+	var errs []error
+	ours := metav1.ListOptions{LabelSelector: labels.Set{managedLabel: c.cfg.ManagedBy}.String()}
+	// Imports first: their owner references collect the rest too, should
+	// anything below fail.
+	imports, err := m.mcs.MulticlusterV1beta1().ServiceImports("").List(ctx, ours)
+	if err != nil {
+		return err
+	}
+	for _, si := range imports.Items {
+		err := m.mcs.MulticlusterV1beta1().ServiceImports(si.Namespace).Delete(ctx, si.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(si.UID)}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			errs = append(errs, err)
+		}
+	}
+	eps, err := m.kube.DiscoveryV1().EndpointSlices("").List(ctx, metav1.ListOptions{LabelSelector: labels.Set{discoveryv1.LabelManagedBy: c.cfg.ManagedBy}.String()})
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	for _, s := range eps.Items {
+		err := m.kube.DiscoveryV1().EndpointSlices(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(s.UID)}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			errs = append(errs, err)
+		}
+	}
+	services, err := m.kube.CoreV1().Services("").List(ctx, ours)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	for i := range services.Items {
+		errs = append(errs, deleteOwnService(ctx, m, &services.Items[i]))
+	}
+	leases, err := m.kube.CoordinationV1().Leases(c.cfg.LeaseNamespace).List(ctx, metav1.ListOptions{LabelSelector: mcsv1beta1.LabelSourceCluster})
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	for _, l := range leases.Items {
+		err := m.kube.CoordinationV1().Leases(l.Namespace).Delete(ctx, l.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	for _, se := range exports {
+		errs = append(errs, notServed(ctx, m, se))
+	}
+	return errors.Join(errs...)
+}
+
+// notServed sets Ready=False on an export of a member that left.
+func notServed(ctx context.Context, m *member, se *mcsv1beta1.ServiceExport) error {
+	api := m.mcs.MulticlusterV1beta1().ServiceExports(se.Namespace)
+	for attempt := 0; ; attempt++ {
+		if se.DeletionTimestamp != nil {
+			return nil
+		}
+		update := se.DeepCopy()
+		meta.SetStatusCondition(&update.Status.Conditions, metav1.Condition{
+			Type:               string(mcsv1beta1.ServiceExportConditionReady),
+			Status:             metav1.ConditionFalse,
+			Reason:             string(mcsv1beta1.ServiceExportReasonFailed),
+			Message:            fmt.Sprintf("cluster %s is no longer a member of the clusterset: this export is not served", m.id),
+			ObservedGeneration: se.Generation,
+		})
+		_, err := api.UpdateStatus(ctx, update, metav1.UpdateOptions{})
+		if !apierrors.IsConflict(err) || attempt > 0 {
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return err
+		}
+		// Changed since the cache saw it: once more on what is there now.
+		if se, err = api.Get(ctx, se.Name, metav1.GetOptions{}); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return err
+		}
+	}
+}
