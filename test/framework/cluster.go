@@ -391,6 +391,9 @@ func (c *Cluster) RESTConfigFor(user string) (*rest.Config, error) {
 // Client returns an admin clientset.
 func (c *Cluster) Client() kubernetes.Interface { return c.client }
 
+// Pid is kube-apiserver's process ID.
+func (c *Cluster) Pid() int { return c.proc.Pid() }
+
 // Stop terminates kube-apiserver, waits for it to exit and removes Dir if
 // StartCluster created it. It is safe to call more than once.
 func (c *Cluster) Stop() {

@@ -99,3 +99,6 @@ func (e *Etcd) LogFile() string { return e.proc.logPath }
 // Stop terminates etcd and waits for it to exit. Stop the clusters that use
 // it first. It is safe to call more than once.
 func (e *Etcd) Stop() { e.proc.Stop() }
+
+// Pid is etcd's process ID.
+func (e *Etcd) Pid() int { return e.proc.Pid() }

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -52,6 +53,9 @@ var (
 	changes    = flag.Int("changes", 200, "endpoint changes whose propagation latency is measured")
 	controller = flag.String("controller", "_output/bin/mcs-controller", "mcs-controller binary")
 	workDir    = flag.String("dir", "", "working directory (default: a temporary one)")
+	limitPhase = flag.Bool("limit", true, "first measure the limit: the same writes the controller makes into each member (imports, their status, one slice per source cluster, an export status), made straight with the controller's client settings, so that convergence is reported as a ratio to what the apiservers accept")
+	apiQPS     = flag.Int("kube-api-qps", 500, "the controller's --kube-api-qps, and the limit phase's client QPS per member")
+	workers    = flag.Int("workers", 8, "the controller's --workers, and the limit phase's writers per member")
 	derived    = flag.String("derived", "", "cluster IDs served in derived mode (the controller's --derived-members), e.g. cluster-c: each member's figures are reported, so native and derived members are compared in one run")
 )
 
@@ -93,6 +97,7 @@ func run() error {
 		return err
 	}
 	defer etcd.Stop()
+	serverPids := []int{etcd.Pid()}
 
 	var members []*member
 	var fcs []*framework.Cluster
@@ -105,6 +110,7 @@ func run() error {
 		}
 		defer c.Stop()
 		fcs = append(fcs, c)
+		serverPids = append(serverPids, c.Pid())
 		cfg := c.RESTConfig()
 		cfg.QPS, cfg.Burst = 2000, 4000
 		m := &member{id: id, cfg: cfg, kube: kubernetes.NewForConfigOrDie(cfg), mcs: mcsclientset.NewForConfigOrDie(cfg)}
@@ -134,6 +140,15 @@ func run() error {
 	}
 	fmt.Printf("populated %d clusters x %d exports x %d endpoints in %s\n", *clusters, *exports, *perService, time.Since(start).Round(time.Millisecond))
 
+	var limit time.Duration
+	if *limitPhase {
+		if limit, err = measureLimit(ctx, members); err != nil {
+			return fmt.Errorf("limit: %w", err)
+		}
+		fmt.Printf("limit: %s for the controller's writes made straight into every member (%d clients at %d QPS, %d writers each)\n",
+			limit.Round(time.Millisecond), len(members), *apiQPS, *workers)
+	}
+
 	stop := make(chan struct{})
 	defer close(stop)
 	for _, m := range members {
@@ -159,7 +174,8 @@ func run() error {
 	}
 	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
 	args := []string{"--kubeconfig=" + kubeconfig, "--leader-elect=false",
-		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort), "--healthz-bind-address=0", "--kube-api-qps=500", "--kube-api-burst=1000"}
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort), "--healthz-bind-address=0",
+		fmt.Sprintf("--kube-api-qps=%d", *apiQPS), fmt.Sprintf("--kube-api-burst=%d", 2**apiQPS), fmt.Sprintf("--workers=%d", *workers)}
 	if *derived != "" {
 		args = append(args, "--derived-members="+*derived)
 	}
@@ -171,6 +187,7 @@ func run() error {
 	}
 	cmd := exec.Command(*controller, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	serverCPU := cpuSeconds(serverPids...)
 	start = time.Now()
 	if err := cmd.Start(); err != nil {
 		return err
@@ -221,6 +238,14 @@ func run() error {
 	convergence := time.Since(start)
 	fmt.Printf("convergence: %s from controller start to %d imports and %d slices in each of %d members\n",
 		convergence.Round(time.Millisecond), *exports, wantSlices, len(members))
+	// Where the time went: CPU the controller used against the apiservers
+	// and etcd, on a machine they share.
+	controllerCPU := cpuSeconds(cmd.Process.Pid)
+	fmt.Printf("CPU during convergence: controller %.1f s, apiservers and etcd %.1f s (%d cores)\n",
+		controllerCPU, cpuSeconds(serverPids...)-serverCPU, runtime.NumCPU())
+	if limit > 0 {
+		fmt.Printf("convergence / limit: %.2f (target <= 1.25)\n", convergence.Seconds()/limit.Seconds())
+	}
 
 	latencies, err := measureLatency(ctx, members)
 	if err != nil {
@@ -476,4 +501,93 @@ func writeRequests(ctx context.Context, m *member) (int, error) {
 		}
 	}
 	return total, nil
+}
+
+// measureLimit makes, straight into every member at once, the writes the
+// controller makes to converge (per name: the import, its status, one
+// slice per source cluster, an export's status), with the controller's
+// client rate limits and as many writers as it has workers, and returns
+// the time the slowest member took. The objects go into their own
+// namespace under another manager, and are deleted before the controller
+// starts.
+func measureLimit(ctx context.Context, members []*member) (time.Duration, error) {
+	const ns = "limit"
+	start := time.Now()
+	var g errgroup.Group
+	for _, m := range members {
+		cfg := rest.CopyConfig(m.cfg)
+		cfg.QPS, cfg.Burst = float32(*apiQPS), 2**apiQPS
+		kube, mcs := kubernetes.NewForConfigOrDie(cfg), mcsclientset.NewForConfigOrDie(cfg)
+		g.Go(func() error {
+			if _, err := kube.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+			var w errgroup.Group
+			w.SetLimit(*workers)
+			for i := 0; i < *exports; i++ {
+				w.Go(func() error {
+					si := &mcsv1beta1.ServiceImport{
+						ObjectMeta: metav1.ObjectMeta{Name: serviceName(i), Namespace: ns, Labels: map[string]string{mcsproxy.LabelImportManagedBy: "limit"}},
+						Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, IPs: []string{fmt.Sprintf("10.251.%d.%d", i/256, i%256)},
+							Ports: []mcsv1beta1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}}},
+					}
+					si, err := mcs.MulticlusterV1beta1().ServiceImports(ns).Create(ctx, si, metav1.CreateOptions{})
+					if err != nil {
+						return err
+					}
+					for _, source := range members {
+						s := localSlice(source, i, 0)
+						s.Name, s.Namespace = serviceName(i)+"-"+source.id, ns
+						s.Labels = map[string]string{mcsv1beta1.LabelServiceName: serviceName(i), mcsv1beta1.LabelSourceCluster: source.id, discoveryv1.LabelManagedBy: "limit"}
+						if _, err := kube.DiscoveryV1().EndpointSlices(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+							return err
+						}
+					}
+					for _, c := range members {
+						si.Status.Clusters = append(si.Status.Clusters, mcsv1beta1.ClusterStatus{Cluster: c.id})
+					}
+					if si, err = mcs.MulticlusterV1beta1().ServiceImports(ns).UpdateStatus(ctx, si, metav1.UpdateOptions{}); err != nil {
+						return err
+					}
+					// The export's status: the same size of write.
+					si.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Exported", LastTransitionTime: metav1.Now()}}
+					_, err = mcs.MulticlusterV1beta1().ServiceImports(ns).UpdateStatus(ctx, si, metav1.UpdateOptions{})
+					return err
+				})
+			}
+			return w.Wait()
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return 0, err
+	}
+	limit := time.Since(start)
+	for _, m := range members {
+		if err := m.kube.DiscoveryV1().EndpointSlices(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+			return 0, err
+		}
+		if err := m.mcs.MulticlusterV1beta1().ServiceImports(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+			return 0, err
+		}
+	}
+	return limit, nil
+}
+
+// cpuSeconds returns the user and system CPU time the processes used.
+func cpuSeconds(pids ...int) float64 {
+	ticks := 0.0
+	for _, pid := range pids {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// Fields after the command (which may hold spaces): utime is the
+		// 14th field of the line, stime the 15th.
+		fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
+		var u, s float64
+		fmt.Sscan(fields[11], &u)
+		fmt.Sscan(fields[12], &s)
+		ticks += u + s
+	}
+	return ticks / 100 // USER_HZ
 }
