@@ -367,6 +367,8 @@ func TestCoreLeaveWithdrawsAndCleans(t *testing.T) {
 	if mcs, _ := slicesIn(t, a); len(mcs) != 2 {
 		t.Fatalf("a holds %d imported slices before b leaves, want both clusters'", len(mcs))
 	}
+	// What a holds is known to its caches, as it would be by then.
+	waitCache(t, "both clusters' slices in a's cache", func() bool { return len(slicesOf(a.importedSlices, byImport, "demo/web")) == 2 })
 
 	if err := c.Leave(context.Background(), "cluster-b"); err != nil {
 		t.Fatal(err)

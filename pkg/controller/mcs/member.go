@@ -10,6 +10,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -77,7 +78,16 @@ type member struct {
 
 func newMember(m topology.Member, managedBy string, recorder func(kubernetes.Interface) record.EventRecorder) (*member, error) {
 	cfg := *m.Config
-	kube, err := kubernetes.NewForConfig(&cfg)
+	// Built-in types go as protobuf, as Kubernetes' own controllers send
+	// them: the apiservers encode every watch event of the slices and
+	// Services the controller reads, and protobuf costs them less than
+	// JSON. Custom resources (the MCS API) are served as JSON only.
+	kubeCfg := cfg
+	if kubeCfg.ContentType == "" {
+		kubeCfg.ContentType = runtime.ContentTypeProtobuf
+		kubeCfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	}
+	kube, err := kubernetes.NewForConfig(&kubeCfg)
 	if err != nil {
 		return nil, err
 	}

@@ -175,8 +175,8 @@ func (c *Controller) writeExportStatus(ctx context.Context, m *member, ns, name 
 	return nil
 }
 
-// exportEvents records an event for each condition that changed in a way a
-// user should hear about.
+// exportEvents records a warning for each condition that changed in a way
+// a user should act on.
 func exportEvents(m *member, se *mcsv1beta1.ServiceExport, before, after []metav1.Condition) {
 	changed := func(t mcsv1beta1.ServiceExportConditionType) (*metav1.Condition, bool) {
 		a := meta.FindStatusCondition(after, string(t))
@@ -189,9 +189,7 @@ func exportEvents(m *member, se *mcsv1beta1.ServiceExport, before, after []metav
 	if cond, ok := changed(mcsv1beta1.ServiceExportConditionConflict); ok && cond.Status == metav1.ConditionTrue {
 		m.recorder.Event(se, v1.EventTypeWarning, cond.Reason, cond.Message)
 	}
-	if cond, ok := changed(mcsv1beta1.ServiceExportConditionReady); ok && cond.Status == metav1.ConditionTrue {
-		m.recorder.Event(se, v1.EventTypeNormal, cond.Reason, cond.Message)
-	}
+	// An export becoming Ready is not an event: the condition says it.
 }
 
 // writeImport creates or updates m's import; it returns nil, nil when an
@@ -202,9 +200,11 @@ func (c *Controller) writeImport(ctx context.Context, m *member, want *mcsv1beta
 	if apierrors.IsNotFound(err) {
 		// want is shared by every member's worker; the client's encoder
 		// writes into what it sends.
+		// No event: the import itself says it was created, and an event
+		// per import per member would be one write in seven when a
+		// clusterset converges.
 		created, err := api.Create(ctx, want.DeepCopy(), metav1.CreateOptions{})
 		if err == nil {
-			m.recorder.Eventf(created, v1.EventTypeNormal, "Imported", "imported from %d source cluster(s)", len(c.getDesired(want.Namespace+"/"+want.Name).Clusters))
 			return created, nil
 		}
 		if !apierrors.IsAlreadyExists(err) {

@@ -40,11 +40,15 @@ import (
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 	mcsclientset "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
+	mcsinformers "sigs.k8s.io/mcs-api/pkg/client/informers/externalversions"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
 )
 
 const namespace = "bench"
+
+// limitCPU is the CPU the apiservers and etcd used in the limit phase.
+var limitCPU float64
 
 var (
 	clusters   = flag.Int("clusters", 3, "member clusters")
@@ -64,8 +68,10 @@ type member struct {
 	cfg  *rest.Config
 	kube kubernetes.Interface
 	mcs  mcsclientset.Interface
-	// slices caches the imported slices, for the latency probe.
-	slices cache.Indexer
+	// slices caches the imported slices, for the latency probe, and
+	// imports the imports.
+	slices  cache.Indexer
+	imports cache.Indexer
 	// converged is when the member first held every import (with its IPs)
 	// and slice; writes are the write requests its apiserver served from
 	// controller start until then.
@@ -142,11 +148,12 @@ func run() error {
 
 	var limit time.Duration
 	if *limitPhase {
-		if limit, err = measureLimit(ctx, members); err != nil {
+		limitCPU = cpuSeconds(serverPids...)
+		if limit, err = measureLimit(ctx, members, serverPids); err != nil {
 			return fmt.Errorf("limit: %w", err)
 		}
-		fmt.Printf("limit: %s for the controller's writes made straight into every member (%d clients at %d QPS, %d writers each)\n",
-			limit.Round(time.Millisecond), len(members), *apiQPS, *workers)
+		fmt.Printf("limit: %s for the controller's writes made straight into every member (%d clients at %d QPS, %d writers each); apiservers and etcd used %.1f s CPU\n",
+			limit.Round(time.Millisecond), len(members), *apiQPS, *workers, limitCPU)
 	}
 
 	stop := make(chan struct{})
@@ -159,7 +166,13 @@ func run() error {
 		inf := f.Discovery().V1().EndpointSlices().Informer()
 		m.slices = inf.GetIndexer()
 		f.Start(stop)
-		cache.WaitForCacheSync(stop, inf.HasSynced)
+		// Imports are watched too: listing them every poll would load the
+		// apiservers the controller is measured against.
+		mf := mcsinformers.NewSharedInformerFactoryWithOptions(m.mcs, 0, mcsinformers.WithNamespace(namespace))
+		imports := mf.Multicluster().V1beta1().ServiceImports().Informer()
+		m.imports = imports.GetIndexer()
+		mf.Start(stop)
+		cache.WaitForCacheSync(stop, inf.HasSynced, imports.HasSynced)
 	}
 
 	logPath := filepath.Join(dir, "mcs-controller.log")
@@ -185,6 +198,10 @@ func run() error {
 			return err
 		}
 	}
+	_, byBefore, err := writeRequestsBy(ctx, members[0])
+	if err != nil {
+		return err
+	}
 	cmd := exec.Command(*controller, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	serverCPU := cpuSeconds(serverPids...)
@@ -207,13 +224,10 @@ func run() error {
 					n++
 				}
 			}
-			imports, err := m.mcs.MulticlusterV1beta1().ServiceImports(namespace).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 			ni := 0
-			if err == nil {
-				for _, si := range imports.Items {
-					if len(si.Spec.IPs) > 0 {
-						ni++
-					}
+			for _, o := range m.imports.List() {
+				if len(o.(*mcsv1beta1.ServiceImport).Spec.IPs) > 0 {
+					ni++
 				}
 			}
 			state = append(state, fmt.Sprintf("%s: %d/%d imports %d/%d slices", m.id, ni, *exports, n, wantSlices))
@@ -236,6 +250,16 @@ func run() error {
 		time.Sleep(250 * time.Millisecond)
 	}
 	convergence := time.Since(start)
+	if _, byAfter, err := writeRequestsBy(ctx, members[0]); err == nil {
+		var parts []string
+		for k, n := range byAfter {
+			if d := n - byBefore[k]; d > 0 {
+				parts = append(parts, fmt.Sprintf("%s %d", k, d))
+			}
+		}
+		slices.Sort(parts)
+		fmt.Printf("writes into %s until convergence: %s\n", members[0].id, strings.Join(parts, ", "))
+	}
 	fmt.Printf("convergence: %s from controller start to %d imports and %d slices in each of %d members\n",
 		convergence.Round(time.Millisecond), *exports, wantSlices, len(members))
 	// Where the time went: CPU the controller used against the apiservers
@@ -481,9 +505,24 @@ func printSyncCounts(url string) {
 // writeRequests returns how many create, update, patch and delete requests
 // m's apiserver has served (apiserver_request_total).
 func writeRequests(ctx context.Context, m *member) (int, error) {
+	total, _, err := writeRequestsBy(ctx, m)
+	return total, err
+}
+
+// writeRequestsBy also returns the write requests by verb and resource.
+func writeRequestsBy(ctx context.Context, m *member) (int, map[string]int, error) {
 	raw, err := m.kube.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
+	}
+	by := map[string]int{}
+	label := func(labels, name string) string {
+		_, rest, ok := strings.Cut(labels, name+`="`)
+		if !ok {
+			return ""
+		}
+		v, _, _ := strings.Cut(rest, `"`)
+		return v
 	}
 	total := 0
 	for _, line := range strings.Split(string(raw), "\n") {
@@ -498,9 +537,14 @@ func writeRequests(ctx context.Context, m *member) (int, error) {
 		var n float64
 		if _, err := fmt.Sscan(value, &n); err == nil {
 			total += int(n)
+			key := label(labels, "verb") + " " + label(labels, "resource")
+			if sub := label(labels, "subresource"); sub != "" {
+				key += "/" + sub
+			}
+			by[key] += int(n)
 		}
 	}
-	return total, nil
+	return total, by, nil
 }
 
 // measureLimit makes, straight into every member at once, the writes the
@@ -510,14 +554,17 @@ func writeRequests(ctx context.Context, m *member) (int, error) {
 // the time the slowest member took. The objects go into their own
 // namespace under another manager, and are deleted before the controller
 // starts.
-func measureLimit(ctx context.Context, members []*member) (time.Duration, error) {
+func measureLimit(ctx context.Context, members []*member, serverPids []int) (time.Duration, error) {
 	const ns = "limit"
 	start := time.Now()
 	var g errgroup.Group
 	for _, m := range members {
 		cfg := rest.CopyConfig(m.cfg)
 		cfg.QPS, cfg.Burst = float32(*apiQPS), 2**apiQPS
-		kube, mcs := kubernetes.NewForConfigOrDie(cfg), mcsclientset.NewForConfigOrDie(cfg)
+		mcs := mcsclientset.NewForConfigOrDie(cfg)
+		// As the controller's clients: built-in types as protobuf.
+		cfg.ContentType = "application/vnd.kubernetes.protobuf"
+		kube := kubernetes.NewForConfigOrDie(cfg)
 		g.Go(func() error {
 			if _, err := kube.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 				return err
@@ -562,6 +609,7 @@ func measureLimit(ctx context.Context, members []*member) (time.Duration, error)
 		return 0, err
 	}
 	limit := time.Since(start)
+	limitCPU = cpuSeconds(serverPids...) - limitCPU
 	for _, m := range members {
 		if err := m.kube.DiscoveryV1().EndpointSlices(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 			return 0, err
