@@ -5,34 +5,14 @@
 package main
 
 import (
-	"context"
-	"flag"
-	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
-	"github.com/spf13/pflag"
-	"k8s.io/klog/v2"
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/app"
 )
 
 func main() {
-	o := app.NewOptions()
-	fs := pflag.NewFlagSet("mcs-controller", pflag.ExitOnError)
-	o.AddFlags(fs)
-	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
-	klog.InitFlags(klogFlags)
-	fs.AddGoFlagSet(klogFlags)
-	_ = fs.Parse(os.Args[1:])
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := app.Run(ctx, o); err != nil {
-		fmt.Fprintln(os.Stderr, "mcs-controller:", err)
-		klog.Flush()
-		os.Exit(1)
-	}
-	klog.Flush()
+	os.Exit(cli.Run(app.NewControllerCommand()))
 }

@@ -42,6 +42,7 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
+	logger := klog.FromContext(ctx)
 	if o.Identity == "" {
 		host, _ := os.Hostname()
 		o.Identity = host + "_" + uuid.NewString()[:8]
@@ -105,7 +106,7 @@ func Run(ctx context.Context, o *Options) error {
 	// is merged without an exporter that is merely late to join.
 	members = append(members, inv.Initial(ctx)...)
 	if len(unreachable) > 0 {
-		klog.InfoS("Running without unreachable member clusters; they join once they answer", "contexts", unreachable)
+		logger.Info("Running without unreachable member clusters; they join once they answer", "contexts", unreachable)
 	}
 
 	reg := prometheus.NewRegistry()
@@ -130,7 +131,7 @@ func Run(ctx context.Context, o *Options) error {
 		RefusedNamespaces:  o.RefusedNamespaces,
 		SourceManagers:     o.SourceManagers,
 		ExportNamespaces:   exportNamespaces,
-		DerivedMembers:     derivedMembers(o.DerivedMembers, members),
+		DerivedMembers:     derivedMembers(logger, o.DerivedMembers, members),
 		DerivedGrace:       o.DerivedGrace,
 		EndpointTTL:        o.EndpointTTL,
 		LeaseNamespace:     o.LeaseNamespace,
@@ -202,17 +203,17 @@ func Run(ctx context.Context, o *Options) error {
 		WatchDog:        h.watchdog,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
-				klog.InfoS("Leading", "identity", o.Identity)
+				logger.Info("Leading", "identity", o.Identity)
 				led.Store(true)
 				h.lead()
 				err := runAll(ctx)
 				cancel()
 				ran <- err
 			},
-			OnStoppedLeading: func() { klog.InfoS("Stopped leading", "identity", o.Identity) },
+			OnStoppedLeading: func() { logger.Info("Stopped leading", "identity", o.Identity) },
 			OnNewLeader: func(id string) {
 				if id != o.Identity {
-					klog.InfoS("Another replica leads", "leader", id)
+					logger.Info("Another replica leads", "leader", id)
 				}
 			},
 		},
@@ -249,7 +250,7 @@ func serve(ctx context.Context, addr, pattern string, handler http.Handler) erro
 		<-ctx.Done()
 		_ = srv.Close()
 	}()
-	klog.InfoS("Serving", "address", l.Addr().String(), "path", pattern)
+	klog.FromContext(ctx).Info("Serving", "address", l.Addr().String(), "path", pattern)
 	return nil
 }
 
@@ -320,12 +321,12 @@ func (h *health) readyz(w http.ResponseWriter, _ *http.Request) {
 // derivedMembers returns the set of cluster IDs served in derived mode,
 // saying which of them is no member (a typo would otherwise silently serve
 // a stock-kube-proxy member natively, where its imports answer nothing).
-func derivedMembers(ids []string, members []topology.Member) map[string]bool {
+func derivedMembers(logger klog.Logger, ids []string, members []topology.Member) map[string]bool {
 	out := map[string]bool{}
 	for _, id := range ids {
 		out[id] = true
 		if !slices.ContainsFunc(members, func(m topology.Member) bool { return m.ClusterID == id }) {
-			klog.InfoS("A member named by --derived-members is not among the members at start-up; it is served in derived mode when it joins", "cluster", id)
+			logger.Info("A member named by --derived-members is not among the members at start-up; it is served in derived mode when it joins", "cluster", id)
 		}
 	}
 	return out

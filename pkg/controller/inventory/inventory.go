@@ -103,6 +103,7 @@ type Inventory struct {
 
 	mu      sync.Mutex
 	entries map[string]*entry
+	logger  klog.Logger
 }
 
 // New builds an inventory. joined are the members the controller starts
@@ -111,6 +112,7 @@ func New(cfg Config, joined map[string]string) *Inventory {
 	inv := &Inventory{
 		cfg:     cfg,
 		entries: map[string]*entry{},
+		logger:  klog.Background().WithName("inventory"),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, cfg.RecheckPeriod),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "inventory"}),
@@ -141,12 +143,13 @@ func SecretKey(namespace, name string) string { return "secret/" + namespace + "
 // joining later would briefly not count as an exporter). A Secret that
 // cannot be used is recorded and retried by Run; none stops the start.
 func (inv *Inventory) Initial(ctx context.Context) []topology.Member {
+	inv.logger = klog.FromContext(ctx).WithName("inventory")
 	if inv.cfg.Hub == nil {
 		return nil
 	}
 	list, err := inv.cfg.Hub.CoreV1().Secrets(inv.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: inv.cfg.Selector.String()})
 	if err != nil {
-		klog.ErrorS(err, "Cannot list the member Secrets; they join once the hub answers", "namespace", inv.cfg.Namespace)
+		inv.logger.Error(err, "Cannot list the member Secrets; they join once the hub answers", "namespace", inv.cfg.Namespace)
 		return nil
 	}
 	type result struct {
@@ -245,6 +248,9 @@ func stateOf(err error) State {
 // It drives m, which must be running.
 func (inv *Inventory) Run(ctx context.Context, m Membership) {
 	defer inv.queue.ShutDown()
+	inv.mu.Lock()
+	inv.logger = klog.FromContext(ctx).WithName("inventory")
+	inv.mu.Unlock()
 	if inv.informer != nil {
 		enqueue := func(obj any) {
 			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
@@ -352,7 +358,7 @@ func (inv *Inventory) sync(ctx context.Context, m Membership, key string) bool {
 	case e.id != "" && e.hash == hash:
 		// Unreachable, or forbidden for a moment: the member's own probe
 		// and endpoint TTL deal with it; membership does not change.
-		klog.V(2).InfoS("Cannot read a member's cluster ID; it stays a member", "member", key, "cluster", e.id, "err", err)
+		inv.logger.V(2).Info("Cannot read a member's cluster ID; it stays a member", "member", key, "cluster", e.id, "err", err)
 		return false
 	default:
 		// A new kubeconfig that does not work leaves the member it
@@ -419,9 +425,9 @@ func (inv *Inventory) leave(ctx context.Context, m Membership, e *entry, why str
 	e.id, e.hash = "", ""
 	inv.mu.Unlock()
 	if err != nil {
-		klog.ErrorS(err, "Member left the clusterset but could not be cleaned", "member", e.key, "cluster", id)
+		inv.logger.Error(err, "Member left the clusterset but could not be cleaned", "member", e.key, "cluster", id)
 	}
-	klog.InfoS("Member left the clusterset", "member", e.key, "cluster", id, "why", why)
+	inv.logger.Info("Member left the clusterset", "member", e.key, "cluster", id, "why", why)
 	inv.event(e, v1.EventTypeNormal, "MemberLeft", fmt.Sprintf("cluster %s left the clusterset: %s", id, why))
 }
 
@@ -439,13 +445,13 @@ func (inv *Inventory) setLocked(e *entry, s State, message string) {
 	e.state, e.message = s, message
 	switch s {
 	case Joined:
-		klog.InfoS("Member joined", "member", e.key, "cluster", e.id)
+		inv.logger.Info("Member joined", "member", e.key, "cluster", e.id)
 		inv.event(e, v1.EventTypeNormal, "MemberJoined", message)
 	case Pending:
-		klog.InfoS("Member not served yet", "member", e.key, "reason", message)
+		inv.logger.Info("Member not served yet", "member", e.key, "reason", message)
 		inv.event(e, v1.EventTypeWarning, "MemberPending", message)
 	case Refused:
-		klog.ErrorS(nil, "Member refused", "member", e.key, "reason", message)
+		inv.logger.Error(nil, "Member refused", "member", e.key, "reason", message)
 		inv.event(e, v1.EventTypeWarning, "MemberRefused", message)
 	}
 }

@@ -87,13 +87,13 @@ func (c *Controller) join(ctx context.Context, m *member) error {
 		// The same cluster through new credentials: the old clients go,
 		// nothing is written anywhere for it.
 		old.stop()
-		klog.InfoS("Member replaced", "cluster", m.id, "member", m.Context)
+		klog.FromContext(ctx).Info("Member replaced", "cluster", m.id, "member", m.Context)
 	}
 	c.ttl.joined(m.id)
 	c.serve(m)
 	c.restoreClusterSetIPs()
 	c.enqueueAll()
-	klog.InfoS("Member joined the clusterset", "cluster", m.id, "member", m.Context)
+	klog.FromContext(ctx).Info("Member joined the clusterset", "cluster", m.id, "member", m.Context)
 	return nil
 }
 
@@ -139,7 +139,7 @@ func (c *Controller) Leave(ctx context.Context, id string) error {
 	errs := []error{c.ttl.forget(ctx, id)}
 	c.enqueueAll()
 	c.metrics.forgetMember(id)
-	klog.InfoS("Member left the clusterset; withdrawing its endpoints and cleaning it", "cluster", id, "member", m.Context)
+	klog.FromContext(ctx).Info("Member left the clusterset; withdrawing its endpoints and cleaning it", "cluster", id, "member", m.Context)
 
 	err := retry(ctx, func(ctx context.Context) error { return c.clean(ctx, m, exports) })
 	if err != nil {

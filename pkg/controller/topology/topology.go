@@ -8,14 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
@@ -160,8 +157,10 @@ func ClusterID(ctx context.Context, cfg *rest.Config, timeout time.Duration) (st
 			lastErr = err
 			return false, nil
 		}
-		value, _, _ := unstructured.NestedString(obj.Object, "spec", "value")
-		id = strings.TrimSpace(value)
+		id, err = aboutv1alpha1.ClusterIDOf(obj)
+		if err != nil {
+			return false, fmt.Errorf("%w: %v", ErrNoClusterID, err)
+		}
 		return true, nil
 	})
 	if err != nil {
@@ -169,11 +168,6 @@ func ClusterID(ctx context.Context, cfg *rest.Config, timeout time.Duration) (st
 			return "", &UnreachableError{Timeout: timeout, Err: lastErr}
 		}
 		return "", err
-	}
-	// The ID labels EndpointSlices (multicluster.kubernetes.io/source-cluster)
-	// and names ServiceImport status.clusters, both RFC-1123 labels.
-	if errs := validation.IsDNS1123Label(id); len(errs) > 0 {
-		return "", fmt.Errorf("%w: cluster ID %q in ClusterProperty %s is not a valid RFC-1123 label: %s", ErrNoClusterID, id, aboutv1alpha1.ClusterIDProperty, strings.Join(errs, "; "))
 	}
 	return id, nil
 }

@@ -83,12 +83,15 @@ func (c *clusterID) run(ctx context.Context, _ string) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", aboutv1alpha1.ClusterIDProperty).String()
 		})
 	informer := factory.ForResource(aboutv1alpha1.Resource).Informer()
+	// The ID as the mcs-controller reads it: one the controller refuses
+	// names no cluster here either.
 	value := func(obj any) string {
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
+		u, _ := obj.(*unstructured.Unstructured)
+		id, err := aboutv1alpha1.ClusterIDOf(u)
+		if err != nil {
+			logger.Error(err, "This cluster's ClusterProperty cannot name it; its own endpoints of imports are treated as remote")
 			return ""
 		}
-		id, _, _ := unstructured.NestedString(u.Object, "spec", "value")
 		return id
 	}
 	registration, _ := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
