@@ -53,6 +53,8 @@ type Options struct {
 
 	MetricsBindAddress string
 	HealthzBindAddress string
+	// Profiling serves /debug/pprof beside /metrics.
+	Profiling bool
 }
 
 // NewOptions returns the defaults. The clusterset IP ranges and the
@@ -111,6 +113,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.LeaderElectRetryPeriod, "leader-elect-retry-period", o.LeaderElectRetryPeriod, "Leader election retry period.")
 	fs.StringVar(&o.Identity, "identity", o.Identity, "Identity of this replica in Leases (default: hostname and a random suffix).")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of the Prometheus /metrics endpoint; 0 disables it.")
+	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "Serve Go's profiles at /debug/pprof/ on --metrics-bind-address.")
 	fs.StringVar(&o.HealthzBindAddress, "healthz-bind-address", o.HealthzBindAddress, "Address of /healthz and /readyz; 0 disables it.")
 }
 

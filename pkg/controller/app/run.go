@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"slices"
 	"sync"
@@ -113,7 +114,16 @@ func Run(ctx context.Context, o *Options) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), inv)
 	metrics := mcs.NewMetrics(reg)
 	h := &health{}
-	if err := serve(ctx, o.MetricsBindAddress, "/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{})); err != nil {
+	metricsMux := http.NewServeMux()
+	metricsMux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	if o.Profiling {
+		// As Kubernetes components serve it with --profiling.
+		metricsMux.HandleFunc("/debug/pprof/", pprof.Index)
+		metricsMux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		metricsMux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		metricsMux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	if err := serve(ctx, o.MetricsBindAddress, "/", metricsMux); err != nil {
 		return err
 	}
 	mux := http.NewServeMux()

@@ -2,12 +2,16 @@ package mcs
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"net/netip"
 	"slices"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -106,14 +110,14 @@ func newMemberWith(m topology.Member, kube kubernetes.Interface, mcs mcsclientse
 
 	// No resync period: the controller is level-triggered from watch
 	// events and never re-lists on a timer.
-	core := informers.NewSharedInformerFactory(kube, 0)
+	core := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(dropManagedFields))
 	mb.services = core.Core().V1().Services().Lister()
 	mb.namespaces = core.Core().V1().Namespaces().Lister()
 	mb.serviceCIDRs = core.Networking().V1().ServiceCIDRs().Lister()
 	mb.nodes = core.Core().V1().Nodes().Lister()
 
 	own, _ := labels.NewRequirement(discoveryv1.LabelServiceName, selection.Exists, nil)
-	local := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+	local := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(dropManagedFields), informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.LabelSelector = own.String()
 	}))
 	localInformer := local.Discovery().V1().EndpointSlices().Informer()
@@ -122,7 +126,7 @@ func newMemberWith(m topology.Member, kube kubernetes.Interface, mcs mcsclientse
 	}
 	mb.localSlices = localInformer.GetIndexer()
 
-	imported := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+	imported := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(compactImportedSlice), informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.LabelSelector = labels.Set{discoveryv1.LabelManagedBy: managedBy}.String()
 	}))
 	importedInformer := imported.Discovery().V1().EndpointSlices().Informer()
@@ -134,7 +138,7 @@ func newMemberWith(m topology.Member, kube kubernetes.Interface, mcs mcsclientse
 	}
 	mb.importedSlices = importedInformer.GetIndexer()
 
-	mcsFactory := mcsinformers.NewSharedInformerFactory(mcs, 0)
+	mcsFactory := mcsinformers.NewSharedInformerFactoryWithOptions(mcs, 0, mcsinformers.WithTransform(dropManagedFields))
 	mb.exports = mcsFactory.Multicluster().V1beta1().ServiceExports().Lister()
 	mb.imports = mcsFactory.Multicluster().V1beta1().ServiceImports().Lister()
 
@@ -159,6 +163,61 @@ func newMemberWith(m topology.Member, kube kubernetes.Interface, mcs mcsclientse
 		mb.synced = append(mb.synced, inf.HasSynced)
 	}
 	return mb, nil
+}
+
+// dropManagedFields keeps managedFields out of the caches: nothing the
+// controller decides reads them, and at ten members they are a third of
+// what the caches hold. An update made from a cached copy sends none,
+// which leaves the apiserver's as they are.
+func dropManagedFields(obj any) (any, error) {
+	if o, err := meta.Accessor(obj); err == nil {
+		o.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// compactImportedSlice is how the slices this controller wrote are cached.
+// Of their managedFields only who wrote them stays (foreignWriters reads
+// that). Their endpoints, which every member holds for every source
+// cluster's share of every name (the bulk of the controller's memory at
+// ten members), are replaced by a digest that sameSlice compares with
+// what it would write. Updates start from such a copy and drop both
+// (writeSlices).
+func compactImportedSlice(obj any) (any, error) {
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return obj, nil
+	}
+	if len(s.ManagedFields) > 0 {
+		kept := make([]metav1.ManagedFieldsEntry, 0, len(s.ManagedFields))
+		for _, f := range s.ManagedFields {
+			kept = append(kept, metav1.ManagedFieldsEntry{Manager: f.Manager, Operation: f.Operation})
+		}
+		s.ManagedFields = kept
+	}
+	if s.Annotations == nil {
+		s.Annotations = map[string]string{}
+	}
+	s.Annotations[cachedEndpointsDigest] = endpointsDigest(s.Endpoints)
+	s.Endpoints = nil
+	return s, nil
+}
+
+// cachedEndpointsDigest is the annotation that holds, in the controller's
+// cache only, the digest of a slice's endpoints. It is never written.
+const cachedEndpointsDigest = "multiclusterservices.k8s.io/cached-endpoints-digest"
+
+// endpointsDigest identifies a list of endpoints by content.
+func endpointsDigest(eps []discoveryv1.Endpoint) string {
+	if len(eps) == 0 {
+		return "none"
+	}
+	data, err := json.Marshal(eps)
+	if err != nil {
+		return "unencodable"
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:16])
 }
 
 // informerSet holds a member's informers, for event handlers.

@@ -501,6 +501,10 @@ func (c *Controller) writeSlices(ctx context.Context, m *member, si *mcsv1beta1.
 		if ok {
 			update := cur.DeepCopy()
 			update.Labels, update.OwnerReferences, update.Ports, update.Endpoints = want.Labels, want.OwnerReferences, want.Ports, want.Endpoints
+			// The cache keeps only who wrote it and a digest of its
+			// endpoints (compactImportedSlice): neither is sent.
+			update.ManagedFields = nil
+			delete(update.Annotations, cachedEndpointsDigest)
 			_, err = api.Update(ctx, update, metav1.UpdateOptions{FieldManager: fieldManager})
 		}
 		if err != nil {
@@ -560,12 +564,19 @@ func foreignWriters(s *discoveryv1.EndpointSlice) []string {
 	return out
 }
 
-func sameSlice(a, b *discoveryv1.EndpointSlice) bool {
-	return a.AddressType == b.AddressType &&
-		apiequality.Semantic.DeepEqual(a.Labels, b.Labels) &&
-		apiequality.Semantic.DeepEqual(a.OwnerReferences, b.OwnerReferences) &&
-		apiequality.Semantic.DeepEqual(a.Ports, b.Ports) &&
-		apiequality.Semantic.DeepEqual(a.Endpoints, b.Endpoints)
+// sameSlice says whether slice have (from the cache, or read) already is
+// want, which is to be written.
+func sameSlice(have, want *discoveryv1.EndpointSlice) bool {
+	if have.AddressType != want.AddressType ||
+		!apiequality.Semantic.DeepEqual(have.Labels, want.Labels) ||
+		!apiequality.Semantic.DeepEqual(have.OwnerReferences, want.OwnerReferences) ||
+		!apiequality.Semantic.DeepEqual(have.Ports, want.Ports) {
+		return false
+	}
+	if digest, cached := have.Annotations[cachedEndpointsDigest]; cached {
+		return digest == endpointsDigest(want.Endpoints)
+	}
+	return apiequality.Semantic.DeepEqual(have.Endpoints, want.Endpoints)
 }
 
 // holdsNothing tells whether m's caches show neither an import of ns/name

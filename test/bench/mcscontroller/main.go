@@ -60,6 +60,7 @@ var (
 	limitPhase = flag.Bool("limit", true, "first measure the limit: the same writes the controller makes into each member (imports, their status, one slice per source cluster, an export status), made straight with the controller's client settings, so that convergence is reported as a ratio to what the apiservers accept")
 	apiQPS     = flag.Int("kube-api-qps", 500, "the controller's --kube-api-qps, and the limit phase's client QPS per member")
 	workers    = flag.Int("workers", 8, "the controller's --workers, and the limit phase's writers per member")
+	profiles   = flag.String("profiles", "", "directory to save the controller's heap profile in, taken at convergence (go tool pprof -sample_index=inuse_space)")
 	derived    = flag.String("derived", "", "cluster IDs served in derived mode (the controller's --derived-members), e.g. cluster-c: each member's figures are reported, so native and derived members are compared in one run")
 )
 
@@ -192,6 +193,9 @@ func run() error {
 	if *derived != "" {
 		args = append(args, "--derived-members="+*derived)
 	}
+	if *profiles != "" {
+		args = append(args, "--profiling")
+	}
 	writesBefore := map[string]int{}
 	for _, m := range members {
 		if writesBefore[m.id], err = writeRequests(ctx, m); err != nil {
@@ -250,6 +254,11 @@ func run() error {
 		time.Sleep(250 * time.Millisecond)
 	}
 	convergence := time.Since(start)
+	if *profiles != "" {
+		if err := saveProfile(strings.TrimSuffix(metricsURL, "/metrics")+"/debug/pprof/heap", filepath.Join(*profiles, fmt.Sprintf("heap-%d-clusters.pb.gz", len(members)))); err != nil {
+			return err
+		}
+	}
 	if _, byAfter, err := writeRequestsBy(ctx, members[0]); err == nil {
 		var parts []string
 		for k, n := range byAfter {
@@ -638,4 +647,24 @@ func cpuSeconds(pids ...int) float64 {
 		ticks += u + s
 	}
 	return ticks / 100 // USER_HZ
+}
+
+// saveProfile saves what url serves into path.
+func saveProfile(url, path string) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(f, resp.Body)
+	fmt.Printf("heap profile at convergence: %s\n", path)
+	return err
 }
