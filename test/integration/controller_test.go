@@ -647,14 +647,7 @@ func writeControllerKubeconfig(t *testing.T, dir string, members []*testMember) 
 	t.Helper()
 	kc := clientcmdapi.NewConfig()
 	for _, m := range members {
-		path, err := m.cluster.ImpersonatingKubeconfig(controllerUser, []string{"system:authenticated"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		one, err := clientcmd.LoadFromFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
+		one := controllerKubeconfig(t, m)
 		m.link = newTCPLink(t, strings.TrimPrefix(m.cluster.URL(), "https://"))
 		for name, cl := range one.Clusters {
 			cl.Server = "https://" + m.link.addr()
@@ -673,6 +666,21 @@ func writeControllerKubeconfig(t *testing.T, dir string, members []*testMember) 
 		t.Fatal(err)
 	}
 	return path
+}
+
+// controllerKubeconfig returns a kubeconfig reaching m directly as the
+// controller's user (impersonated by the admin).
+func controllerKubeconfig(t *testing.T, m *testMember) *clientcmdapi.Config {
+	t.Helper()
+	path, err := m.cluster.ImpersonatingKubeconfig(controllerUser, []string{"system:authenticated"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kc
 }
 
 type runningController struct {

@@ -144,17 +144,10 @@ func memberSecret(t *testing.T, hub *testMember, name string, kubeconfig []byte)
 }
 
 // memberKubeconfig returns a kubeconfig reaching m as the controller's
-// user, changed by mutate.
+// user, changed by mutate, as a Secret holds it.
 func memberKubeconfig(t *testing.T, m *testMember, mutate func(*clientcmdapi.AuthInfo)) []byte {
 	t.Helper()
-	path, err := m.cluster.ImpersonatingKubeconfig(controllerUser, []string{"system:authenticated"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc, err := clientcmd.LoadFromFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kc := controllerKubeconfig(t, m)
 	for _, u := range kc.AuthInfos {
 		if mutate != nil {
 			mutate(u)

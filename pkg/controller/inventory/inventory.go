@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -132,11 +133,17 @@ func New(cfg Config, joined map[string]string) *Inventory {
 	return inv
 }
 
+// Keys of listed members start with where they are listed.
+const (
+	contextPrefix = "context/"
+	secretPrefix  = "secret/"
+)
+
 // ContextKey is the key of a member given as a kubeconfig context.
-func ContextKey(name string) string { return "context/" + name }
+func ContextKey(name string) string { return contextPrefix + name }
 
 // SecretKey is the key of a member given as a Secret.
-func SecretKey(namespace, name string) string { return "secret/" + namespace + "/" + name }
+func SecretKey(namespace, name string) string { return secretPrefix + namespace + "/" + name }
 
 // Initial lists the member Secrets once and resolves their cluster IDs, so
 // that the controller starts with every member that answers (a member
@@ -172,20 +179,16 @@ func (inv *Inventory) Initial(ctx context.Context) []topology.Member {
 	var members []topology.Member
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
-	taken := map[string]string{}
-	for _, e := range inv.entries {
-		taken[e.id] = e.key
-	}
 	for _, r := range results {
 		inv.entries[r.e.key] = r.e
-		switch {
-		case r.err != nil:
+		if r.err != nil {
 			inv.setLocked(r.e, stateOf(r.err), r.err.Error())
-		case taken[r.m.ClusterID] != "":
-			err := fmt.Errorf("cluster ID %q is already the ID of member %s", r.m.ClusterID, taken[r.m.ClusterID])
-			inv.setLocked(r.e, Refused, err.Error())
+			continue
+		}
+		switch other := inv.holderLocked(r.m.ClusterID, r.e.key); {
+		case other != "":
+			inv.setLocked(r.e, Refused, takenMessage(r.m.ClusterID, other))
 		default:
-			taken[r.m.ClusterID] = r.e.key
 			r.e.id = r.m.ClusterID
 			inv.setLocked(r.e, Joined, "")
 			members = append(members, *r.m)
@@ -229,10 +232,7 @@ func (inv *Inventory) resolve(ctx context.Context, key string, kubeconfig []byte
 }
 
 func contextOf(key string) (string, bool) {
-	if len(key) > len("context/") && key[:len("context/")] == "context/" {
-		return key[len("context/"):], true
-	}
-	return "", false
+	return strings.CutPrefix(key, contextPrefix)
 }
 
 // stateOf tells a member that is not there yet from one refused.
@@ -254,7 +254,7 @@ func (inv *Inventory) Run(ctx context.Context, m Membership) {
 	if inv.informer != nil {
 		enqueue := func(obj any) {
 			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-				inv.queue.Add("secret/" + key)
+				inv.queue.Add(secretPrefix + key)
 			}
 		}
 		_, _ = inv.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -319,7 +319,7 @@ func (inv *Inventory) sync(ctx context.Context, m Membership, key string) bool {
 	var kubeconfig []byte
 	var secret *v1.Secret
 	if _, isContext := contextOf(key); !isContext {
-		ns, name, _ := cache.SplitMetaNamespaceKey(key[len("secret/"):])
+		ns, name, _ := cache.SplitMetaNamespaceKey(strings.TrimPrefix(key, secretPrefix))
 		s, err := inv.secrets.Secrets(ns).Get(name)
 		if apierrors.IsNotFound(err) || err == nil && s.DeletionTimestamp != nil {
 			// Delisted: the member leaves.
@@ -377,7 +377,7 @@ func (inv *Inventory) sync(ctx context.Context, m Membership, key string) bool {
 		inv.leave(ctx, m, e, fmt.Sprintf("its cluster ID changed to %q", mb.ClusterID))
 	}
 	if other := inv.holder(mb.ClusterID, key); other != "" {
-		inv.set(e, Refused, fmt.Sprintf("cluster ID %q is already the ID of member %s", mb.ClusterID, other))
+		inv.set(e, Refused, takenMessage(mb.ClusterID, other))
 		return false
 	}
 	jctx, cancel := context.WithTimeout(ctx, inv.cfg.SyncTimeout)
@@ -405,12 +405,20 @@ func (inv *Inventory) sync(ctx context.Context, m Membership, key string) bool {
 func (inv *Inventory) holder(id, key string) string {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
+	return inv.holderLocked(id, key)
+}
+
+func (inv *Inventory) holderLocked(id, key string) string {
 	for k, e := range inv.entries {
 		if k != key && e.id == id {
 			return k
 		}
 	}
 	return ""
+}
+
+func takenMessage(id, holder string) string {
+	return fmt.Sprintf("cluster ID %q is already the ID of member %s", id, holder)
 }
 
 func (inv *Inventory) leave(ctx context.Context, m Membership, e *entry, why string) {

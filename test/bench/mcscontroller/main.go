@@ -47,9 +47,6 @@ import (
 
 const namespace = "bench"
 
-// limitCPU is the CPU the apiservers and etcd used in the limit phase.
-var limitCPU float64
-
 var (
 	clusters   = flag.Int("clusters", 3, "member clusters")
 	exports    = flag.Int("exports", 1000, "exported Services per cluster (the same names everywhere)")
@@ -149,8 +146,8 @@ func run() error {
 
 	var limit time.Duration
 	if *limitPhase {
-		limitCPU = cpuSeconds(serverPids...)
-		if limit, err = measureLimit(ctx, members, serverPids); err != nil {
+		var limitCPU float64
+		if limit, limitCPU, err = measureLimit(ctx, members, serverPids); err != nil {
 			return fmt.Errorf("limit: %w", err)
 		}
 		fmt.Printf("limit: %s for the controller's writes made straight into every member (%d clients at %d QPS, %d writers each); apiservers and etcd used %.1f s CPU\n",
@@ -560,11 +557,13 @@ func writeRequestsBy(ctx context.Context, m *member) (int, map[string]int, error
 // controller makes to converge (per name: the import, its status, one
 // slice per source cluster, an export's status), with the controller's
 // client rate limits and as many writers as it has workers, and returns
-// the time the slowest member took. The objects go into their own
+// the time the slowest member took and the CPU the apiservers and etcd
+// (serverPids) used meanwhile. The objects go into their own
 // namespace under another manager, and are deleted before the controller
 // starts.
-func measureLimit(ctx context.Context, members []*member, serverPids []int) (time.Duration, error) {
+func measureLimit(ctx context.Context, members []*member, serverPids []int) (time.Duration, float64, error) {
 	const ns = "limit"
+	cpuBefore := cpuSeconds(serverPids...)
 	start := time.Now()
 	var g errgroup.Group
 	for _, m := range members {
@@ -615,19 +614,19 @@ func measureLimit(ctx context.Context, members []*member, serverPids []int) (tim
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	limit := time.Since(start)
-	limitCPU = cpuSeconds(serverPids...) - limitCPU
+	cpu := cpuSeconds(serverPids...) - cpuBefore
 	for _, m := range members {
 		if err := m.kube.DiscoveryV1().EndpointSlices(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if err := m.mcs.MulticlusterV1beta1().ServiceImports(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
-	return limit, nil
+	return limit, cpu, nil
 }
 
 // cpuSeconds returns the user and system CPU time the processes used.
