@@ -68,10 +68,13 @@ type Cluster struct {
 	// `kubernetes` Service, an address of every node of the cluster.
 	APIServerIP  string
 	APIServerIPs []string
-	API          *framework.Cluster
-	Nodes        []*Node
-	dir          string
-	family       IPFamily
+	// PrivatePods says that no other cluster reaches this one's pods,
+	// nor its pods the others' (Options.PrivatePods).
+	PrivatePods bool
+	API         *framework.Cluster
+	Nodes       []*Node
+	dir         string
+	family      IPFamily
 }
 
 // Node is a node of a cluster: a network namespace on the fabric.
@@ -139,17 +142,18 @@ func Up(ctx context.Context, opts Options) (_ *ClusterSet, err error) {
 		f := opts.IPFamily
 		c := &Cluster{Name: clusterName(i), Index: i, family: f, dir: filepath.Join(dir, clusterName(i)),
 			ServiceCIDRs: each(f, func(p plan) string { return p.serviceCIDR(i) }),
-			PodCIDRs:     each(f, func(p plan) string { return p.clusterPodCIDR(i) }),
+			PodCIDRs:     each(f, func(p plan) string { return p.clusterPodCIDR(opts.podPlanIndex(i)) }),
 			DNSIPs:       each(f, func(p plan) string { return p.dnsIP(i) }),
 			APIServerIPs: each(f, func(p plan) string { return p.apiIP(i) }),
 		}
+		_, c.PrivatePods = opts.PrivatePods[c.Name]
 		c.ServiceCIDR, c.PodCIDR, c.DNSIP, c.APIServerIP = c.ServiceCIDRs[0], c.PodCIDRs[0], c.DNSIPs[0], c.APIServerIPs[0]
 		for j := range opts.NodesPerCluster {
 			n := &Node{
 				Name:           nodeName(i, j),
 				Netns:          opts.Prefix + "-" + nodeName(i, j),
 				IPs:            each(f, func(p plan) string { return p.nodeIP(i, j) }),
-				PodCIDRs:       each(f, func(p plan) string { return p.nodePodCIDR(i, j) }),
+				PodCIDRs:       each(f, func(p plan) string { return p.nodePodCIDR(opts.podPlanIndex(i), j) }),
 				PodNetnsPrefix: podNetnsPrefix(opts.Prefix, clusterName(i)),
 				cluster:        c,
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -17,7 +18,12 @@ import (
 func (cs *ClusterSet) hostRanges() []string {
 	ranges := each(cs.opts.IPFamily, func(p plan) string { return p.fabricCIDR })
 	for _, c := range cs.Clusters {
-		ranges = append(append(ranges, c.ServiceCIDRs...), c.PodCIDRs...)
+		for _, r := range append(slices.Clone(c.ServiceCIDRs), c.PodCIDRs...) {
+			// Overlapping pod networks share a range.
+			if !slices.Contains(ranges, r) {
+				ranges = append(ranges, r)
+			}
+		}
 	}
 	return append(ranges, mcsproxy.DefaultClusterSetIPCIDRs...)
 }

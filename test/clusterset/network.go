@@ -1,12 +1,17 @@
 package clusterset
 
 import (
+	"context"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 )
 
 // fabricNetns is the namespace holding the bridge all nodes hang off: the
@@ -39,9 +44,10 @@ func (cs *ClusterSet) startNetwork() error {
 			return err
 		}
 	}
+	private := 0
 	for _, n := range nodes {
 		for _, other := range nodes {
-			if other == n {
+			if other == n || !reachesPods(n.cluster, other.cluster) {
 				continue
 			}
 			for k := range other.PodCIDRs {
@@ -50,9 +56,93 @@ func (cs *ClusterSet) startNetwork() error {
 				}
 			}
 		}
+		if len(cs.opts.PrivatePods) > 0 {
+			if err := cs.masqueradeLeavingPods(n); err != nil {
+				return err
+			}
+		}
+		if n.cluster.PrivatePods {
+			private++
+		}
 	}
-	cs.progress.timed("network", fmt.Sprintf("fabric bridge and %d node namespaces, flat routing between all pod CIDRs", len(nodes)), started)
+	what := "flat routing between all pod CIDRs"
+	if private > 0 {
+		what = fmt.Sprintf("pod CIDRs routed between the nodes that reach them (%d nodes with private pods)", private)
+	}
+	cs.progress.timed("network", fmt.Sprintf("fabric bridge and %d node namespaces, %s", len(nodes), what), started)
 	return nil
+}
+
+// reachesPods tells whether the nodes of cluster from route to the pods of
+// cluster to: always within a cluster, and between clusters unless one
+// of them has private pods.
+func reachesPods(from, to *Cluster) bool {
+	return from == to || !from.PrivatePods && !to.PrivatePods
+}
+
+// masqueradeLeavingPods makes node n masquerade what its cluster's pods
+// send out of eth0 to any address outside the pod networks n routes to,
+// as network plugins do for traffic leaving the pod network: a cluster
+// whose pods others cannot reach (or whose pod IPs are also another
+// cluster's) answers a connection to its node ports to the node that
+// sent it, never to a pod IP it cannot route or routes to its own pod.
+func (cs *ClusterSet) masqueradeLeavingPods(n *Node) error {
+	var rules []string
+	for k, fam := range cs.opts.IPFamily.families() {
+		var reached []string
+		for _, c := range cs.Clusters {
+			if reachesPods(n.cluster, c) && !slices.Contains(reached, c.PodCIDRs[k]) {
+				reached = append(reached, c.PodCIDRs[k])
+			}
+		}
+		match := "ip"
+		if fam == v1.IPv6Protocol {
+			match = "ip6"
+		}
+		rules = append(rules, fmt.Sprintf("\t\toifname \"eth0\" %s saddr %s %s daddr != { %s } masquerade\n",
+			match, n.cluster.PodCIDRs[k], match, strings.Join(reached, ", ")))
+	}
+	ruleset := "table inet " + cniTable + " {\n\tchain postrouting {\n\t\ttype nat hook postrouting priority srcnat + 10; policy accept;\n" +
+		strings.Join(rules, "") + "\t}\n}\n"
+	cmd := exec.Command("ip", "netns", "exec", n.Netns, "nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(ruleset)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("node %s: masquerading its pods' traffic out of the pod network: %v: %s", n.Name, err, out)
+	}
+	return nil
+}
+
+// cniTable is the nftables table of what the harness does as a node's
+// network plugin.
+const cniTable = "cset-cni"
+
+// Fail takes node n off the network and marks it as the node lifecycle
+// controller marks a node whose kubelet stopped posting its status (no
+// such controller runs in the harness): its eth0 goes down, so that
+// nothing reaches it or leaves it, and its Ready condition becomes
+// Unknown. Its processes keep running, as on a machine cut off.
+func (n *Node) Fail(ctx context.Context) error {
+	if err := run("ip", "-n", n.Netns, "link", "set", "eth0", "down"); err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(n.cluster.API.RESTConfig())
+	if err != nil {
+		return err
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for i := range node.Status.Conditions {
+			if c := &node.Status.Conditions[i]; c.Type == v1.NodeReady {
+				c.Status, c.Reason, c.Message = v1.ConditionUnknown, "NodeStatusUnknown", "Kubelet stopped posting node status."
+				c.LastTransitionTime = metav1.Now()
+			}
+		}
+		_, err = client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+		return err
+	})
 }
 
 func (cs *ClusterSet) addNode(n *Node) error {

@@ -31,6 +31,18 @@ type Options struct {
 	// upstream kube-proxy (kube-proxy-upstream) instead of the project's:
 	// members that keep stock kube-proxy, served in derived mode.
 	UpstreamKubeProxy []string
+	// PrivatePods names the clusters whose pod network the others cannot
+	// reach, nor they the others' (a private pod network, as members
+	// behind their own network boundary have): its pod CIDR is routed
+	// only among its own nodes. The value names the cluster whose pod
+	// CIDR it takes instead of its own ("" keeps its own): an
+	// overlapping pod network, the same pod IPs in both clusters. The
+	// nodes of every cluster then masquerade what their pods send to
+	// addresses outside the pod networks they reach, as network plugins
+	// do for traffic leaving the pod network, so that replies find the
+	// way back. Other clusters reach such a cluster's pods only through
+	// its node addresses (NodePort Services).
+	PrivatePods map[string]string
 	// NoKubeProxy and NoDNS leave out kube-proxy and CoreDNS.
 	NoKubeProxy bool
 	NoDNS       bool
@@ -84,15 +96,44 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("IP family %q: want %s, %s or %s", o.IPFamily, IPv4, IPv6, DualStack)
 	}
 	for _, name := range o.UpstreamKubeProxy {
-		known := false
-		for i := 0; i < o.Clusters; i++ {
-			known = known || clusterName(i) == name
-		}
-		if !known {
+		if !o.known(name) {
 			return fmt.Errorf("upstream kube-proxy in %q: no such cluster (cluster-a..%s)", name, clusterName(o.Clusters-1))
 		}
 	}
+	for name, like := range o.PrivatePods {
+		switch {
+		case !o.known(name):
+			return fmt.Errorf("private pods in %q: no such cluster (cluster-a..%s)", name, clusterName(o.Clusters-1))
+		case like != "" && !o.known(like):
+			return fmt.Errorf("private pods in %q overlapping %q: no such cluster (cluster-a..%s)", name, like, clusterName(o.Clusters-1))
+		case like != "" && o.PrivatePods[like] != "":
+			return fmt.Errorf("private pods in %q overlapping %q, whose own pod CIDR is another's: overlap a cluster that keeps its own", name, like)
+		}
+	}
 	return nil
+}
+
+// known tells whether the clusterset has a cluster of that name.
+func (o *Options) known(name string) bool {
+	for i := 0; i < o.Clusters; i++ {
+		if clusterName(i) == name {
+			return true
+		}
+	}
+	return false
+}
+
+// podPlanIndex is the index in the address plan of the pod CIDR of
+// cluster i: its own, or that of the cluster it overlaps (PrivatePods).
+func (o *Options) podPlanIndex(i int) int {
+	if like := o.PrivatePods[clusterName(i)]; like != "" {
+		for k := 0; k < o.Clusters; k++ {
+			if clusterName(k) == like {
+				return k
+			}
+		}
+	}
+	return i
 }
 
 // IPFamily is the IP family of a clusterset.
@@ -117,7 +158,8 @@ func (f IPFamily) families() []v1.IPFamily {
 }
 
 // The address plan. Every range is distinct across clusters, as in a
-// flat-network clusterset where any pod can reach any other pod:
+// flat-network clusterset where any pod can reach any other pod (except
+// the pod CIDR of a cluster that overlaps another's, Options.PrivatePods):
 //
 //	cluster i (0-based)   name cluster-<a+i>
 //	Service CIDR          10.(96+i).0.0/16, cluster DNS at .0.10

@@ -227,6 +227,37 @@ func TestAdmissionPolicies(t *testing.T) {
 			}, metav1.CreateOptions{})
 			return err
 		}},
+		{what: "the controller writes a ClusterIP Service that selects pods under an ingress name", do: func() error {
+			_, err := ctrlKube.CoreV1().Services("prod").Create(ctx, ingressService("ingress-0123456789", v1.ServiceTypeClusterIP, true), metav1.CreateOptions{})
+			return err
+		}},
+		{what: "the controller writes a NodePort Service that selects pods under another name", do: func() error {
+			_, err := ctrlKube.CoreV1().Services("prod").Create(ctx, ingressService("users-np", v1.ServiceTypeNodePort, true), metav1.CreateOptions{})
+			return err
+		}},
+		{what: "the controller writes an ingress Service that does not say which export it serves", do: func() error {
+			_, err := ctrlKube.CoreV1().Services("prod").Create(ctx, ingressService("ingress-0123456789", v1.ServiceTypeNodePort, false), metav1.CreateOptions{})
+			return err
+		}},
+		{what: "the controller writes the ingress Service of an export", allowed: true, do: func() error {
+			_, err := ctrlKube.CoreV1().Services("prod").Create(ctx, ingressService(export.IngressName("prod", "db"), v1.ServiceTypeNodePort, true), metav1.CreateOptions{})
+			return err
+		}},
+		{what: "the controller turns the ingress Service of an export into a ClusterIP Service", do: func() error {
+			s, err := ctrlKube.CoreV1().Services("prod").Get(ctx, export.IngressName("prod", "db"), metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			s.Spec.Type = v1.ServiceTypeClusterIP
+			for i := range s.Spec.Ports {
+				s.Spec.Ports[i].NodePort = 0
+			}
+			_, err = ctrlKube.CoreV1().Services("prod").Update(ctx, s, metav1.UpdateOptions{})
+			return err
+		}},
+		{what: "the controller deletes the ingress Service of an export", allowed: true, do: func() error {
+			return ctrlKube.CoreV1().Services("prod").Delete(ctx, export.IngressName("prod", "db"), metav1.DeleteOptions{})
+		}},
 		{what: "the controller writes a Service not labelled as its own", do: func() error {
 			_, err := ctrlKube.CoreV1().Services("prod").Create(ctx, &v1.Service{
 				ObjectMeta: metav1.ObjectMeta{Name: "y"}, Spec: v1.ServiceSpec{Ports: []v1.ServicePort{{Port: 80}}},
@@ -293,6 +324,19 @@ func TestAdmissionPolicies(t *testing.T) {
 	}
 	if l, _ := m.kube.CoordinationV1().Leases("kube-system").Get(ctx, "kube-scheduler", metav1.GetOptions{}); ptr.Deref(l.Spec.HolderIdentity, "") != "scheduler-1" {
 		t.Errorf("the scheduler's Lease is held by %q", ptr.Deref(l.Spec.HolderIdentity, ""))
+	}
+}
+
+// ingressService is a Service selecting pods, labelled as the
+// controller's, of type typ, saying which export it serves if forExport.
+func ingressService(name string, typ v1.ServiceType, forExport bool) *v1.Service {
+	labels := map[string]string{"app.kubernetes.io/managed-by": mcsproxy.DefaultManagedBy}
+	if forExport {
+		labels[export.LabelIngressFor] = "db"
+	}
+	return &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec:       v1.ServiceSpec{Type: typ, Selector: map[string]string{"app": "db"}, Ports: []v1.ServicePort{{Port: 80}}},
 	}
 }
 

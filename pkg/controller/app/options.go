@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/multiclusterservices/proxy"
@@ -27,6 +28,8 @@ type Options struct {
 	ExportNamespaces   []string
 	DerivedMembers     []string
 	DerivedGrace       time.Duration
+	IngressMembers     []string
+	IngressServiceType string
 	EndpointTTL        time.Duration
 	LeaseNamespace     string
 	Workers            int
@@ -67,6 +70,7 @@ func NewOptions() *Options {
 		SourceManagers:           []string{"endpointslice-controller.k8s.io", "endpointslicemirroring-controller.k8s.io"},
 		EndpointTTL:              40 * time.Second,
 		DerivedGrace:             30 * time.Second,
+		IngressServiceType:       string(v1.ServiceTypeNodePort),
 		LeaseNamespace:           "kube-system",
 		Workers:                  8,
 		InitialSyncTimeout:       30 * time.Second,
@@ -99,6 +103,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.SourceManagers, "source-endpointslice-managers", o.SourceManagers, "endpointslice.kubernetes.io/managed-by values of the exported Services' EndpointSlices that are mirrored to other members (default: Kubernetes' EndpointSlice and mirroring controllers). Slices anyone else wrote stay in their cluster.")
 	fs.StringSliceVar(&o.DerivedMembers, "derived-members", o.DerivedMembers, "Cluster IDs of the members served in derived mode, comma separated: members whose proxies do not program ServiceImports (upstream kube-proxy, a kube-proxy-free network plugin) get a derived Service per import (derived-<hash>, with EndpointSlices per source cluster) and the import's ips are its cluster IPs. The others are served natively.")
 	fs.DurationVar(&o.DerivedGrace, "derived-grace", o.DerivedGrace, "How long a derived Service keeps serving after its member is switched to native mode, for clients that still hold its IPs from earlier DNS answers (at least the DNS TTL of clusterset.local).")
+	fs.StringSliceVar(&o.IngressMembers, "ingress-members", o.IngressMembers, "Cluster IDs of the members whose pods the other members cannot reach, nor they the others' (private or overlapping pod networks), comma separated. Between such a member and any other, an export is reached through its cluster's ingress: the exported Service itself when it is a NodePort or LoadBalancer Service, otherwise a Service of --ingress-service-type the controller creates for it (ingress-<hash>); the EndpointSlices the other side gets carry the ingress's addresses and ports instead of pod IPs.")
+	fs.StringVar(&o.IngressServiceType, "ingress-service-type", o.IngressServiceType, "Type of the ingress Services the controller creates: NodePort (every ready node is an entry point) or LoadBalancer (the load balancer's address is).")
 	fs.DurationVar(&o.EndpointTTL, "endpoint-ttl", o.EndpointTTL, "How long a source cluster's endpoints stay imported after its API was last reached (its Lease duration).")
 	fs.StringVar(&o.LeaseNamespace, "lease-namespace", o.LeaseNamespace, "Namespace, in every member, of the per-source-cluster Leases and of the leader election Lease.")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Workers per queue (the clusterset queue and each member's queue).")
@@ -135,6 +141,14 @@ func (o *Options) Validate() error {
 		if errs := validation.IsDNS1123Label(id); len(errs) > 0 {
 			return fmt.Errorf("--derived-members: %q is not a cluster ID: %s", id, errs[0])
 		}
+	}
+	for _, id := range o.IngressMembers {
+		if errs := validation.IsDNS1123Label(id); len(errs) > 0 {
+			return fmt.Errorf("--ingress-members: %q is not a cluster ID: %s", id, errs[0])
+		}
+	}
+	if t := v1.ServiceType(o.IngressServiceType); t != v1.ServiceTypeNodePort && t != v1.ServiceTypeLoadBalancer {
+		return fmt.Errorf("--ingress-service-type %q: want %s or %s", o.IngressServiceType, v1.ServiceTypeNodePort, v1.ServiceTypeLoadBalancer)
 	}
 	if o.DerivedGrace < 0 {
 		return fmt.Errorf("--derived-grace %s is negative", o.DerivedGrace)

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -141,7 +142,9 @@ func Run(ctx context.Context, o *Options) error {
 		RefusedNamespaces:  o.RefusedNamespaces,
 		SourceManagers:     o.SourceManagers,
 		ExportNamespaces:   exportNamespaces,
-		DerivedMembers:     derivedMembers(logger, o.DerivedMembers, members),
+		DerivedMembers:     memberSet(logger, "--derived-members", o.DerivedMembers, members),
+		IngressMembers:     memberSet(logger, "--ingress-members", o.IngressMembers, members),
+		IngressServiceType: v1.ServiceType(o.IngressServiceType),
 		DerivedGrace:       o.DerivedGrace,
 		EndpointTTL:        o.EndpointTTL,
 		LeaseNamespace:     o.LeaseNamespace,
@@ -328,15 +331,17 @@ func (h *health) readyz(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintln(w, "ok")
 }
 
-// derivedMembers returns the set of cluster IDs served in derived mode,
-// saying which of them is no member (a typo would otherwise silently serve
-// a stock-kube-proxy member natively, where its imports answer nothing).
-func derivedMembers(logger klog.Logger, ids []string, members []topology.Member) map[string]bool {
+// memberSet returns the set of cluster IDs a flag names (--derived-members,
+// --ingress-members), saying which of them is no member: a typo would
+// otherwise silently serve a member the wrong way (a stock-kube-proxy
+// member natively, where its imports answer nothing; a private network
+// with pod IPs nobody reaches).
+func memberSet(logger klog.Logger, flag string, ids []string, members []topology.Member) map[string]bool {
 	out := map[string]bool{}
 	for _, id := range ids {
 		out[id] = true
 		if !slices.ContainsFunc(members, func(m topology.Member) bool { return m.ClusterID == id }) {
-			logger.Info("A member named by --derived-members is not among the members at start-up; it is served in derived mode when it joins", "cluster", id)
+			logger.Info("A member named by "+flag+" is not among the members at start-up; it is served so when it joins", "cluster", id)
 		}
 	}
 	return out

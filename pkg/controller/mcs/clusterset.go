@@ -42,6 +42,11 @@ type desiredState struct {
 	// slice carries happened (endpoints.kubernetes.io/last-change-trigger-time,
 	// set by the EndpointSlice controller), for the propagation metric.
 	Triggers map[string]time.Time
+	// Ingress are the entry-point slices of the source clusters whose pods
+	// some member cannot reach, by name (desiredIngress); IngressServices
+	// the ingress Services to create, by exporting cluster.
+	Ingress         map[string]*discoveryv1.EndpointSlice
+	IngressServices map[string]*v1.Service
 	// Stale are the source clusters whose endpoints are kept although
 	// their leases expired, because no source of the name is alive.
 	Stale []string
@@ -167,6 +172,7 @@ func (c *Controller) syncClusterset(ctx context.Context, key string) error {
 				continue
 			}
 			podRanges := byID[e.Cluster].podRanges()
+			var own []*discoveryv1.EndpointSlice
 			for _, s := range slicesOf(byID[e.Cluster].localSlices, byService, key) {
 				if !slices.Contains(c.cfg.SourceManagers, s.Labels[discoveryv1.LabelManagedBy]) {
 					c.reportUnmirrored(byID[e.Cluster], s)
@@ -177,6 +183,7 @@ func (c *Controller) syncClusterset(ctx context.Context, key string) error {
 						c.reportOutsidePodRanges(byID[e.Cluster], s, dropped)
 					}
 					d.Slices[is.Name] = is
+					own = append(own, is)
 					if t, err := time.Parse(time.RFC3339Nano, s.Annotations[v1.EndpointsLastChangeTriggerTime]); err == nil {
 						if d.Triggers == nil {
 							d.Triggers = map[string]time.Time{}
@@ -184,6 +191,9 @@ func (c *Controller) syncClusterset(ctx context.Context, key string) error {
 						d.Triggers[is.Name] = t
 					}
 				}
+			}
+			if c.needsIngress(e.Cluster, members) {
+				c.desiredIngress(byID[e.Cluster], e, r, own, d)
 			}
 		}
 	}

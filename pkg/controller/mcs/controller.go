@@ -69,6 +69,15 @@ type Config struct {
 	// member switched to native mode, for clients that still hold its
 	// IPs from earlier DNS answers.
 	DerivedGrace time.Duration
+	// IngressMembers are the cluster IDs of the members whose pods the
+	// other members cannot reach, nor they the others' (private or
+	// overlapping pod networks): between such a member and any other,
+	// traffic goes through the exporting cluster's ingress.
+	IngressMembers map[string]bool
+	// IngressServiceType is the type of the ingress Services created for
+	// exports of ClusterIP Services: NodePort (the default) or
+	// LoadBalancer.
+	IngressServiceType v1.ServiceType
 	// InitialSyncTimeout bounds how long start-up waits for every member's
 	// caches before working with the members that did sync.
 	InitialSyncTimeout time.Duration
@@ -506,6 +515,11 @@ func (c *Controller) addHandlers(m *member) {
 		if key, ok := c.derivedServiceOwner(obj); ok {
 			m.queue.Add(key)
 		}
+		// An ingress Service's node ports and load-balancer addresses
+		// are the entry points other members get.
+		if key, ok := c.ingressOwner(obj); ok {
+			c.queue.Add(key)
+		}
 		// Only Services somebody exports matter.
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil && c.isExportedSomewhere(key) {
 			c.queue.Add(key)
@@ -571,6 +585,13 @@ func (c *Controller) addHandlers(m *member) {
 			o, ok1 := old.(*v1.Node)
 			n, ok2 := cur.(*v1.Node)
 			if ok1 && ok2 && slices.Equal(o.Spec.PodCIDRs, n.Spec.PodCIDRs) && apiequality.Semantic.DeepEqual(o.Status.Addresses, n.Status.Addresses) {
+				// A node's readiness makes it an entry point of its
+				// cluster's ingresses, or not.
+				if nodeReadyChanged(o, n) && c.needsIngress(m.id, c.memberList()) {
+					for _, k := range m.exportKeys() {
+						c.queue.Add(k)
+					}
+				}
 				return
 			}
 			c.enqueueAll()

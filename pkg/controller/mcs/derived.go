@@ -114,7 +114,7 @@ func (c *Controller) syncDerived(ctx context.Context, m *member, key string, d *
 func (c *Controller) derivedSlicesFor(m *member, d *desiredState, svc *v1.Service) (map[string]*discoveryv1.EndpointSlice, map[string]time.Time) {
 	out := map[string]*discoveryv1.EndpointSlice{}
 	triggers := map[string]time.Time{}
-	for imported, s := range export.DerivedSlices(memberView(m, d), svc, c.cfg.ManagedBy) {
+	for imported, s := range export.DerivedSlices(c.memberView(m, d), svc, c.cfg.ManagedBy) {
 		out[s.Name] = s
 		if t, ok := d.Triggers[imported]; ok {
 			triggers[s.Name] = t
@@ -270,7 +270,7 @@ func (c *Controller) writeLocalServiceSlices(ctx context.Context, m *member, si 
 		svc, err := m.services.Services(si.Namespace).Get(si.Name)
 		if err == nil && svc.Spec.Type != v1.ServiceTypeExternalName && svc.Spec.ClusterIP != v1.ClusterIPNone {
 			var remote []*discoveryv1.EndpointSlice
-			for _, s := range memberView(m, d) {
+			for _, s := range c.memberView(m, d) {
 				if s.Labels[mcsv1beta1.LabelSourceCluster] != m.id {
 					remote = append(remote, s)
 				}

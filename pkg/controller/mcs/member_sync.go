@@ -44,6 +44,7 @@ func (c *Controller) syncMember(ctx context.Context, m *member, key string) erro
 	if d.Retain {
 		return errors.Join(errs...)
 	}
+	errs = append(errs, c.writeIngressService(ctx, m, ns, name, d))
 	n, err := m.namespaces.Get(ns)
 	nsExists := err == nil && n.Status.Phase != v1.NamespaceTerminating
 	// A service is imported where its namespace exists (KEP-1645), and
@@ -159,6 +160,10 @@ func (c *Controller) writeExportStatus(ctx context.Context, m *member, ns, name 
 		return nil
 	}
 	conds := slices.Clone(se.Status.Conditions)
+	if !slices.ContainsFunc(want, func(c metav1.Condition) bool { return c.Type == ConditionIngressReady }) {
+		// Other members reach this cluster's pods (again).
+		meta.RemoveStatusCondition(&conds, ConditionIngressReady)
+	}
 	for _, cond := range want {
 		cond.ObservedGeneration = se.Generation
 		meta.SetStatusCondition(&conds, cond)
@@ -187,6 +192,11 @@ func exportEvents(m *member, se *mcsv1beta1.ServiceExport, before, after []metav
 		m.recorder.Event(se, v1.EventTypeWarning, cond.Reason, cond.Message)
 	}
 	if cond, ok := changed(mcsv1beta1.ServiceExportConditionConflict); ok && cond.Status == metav1.ConditionTrue {
+		m.recorder.Event(se, v1.EventTypeWarning, cond.Reason, cond.Message)
+	}
+	// An ingress that cannot serve, for a reason the user must act on
+	// (not while node ports or an address are being allocated).
+	if cond, ok := changed(mcsv1beta1.ServiceExportConditionType(ConditionIngressReady)); ok && cond.Status == metav1.ConditionFalse && cond.Reason != export.IngressReasonPending {
 		m.recorder.Event(se, v1.EventTypeWarning, cond.Reason, cond.Message)
 	}
 	// An export becoming Ready is not an event: the condition says it.
@@ -441,18 +451,6 @@ func importedSlicesIn(m *member, ns, name string) (mcs, derived, local []*discov
 	return mcs, derived, local
 }
 
-// memberView returns the imported slices of d as member m gets them
-// (remote node names cleared), sorted by name.
-func memberView(m *member, d *desiredState) []*discoveryv1.EndpointSlice {
-	out := make([]*discoveryv1.EndpointSlice, 0, len(d.Slices))
-	for _, name := range slices.Sorted(maps.Keys(d.Slices)) {
-		s := d.Slices[name].DeepCopy()
-		export.ForMember(s, m.id)
-		out = append(out, s)
-	}
-	return out
-}
-
 // mcsSlicesFor returns the MCS EndpointSlices member m gets for import si,
 // by name.
 func (c *Controller) mcsSlicesFor(m *member, d *desiredState, si *mcsv1beta1.ServiceImport) map[string]*discoveryv1.EndpointSlice {
@@ -463,7 +461,7 @@ func (c *Controller) mcsSlicesFor(m *member, d *desiredState, si *mcsv1beta1.Ser
 		UID:        si.UID,
 	}}
 	out := make(map[string]*discoveryv1.EndpointSlice, len(d.Slices))
-	for _, s := range memberView(m, d) {
+	for _, s := range c.memberView(m, d) {
 		s.OwnerReferences = owner
 		out[s.Name] = s
 	}

@@ -74,6 +74,7 @@ func addClusterSetFlags(cmd *cobra.Command, o *clusterset.Options) {
 	f.StringVar(&o.ProxyMode, "proxy-mode", "nftables", "kube-proxy mode: nftables or iptables")
 	f.StringArrayVar(&o.KubeProxyArgs, "kube-proxy-arg", nil, "extra kube-proxy flag (repeatable)")
 	f.StringSliceVar(&o.UpstreamKubeProxy, "upstream-kube-proxy", nil, "clusters whose nodes run the unmodified upstream kube-proxy (serve them with mcs-controller --derived-members)")
+	f.StringToStringVar(&o.PrivatePods, "private-pods", nil, "CLUSTER=[OVERLAPPED]: clusters whose pods the others cannot reach, nor they the others' (routed only among their own nodes), each with the pod CIDR of cluster OVERLAPPED if given (overlapping pod networks); serve them with mcs-controller --ingress-members")
 	f.StringVar((*string)(&o.IPFamily), "ip-family", string(clusterset.IPv4), "IP family of nodes, pods, Services and clusterset IPs: ipv4, ipv6 or dual")
 }
 

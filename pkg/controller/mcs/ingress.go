@@ -1,0 +1,192 @@
+package mcs
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/multiclusterservices/export"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// Members reached through their ingress (Config.IngressMembers) have pod
+// networks the others cannot route to: private, or overlapping another
+// member's. Traffic between such a member and any other goes through the
+// exporting cluster's ingress, a NodePort or LoadBalancer Service: the
+// slices a member gets for a source cluster whose pods it cannot reach
+// carry that cluster's entry points (export.IngressSlices) instead of its
+// pods. The exporting cluster itself, and flat members among themselves,
+// keep pod IPs.
+
+// ConditionIngressReady is a ServiceExport condition of this controller's,
+// present where some other member cannot reach the exporting cluster's
+// pods: whether they reach the export through its ingress, and why not.
+const ConditionIngressReady = "IngressReady"
+
+// reaches tells whether the nodes of member consumer can reach the pods of
+// source cluster source.
+func (c *Controller) reaches(consumer, source string) bool {
+	return consumer == source || !c.cfg.IngressMembers[consumer] && !c.cfg.IngressMembers[source]
+}
+
+// needsIngress tells whether any of members other than source cannot
+// reach source's pods.
+func (c *Controller) needsIngress(source string, members []*member) bool {
+	return slices.ContainsFunc(members, func(m *member) bool { return !c.reaches(m.id, source) })
+}
+
+// ingressType is the type of the ingress Services the controller creates.
+func (c *Controller) ingressType() v1.ServiceType {
+	if c.cfg.IngressServiceType == "" {
+		return v1.ServiceTypeNodePort
+	}
+	return c.cfg.IngressServiceType
+}
+
+// desiredIngress works out, during the merge, how the members that cannot
+// reach e's pods reach its export: the ingress Service to create in e's
+// cluster (d.IngressServices), the entry-point slices (d.Ingress) and the
+// export's IngressReady condition. own are the slices of e's pods, whose
+// readiness the entry points take.
+func (c *Controller) desiredIngress(m *member, e export.Export, r export.Result, own []*discoveryv1.EndpointSlice, d *desiredState) {
+	ns, name := e.Service.Namespace, e.Service.Name
+	cond := metav1.Condition{Type: ConditionIngressReady, Status: metav1.ConditionFalse}
+	defer func() {
+		d.ExportConditions[e.Cluster] = append(d.ExportConditions[e.Cluster], cond)
+	}()
+	if r.Spec.Type == mcsv1beta1.Headless {
+		cond.Reason = export.IngressReasonHeadless
+		cond.Message = "a headless export is answered by DNS with pod IPs, which clusters that cannot reach this cluster's pods cannot use: they get none of its endpoints"
+		return
+	}
+	ingress := e.Service
+	if !export.IsIngress(e.Service) {
+		if len(e.Service.Spec.Selector) == 0 {
+			cond.Reason = export.IngressReasonNoSelector
+			cond.Message = fmt.Sprintf("Service %s selects no pods, so no %s Service can stand in front of its endpoints; make it a NodePort or LoadBalancer Service to serve the clusters that cannot reach this one's pods", name, c.ingressType())
+			return
+		}
+		if d.IngressServices == nil {
+			d.IngressServices = map[string]*v1.Service{}
+		}
+		d.IngressServices[e.Cluster] = export.IngressService(e.Service, e.ServiceExport, c.ingressType(), c.cfg.ManagedBy)
+		have, err := m.services.Services(ns).Get(export.IngressName(ns, name))
+		switch {
+		case err != nil:
+			cond.Reason, cond.Message = export.IngressReasonPending, fmt.Sprintf("the %s Service %s is being created", c.ingressType(), export.IngressName(ns, name))
+			return
+		case !c.wrote(have):
+			delete(d.IngressServices, e.Cluster)
+			cond.Reason, cond.Message = "IngressNameTaken", fmt.Sprintf("a Service %s that %s did not create exists: it is not used as the ingress", have.Name, c.cfg.ManagedBy)
+			return
+		}
+		ingress = have
+	}
+	var nodes []*v1.Node
+	if m.inf.nodes.HasSynced() {
+		nodes, _ = m.nodes.List(labels.Everything())
+	}
+	out, st := export.IngressSlices(ingress, nodes, name, e.Cluster, c.cfg.ManagedBy, r.ServedPorts[e.Cluster], export.AnyReady(own))
+	cond.Reason, cond.Message = st.Reason, st.Message
+	if st.Serving {
+		cond.Status = metav1.ConditionTrue
+	}
+	if d.Ingress == nil {
+		d.Ingress = map[string]*discoveryv1.EndpointSlice{}
+	}
+	for _, s := range out {
+		d.Ingress[s.Name] = s
+	}
+}
+
+// writeIngressService makes the ingress Service of m's export of ns/name
+// what d says: created or updated where m's pods are out of other
+// members' reach, deleted where they no longer are. Only a Service this
+// controller created is ever changed; it is also owned by the export, so
+// that it goes with it.
+func (c *Controller) writeIngressService(ctx context.Context, m *member, ns, name string, d *desiredState) error {
+	want := d.IngressServices[m.id]
+	have, err := m.services.Services(ns).Get(export.IngressName(ns, name))
+	exists := err == nil
+	api := m.kube.CoreV1().Services(ns)
+	switch {
+	case want == nil:
+		if exists && c.wrote(have) && have.Labels[export.LabelIngressFor] == name {
+			return deleteOwnService(ctx, m, have)
+		}
+	case !exists:
+		if _, err := api.Create(ctx, want, metav1.CreateOptions{FieldManager: fieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating ingress Service %s/%s in %s: %w", ns, want.Name, m.id, err)
+		}
+	case c.wrote(have) && (export.IngressDiffers(have, want) || !slices.Equal(ownerUIDs(have), ownerUIDs(want))):
+		if _, err := api.Update(ctx, export.UpdateIngress(have, want), metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+			return fmt.Errorf("updating ingress Service %s/%s in %s: %w", ns, want.Name, m.id, err)
+		}
+	}
+	return nil
+}
+
+func ownerUIDs(o metav1.Object) []string {
+	var out []string
+	for _, r := range o.GetOwnerReferences() {
+		out = append(out, string(r.UID))
+	}
+	return out
+}
+
+// ingressOwner returns the export key of an ingress Service this
+// controller created, so that a change of its node ports, load-balancer
+// addresses or spec is merged again.
+func (c *Controller) ingressOwner(obj any) (string, bool) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	svc, ok := obj.(*v1.Service)
+	if !ok || !c.wrote(svc) || svc.Labels[export.LabelIngressFor] == "" {
+		return "", false
+	}
+	return svc.Namespace + "/" + svc.Labels[export.LabelIngressFor], true
+}
+
+// nodeReadyChanged tells whether a node update changes whether the node
+// is an entry point of its cluster's ingresses.
+func nodeReadyChanged(o, n *v1.Node) bool {
+	ready := func(n *v1.Node) bool {
+		for _, c := range n.Status.Conditions {
+			if c.Type == v1.NodeReady {
+				return c.Status == v1.ConditionTrue
+			}
+		}
+		return false
+	}
+	return ready(o) != ready(n) || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
+}
+
+// memberView returns the imported slices of d as member m gets them,
+// sorted by name: the slices of the source clusters whose pods m reaches
+// (remote node names cleared), and the entry points of the others.
+func (c *Controller) memberView(m *member, d *desiredState) []*discoveryv1.EndpointSlice {
+	out := make([]*discoveryv1.EndpointSlice, 0, len(d.Slices))
+	for _, name := range slices.Sorted(maps.Keys(d.Slices)) {
+		if !c.reaches(m.id, d.Slices[name].Labels[mcsv1beta1.LabelSourceCluster]) {
+			continue
+		}
+		s := d.Slices[name].DeepCopy()
+		export.ForMember(s, m.id)
+		out = append(out, s)
+	}
+	for _, name := range slices.Sorted(maps.Keys(d.Ingress)) {
+		if c.reaches(m.id, d.Ingress[name].Labels[mcsv1beta1.LabelSourceCluster]) {
+			continue
+		}
+		out = append(out, d.Ingress[name].DeepCopy())
+	}
+	return out
+}
