@@ -133,6 +133,21 @@ func (s *ingressSuite) testReach(t *testing.T) {
 		t.Errorf("c's export IngressReady: %s", cond)
 	}
 
+	// c's pods are out of b's reach: their IPs are a's pod network, where
+	// b's requests go.
+	shared := 0
+	for name, ip := range ips {
+		if !strings.HasPrefix(name, "web-c-") {
+			continue
+		}
+		if got := fromB.ask("tcp", hostPort(ip, 8080)); strings.HasPrefix(got, "web-c-") {
+			t.Errorf("b reached c's pod %s at %s directly", got, ip)
+		} else if got != "" {
+			shared++
+		}
+	}
+	t.Logf("%d of c's 4 pod IPs answered from b by a pod of a with the same IP", shared)
+
 	// Every pod of both clusters answers b, by clusterset IP and name.
 	waitAnswers(t, fromB, "tcp", hostPort(vip, 80), 60, all)
 	waitAnswers(t, fromB, "tcp", hostPort("web."+sp.name+".svc.clusterset.local", 80), 60, all)
