@@ -209,6 +209,7 @@ func (cs *ClusterSet) startCluster(ctx context.Context, c *Cluster) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return cs.startControllerManager(gctx, c) })
 	g.Go(func() error { return cs.startScheduler(c) })
+	g.Go(func() error { return cs.startLoadBalancer(c) })
 	g.Go(func() error {
 		if err := cs.setUpAPI(gctx, c); err != nil {
 			return err

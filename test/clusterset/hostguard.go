@@ -13,10 +13,10 @@ import (
 )
 
 // hostRanges are every address range of the clusterset: the fabric (node
-// and apiserver addresses), each cluster's Service and pod ranges, and the
+// and apiserver addresses), the load-balancer addresses, each cluster's Service and pod ranges, and the
 // clusterset IP ranges.
 func (cs *ClusterSet) hostRanges() []string {
-	ranges := each(cs.opts.IPFamily, func(p plan) string { return p.fabricCIDR })
+	ranges := append(each(cs.opts.IPFamily, func(p plan) string { return p.fabricCIDR }), each(cs.opts.IPFamily, func(p plan) string { return p.lbCIDR })...)
 	for _, c := range cs.Clusters {
 		for _, r := range append(slices.Clone(c.ServiceCIDRs), c.PodCIDRs...) {
 			// Overlapping pod networks share a range.

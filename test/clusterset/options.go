@@ -168,6 +168,8 @@ func (f IPFamily) families() []v1.IPFamily {
 //	                      fd00:10:2<ii>::/48, node j gets fd00:10:2<ii>:<j>::/64
 //	node j's address      172.30.i.(j+1)/16, fd00:172:30::<i>:<j+1>/64 on the
 //	                      fabric bridge
+//	load balancers        172.31.i.k, fd00:172:31::<i>:<k> (k = 1..250),
+//	                      routed to cluster i's first node
 //	apiserver             172.30.i.254, fd00:172:30::<i>:fe on every node of
 //	                      cluster i (the `kubernetes` Service's endpoint,
 //	                      forwarded to the apiserver on the host's loopback)
@@ -188,8 +190,11 @@ type plan struct {
 	family                                    v1.IPFamily
 	serviceCIDR, dnsIP, clusterPodCIDR, apiIP func(i int) string
 	nodePodCIDR, nodeIP                       func(i, j int) string
-	fabricCIDR                                string
-	fabricPrefixLen                           int
+	// lbIP is the k-th (1-based) load-balancer address of cluster i, in
+	// lbCIDR.
+	lbIP               func(i, k int) string
+	fabricCIDR, lbCIDR string
+	fabricPrefixLen    int
 }
 
 var plans = map[v1.IPFamily]plan{
@@ -201,7 +206,9 @@ var plans = map[v1.IPFamily]plan{
 		apiIP:           func(i int) string { return fmt.Sprintf("172.30.%d.254", i) },
 		nodePodCIDR:     func(i, j int) string { return fmt.Sprintf("10.%d.%d.0/24", 200+i, j) },
 		nodeIP:          func(i, j int) string { return fmt.Sprintf("172.30.%d.%d", i, j+1) },
+		lbIP:            func(i, k int) string { return fmt.Sprintf("172.31.%d.%d", i, k) },
 		fabricCIDR:      "172.30.0.0/16",
+		lbCIDR:          "172.31.0.0/16",
 		fabricPrefixLen: 16,
 	},
 	v1.IPv6Protocol: {
@@ -212,7 +219,9 @@ var plans = map[v1.IPFamily]plan{
 		apiIP:           func(i int) string { return v6("fd00:172:30::%x:fe", i) },
 		nodePodCIDR:     func(i, j int) string { return v6("fd00:10:2%02x:%x::/64", i, j) },
 		nodeIP:          func(i, j int) string { return v6("fd00:172:30::%x:%x", i, j+1) },
+		lbIP:            func(i, k int) string { return v6("fd00:172:31::%x:%x", i, k) },
 		fabricCIDR:      "fd00:172:30::/64",
+		lbCIDR:          "fd00:172:31::/64",
 		fabricPrefixLen: 64,
 	},
 }

@@ -38,8 +38,10 @@ func TestIngressMember(t *testing.T) {
 	}
 	t.Run("an export of a and c is reached from every cluster, every pod answers, shares by endpoints and entry points", s.testReach)
 	t.Run("c's pods scaled to zero take c out", s.testScaleToZero)
-	t.Run("a node of c taken off the network leaves c's entry points", s.testNodeFails)
+	t.Run("a LoadBalancer Service exported from c is entered at its load-balancer address", s.testLoadBalancer)
 	t.Run("figure: requests through c's ingress against a's pods", s.testFigure)
+	// Last: c's second node stays off the network.
+	t.Run("a node of c taken off the network leaves c's entry points", s.testNodeFails)
 }
 
 type ingressSuite struct {
@@ -230,6 +232,35 @@ func (s *ingressSuite) testNodeFails(t *testing.T) {
 	got := fromB.answers("tcp", hostPort(vip, 80), 60)
 	if !slices.Equal(got, podNames(ips)) {
 		t.Errorf("answers from b after c's second node failed: %v, want every pod %v", got, podNames(ips))
+	}
+}
+
+func (s *ingressSuite) testLoadBalancer(t *testing.T) {
+	sp := s.space(t, "e2e-ing-lb")
+	svc := sp.service(s.c, "lb", func(spec *v1.ServiceSpec) { spec.Type = v1.ServiceTypeLoadBalancer })
+	ips := sp.echoPods(s.c, "lb", "lb-c-1", "lb-c-2")
+	sp.export(s.c, "lb")
+	var lbIP string
+	eventually(t, 30*time.Second, "a load-balancer address for c's Service lb", func() (bool, string) {
+		got, err := s.c.Client.CoreV1().Services(sp.name).Get(t.Context(), svc.Name, metav1.GetOptions{})
+		if err != nil || len(got.Status.LoadBalancer.Ingress) == 0 {
+			return false, errString(err)
+		}
+		lbIP = got.Status.LoadBalancer.Ingress[0].IP
+		return true, ""
+	})
+	// No ingress Service of the controller's: the export is its own.
+	if _, err := s.c.Client.CoreV1().Services(sp.name).Get(t.Context(), export.IngressName(sp.name, "lb"), metav1.GetOptions{}); err == nil {
+		t.Error("the controller made an ingress Service for a LoadBalancer export")
+	}
+	eventually(t, 30*time.Second, "b's slices for c to hold the load-balancer address", func() (bool, string) {
+		got, ready := entryPoints(t, sp, s.b, "lb", s.c.Name)
+		return slices.Equal(got, []string{lbIP}) && ready, fmt.Sprint(got, ready)
+	})
+	fromB := sp.client(s.b, "client")
+	waitAnswers(t, fromB, "tcp", hostPort(sp.vip(s.b, "lb"), 80), 30, podNames(ips))
+	if cond := sp.exportCondition(s.c, "lb", "IngressReady"); cond != "True/EntryPointsReady" {
+		t.Errorf("c's export IngressReady: %s", cond)
 	}
 }
 
