@@ -136,6 +136,14 @@ func Resolve(ctx context.Context, configs map[string]*rest.Config, order []strin
 // member (KEP-2149).
 var ErrNoClusterID = errors.New("no cluster ID")
 
+// invalidClusterID is a ClusterProperty that holds no valid cluster ID:
+// ErrNoClusterID to callers, said in the words of the reader's own error
+// ("invalid cluster ID: ...") rather than both prefixes.
+type invalidClusterID struct{ error }
+
+func (e invalidClusterID) Is(target error) bool { return target == ErrNoClusterID }
+func (e invalidClusterID) Unwrap() error        { return e.error }
+
 // ClusterID reads a member's cluster ID, retrying while its API does not
 // answer, until timeout: then the error is an *UnreachableError.
 func ClusterID(ctx context.Context, cfg *rest.Config, timeout time.Duration) (string, error) {
@@ -159,7 +167,7 @@ func ClusterID(ctx context.Context, cfg *rest.Config, timeout time.Duration) (st
 		}
 		id, err = aboutv1alpha1.ClusterIDOf(obj)
 		if err != nil {
-			return false, fmt.Errorf("%w: %v", ErrNoClusterID, err)
+			return false, invalidClusterID{err}
 		}
 		return true, nil
 	})

@@ -58,6 +58,11 @@ func TestResolve(t *testing.T) {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
 				}
+				// An ID missing or invalid is one kind of error to callers,
+				// said once.
+				if tt.name != "duplicate ID" && (!errors.Is(err, ErrNoClusterID) || strings.Contains(err.Error(), "no cluster ID: invalid cluster ID")) {
+					t.Errorf("err = %v: want ErrNoClusterID, said once", err)
+				}
 				return
 			}
 			if err != nil {
