@@ -252,8 +252,8 @@ func TestCoreExportIsImportedEverywhere(t *testing.T) {
 
 	// Written again with the caches showing the writes: nothing changes.
 	waitCache(t, "the writes in b's caches", func() bool {
-		_, err := b.imports.ServiceImports("demo").Get("web")
-		return err == nil && len(slicesOf(b.importedSlices, byImport, "demo/web")) == 1
+		si, err := b.imports.ServiceImports("demo").Get("web")
+		return err == nil && len(si.Status.Conditions) > 0 && len(slicesOf(b.importedSlices, byImport, "demo/web")) == 1
 	})
 	if wrote := writesOf(t, b, func() {
 		if err := c.syncMember(context.Background(), b.member, "demo/web"); err != nil {

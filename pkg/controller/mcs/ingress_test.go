@@ -170,7 +170,10 @@ func TestCoreIngressMembers(t *testing.T) {
 	}
 
 	// Written again with the caches showing the writes: nothing changes.
-	waitCache(t, "the writes in b's caches", func() bool { return len(slicesOf(b.importedSlices, byImport, "demo/web")) == 2 })
+	waitCache(t, "the writes in b's caches", func() bool {
+		si, err := b.imports.ServiceImports("demo").Get("web")
+		return err == nil && len(si.Status.Conditions) > 0 && len(slicesOf(b.importedSlices, byImport, "demo/web")) == 2
+	})
 	if wrote := writesOf(t, b, func() {
 		if err := c.syncMember(context.Background(), b.member, "demo/web"); err != nil {
 			t.Fatal(err)
