@@ -117,14 +117,25 @@ func LeftoverRoutes(prefix string) []string {
 			continue
 		}
 		for _, line := range strings.Split(out, "\n") {
-			// "unreachable 172.30.0.0/16 metric 1234 ..."
-			fields := strings.Fields(line)
-			if len(fields) >= 4 && fields[0] == "unreachable" && fields[2] == "metric" && fields[3] == metric {
-				routes = append(routes, family+" "+fields[1])
+			if dst, ok := guardRoute(line, metric); ok {
+				routes = append(routes, family+" "+dst)
 			}
 		}
 	}
 	return routes
+}
+
+// guardRoute returns the destination of a line of `ip route show type
+// unreachable` if it is a guard route with metric: "unreachable
+// 172.30.0.0/16 metric 1234 ...", or for IPv6 "unreachable
+// fd00:10:250::/108 dev lo metric 1234 ...".
+func guardRoute(line, metric string) (string, bool) {
+	fields := strings.Fields(line)
+	i := slices.Index(fields, "metric")
+	if len(fields) < 2 || fields[0] != "unreachable" || i < 0 || i+1 >= len(fields) || fields[i+1] != metric {
+		return "", false
+	}
+	return fields[1], true
 }
 
 // cleanHostRoutes removes the unreachable routes a crashed clusterset with

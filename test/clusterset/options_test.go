@@ -7,6 +7,23 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
+// A cluster with private pods that overlaps another takes that one's pod
+// CIDR, and only its own nodes route it.
+func TestPrivatePods(t *testing.T) {
+	o := Options{Dir: "/tmp/x", Clusters: 3, PrivatePods: map[string]string{"cluster-c": "cluster-a", "cluster-b": ""}}
+	if err := o.defaults(); err != nil {
+		t.Fatal(err)
+	}
+	if o.podPlanIndex(2) != 0 || o.podPlanIndex(1) != 1 || o.podPlanIndex(0) != 0 {
+		t.Errorf("pod plan indexes %d %d %d", o.podPlanIndex(0), o.podPlanIndex(1), o.podPlanIndex(2))
+	}
+	a, b, c := &Cluster{Name: "cluster-a"}, &Cluster{Name: "cluster-b", PrivatePods: true}, &Cluster{Name: "cluster-c", PrivatePods: true}
+	flat := &Cluster{Name: "cluster-d"}
+	if !reachesPods(a, flat) || reachesPods(a, c) || reachesPods(c, a) || reachesPods(b, c) || !reachesPods(c, c) {
+		t.Error("pod reachability between flat and private clusters is wrong")
+	}
+}
+
 func TestOptionsDefaultsAndLimits(t *testing.T) {
 	o := Options{Dir: "/tmp/x"}
 	if err := o.defaults(); err != nil {
@@ -21,6 +38,9 @@ func TestOptionsDefaultsAndLimits(t *testing.T) {
 		{Dir: "/tmp/x", Prefix: "Bad-Prefix"},
 		{Dir: "/tmp/x", ProxyMode: "ipvs"},
 		{Dir: "/tmp/x", IPFamily: "ipv5"},
+		{Dir: "/tmp/x", Clusters: 3, PrivatePods: map[string]string{"cluster-d": ""}},
+		{Dir: "/tmp/x", Clusters: 3, PrivatePods: map[string]string{"cluster-c": "cluster-z"}},
+		{Dir: "/tmp/x", Clusters: 3, PrivatePods: map[string]string{"cluster-c": "cluster-b", "cluster-b": "cluster-a"}},
 		{},
 	} {
 		if err := bad.defaults(); err == nil {
@@ -47,6 +67,10 @@ func TestAddressPlanDoesNotOverlap(t *testing.T) {
 		}
 		add(map[v1.IPFamily]string{v1.IPv4Protocol: "10.250.0.0/16", v1.IPv6Protocol: "fd00:10:250::/108"}[fam]) // the clusterset range
 		add(p.fabricCIDR)
+		add(p.lbCIDR)
+		if !netip.MustParsePrefix(p.lbCIDR).Contains(netip.MustParseAddr(p.lbIP(maxClusters-1, maxLoadBalancers))) {
+			t.Errorf("load-balancer address %s outside %s", p.lbIP(maxClusters-1, maxLoadBalancers), p.lbCIDR)
+		}
 		for i := range maxClusters {
 			for _, a := range []string{p.dnsIP(i), p.apiIP(i), p.nodeIP(i, 0)} {
 				if netip.MustParseAddr(a).String() != a {
@@ -83,6 +107,26 @@ func TestAddressPlanDoesNotOverlap(t *testing.T) {
 		}
 		if !netip.MustParsePrefix(p.fabricCIDR).Contains(netip.MustParseAddr(p.nodeIP(maxClusters-1, maxNodes-1))) {
 			t.Errorf("node address %s off the fabric", p.nodeIP(maxClusters-1, maxNodes-1))
+		}
+	}
+}
+
+// A crashed clusterset's guard routes are found in both families' output
+// (IPv6 routes name their device before the metric), and only its own.
+func TestGuardRoute(t *testing.T) {
+	for _, tc := range []struct {
+		line, want string
+		ok         bool
+	}{
+		{line: "unreachable 172.30.0.0/16 metric 40212 ", want: "172.30.0.0/16", ok: true},
+		{line: "unreachable fd00:10:250::/108 dev lo metric 40212 pref medium", want: "fd00:10:250::/108", ok: true},
+		{line: "unreachable fd00:10:250::/108 dev lo metric 1024 pref medium"},
+		{line: "unreachable 10.96.0.0/16 metric 402120"},
+		{line: "10.0.0.0/8 via 192.0.2.1 dev eth0 metric 40212"},
+		{line: ""},
+	} {
+		if got, ok := guardRoute(tc.line, "40212"); got != tc.want || ok != tc.ok {
+			t.Errorf("%q: %q %v, want %q %v", tc.line, got, ok, tc.want, tc.ok)
 		}
 	}
 }

@@ -25,6 +25,30 @@ func ClusterProperty() (*apiextensionsv1.CustomResourceDefinition, error) {
 	return decode(clusterPropertyCRD)
 }
 
+//go:embed catalog/catalog.multiclusterservices.k8s.io_globalservices.yaml
+var globalServiceCRD []byte
+
+//go:embed catalog/catalog.multiclusterservices.k8s.io_servicebindings.yaml
+var serviceBindingCRD []byte
+
+//go:embed catalog/catalog.multiclusterservices.k8s.io_serviceimports.yaml
+var catalogServiceImportCRD []byte
+
+// Catalog returns the CRDs of the service catalog, which only the hub
+// needs: GlobalService, ServiceBinding and the catalog's ServiceImport
+// (generated from apis/catalog/v1alpha1 by hack/update-codegen.sh).
+func Catalog() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	var out []*apiextensionsv1.CustomResourceDefinition
+	for _, data := range [][]byte{globalServiceCRD, serviceBindingCRD, catalogServiceImportCRD} {
+		crd, err := decode(data)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, crd)
+	}
+	return out, nil
+}
+
 // All returns the CRDs a clusterset member needs: ServiceExport,
 // ServiceImport and ClusterProperty.
 func All() ([]*apiextensionsv1.CustomResourceDefinition, error) {

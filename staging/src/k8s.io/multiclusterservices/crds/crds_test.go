@@ -1,6 +1,14 @@
 package crds
 
-import "testing"
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	catalogv1alpha1 "k8s.io/multiclusterservices/apis/catalog/v1alpha1"
+)
 
 func TestEmbeddedCRDs(t *testing.T) {
 	si, err := ServiceImport()
@@ -32,5 +40,44 @@ func TestAll(t *testing.T) {
 	}
 	if len(all) != 3 || all[2].Name != "clusterproperties.about.k8s.io" || all[2].Spec.Scope != "Cluster" {
 		t.Errorf("unexpected CRDs: %d, last %q", len(all), all[len(all)-1].Name)
+	}
+}
+
+// The catalog's CRDs are generated from its Go types (hack/update-codegen.sh):
+// a field added to a type and not to its CRD would be pruned by every
+// apiserver, so every JSON field of spec and status must be in the schema.
+func TestCatalogCRDsMatchTheirTypes(t *testing.T) {
+	all, err := Catalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	types := map[string]any{
+		"GlobalService": catalogv1alpha1.GlobalService{}, "ServiceBinding": catalogv1alpha1.ServiceBinding{}, "ServiceImport": catalogv1alpha1.ServiceImport{},
+	}
+	for _, crd := range all {
+		obj, ok := types[crd.Spec.Names.Kind]
+		if !ok || crd.Spec.Group != catalogv1alpha1.GroupName || crd.Spec.Scope != apiextensionsv1.NamespaceScoped || len(crd.Spec.Versions) != 1 {
+			t.Errorf("CRD %s: kind %s group %s scope %s", crd.Name, crd.Spec.Names.Kind, crd.Spec.Group, crd.Spec.Scope)
+			continue
+		}
+		delete(types, crd.Spec.Names.Kind)
+		v := crd.Spec.Versions[0]
+		if v.Name != catalogv1alpha1.SchemeGroupVersion.Version || v.Subresources == nil || v.Subresources.Status == nil || len(v.AdditionalPrinterColumns) < 3 {
+			t.Errorf("CRD %s: version %s, status subresource %v, %d printer columns", crd.Name, v.Name, v.Subresources, len(v.AdditionalPrinterColumns))
+		}
+		root := v.Schema.OpenAPIV3Schema.Properties
+		for _, part := range []string{"Spec", "Status"} {
+			field, _ := reflect.TypeOf(obj).FieldByName(part)
+			schema := root[strings.ToLower(part)]
+			for i := 0; i < field.Type.NumField(); i++ {
+				name, _, _ := strings.Cut(field.Type.Field(i).Tag.Get("json"), ",")
+				if _, ok := schema.Properties[name]; !ok {
+					t.Errorf("CRD %s has no %s.%s: run hack/update-codegen.sh", crd.Name, strings.ToLower(part), name)
+				}
+			}
+		}
+	}
+	if len(types) > 0 {
+		t.Errorf("no CRD for %v", types)
 	}
 }

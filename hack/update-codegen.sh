@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Regenerates what is generated from the Go types of the staging module's
+# own APIs (today the service catalog, apis/catalog/v1alpha1): DeepCopy
+# methods (zz_generated.deepcopy.go) and the CustomResourceDefinitions
+# (crds/catalog/), with controller-gen at the version pinned here. The
+# output is committed; `go test ./crds` in the staging module fails when
+# it is stale.
+set -o errexit -o nounset -o pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+STAGING="${ROOT}/staging/src/k8s.io/multiclusterservices"
+CONTROLLER_GEN="sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0"
+
+cd "${STAGING}"
+export GOFLAGS=-trimpath GOWORK=off
+go run "${CONTROLLER_GEN}" object paths=./apis/catalog/...
+go run "${CONTROLLER_GEN}" crd paths=./apis/catalog/... output:crd:artifacts:config=crds/catalog

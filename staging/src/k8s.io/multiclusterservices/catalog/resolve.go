@@ -1,0 +1,283 @@
+// Package catalog resolves the service catalog of a hub
+// (apis/catalog/v1alpha1) into what each member cluster gets: for every
+// global service, the clusters that provide it and from what, and the
+// local names under which clusters import it. The controller turns that
+// into the KEP-1645 objects it writes for exports (ServiceImports and
+// EndpointSlices), so that the catalog adds no second data path.
+//
+// Everything here is a pure function of the catalog's objects, the
+// teams' namespaces and the member list.
+package catalog
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	catalogv1alpha1 "k8s.io/multiclusterservices/apis/catalog/v1alpha1"
+	"k8s.io/multiclusterservices/proxy"
+)
+
+// Condition types and reasons of catalog objects.
+const (
+	// ConditionValid says whether an object may take part: a binding may
+	// provide its global service, an import may import it, a global
+	// service is well formed.
+	ConditionValid = "Valid"
+	// ConditionReady says whether the object serves: a global service
+	// has a backend and clusterset IPs, a binding serves ready
+	// endpoints, an import is written into its cluster.
+	ConditionReady = "Ready"
+
+	ReasonValid                 = "Valid"
+	ReasonGlobalServiceNotFound = "GlobalServiceNotFound"
+	ReasonUnknownCluster        = "UnknownCluster"
+	ReasonNamespaceNotOwned     = "NamespaceNotOwned"
+	ReasonNotAConsumer          = "NotAConsumer"
+	ReasonNameConflict          = "NameConflict"
+	ReasonInvalidEndpoints      = "InvalidEndpoints"
+	ReasonNoDefaultName         = "NoDefaultName"
+)
+
+// Catalog is the hub's catalog as the controller reads it.
+type Catalog struct {
+	GlobalServices []*catalogv1alpha1.GlobalService
+	Bindings       []*catalogv1alpha1.ServiceBinding
+	Imports        []*catalogv1alpha1.ServiceImport
+	// Teams maps each hub namespace to the member namespaces it owns
+	// (catalogv1alpha1.AnnotationMemberNamespaces, parsed by
+	// MemberNamespaces): "namespace" in every member, "cluster/namespace"
+	// in one, "*" all; a hub namespace not listed owns none.
+	Teams map[string][]string
+	// Members are the cluster IDs of the clusterset.
+	Members []string
+}
+
+// Placement is one place a global service is imported: a local
+// namespace and name in a member.
+type Placement struct {
+	Cluster   string
+	LocalName catalogv1alpha1.LocalName
+	// Import is the namespace/name, in the hub, of the catalog
+	// ServiceImport that asks for it; empty where the global service's
+	// ImportAll policy does.
+	Import string
+}
+
+// Service is a resolved global service.
+type Service struct {
+	// Key is the global service's hub namespace/name.
+	Key    string
+	Global *catalogv1alpha1.GlobalService
+	// Bindings are its valid bindings, oldest first.
+	Bindings []*catalogv1alpha1.ServiceBinding
+	// Placements are where it is imported, by cluster, namespace, name.
+	Placements []Placement
+}
+
+// Result is a resolved catalog.
+type Result struct {
+	// Services are the valid global services by key.
+	Services map[string]*Service
+	// Valid is the Valid condition of every catalog object, by
+	// Kind/namespace/name (ObjectKey).
+	Valid map[string]metav1.Condition
+}
+
+// ObjectKey names a catalog object in Result.Valid.
+func ObjectKey(kind string, o metav1.Object) string {
+	return kind + "/" + o.GetNamespace() + "/" + o.GetName()
+}
+
+// MemberNamespaces parses a team namespace's AnnotationMemberNamespaces.
+func MemberNamespaces(annotations map[string]string) []string {
+	var out []string
+	for _, s := range strings.Split(annotations[catalogv1alpha1.AnnotationMemberNamespaces], ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// owns tells whether team owns namespace in cluster: its list names "*",
+// the namespace (in every member), or "cluster/namespace".
+func (c *Catalog) owns(team, cluster, namespace string) bool {
+	owned := c.Teams[team]
+	return slices.Contains(owned, "*") || slices.Contains(owned, namespace) || slices.Contains(owned, cluster+"/"+namespace)
+}
+
+// claim is a wish to import a global service under a local name; the
+// oldest claim of a name wins it.
+type claim struct {
+	placement Placement
+	global    string
+	created   metav1.Time
+	// object is the ObjectKey that made the claim.
+	object string
+}
+
+// Resolve resolves c.
+func Resolve(c Catalog) Result {
+	res := Result{Services: map[string]*Service{}, Valid: map[string]metav1.Condition{}}
+	set := func(key string, reason, format string, args ...any) {
+		status := metav1.ConditionFalse
+		if reason == ReasonValid {
+			status = metav1.ConditionTrue
+		}
+		res.Valid[key] = metav1.Condition{Type: ConditionValid, Status: status, Reason: reason, Message: fmt.Sprintf(format, args...)}
+	}
+	globals := map[string]*catalogv1alpha1.GlobalService{}
+	var claims []claim
+	for _, g := range c.GlobalServices {
+		key := g.Namespace + "/" + g.Name
+		obj := ObjectKey("GlobalService", g)
+		if g.Spec.ImportPolicy == catalogv1alpha1.ImportAll {
+			switch dn := g.Spec.DefaultName; {
+			case dn == nil:
+				set(obj, ReasonNoDefaultName, "importPolicy All needs defaultName, the local name every member imports it under")
+				continue
+			}
+			// Imported everywhere the team owns the default namespace.
+			owned := 0
+			for _, m := range c.Members {
+				if c.owns(g.Namespace, m, g.Spec.DefaultName.Namespace) {
+					claims = append(claims, claim{placement: Placement{Cluster: m, LocalName: *g.Spec.DefaultName}, global: key, created: g.CreationTimestamp, object: obj})
+					owned++
+				}
+			}
+			if owned == 0 {
+				set(obj, ReasonNamespaceNotOwned, "team %s owns namespace %q in no member (annotation %s of namespace %s in the hub)", g.Namespace, g.Spec.DefaultName.Namespace, catalogv1alpha1.AnnotationMemberNamespaces, g.Namespace)
+				continue
+			}
+		}
+		set(obj, ReasonValid, "the global service is valid")
+		globals[key] = g
+		res.Services[key] = &Service{Key: key, Global: g}
+	}
+
+	for _, b := range sortedByAge(c.Bindings) {
+		obj := ObjectKey("ServiceBinding", b)
+		key := b.Namespace + "/" + b.Spec.GlobalService
+		svc, ok := res.Services[key]
+		switch {
+		case !ok:
+			set(obj, ReasonGlobalServiceNotFound, "no valid GlobalService %q in namespace %s", b.Spec.GlobalService, b.Namespace)
+			continue
+		case !slices.Contains(c.Members, b.Spec.Cluster):
+			set(obj, ReasonUnknownCluster, "cluster %q is not a member of the clusterset", b.Spec.Cluster)
+			continue
+		case b.Spec.Service != nil && !c.owns(b.Namespace, b.Spec.Cluster, b.Spec.Service.Namespace):
+			set(obj, ReasonNamespaceNotOwned, "team %s does not own namespace %q in cluster %s: it cannot bind its Services", b.Namespace, b.Spec.Service.Namespace, b.Spec.Cluster)
+			continue
+		}
+		if err := validEndpoints(b); err != "" {
+			set(obj, ReasonInvalidEndpoints, "%s", err)
+			continue
+		}
+		set(obj, ReasonValid, "the binding provides global service %s from cluster %s", b.Spec.GlobalService, b.Spec.Cluster)
+		svc.Bindings = append(svc.Bindings, b)
+	}
+
+	for _, i := range c.Imports {
+		obj := ObjectKey("ServiceImport", i)
+		ref := i.Spec.GlobalService
+		if ref.Namespace == "" {
+			ref.Namespace = i.Namespace
+		}
+		key := ref.Namespace + "/" + ref.Name
+		g, ok := globals[key]
+		switch {
+		case !ok:
+			set(obj, ReasonGlobalServiceNotFound, "no valid GlobalService %s", key)
+			continue
+		case ref.Namespace != i.Namespace && !slices.Contains(g.Spec.Consumers, i.Namespace):
+			set(obj, ReasonNotAConsumer, "GlobalService %s does not list %s among its consumers", key, i.Namespace)
+			continue
+		case !slices.Contains(c.Members, i.Spec.Cluster):
+			set(obj, ReasonUnknownCluster, "cluster %q is not a member of the clusterset", i.Spec.Cluster)
+			continue
+		case !c.owns(i.Namespace, i.Spec.Cluster, i.Spec.LocalName.Namespace):
+			set(obj, ReasonNamespaceNotOwned, "team %s does not own namespace %q in cluster %s: it cannot import into it", i.Namespace, i.Spec.LocalName.Namespace, i.Spec.Cluster)
+			continue
+		}
+		claims = append(claims, claim{
+			placement: Placement{Cluster: i.Spec.Cluster, LocalName: i.Spec.LocalName, Import: i.Namespace + "/" + i.Name},
+			global:    key, created: i.CreationTimestamp, object: obj,
+		})
+	}
+
+	// One global service per local name and cluster: the oldest claim
+	// wins (as the oldest export wins a KEP-1645 conflict).
+	slices.SortStableFunc(claims, func(a, b claim) int {
+		return cmp.Or(a.created.Compare(b.created.Time), strings.Compare(a.object, b.object))
+	})
+	taken := map[string]claim{}
+	for _, cl := range claims {
+		where := cl.placement.Cluster + "/" + cl.placement.LocalName.Namespace + "/" + cl.placement.LocalName.Name
+		if winner, ok := taken[where]; ok {
+			if cl.placement.Import != "" && winner.global != cl.global {
+				set(cl.object, ReasonNameConflict, "%s/%s in cluster %s already imports global service %s (%s, older)", cl.placement.LocalName.Namespace, cl.placement.LocalName.Name, cl.placement.Cluster, winner.global, winner.object)
+			} else if cl.placement.Import != "" {
+				set(cl.object, ReasonValid, "imported into cluster %s as %s/%s (also asked for by %s)", cl.placement.Cluster, cl.placement.LocalName.Namespace, cl.placement.LocalName.Name, winner.object)
+			}
+			continue
+		}
+		taken[where] = cl
+		if cl.placement.Import != "" {
+			set(cl.object, ReasonValid, "imported into cluster %s as %s/%s", cl.placement.Cluster, cl.placement.LocalName.Namespace, cl.placement.LocalName.Name)
+		}
+		res.Services[cl.global].Placements = append(res.Services[cl.global].Placements, cl.placement)
+	}
+	for _, s := range res.Services {
+		slices.SortFunc(s.Placements, func(a, b Placement) int {
+			return cmp.Or(strings.Compare(a.Cluster, b.Cluster), strings.Compare(a.LocalName.Namespace, b.LocalName.Namespace), strings.Compare(a.LocalName.Name, b.LocalName.Name))
+		})
+	}
+	return res
+}
+
+// validEndpoints says what is wrong with a binding's endpoints, if
+// anything: addresses must be unicast and not special-purpose (a binding
+// must not send a clusterset's traffic to a metadata service or a
+// loopback), port names unique.
+func validEndpoints(b *catalogv1alpha1.ServiceBinding) string {
+	if len(b.Spec.Endpoints) == 0 {
+		return ""
+	}
+	for _, ep := range b.Spec.Endpoints {
+		ip, err := netip.ParseAddr(ep.Address)
+		if err != nil || ip.Zone() != "" || !ip.IsGlobalUnicast() || ip.Is4In6() {
+			return fmt.Sprintf("endpoint address %q is not a unicast IPv4 or IPv6 address", ep.Address)
+		}
+		if name, special := proxy.SpecialPurpose(ip); special {
+			return fmt.Sprintf("endpoint address %s is a %s address, never an endpoint", ep.Address, name)
+		}
+	}
+	seen := map[string]bool{}
+	for _, p := range b.Spec.Ports {
+		if seen[p.Name] {
+			return fmt.Sprintf("port name %q is given twice", p.Name)
+		}
+		seen[p.Name] = true
+	}
+	if hc := b.Spec.HealthCheck; hc != nil && hc.Port != "" && !seen[hc.Port] {
+		return fmt.Sprintf("the health check's port %q is not one of the binding's ports", hc.Port)
+	}
+	return ""
+}
+
+// sortedByAge returns objects oldest first (then by name), so that a
+// global service's bindings are in a stable order.
+func sortedByAge[T metav1.Object](objs []T) []T {
+	out := slices.Clone(objs)
+	slices.SortStableFunc(out, func(a, b T) int {
+		ta, tb := a.GetCreationTimestamp(), b.GetCreationTimestamp()
+		return cmp.Or(ta.Compare(tb.Time), strings.Compare(a.GetNamespace()+"/"+a.GetName(), b.GetNamespace()+"/"+b.GetName()))
+	})
+	return out
+}
