@@ -30,6 +30,9 @@ type Options struct {
 	DerivedGrace       time.Duration
 	IngressMembers     []string
 	IngressServiceType string
+	// ServiceModel is how the clusterset says what it serves: exports
+	// (namespace sameness) or the hub's service catalog.
+	ServiceModel string
 	EndpointTTL        time.Duration
 	LeaseNamespace     string
 	Workers            int
@@ -60,6 +63,12 @@ type Options struct {
 	Profiling bool
 }
 
+// The service models of --service-model.
+const (
+	ModelNamespaceSameness = "namespace-sameness"
+	ModelCatalog           = "catalog"
+)
+
 // NewOptions returns the defaults. The clusterset IP ranges and the
 // managed-by value are those kube-proxy accepts by default.
 func NewOptions() *Options {
@@ -71,6 +80,7 @@ func NewOptions() *Options {
 		EndpointTTL:              40 * time.Second,
 		DerivedGrace:             30 * time.Second,
 		IngressServiceType:       string(v1.ServiceTypeNodePort),
+		ServiceModel:             ModelNamespaceSameness,
 		LeaseNamespace:           "kube-system",
 		Workers:                  8,
 		InitialSyncTimeout:       30 * time.Second,
@@ -105,6 +115,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.DerivedGrace, "derived-grace", o.DerivedGrace, "How long a derived Service keeps serving after its member is switched to native mode, for clients that still hold its IPs from earlier DNS answers (at least the DNS TTL of clusterset.local).")
 	fs.StringSliceVar(&o.IngressMembers, "ingress-members", o.IngressMembers, "Cluster IDs of the members whose pods the other members cannot reach, nor they the others' (private or overlapping pod networks), comma separated. Between such a member and any other, an export is reached through its cluster's ingress: the exported Service itself when it is a NodePort or LoadBalancer Service, otherwise a Service of --ingress-service-type the controller creates for it (ingress-<hash>); the EndpointSlices the other side gets carry the ingress's addresses and ports instead of pod IPs.")
 	fs.StringVar(&o.IngressServiceType, "ingress-service-type", o.IngressServiceType, "Type of the ingress Services the controller creates: NodePort (every ready node is an entry point) or LoadBalancer (the load balancer's address is).")
+	fs.StringVar(&o.ServiceModel, "service-model", o.ServiceModel, "How the clusterset says what it serves: "+ModelNamespaceSameness+" (KEP-1645: ServiceExports in the members, merged by namespace and name) or "+ModelCatalog+" (the service catalog in the hub, --hub-context: GlobalServices, ServiceBindings and ServiceImports of catalog.multiclusterservices.k8s.io, for teams that do not share namespaces). A clusterset runs one of them; ServiceExports are not read in catalog mode.")
 	fs.DurationVar(&o.EndpointTTL, "endpoint-ttl", o.EndpointTTL, "How long a source cluster's endpoints stay imported after its API was last reached (its Lease duration).")
 	fs.StringVar(&o.LeaseNamespace, "lease-namespace", o.LeaseNamespace, "Namespace, in every member, of the per-source-cluster Leases and of the leader election Lease.")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Workers per queue (the clusterset queue and each member's queue).")
@@ -149,6 +160,9 @@ func (o *Options) Validate() error {
 	}
 	if t := v1.ServiceType(o.IngressServiceType); t != v1.ServiceTypeNodePort && t != v1.ServiceTypeLoadBalancer {
 		return fmt.Errorf("--ingress-service-type %q: want %s or %s", o.IngressServiceType, v1.ServiceTypeNodePort, v1.ServiceTypeLoadBalancer)
+	}
+	if o.ServiceModel != ModelNamespaceSameness && o.ServiceModel != ModelCatalog {
+		return fmt.Errorf("--service-model %q: want %s or %s", o.ServiceModel, ModelNamespaceSameness, ModelCatalog)
 	}
 	if o.DerivedGrace < 0 {
 		return fmt.Errorf("--derived-grace %s is negative", o.DerivedGrace)

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
@@ -98,6 +99,24 @@ func Run(ctx context.Context, o *Options) error {
 			return fmt.Errorf("--member-secrets-selector: %w", err)
 		}
 	}
+	// In catalog mode the hub holds the catalog.
+	var catalogCfg *mcs.CatalogConfig
+	if o.ServiceModel == ModelCatalog {
+		if hubCfg == nil {
+			if hubCfg, err = topology.Context(o.Kubeconfig, o.HubContext); err != nil {
+				return fmt.Errorf("--hub-context: %w", err)
+			}
+			configure(hubCfg)
+		}
+		catalogCfg = &mcs.CatalogConfig{}
+		if catalogCfg.Hub, err = dynamic.NewForConfig(hubCfg); err != nil {
+			return err
+		}
+		if catalogCfg.HubKube, err = kubernetes.NewForConfig(hubCfg); err != nil {
+			return err
+		}
+		logger.Info("Serving the service catalog of the hub", "hub", hubCfg.Host)
+	}
 	joined := map[string]string{}
 	for _, m := range members {
 		joined[inventory.ContextKey(m.Context)] = m.ClusterID
@@ -151,6 +170,7 @@ func Run(ctx context.Context, o *Options) error {
 		Identity:           o.Identity,
 		Workers:            o.Workers,
 		InitialSyncTimeout: o.InitialSyncTimeout,
+		Catalog:            catalogCfg,
 	}, metrics)
 	if err != nil {
 		return err

@@ -214,6 +214,18 @@ func (a *Allocator) Release(key string) {
 	delete(a.byKey, key)
 }
 
+// Keys returns the keys that hold IPs.
+func (a *Allocator) Keys() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	keys := make([]string, 0, len(a.byKey))
+	for k := range a.byKey {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
 // Allocated returns how many IPs are allocated.
 func (a *Allocator) Allocated() int {
 	a.mu.Lock()

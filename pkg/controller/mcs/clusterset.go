@@ -50,6 +50,11 @@ type desiredState struct {
 	// Stale are the source clusters whose endpoints are kept although
 	// their leases expired, because no source of the name is alive.
 	Stale []string
+	// Variants, in catalog mode, are what each member holds of the name
+	// (by cluster ID): the catalog places different global services under
+	// one local name in different clusters. A member without a variant
+	// holds nothing of it. The other fields are then unused.
+	Variants map[string]*desiredState
 	// removed records, for a name no cluster exports (Import nil), the
 	// members that hold nothing of it any more; once all do, the name is
 	// forgotten (prune). Guarded by Controller.mu.
@@ -302,6 +307,18 @@ func (c *Controller) removedFrom(key string, d *desiredState, member string) {
 		}
 	}
 	delete(c.desired, key)
+}
+
+// forMember is what member m holds of d: d itself, or its variant for m
+// in catalog mode (nothing when it has none).
+func (d *desiredState) forMember(m string) *desiredState {
+	if d.Variants == nil {
+		return d
+	}
+	if v := d.Variants[m]; v != nil {
+		return v
+	}
+	return &desiredState{}
 }
 
 func (c *Controller) getDesired(key string) *desiredState {

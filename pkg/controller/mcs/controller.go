@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/multiclusterservices/catalog"
 	"k8s.io/multiclusterservices/export"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
@@ -78,6 +79,9 @@ type Config struct {
 	// exports of ClusterIP Services: NodePort (the default) or
 	// LoadBalancer.
 	IngressServiceType v1.ServiceType
+	// Catalog, when set, serves the service catalog of the hub instead of
+	// ServiceExports (namespace sameness): see catalog.go.
+	Catalog *CatalogConfig
 	// InitialSyncTimeout bounds how long start-up waits for every member's
 	// caches before working with the members that did sync.
 	InitialSyncTimeout time.Duration
@@ -106,6 +110,8 @@ type Controller struct {
 
 	metrics *Metrics
 	ready   chan struct{}
+	// catalog is the hub's catalog in catalog mode, nil otherwise.
+	catalog *catalogState
 	// told holds what was reported once and must not be again: slices not
 	// mirrored, addresses outside pod ranges, users' Services that native
 	// names reach.
@@ -167,6 +173,9 @@ func newController(cfg Config, metrics *Metrics, members []*member) *Controller 
 		c.byID[m.id] = m
 	}
 	c.ttl = newSourceLeases(c)
+	if cfg.Catalog != nil {
+		c.catalog = newCatalogState(*cfg.Catalog)
+	}
 	return c
 }
 
@@ -237,6 +246,12 @@ func (c *Controller) Run(ctx context.Context) error {
 	run := func(f func(context.Context)) {
 		wg.Add(1)
 		go func() { defer wg.Done(); f(ctx) }()
+	}
+	if c.catalogMode() {
+		if err := c.runCatalog(ctx, run); err != nil {
+			c.stopMembers()
+			return err
+		}
 	}
 	for i := 0; i < c.cfg.Workers; i++ {
 		run(func(ctx context.Context) { wait.UntilWithContext(ctx, c.clustersetWorker, time.Second) })
@@ -397,7 +412,12 @@ func (c *Controller) restoreClusterSetIPs() {
 			// A derived import carries its derived Service's IPs,
 			// which are the member's, not the clusterset's.
 			if len(si.Spec.IPs) > 0 && si.Annotations[export.AnnotationDerivedService] == "" {
-				claims = append(claims, clustersetip.Claim{Key: si.Namespace + "/" + si.Name, IPs: si.Spec.IPs, Created: si.CreationTimestamp.Time})
+				key := si.Namespace + "/" + si.Name
+				// An import of the catalog holds its global service's IPs.
+				if g := si.Annotations[catalog.AnnotationGlobalService]; g != "" {
+					key = catalogKeyPrefix + g
+				}
+				claims = append(claims, clustersetip.Claim{Key: key, IPs: si.Spec.IPs, Created: si.CreationTimestamp.Time})
 			}
 		}
 	}
@@ -436,6 +456,12 @@ func (c *Controller) processClusterset(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(key)
+	if c.catalogMode() {
+		// Whatever changed, the catalog is resolved again as a whole.
+		c.catalog.queue.Add(catalogQueueKey)
+		c.queue.Forget(key)
+		return true
+	}
 	start := time.Now()
 	err := c.syncClusterset(ctx, key)
 	c.metrics.observeExportSync(time.Since(start), err)
@@ -520,15 +546,17 @@ func (c *Controller) addHandlers(m *member) {
 		if key, ok := c.ingressOwner(obj); ok {
 			c.queue.Add(key)
 		}
-		// Only Services somebody exports matter.
-		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil && c.isExportedSomewhere(key) {
+		// Only Services somebody exports (or the catalog binds) matter.
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil && c.sourceOf(m, key) {
 			c.queue.Add(key)
 		}
 	}))
 	handle(f.localSlices, on(func(obj any) {
 		if s := sliceOf(obj); s != nil {
 			key := s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]
-			if _, err := m.exports.ServiceExports(s.Namespace).Get(s.Labels[discoveryv1.LabelServiceName]); err == nil {
+			if c.catalogMode() && c.catalogBinds(m, key) {
+				c.queue.Add(key)
+			} else if _, err := m.exports.ServiceExports(s.Namespace).Get(s.Labels[discoveryv1.LabelServiceName]); err == nil && !c.catalogMode() {
 				c.queue.Add(key)
 			}
 		}
@@ -610,6 +638,16 @@ func importOf(obj any) *mcsv1beta1.ServiceImport {
 	}
 	si, _ := obj.(*mcsv1beta1.ServiceImport)
 	return si
+}
+
+// sourceOf tells whether member m's Service key is a source of the
+// clusterset: exported (somewhere, since a Service change can make an
+// export valid), or bound by the catalog.
+func (c *Controller) sourceOf(m *member, key string) bool {
+	if c.catalogMode() {
+		return c.catalogBinds(m, key)
+	}
+	return c.isExportedSomewhere(key)
 }
 
 func (c *Controller) isExportedSomewhere(key string) bool {

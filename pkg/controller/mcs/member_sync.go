@@ -29,13 +29,14 @@ import (
 // m's own export, the import, and every source cluster's slices. Every
 // write is skipped when the cache already shows the desired object.
 func (c *Controller) syncMember(ctx context.Context, m *member, key string) error {
-	d := c.getDesired(key)
-	if d == nil {
+	top := c.getDesired(key)
+	if top == nil {
 		// Not merged yet (e.g. at start-up, when every existing import is
 		// listed): merge first, which enqueues this member again.
 		c.queue.Add(key)
 		return nil
 	}
+	d := top.forMember(m.id)
 	if !m.hasSynced() {
 		return fmt.Errorf("caches of member %s are not synced", m.id)
 	}
@@ -55,7 +56,7 @@ func (c *Controller) syncMember(ctx context.Context, m *member, key string) erro
 			return err
 		}
 		if d.Import == nil && c.holdsNothing(m, ns, name) {
-			c.removedFrom(key, d, m.id)
+			c.removedFrom(key, top, m.id)
 		}
 		return nil
 	}

@@ -247,12 +247,13 @@ type ServiceBindingStatus struct {
 	Endpoints []EndpointHealth `json:"endpoints,omitempty"`
 }
 
-// EndpointHealth is the last verdict of an endpoint's health check.
+// EndpointHealth is the verdict of an endpoint's health check.
 type EndpointHealth struct {
 	Address string `json:"address"`
 	Healthy bool   `json:"healthy"`
+	// LastTransitionTime is when the verdict last changed.
 	// +optional
-	LastProbeTime metav1.Time `json:"lastProbeTime,omitempty"`
+	LastTransitionTime metav1.Time `json:"lastTransitionTime,omitempty"`
 	// +optional
 	Message string `json:"message,omitempty"`
 }

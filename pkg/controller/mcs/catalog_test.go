@@ -1,0 +1,206 @@
+package mcs
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/multiclusterservices/catalog"
+	"k8s.io/utils/ptr"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	catalogv1alpha1 "k8s.io/multiclusterservices/apis/catalog/v1alpha1"
+)
+
+func hubNamespace(name, owns string) *v1.Namespace {
+	return &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{catalogv1alpha1.AnnotationMemberNamespaces: owns}}}
+}
+
+// newCatalogClusterset is a clusterset of cluster-a, -b and -c in catalog
+// mode, over a fake hub holding objs; cluster-a has Service
+// frontend/authz with one endpoint, cluster-c the namespace shop.
+func newCatalogClusterset(t *testing.T, objs ...runtime.Object) (*Controller, map[string]*fakeMember, *dynamicfake.FakeDynamicClient) {
+	t.Helper()
+	sch := runtime.NewScheme()
+	if err := catalogv1alpha1.AddToScheme(sch); err != nil {
+		t.Fatal(err)
+	}
+	hub := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(sch, map[schema.GroupVersionResource]string{
+		globalServicesResource: "GlobalServiceList", bindingsResource: "ServiceBindingList", catalogImportsResource: "ServiceImportList",
+	}, objs...)
+	hubKube := kubefake.NewSimpleClientset(hubNamespace("team-a", "frontend"), hubNamespace("team-b", "cluster-c/shop"))
+	frontend := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "frontend"}}
+	c, ms := newFakeClusterset(t, Config{Catalog: &CatalogConfig{Hub: hub, HubKube: hubKube}}, []string{"cluster-a", "cluster-b", "cluster-c"}, nil, map[string][]runtime.Object{
+		"cluster-a": {frontend,
+			&v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "frontend", Name: "authz"}, Spec: v1.ServiceSpec{
+				Selector: map[string]string{"app": "authz"},
+				Ports:    []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)}},
+			}},
+			&discoveryv1.EndpointSlice{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "frontend", Name: "authz-x1", Labels: map[string]string{
+					discoveryv1.LabelServiceName: "authz", discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}},
+				AddressType: discoveryv1.AddressTypeIPv4,
+				Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(v1.ProtocolTCP)}},
+				Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.200.0.5"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+			}},
+		"cluster-b": {frontend},
+		"cluster-c": {&v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}},
+	})
+	if _, err := c.startCatalog(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return c, ms, hub
+}
+
+// syncCatalogAll resolves the catalog and writes every key it placed or
+// removed into every member.
+func syncCatalogAll(t *testing.T, c *Controller) {
+	t.Helper()
+	if err := c.syncCatalog(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range c.desiredKeys() {
+		for _, m := range c.memberList() {
+			if err := c.syncMember(context.Background(), m, key); err != nil {
+				t.Fatalf("writing %s into %s: %v", key, m.id, err)
+			}
+		}
+	}
+}
+
+func hubStatus(t *testing.T, hub *dynamicfake.FakeDynamicClient, r schema.GroupVersionResource, ns, name string) (conds []metav1.Condition, ips []string) {
+	t.Helper()
+	u, err := hub.Resource(r).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Conditions []metav1.Condition `json:"conditions"`
+		IPs        []string           `json:"ips"`
+	}
+	status, _, _ := unstructured.NestedMap(u.Object, "status")
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(status, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Conditions, st.IPs
+}
+
+// The seed's federated stories through the controller: team A's authz,
+// provided by a Service in cluster-a and by VMs reached from cluster-b,
+// shared with team B, who imports it into cluster-c as shop/authz-a; a
+// binding of B's under A's namespace is refused.
+func TestCoreCatalog(t *testing.T) {
+	authz := &catalogv1alpha1.GlobalService{
+		TypeMeta:   metav1.TypeMeta{APIVersion: catalogv1alpha1.SchemeGroupVersion.String(), Kind: "GlobalService"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "authz", Generation: 1},
+		Spec:       catalogv1alpha1.GlobalServiceSpec{ImportPolicy: catalogv1alpha1.ImportSelected, Consumers: []string{"team-b"}},
+	}
+	svcBinding := &catalogv1alpha1.ServiceBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: catalogv1alpha1.SchemeGroupVersion.String(), Kind: "ServiceBinding"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "authz-a", Generation: 1},
+		Spec: catalogv1alpha1.ServiceBindingSpec{GlobalService: "authz", Cluster: "cluster-a",
+			Service: &catalogv1alpha1.LocalName{Namespace: "frontend", Name: "authz"}},
+	}
+	vms := &catalogv1alpha1.ServiceBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: catalogv1alpha1.SchemeGroupVersion.String(), Kind: "ServiceBinding"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "vms", Generation: 1},
+		Spec: catalogv1alpha1.ServiceBindingSpec{GlobalService: "authz", Cluster: "cluster-b",
+			Endpoints: []catalogv1alpha1.BoundEndpoint{{Address: "192.0.2.10"}},
+			Ports:     []catalogv1alpha1.BoundPort{{Name: "http", Port: 80, TargetPort: 9090}}},
+	}
+	hijack := &catalogv1alpha1.ServiceBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: catalogv1alpha1.SchemeGroupVersion.String(), Kind: "ServiceBinding"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "hijack", Generation: 1},
+		Spec: catalogv1alpha1.ServiceBindingSpec{GlobalService: "authz", Cluster: "cluster-a",
+			Service: &catalogv1alpha1.LocalName{Namespace: "frontend", Name: "authz"}},
+	}
+	imp := &catalogv1alpha1.ServiceImport{
+		TypeMeta:   metav1.TypeMeta{APIVersion: catalogv1alpha1.SchemeGroupVersion.String(), Kind: "ServiceImport"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "authz-a", Generation: 1},
+		Spec: catalogv1alpha1.ServiceImportSpec{GlobalService: catalogv1alpha1.GlobalServiceRef{Namespace: "team-a", Name: "authz"},
+			Cluster: "cluster-c", LocalName: catalogv1alpha1.LocalName{Namespace: "shop", Name: "authz-a"}},
+	}
+	c, ms, hub := newCatalogClusterset(t, authz, svcBinding, vms, hijack, imp)
+	a, b, cc := ms["cluster-a"], ms["cluster-b"], ms["cluster-c"]
+	syncCatalogAll(t, c)
+
+	// Only cluster-c imports it, under its own name, with the global
+	// service's clusterset IP; both providers' endpoints are there.
+	si, err := cc.mcs.MulticlusterV1beta1().ServiceImports("shop").Get(context.Background(), "authz-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("no import shop/authz-a in cluster-c: %v", err)
+	}
+	if len(si.Spec.IPs) != 1 || si.Annotations[catalog.AnnotationGlobalService] != "team-a/authz" || len(si.Spec.Ports) != 1 || si.Spec.Ports[0].Port != 80 {
+		t.Errorf("cluster-c's import: %+v", si)
+	}
+	got := map[string][]string{}
+	list, _ := cc.kube.DiscoveryV1().EndpointSlices("shop").List(context.Background(), metav1.ListOptions{})
+	for _, s := range list.Items {
+		if s.Labels[mcsv1beta1.LabelServiceName] != "authz-a" || len(s.OwnerReferences) != 1 || s.OwnerReferences[0].Name != "authz-a" {
+			t.Errorf("slice %s: labels %v owners %v", s.Name, s.Labels, s.OwnerReferences)
+		}
+		for _, ep := range s.Endpoints {
+			got[s.Labels[mcsv1beta1.LabelSourceCluster]] = append(got[s.Labels[mcsv1beta1.LabelSourceCluster]], ep.Addresses[0]+":"+itoa32(*s.Ports[0].Port))
+		}
+	}
+	if !slices.Equal(got["cluster-a"], []string{"10.200.0.5:8080"}) || !slices.Equal(got["cluster-b"], []string{"192.0.2.10:9090"}) || len(got) != 2 {
+		t.Errorf("cluster-c's endpoints of shop/authz-a: %v", got)
+	}
+	for _, m := range []*fakeMember{a, b} {
+		if imports, _ := m.mcs.MulticlusterV1beta1().ServiceImports("").List(context.Background(), metav1.ListOptions{}); len(imports.Items) != 0 {
+			t.Errorf("%s, which imports nothing, got %d imports", m.id, len(imports.Items))
+		}
+	}
+
+	// The hub says so.
+	conds, ips := hubStatus(t, hub, globalServicesResource, "team-a", "authz")
+	if cond := meta.FindStatusCondition(conds, "Ready"); cond == nil || cond.Status != metav1.ConditionTrue || !slices.Equal(ips, si.Spec.IPs) {
+		t.Errorf("global service status: %+v ips %v", conds, ips)
+	}
+	conds, ips = hubStatus(t, hub, catalogImportsResource, "team-b", "authz-a")
+	if cond := meta.FindStatusCondition(conds, "Ready"); cond == nil || cond.Status != metav1.ConditionTrue || !slices.Equal(ips, si.Spec.IPs) {
+		t.Errorf("catalog import status: %+v ips %v", conds, ips)
+	}
+	conds, _ = hubStatus(t, hub, bindingsResource, "team-b", "hijack")
+	if cond := meta.FindStatusCondition(conds, "Valid"); cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != catalog.ReasonGlobalServiceNotFound {
+		t.Errorf("team-b's hijacking binding: %+v", conds)
+	}
+	conds, _ = hubStatus(t, hub, bindingsResource, "team-a", "vms")
+	if cond := meta.FindStatusCondition(conds, "Ready"); cond == nil || cond.Status != metav1.ConditionTrue {
+		t.Errorf("the VMs' binding: %+v", conds)
+	}
+
+	// Written again with the caches showing the writes: nothing changes.
+	waitCache(t, "c's writes in its caches", func() bool {
+		si, err := cc.imports.ServiceImports("shop").Get("authz-a")
+		return err == nil && len(si.Status.Conditions) > 0 && len(slicesOf(cc.importedSlices, byImport, "shop/authz-a")) == 2
+	})
+	if wrote := writesOf(t, cc, func() { syncCatalogAll(t, c) }); len(wrote) > 0 {
+		t.Errorf("a second resolution with nothing changed wrote into cluster-c: %v", wrote)
+	}
+
+	// The import is deleted from the catalog: cluster-c's goes.
+	if err := hub.Resource(catalogImportsResource).Namespace("team-b").Delete(context.Background(), "authz-a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitCache(t, "the catalog import gone from the hub's cache", func() bool {
+		return len(c.catalog.informer[catalogImportsResource].GetStore().List()) == 0
+	})
+	syncCatalogAll(t, c)
+	if _, err := cc.mcs.MulticlusterV1beta1().ServiceImports("shop").Get(context.Background(), "authz-a", metav1.GetOptions{}); err == nil {
+		t.Error("cluster-c still imports shop/authz-a")
+	}
+}
+
+func itoa32(p int32) string { return strconv.Itoa(int(p)) }
