@@ -32,7 +32,7 @@ type Options struct {
 	IngressServiceType string
 	// ServiceModel is how the clusterset says what it serves: exports
 	// (namespace sameness) or the hub's service catalog.
-	ServiceModel string
+	ServiceModel       string
 	EndpointTTL        time.Duration
 	LeaseNamespace     string
 	Workers            int
