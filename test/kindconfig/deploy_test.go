@@ -125,6 +125,18 @@ func TestDeployPackages(t *testing.T) {
 	apply("native-member", native)
 	apply("derived-member", derived)
 
+	// The catalog, in the hub.
+	catalogObjs := build(t, fsys, filepath.Join(root, "deploy", "catalog"))
+	for _, want := range []string{
+		"CustomResourceDefinition/globalservices.catalog.multiclusterservices.k8s.io", "CustomResourceDefinition/servicebindings.catalog.multiclusterservices.k8s.io",
+		"CustomResourceDefinition/serviceimports.catalog.multiclusterservices.k8s.io", "ClusterRole/multicluster:catalog-team", "ClusterRole/multicluster:mcs-controller-catalog",
+	} {
+		if !slices.Contains(names(catalogObjs), want) {
+			t.Errorf("deploy/catalog has no %s: %v", want, names(catalogObjs))
+		}
+	}
+	apply("deploy/catalog", catalogObjs)
+
 	// The hub, with a kubeconfig next to it as its README says.
 	hub := filepath.Join(root, "deploy", "overlays", "hub")
 	if err := fsys.WriteFile(filepath.Join(hub, "clusterset.kubeconfig"), []byte("apiVersion: v1\nkind: Config\n")); err != nil {

@@ -1,0 +1,241 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/multiclusterservices/crds"
+
+	catalogv1alpha1 "k8s.io/multiclusterservices/apis/catalog/v1alpha1"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/kindconfig"
+)
+
+// TestCatalogAPI checks the service catalog's API in a real hub: the
+// CRDs' validation and printer columns, and least privilege for federated
+// teams with deploy/catalog's RBAC: a team writes its own catalog objects
+// and nothing else (not another team's, not their status, not the
+// namespace annotation that says what it owns), and the controller writes
+// only status.
+func TestCatalogAPI(t *testing.T) {
+	ctx := context.Background()
+	hub := framework.StartTestCluster(t, framework.StartTestEtcd(t), framework.ClusterOptions{Name: "hub"})
+	kube := hub.Client()
+	catalogCRDs, err := crds.Catalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := crds.Install(ctx, apiextensionsclient.NewForConfigOrDie(hub.RESTConfig()), catalogCRDs...); err != nil {
+		t.Fatal(err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))
+	objs, err := kindconfig.Objects(repoPath(t, "deploy", "catalog", "catalog-rbac.yaml"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if err := kindconfig.Apply(ctx, dynamic.NewForConfigOrDie(hub.RESTConfig()), mapper, o, false); err != nil {
+			t.Fatalf("applying %s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+	for _, team := range []string{"team-a", "team-b"} {
+		createHubNamespace(t, kube, team, map[string]string{catalogv1alpha1.AnnotationMemberNamespaces: "frontend"})
+		if _, err := kube.RbacV1().RoleBindings(team).Create(ctx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "catalog-team"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "multicluster:catalog-team"},
+			Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "Group", Name: team}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	teamB := impersonateDynamic(t, hub, "bob", "team-b")
+	teamBKube := impersonateKube(t, hub, "bob", "team-b")
+	controller := impersonateDynamic(t, hub, controllerUser)
+	admin := dynamic.NewForConfigOrDie(hub.RESTConfig())
+
+	gvr := func(r string) schema.GroupVersionResource { return catalogv1alpha1.SchemeGroupVersion.WithResource(r) }
+	obj := func(kind, ns, name string, spec map[string]any) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": catalogv1alpha1.SchemeGroupVersion.String(), "kind": kind,
+			"metadata": map[string]any{"namespace": ns, "name": name}, "spec": spec,
+		}}
+	}
+	binding := func(ns, name string) *unstructured.Unstructured {
+		return obj("ServiceBinding", ns, name, map[string]any{"globalService": "authz", "cluster": "cluster-a",
+			"service": map[string]any{"namespace": "frontend", "name": "authz"}})
+	}
+	if _, err := admin.Resource(gvr("globalservices")).Namespace("team-a").Create(ctx, obj("GlobalService", "team-a", "authz", map[string]any{}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Resource(gvr("servicebindings")).Namespace("team-a").Create(ctx, binding("team-a", "authz"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	attempts := []struct {
+		what    string
+		allowed bool
+		invalid bool
+		do      func() error
+	}{
+		{what: "team-b writes a global service, a binding and an import in its namespace", allowed: true, do: func() error {
+			if _, err := teamB.Resource(gvr("globalservices")).Namespace("team-b").Create(ctx, obj("GlobalService", "team-b", "authz", map[string]any{}), metav1.CreateOptions{}); err != nil {
+				return err
+			}
+			if _, err := teamB.Resource(gvr("servicebindings")).Namespace("team-b").Create(ctx, binding("team-b", "authz"), metav1.CreateOptions{}); err != nil {
+				return err
+			}
+			_, err := teamB.Resource(gvr("serviceimports")).Namespace("team-b").Create(ctx, obj("ServiceImport", "team-b", "authz-a", map[string]any{
+				"globalService": map[string]any{"namespace": "team-a", "name": "authz"}, "cluster": "cluster-c",
+				"localName": map[string]any{"namespace": "shop", "name": "authz-a"}}), metav1.CreateOptions{})
+			return err
+		}},
+		{what: "team-b binds under team-a's global service", do: func() error {
+			_, err := teamB.Resource(gvr("servicebindings")).Namespace("team-a").Create(ctx, binding("team-a", "inject"), metav1.CreateOptions{})
+			return err
+		}},
+		{what: "team-b changes team-a's binding", do: func() error {
+			b, err := admin.Resource(gvr("servicebindings")).Namespace("team-a").Get(ctx, "authz", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			_ = unstructured.SetNestedField(b.Object, "cluster-b", "spec", "cluster")
+			_, err = teamB.Resource(gvr("servicebindings")).Namespace("team-a").Update(ctx, b, metav1.UpdateOptions{})
+			return err
+		}},
+		{what: "team-b writes the status of its own binding", do: func() error {
+			b, err := teamB.Resource(gvr("servicebindings")).Namespace("team-b").Get(ctx, "authz", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			_ = unstructured.SetNestedSlice(b.Object, []any{map[string]any{"type": "Ready", "status": "True", "reason": "Forged", "message": "x", "lastTransitionTime": "2026-01-01T00:00:00Z"}}, "status", "conditions")
+			_, err = teamB.Resource(gvr("servicebindings")).Namespace("team-b").UpdateStatus(ctx, b, metav1.UpdateOptions{})
+			return err
+		}},
+		{what: "team-b claims more member namespaces on its hub namespace", do: func() error {
+			ns, err := teamBKube.CoreV1().Namespaces().Get(ctx, "team-b", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			ns.Annotations[catalogv1alpha1.AnnotationMemberNamespaces] = "*"
+			_, err = teamBKube.CoreV1().Namespaces().Update(ctx, ns, metav1.UpdateOptions{})
+			return err
+		}},
+		{what: "the controller writes a binding", do: func() error {
+			_, err := controller.Resource(gvr("servicebindings")).Namespace("team-a").Create(ctx, binding("team-a", "by-controller"), metav1.CreateOptions{})
+			return err
+		}},
+		{what: "the controller writes a binding's status", allowed: true, do: func() error {
+			b, err := controller.Resource(gvr("servicebindings")).Namespace("team-a").Get(ctx, "authz", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			_ = unstructured.SetNestedSlice(b.Object, []any{map[string]any{"type": "Valid", "status": "True", "reason": "Valid", "message": "ok", "lastTransitionTime": "2026-01-01T00:00:00Z"}}, "status", "conditions")
+			_, err = controller.Resource(gvr("servicebindings")).Namespace("team-a").UpdateStatus(ctx, b, metav1.UpdateOptions{})
+			return err
+		}},
+		{what: "a binding with both a Service and endpoints", invalid: true, do: func() error {
+			b := binding("team-b", "both")
+			_ = unstructured.SetNestedSlice(b.Object, []any{map[string]any{"address": "192.0.2.1"}}, "spec", "endpoints")
+			_ = unstructured.SetNestedSlice(b.Object, []any{map[string]any{"name": "http", "port": int64(80)}}, "spec", "ports")
+			_, err := teamB.Resource(gvr("servicebindings")).Namespace("team-b").Create(ctx, b, metav1.CreateOptions{})
+			return err
+		}},
+		{what: "a binding of endpoints without ports", invalid: true, do: func() error {
+			b := obj("ServiceBinding", "team-b", "portless", map[string]any{"globalService": "authz", "cluster": "cluster-a",
+				"endpoints": []any{map[string]any{"address": "192.0.2.1"}}})
+			_, err := teamB.Resource(gvr("servicebindings")).Namespace("team-b").Create(ctx, b, metav1.CreateOptions{})
+			return err
+		}},
+		{what: "a global service with an unknown import policy", invalid: true, do: func() error {
+			_, err := teamB.Resource(gvr("globalservices")).Namespace("team-b").Create(ctx, obj("GlobalService", "team-b", "odd", map[string]any{"importPolicy": "Some"}), metav1.CreateOptions{})
+			return err
+		}},
+	}
+	for _, a := range attempts {
+		err := a.do()
+		switch {
+		case a.allowed && err != nil:
+			t.Errorf("%s: refused, want allowed: %v", a.what, err)
+		case a.invalid && !apierrors.IsInvalid(err):
+			t.Errorf("%s: %v, want refused as invalid", a.what, err)
+		case !a.allowed && !a.invalid && !apierrors.IsForbidden(err):
+			t.Errorf("%s: %v, want forbidden", a.what, err)
+		}
+	}
+	// The default import policy is Selected: a service is imported only
+	// where asked.
+	g, err := admin.Resource(gvr("globalservices")).Namespace("team-a").Get(ctx, "authz", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, _, _ := unstructured.NestedString(g.Object, "spec", "importPolicy"); p != string(catalogv1alpha1.ImportSelected) {
+		t.Errorf("default importPolicy %q", p)
+	}
+	// kubectl get shows the columns that matter.
+	table := map[string]any{}
+	raw, err := kube.CoreV1().RESTClient().Get().AbsPath("/apis", catalogv1alpha1.GroupName, "v1alpha1", "namespaces", "team-a", "servicebindings").
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &table); err != nil {
+		t.Fatal(err)
+	}
+	var columns []string
+	for _, c := range table["columnDefinitions"].([]any) {
+		columns = append(columns, c.(map[string]any)["name"].(string))
+	}
+	if got := strings.Join(columns, ","); got != "Name,Global-Service,Cluster,Service,Ready,Reason,Age" {
+		t.Errorf("kubectl get servicebindings columns: %s", got)
+	}
+}
+
+func createHubNamespace(t *testing.T, kube kubernetes.Interface, name string, annotations map[string]string) {
+	t.Helper()
+	ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations}}
+	if _, err := kube.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+func impersonateConfig(t *testing.T, hub *framework.Cluster, user string, groups ...string) string {
+	t.Helper()
+	path, err := hub.ImpersonatingKubeconfig(user, append([]string{"system:authenticated"}, groups...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func impersonateDynamic(t *testing.T, hub *framework.Cluster, user string, groups ...string) dynamic.Interface {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", impersonateConfig(t, hub, user, groups...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dynamic.NewForConfigOrDie(cfg)
+}
+
+func impersonateKube(t *testing.T, hub *framework.Cluster, user string, groups ...string) kubernetes.Interface {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", impersonateConfig(t, hub, user, groups...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kubernetes.NewForConfigOrDie(cfg)
+}
