@@ -168,6 +168,8 @@ func (f IPFamily) families() []v1.IPFamily {
 //	                      fd00:10:2<ii>::/48, node j gets fd00:10:2<ii>:<j>::/64
 //	node j's address      172.30.i.(j+1)/16, fd00:172:30::<i>:<j+1>/64 on the
 //	                      fabric bridge
+//	machines              172.30.250.k, fd00:172:30::fa:<k> (k = 1..250) on
+//	                      the fabric: hosts outside the clusters
 //	load balancers        172.31.i.k, fd00:172:31::<i>:<k> (k = 1..250),
 //	                      routed to cluster i's first node
 //	apiserver             172.30.i.254, fd00:172:30::<i>:fe on every node of
@@ -192,7 +194,10 @@ type plan struct {
 	nodePodCIDR, nodeIP                       func(i, j int) string
 	// lbIP is the k-th (1-based) load-balancer address of cluster i, in
 	// lbCIDR.
-	lbIP               func(i, k int) string
+	lbIP func(i, k int) string
+	// machineIP is the address of the k-th (1-based) machine outside the
+	// clusters (AddMachine), on the fabric.
+	machineIP          func(k int) string
 	fabricCIDR, lbCIDR string
 	fabricPrefixLen    int
 }
@@ -207,6 +212,7 @@ var plans = map[v1.IPFamily]plan{
 		nodePodCIDR:     func(i, j int) string { return fmt.Sprintf("10.%d.%d.0/24", 200+i, j) },
 		nodeIP:          func(i, j int) string { return fmt.Sprintf("172.30.%d.%d", i, j+1) },
 		lbIP:            func(i, k int) string { return fmt.Sprintf("172.31.%d.%d", i, k) },
+		machineIP:       func(k int) string { return fmt.Sprintf("172.30.250.%d", k) },
 		fabricCIDR:      "172.30.0.0/16",
 		lbCIDR:          "172.31.0.0/16",
 		fabricPrefixLen: 16,
@@ -220,6 +226,7 @@ var plans = map[v1.IPFamily]plan{
 		nodePodCIDR:     func(i, j int) string { return v6("fd00:10:2%02x:%x::/64", i, j) },
 		nodeIP:          func(i, j int) string { return v6("fd00:172:30::%x:%x", i, j+1) },
 		lbIP:            func(i, k int) string { return v6("fd00:172:31::%x:%x", i, k) },
+		machineIP:       func(k int) string { return v6("fd00:172:30::fa:%x", k) },
 		fabricCIDR:      "fd00:172:30::/64",
 		lbCIDR:          "fd00:172:31::/64",
 		fabricPrefixLen: 64,

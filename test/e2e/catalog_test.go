@@ -1,0 +1,373 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/multiclusterservices/catalog"
+	"k8s.io/multiclusterservices/crds"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	catalogv1alpha1 "k8s.io/multiclusterservices/apis/catalog/v1alpha1"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/clusterset"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/kindconfig"
+)
+
+// TestCatalog runs the service catalog (seed 003) on a clusterset of three
+// clusters whose hub is cluster-a, as federated teams use it: team A owns
+// namespace frontend in cluster-a and apps in cluster-b, team B frontend in
+// cluster-b and shop in cluster-c. It starts with the export model and
+// switches to the catalog, then plays the seed's stories.
+func TestCatalog(t *testing.T) {
+	if p := os.Getenv("MCS_E2E_PROVIDER"); p != "" && p != "local" {
+		t.Skipf("the catalog cases run on a local clusterset, not on MCS_E2E_PROVIDER=%s", p)
+	}
+	l := upLocalOpts(t, clusterset.Options{Clusters: 3, Prefix: "e2ecat"}, false)
+	ms := l.members()
+	s := &catalogSuite{suite: &suite{p: l, a: ms[0], b: ms[1], top: t}, l: l, c: ms[2]}
+	s.setUpHub(t)
+	t.Run("the export model, then a switch to the catalog: the clusterset IP and the traffic stay", s.testSwitch)
+	t.Run("independent names: team A's and team B's frontend/authz, each only where imported", s.testIndependentNames)
+	t.Run("a shared service imported under another name where the namespace differs, changed at run time", s.testShared)
+	t.Run("a machine outside Kubernetes served like a cluster's endpoints", s.testMachine)
+	t.Run("a team denied another team's names", s.testDenied)
+	t.Run("figure: catalog change to rules in the consumer, against an export", s.testFigure)
+}
+
+type catalogSuite struct {
+	*suite
+	l       *local
+	c       *member
+	hub     dynamic.Interface
+	clients map[*member]*pod
+	// exportLatencies are the export model's, measured before the switch.
+	exportLatencies []time.Duration
+}
+
+// setUpHub installs the catalog in cluster-a (its CRDs and RBAC, the
+// teams' namespaces) and the namespaces the teams own in the members.
+func (s *catalogSuite) setUpHub(t *testing.T) {
+	ctx := t.Context()
+	hubCfg := s.l.cluster(s.a).API.RESTConfig()
+	all, err := crds.Catalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := crds.Install(ctx, clientset.NewForConfigOrDie(hubCfg), all...); err != nil {
+		t.Fatal(err)
+	}
+	s.hub = dynamic.NewForConfigOrDie(hubCfg)
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(s.a.Client.Discovery()))
+	objs, err := kindconfig.Objects(repoFile(t, "deploy", "catalog", "catalog-rbac.yaml"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if err := kindconfig.Apply(ctx, s.hub, mapper, o, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for team, owns := range map[string]string{"team-a": "cluster-a/frontend,cluster-b/apps,e2e-cat-switch", "team-b": "cluster-b/frontend,cluster-c/shop"} {
+		ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: team, Annotations: map[string]string{catalogv1alpha1.AnnotationMemberNamespaces: owns}}}
+		if _, err := s.a.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for m, namespaces := range map[*member][]string{s.a: {"frontend"}, s.b: {"frontend", "apps"}, s.c: {"shop"}} {
+		for _, ns := range namespaces {
+			if _, err := m.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{caseLabel: "true"}}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Clients in every member.
+	sp := s.space(t, "e2e-cat-clients")
+	s.clients = map[*member]*pod{}
+	for _, m := range []*member{s.a, s.b, s.c} {
+		s.clients[m] = sp.client(m, "client")
+	}
+}
+
+// repoFile is a file of the repository (the tests run in test/e2e).
+func repoFile(t *testing.T, elem ...string) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(append([]string{dir, "..", ".."}, elem...)...)
+}
+
+// create writes a catalog object into the hub as its administrator.
+func (s *catalogSuite) create(t *testing.T, kind, resource, ns, name string, spec map[string]any) {
+	t.Helper()
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": catalogv1alpha1.SchemeGroupVersion.String(), "kind": kind,
+		"metadata": map[string]any{"namespace": ns, "name": name}, "spec": spec,
+	}}
+	if _, err := s.hub.Resource(catalogv1alpha1.SchemeGroupVersion.WithResource(resource)).Namespace(ns).Create(t.Context(), u, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating %s %s/%s: %v", kind, ns, name, err)
+	}
+}
+
+func (s *catalogSuite) deleteObj(t *testing.T, resource, ns, name string) {
+	t.Helper()
+	if err := s.hub.Resource(catalogv1alpha1.SchemeGroupVersion.WithResource(resource)).Namespace(ns).Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// condition returns "Status/Reason" of a catalog object's condition.
+func (s *catalogSuite) condition(t *testing.T, resource, ns, name, typ string) string {
+	t.Helper()
+	u, err := s.hub.Resource(catalogv1alpha1.SchemeGroupVersion.WithResource(resource)).Namespace(ns).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		cm, _ := c.(map[string]any)
+		if cm["type"] == typ {
+			return fmt.Sprintf("%v/%v", cm["status"], cm["reason"])
+		}
+	}
+	return ""
+}
+
+func bindService(cluster, ns, name string) map[string]any {
+	return map[string]any{"globalService": name, "cluster": cluster, "service": map[string]any{"namespace": ns, "name": name}}
+}
+
+func catalogImport(globalNS, global, cluster, ns, name string) map[string]any {
+	return map[string]any{"globalService": map[string]any{"namespace": globalNS, "name": global}, "cluster": cluster,
+		"localName": map[string]any{"namespace": ns, "name": name}}
+}
+
+// importIn waits for m's ServiceImport ns/name written for the catalog
+// and returns its clusterset IP.
+func (s *catalogSuite) importIn(t *testing.T, m *member, ns, name, global string) string {
+	t.Helper()
+	var ip string
+	eventually(t, 60*time.Second, fmt.Sprintf("%s's import %s/%s of %s", m.Name, ns, name, global), func() (bool, string) {
+		si, err := m.MCS.MulticlusterV1beta1().ServiceImports(ns).Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		if len(si.Spec.IPs) > 0 {
+			ip = si.Spec.IPs[0]
+		}
+		return si.Annotations[catalog.AnnotationGlobalService] == global && ip != "", fmt.Sprint(si.Annotations, si.Spec.IPs)
+	})
+	return ip
+}
+
+func (s *catalogSuite) noImport(t *testing.T, m *member, ns, name string) {
+	t.Helper()
+	eventually(t, 60*time.Second, fmt.Sprintf("no import %s/%s in %s", ns, name, m.Name), func() (bool, string) {
+		_, err := m.MCS.MulticlusterV1beta1().ServiceImports(ns).Get(t.Context(), name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), errString(err)
+	})
+}
+
+// servePods creates Service ns/name selecting app=name in m and echo pods.
+func (s *catalogSuite) servePods(t *testing.T, m *member, ns, name string, pods ...string) []string {
+	t.Helper()
+	sp := &space{s: s.suite, t: t, name: ns}
+	sp.service(m, name, nil)
+	return podNames(sp.echoPods(m, name, pods...))
+}
+
+func (s *catalogSuite) testSwitch(t *testing.T) {
+	sp := s.space(t, "e2e-cat-switch")
+	sp.service(s.a, "web", nil)
+	pods := podNames(sp.echoPods(s.a, "web", "web-a-1"))
+	// The figure's export half: a Service exported, to its rules in b.
+	for i := range 5 {
+		name := fmt.Sprintf("fig-%d", i)
+		sp.service(s.a, name, nil)
+		start := time.Now()
+		sp.export(s.a, name)
+		s.exportLatencies = append(s.exportLatencies, s.untilRules(t, s.b, sp.name, name, start))
+	}
+	sp.export(s.a, "web")
+	vip := sp.vip(s.b, "web")
+	client := s.clients[s.b]
+	waitAnswers(t, client, "tcp", hostPort(vip, 80), 10, pods)
+
+	// The same in the catalog, imported everywhere under the same name;
+	// then the controller is switched.
+	s.create(t, "GlobalService", "globalservices", "team-a", "web", map[string]any{
+		"importPolicy": "All", "defaultName": map[string]any{"namespace": sp.name, "name": "web"}})
+	s.create(t, "ServiceBinding", "servicebindings", "team-a", "web-a", bindService("cluster-a", sp.name, "web"))
+	s.l.restartController(t, "--service-model=catalog", "--hub-context="+s.a.Name)
+	if ip := s.importIn(t, s.b, sp.name, "web", "team-a/web"); ip != vip {
+		t.Errorf("the clusterset IP changed with the switch: %s, was %s", ip, vip)
+	}
+	waitAnswers(t, client, "tcp", hostPort(vip, 80), 10, pods)
+	if got := s.condition(t, "globalservices", "team-a", "web", "Ready"); got != "True/Ready" {
+		t.Errorf("global service web: Ready %s", got)
+	}
+}
+
+func (s *catalogSuite) testIndependentNames(t *testing.T) {
+	podsA := s.servePods(t, s.a, "frontend", "authz", "authz-a-1")
+	podsB := s.servePods(t, s.b, "frontend", "authz", "authz-b-1")
+	for team, m := range map[string]*member{"team-a": s.a, "team-b": s.b} {
+		s.create(t, "GlobalService", "globalservices", team, "authz", map[string]any{})
+		s.create(t, "ServiceBinding", "servicebindings", team, "authz", bindService(m.Name, "frontend", "authz"))
+		s.create(t, "ServiceImport", "serviceimports", team, "authz", catalogImport("", "authz", m.Name, "frontend", "authz"))
+	}
+	ipA := s.importIn(t, s.a, "frontend", "authz", "team-a/authz")
+	ipB := s.importIn(t, s.b, "frontend", "authz", "team-b/authz")
+	if ipA == ipB {
+		t.Errorf("team A's and team B's authz share the clusterset IP %s", ipA)
+	}
+	byName := hostPort("authz.frontend.svc.clusterset.local", 80)
+	waitAnswers(t, s.clients[s.a], "tcp", byName, 10, podsA)
+	waitAnswers(t, s.clients[s.b], "tcp", byName, 10, podsB)
+	// Selective: nobody else has either, nor rules for them.
+	s.noImport(t, s.c, "frontend", "authz")
+	if _, err := s.a.MCS.MulticlusterV1beta1().ServiceImports("frontend").Get(t.Context(), "authz", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := s.ruleset(t.Context(), s.c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hasIP(rs, ipA) || hasIP(rs, ipB) {
+		t.Errorf("cluster-c, which imports neither, has rules for %s or %s", ipA, ipB)
+	}
+}
+
+func (s *catalogSuite) testShared(t *testing.T) {
+	podsA := podNames(map[string]string{"authz-a-1": ""})
+	// A shares its authz with B, who imports it into cluster-c as
+	// shop/authz-a: cluster-c has no namespace frontend.
+	u, err := s.hub.Resource(catalogv1alpha1.SchemeGroupVersion.WithResource("globalservices")).Namespace("team-a").Get(t.Context(), "authz", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = unstructured.SetNestedStringSlice(u.Object, []string{"team-b"}, "spec", "consumers")
+	if _, err := s.hub.Resource(catalogv1alpha1.SchemeGroupVersion.WithResource("globalservices")).Namespace("team-a").Update(t.Context(), u, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.create(t, "ServiceImport", "serviceimports", "team-b", "authz-a", catalogImport("team-a", "authz", "cluster-c", "shop", "authz-a"))
+	ip := s.importIn(t, s.c, "shop", "authz-a", "team-a/authz")
+	if ipA := s.importIn(t, s.a, "frontend", "authz", "team-a/authz"); ip != ipA {
+		t.Errorf("one global service, two clusterset IPs: %s in c, %s in a", ip, ipA)
+	}
+	byName := hostPort("authz-a.shop.svc.clusterset.local", 80)
+	waitAnswers(t, s.clients[s.c], "tcp", byName, 10, podsA)
+	if got := s.condition(t, "serviceimports", "team-b", "authz-a", "Ready"); got != "True/Imported" {
+		t.Errorf("team B's import: Ready %s", got)
+	}
+	// Withdrawn and given again at run time.
+	s.deleteObj(t, "serviceimports", "team-b", "authz-a")
+	s.noImport(t, s.c, "shop", "authz-a")
+	s.waitRules(t, s.c, 30*time.Second, nil, []string{ip})
+	s.create(t, "ServiceImport", "serviceimports", "team-b", "authz-a", catalogImport("team-a", "authz", "cluster-c", "shop", "authz-a"))
+	s.importIn(t, s.c, "shop", "authz-a", "team-a/authz")
+	waitAnswers(t, s.clients[s.c], "tcp", byName, 10, podsA)
+}
+
+func (s *catalogSuite) testMachine(t *testing.T) {
+	vm, err := s.l.cs.AddMachine("db", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := vm.Start(s.l.echoserver, "--port=8080"); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	s.create(t, "GlobalService", "globalservices", "team-a", "db", map[string]any{})
+	s.create(t, "ServiceBinding", "servicebindings", "team-a", "db-vm", map[string]any{
+		"globalService": "db", "cluster": "cluster-a",
+		"endpoints": []any{map[string]any{"address": vm.IP}},
+		"ports":     []any{map[string]any{"name": "tcp", "port": int64(80), "targetPort": int64(8080)}},
+	})
+	s.create(t, "ServiceImport", "serviceimports", "team-a", "db", catalogImport("", "db", "cluster-b", "apps", "db"))
+	ip := s.importIn(t, s.b, "apps", "db", "team-a/db")
+	// The machine's echo server answers with the host's name (a network
+	// namespace has no name of its own).
+	waitAnswers(t, s.clients[s.b], "tcp", hostPort(ip, 80), 5, []string{host})
+	waitAnswers(t, s.clients[s.b], "tcp", hostPort("db.apps.svc.clusterset.local", 80), 5, []string{host})
+	eventually(t, 30*time.Second, "the machine's binding Ready", func() (bool, string) {
+		got := s.condition(t, "servicebindings", "team-a", "db-vm", "Ready")
+		return got == "True/EndpointsReady", got
+	})
+}
+
+func (s *catalogSuite) testDenied(t *testing.T) {
+	// Team B binds team A's Service in cluster-a under a global service of
+	// its own, and imports into team A's namespace: both refused, and
+	// neither reaches a cluster.
+	s.create(t, "GlobalService", "globalservices", "team-b", "steal", map[string]any{})
+	s.create(t, "ServiceBinding", "servicebindings", "team-b", "steal", bindService("cluster-a", "frontend", "authz"))
+	s.create(t, "ServiceImport", "serviceimports", "team-b", "steal", catalogImport("", "steal", "cluster-a", "frontend", "steal"))
+	eventually(t, 30*time.Second, "team B's binding and import refused", func() (bool, string) {
+		b := s.condition(t, "servicebindings", "team-b", "steal", "Valid")
+		i := s.condition(t, "serviceimports", "team-b", "steal", "Valid")
+		return b == "False/"+catalog.ReasonNamespaceNotOwned && i == "False/"+catalog.ReasonNamespaceNotOwned, b + " " + i
+	})
+	s.noImport(t, s.a, "frontend", "steal")
+	events, err := s.a.Client.CoreV1().Events("team-b").List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=steal"})
+	if err != nil || len(events.Items) == 0 {
+		t.Errorf("no event on team B's refused objects (%v)", err)
+	}
+}
+
+func (s *catalogSuite) testFigure(t *testing.T) {
+	var latencies []time.Duration
+	for i := range 5 {
+		name := fmt.Sprintf("fig-%d", i)
+		s.servePods(t, s.a, "frontend", name)
+		s.create(t, "GlobalService", "globalservices", "team-a", name, map[string]any{})
+		s.create(t, "ServiceImport", "serviceimports", "team-a", name, catalogImport("", name, "cluster-b", "apps", name))
+		start := time.Now()
+		s.create(t, "ServiceBinding", "servicebindings", "team-a", name, bindService("cluster-a", "frontend", name))
+		latencies = append(latencies, s.untilRules(t, s.b, "apps", name, start))
+	}
+	p := func(d []time.Duration, q float64) time.Duration {
+		d = slices.Clone(d)
+		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+		return d[int(q*float64(len(d)-1)+0.5)].Round(time.Millisecond)
+	}
+	t.Logf("FIGURE catalog: change to rules in cluster-b's node over %d changes each: catalog (ServiceBinding created) p50 %v p99 %v; export (ServiceExport created) p50 %v p99 %v; p50 ratio %.2f",
+		len(latencies), p(latencies, 0.5), p(latencies, 0.99), p(s.exportLatencies, 0.5), p(s.exportLatencies, 0.99),
+		float64(p(latencies, 0.5))/float64(p(s.exportLatencies, 0.5)))
+}
+
+// untilRules returns the time from start until m's node has rules for
+// import ns/name's clusterset IP (polled: the API for the IP, then the
+// node's ruleset).
+func (s *catalogSuite) untilRules(t *testing.T, m *member, ns, name string, start time.Time) time.Duration {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		si, err := m.MCS.MulticlusterV1beta1().ServiceImports(ns).Get(ctx, name, metav1.GetOptions{})
+		if err == nil && si.Spec.Type == mcsv1beta1.ClusterSetIP && len(si.Spec.IPs) > 0 {
+			if rs, err := s.ruleset(ctx, m); err == nil && hasIP(rs, si.Spec.IPs[0]) {
+				return time.Since(start)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no rules for %s/%s in %s", ns, name, m.Name)
+	return 0
+}
