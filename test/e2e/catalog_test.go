@@ -47,6 +47,7 @@ func TestCatalog(t *testing.T) {
 	t.Run("a machine outside Kubernetes served like a cluster's endpoints", s.testMachine)
 	t.Run("a team denied another team's names", s.testDenied)
 	t.Run("figure: catalog change to rules in the consumer, against an export", s.testFigure)
+	t.Run("a switch back to the export model: exported names keep their clusterset IP, the catalog's others go", s.testSwitchBack)
 }
 
 type catalogSuite struct {
@@ -370,4 +371,23 @@ func (s *catalogSuite) untilRules(t *testing.T, m *member, ns, name string, star
 	}
 	t.Fatalf("no rules for %s/%s in %s", ns, name, m.Name)
 	return 0
+}
+
+func (s *catalogSuite) testSwitchBack(t *testing.T) {
+	vip := s.importIn(t, s.b, "e2e-cat-switch", "web", "team-a/web")
+	s.l.restartController(t)
+	eventually(t, 60*time.Second, "b's import e2e-cat-switch/web written by the export model", func() (bool, string) {
+		si, err := s.b.MCS.MulticlusterV1beta1().ServiceImports("e2e-cat-switch").Get(t.Context(), "web", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return si.Annotations[catalog.AnnotationGlobalService] == "" && len(si.Spec.IPs) > 0, fmt.Sprint(si.Annotations, si.Spec.IPs)
+	})
+	si, _ := s.b.MCS.MulticlusterV1beta1().ServiceImports("e2e-cat-switch").Get(t.Context(), "web", metav1.GetOptions{})
+	if si.Spec.IPs[0] != vip {
+		t.Errorf("the clusterset IP changed with the switch back: %s, was %s", si.Spec.IPs[0], vip)
+	}
+	waitAnswers(t, s.clients[s.b], "tcp", hostPort(vip, 80), 10, []string{"web-a-1"})
+	// Nothing exports shop/authz-a: it goes.
+	s.noImport(t, s.c, "shop", "authz-a")
 }

@@ -413,8 +413,9 @@ func (c *Controller) restoreClusterSetIPs() {
 			// which are the member's, not the clusterset's.
 			if len(si.Spec.IPs) > 0 && si.Annotations[export.AnnotationDerivedService] == "" {
 				key := si.Namespace + "/" + si.Name
-				// An import of the catalog holds its global service's IPs.
-				if g := si.Annotations[catalog.AnnotationGlobalService]; g != "" {
+				// In catalog mode an import holds its global service's IPs;
+				// in the export model its name does, whoever wrote it.
+				if g := si.Annotations[catalog.AnnotationGlobalService]; g != "" && c.catalogMode() {
 					key = catalogKeyPrefix + g
 				}
 				claims = append(claims, clustersetip.Claim{Key: key, IPs: si.Spec.IPs, Created: si.CreationTimestamp.Time})
