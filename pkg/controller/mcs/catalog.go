@@ -90,8 +90,6 @@ type catalogState struct {
 	// placed are the local keys (namespace/name) the last resolution
 	// placed somewhere.
 	placed map[string]bool
-	// told are the Valid conditions already told as events, by object.
-	told map[string]string
 }
 
 const catalogQueueKey = "catalog"
@@ -103,7 +101,6 @@ func newCatalogState(cfg CatalogConfig) *catalogState {
 		queue:    workqueue.NewTypedRateLimitingQueueWithConfig(rateLimiter(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "catalog"}),
 		bound:    map[string]bool{},
 		placed:   map[string]bool{},
-		told:     map[string]string{},
 	}
 	s.health = newHealthChecker(func() { s.queue.Add(catalogQueueKey) })
 	return s
@@ -238,6 +235,11 @@ func (c *Controller) syncCatalog(ctx context.Context) error {
 		}
 	}
 	res := catalog.Resolve(cat)
+	reasons := map[string]string{}
+	for key, cond := range res.Valid {
+		reasons[key] = cond.Reason
+	}
+	c.metrics.setCatalog(reasons)
 
 	desired := map[string]*desiredState{}
 	bound := map[string]bool{}
@@ -385,7 +387,7 @@ func (c *Controller) bindingSlices(b *catalogv1alpha1.ServiceBinding, p catalog.
 			healthy = func(addr string) bool { return c.catalog.health.healthy(b.Namespace+"/"+b.Name, addr) }
 		}
 		out = catalog.BindingSlices(b, p, c.cfg.ManagedBy, served, healthy)
-	} else if src := c.member(b.Spec.Cluster); src != nil && src.hasSynced() && (c.ttl.alive(b.Spec.Cluster) || !c.anyAlive(b)) {
+	} else if src := c.member(b.Spec.Cluster); src != nil && src.hasSynced() && (c.ttl.alive(b.Spec.Cluster) || !c.anyAlive()) {
 		podRanges := src.podRanges()
 		for _, sl := range slicesOf(src.localSlices, byService, b.Spec.Service.Namespace+"/"+b.Spec.Service.Name) {
 			if !slices.Contains(c.cfg.SourceManagers, sl.Labels[discoveryv1.LabelManagedBy]) {
@@ -406,7 +408,7 @@ func (c *Controller) bindingSlices(b *catalogv1alpha1.ServiceBinding, p catalog.
 
 // anyAlive tells whether some member's lease is alive (when none is, the
 // last known endpoints stay, as in the export model).
-func (c *Controller) anyAlive(_ *catalogv1alpha1.ServiceBinding) bool {
+func (c *Controller) anyAlive() bool {
 	for _, m := range c.memberList() {
 		if c.ttl.alive(m.id) {
 			return true

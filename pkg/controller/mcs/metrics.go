@@ -1,6 +1,7 @@
 package mcs
 
 import (
+	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +19,7 @@ type Metrics struct {
 	unmirrored   *prometheus.CounterVec
 	outside      *prometheus.CounterVec
 	propagation  *prometheus.HistogramVec
+	catalog      *prometheus.GaugeVec
 	registry     prometheus.Registerer
 	registerOnce sync.Once
 
@@ -55,10 +57,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time from the change of a source cluster's endpoints (the EndpointSlice's endpoints.kubernetes.io/last-change-trigger-time) to the imported EndpointSlice written in a member cluster, by member.",
 			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
 		}, []string{"cluster"}),
+		catalog: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mcs_controller_catalog_objects",
+			Help: "Objects of the hub's service catalog (catalog mode), by kind and by the reason of their Valid condition (Valid when they take part).",
+		}, []string{"kind", "reason"}),
 		registry:    reg,
 		conflictsOf: map[string][]string{},
 	}
-	reg.MustRegister(m.exportSync, m.sliceSync, m.conflicts, m.foreign, m.unmirrored, m.outside, m.propagation)
+	reg.MustRegister(m.exportSync, m.sliceSync, m.conflicts, m.foreign, m.unmirrored, m.outside, m.propagation, m.catalog)
 	return m
 }
 
@@ -216,4 +222,16 @@ func containsReason(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// setCatalog counts the catalog's objects by kind and Valid reason.
+func (m *Metrics) setCatalog(valid map[string]string) {
+	if m == nil {
+		return
+	}
+	m.catalog.Reset()
+	for key, reason := range valid {
+		kind, _, _ := strings.Cut(key, "/")
+		m.catalog.WithLabelValues(kind, reason).Inc()
+	}
 }
