@@ -311,6 +311,31 @@ func (s *catalogSuite) testMachine(t *testing.T) {
 		got := s.condition(t, "servicebindings", "team-a", "db-vm", "Ready")
 		return got == "True/EndpointsReady", got
 	})
+
+	// A health check the machine fails takes it out, and says why. (The
+	// controller probes from the host, which the harness keeps off the
+	// clusterset's network: its probes fail as against a machine down.)
+	u, err := s.hub.Resource(catalogv1alpha1.SchemeGroupVersion.WithResource("servicebindings")).Namespace("team-a").Get(t.Context(), "db-vm", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = unstructured.SetNestedMap(u.Object, map[string]any{"port": "tcp", "periodSeconds": int64(1), "timeoutSeconds": int64(1), "failureThreshold": int64(1)}, "spec", "healthCheck")
+	if _, err := s.hub.Resource(catalogv1alpha1.SchemeGroupVersion.WithResource("servicebindings")).Namespace("team-a").Update(t.Context(), u, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the failing machine's binding not Ready, with its probe's verdict", func() (bool, string) {
+		got := s.condition(t, "servicebindings", "team-a", "db-vm", "Ready")
+		u, err := s.hub.Resource(catalogv1alpha1.SchemeGroupVersion.WithResource("servicebindings")).Namespace("team-a").Get(t.Context(), "db-vm", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		eps, _, _ := unstructured.NestedSlice(u.Object, "status", "endpoints")
+		return got == "False/NoReadyEndpoints" && len(eps) == 1, fmt.Sprint(got, eps)
+	})
+	eventually(t, 30*time.Second, "no answer from the machine", func() (bool, string) {
+		got := s.clients[s.b].answers("tcp", hostPort(ip, 80), 3)
+		return len(got) == 0, fmt.Sprint(got)
+	})
 }
 
 func (s *catalogSuite) testDenied(t *testing.T) {

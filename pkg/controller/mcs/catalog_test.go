@@ -17,6 +17,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/multiclusterservices/catalog"
+	"k8s.io/multiclusterservices/export"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
@@ -204,3 +205,53 @@ func TestCoreCatalog(t *testing.T) {
 }
 
 func itoa32(p int32) string { return strconv.Itoa(int(p)) }
+
+// A member served in derived mode consumes the catalog like the export
+// model: a derived Service and its slices, under the local name's import.
+func TestCoreCatalogDerivedMember(t *testing.T) {
+	authz := &catalogv1alpha1.GlobalService{
+		TypeMeta:   metav1.TypeMeta{APIVersion: catalogv1alpha1.SchemeGroupVersion.String(), Kind: "GlobalService"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "authz"},
+		Spec:       catalogv1alpha1.GlobalServiceSpec{ImportPolicy: catalogv1alpha1.ImportSelected, Consumers: []string{"team-b"}},
+	}
+	binding := &catalogv1alpha1.ServiceBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: catalogv1alpha1.SchemeGroupVersion.String(), Kind: "ServiceBinding"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "authz-a"},
+		Spec: catalogv1alpha1.ServiceBindingSpec{GlobalService: "authz", Cluster: "cluster-a",
+			Service: &catalogv1alpha1.LocalName{Namespace: "frontend", Name: "authz"}},
+	}
+	imp := &catalogv1alpha1.ServiceImport{
+		TypeMeta:   metav1.TypeMeta{APIVersion: catalogv1alpha1.SchemeGroupVersion.String(), Kind: "ServiceImport"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "authz-a"},
+		Spec: catalogv1alpha1.ServiceImportSpec{GlobalService: catalogv1alpha1.GlobalServiceRef{Namespace: "team-a", Name: "authz"},
+			Cluster: "cluster-c", LocalName: catalogv1alpha1.LocalName{Namespace: "shop", Name: "authz-a"}},
+	}
+	c, ms, _ := newCatalogClusterset(t, authz, binding, imp)
+	c.cfg.DerivedMembers = map[string]bool{"cluster-c": true}
+	cc := ms["cluster-c"]
+	syncCatalogAll(t, c)
+	waitCache(t, "c's import in its cache", func() bool {
+		_, err := cc.imports.ServiceImports("shop").Get("authz-a")
+		return err == nil
+	})
+	syncCatalogAll(t, c)
+	derived := export.DerivedName("shop", "authz-a")
+	svc, err := cc.kube.CoreV1().Services("shop").Get(context.Background(), derived, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("no derived Service %s in cluster-c: %v", derived, err)
+	}
+	si, _ := cc.mcs.MulticlusterV1beta1().ServiceImports("shop").Get(context.Background(), "authz-a", metav1.GetOptions{})
+	if si.Annotations[export.AnnotationDerivedService] != derived || !slices.Equal(si.Spec.IPs, svc.Spec.ClusterIPs) {
+		t.Errorf("cluster-c's import %v %v, derived Service IPs %v", si.Annotations, si.Spec.IPs, svc.Spec.ClusterIPs)
+	}
+	list, _ := cc.kube.DiscoveryV1().EndpointSlices("shop").List(context.Background(), metav1.ListOptions{})
+	found := false
+	for _, s := range list.Items {
+		if s.Labels[discoveryv1.LabelServiceName] == derived && len(s.Endpoints) == 1 && s.Endpoints[0].Addresses[0] == "10.200.0.5" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no slice of the derived Service with cluster-a's endpoint: %+v", list.Items)
+	}
+}
