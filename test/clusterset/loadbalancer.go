@@ -3,8 +3,6 @@ package clusterset
 import (
 	"context"
 	"log"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 
@@ -17,6 +15,10 @@ import (
 	"k8s.io/utils/ptr"
 )
 
+// maxLoadBalancers is how many addresses a cluster's load-balancer range
+// holds.
+const maxLoadBalancers = 250
+
 // startLoadBalancer runs the cluster's stand-in for a cloud load balancer:
 // every LoadBalancer Service gets an address of the cluster's
 // load-balancer range (plan.lbIP), one per IP family of the Service, in
@@ -24,97 +26,85 @@ import (
 // to the cluster's first node, whose kube-proxy takes it from there as it
 // takes a load-balancer address a cloud forwards. The address is the
 // Service's for as long as it exists; nothing health-checks the node.
-// maxLoadBalancers is how many addresses a cluster's load-balancer range
-// holds.
-const maxLoadBalancers = 250
-
 func (cs *ClusterSet) startLoadBalancer(c *Cluster) error {
-	logFile, err := os.Create(filepath.Join(c.dir, "loadbalancer.log"))
-	if err != nil {
-		return err
+	services := func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+		return f.Core().V1().Services().Informer()
 	}
-	logger := log.New(logFile, "", log.LstdFlags|log.Lmicroseconds)
-	client, err := kubernetes.NewForConfig(c.API.RESTConfig())
-	if err != nil {
-		logFile.Close()
-		return err
+	return cs.runStandIn(c, "loadbalancer", services, nil, func(ctx context.Context, client kubernetes.Interface, logger *log.Logger) func(any) {
+		lb := &loadBalancer{cs: cs, c: c, client: client, logger: logger, assigned: map[string][]string{}}
+		return func(obj any) { lb.assign(ctx, obj) }
+	})
+}
+
+// loadBalancer is the state of one cluster's load balancer.
+type loadBalancer struct {
+	cs     *ClusterSet
+	c      *Cluster
+	client kubernetes.Interface
+	logger *log.Logger
+
+	mu       sync.Mutex
+	assigned map[string][]string // namespace/name -> addresses
+	next     int
+}
+
+// assign gives Service obj, if it is a LoadBalancer Service, its address
+// and routes it.
+func (lb *loadBalancer) assign(ctx context.Context, obj any) {
+	svc, ok := obj.(*v1.Service)
+	if !ok || svc.Spec.Type != v1.ServiceTypeLoadBalancer || svc.Spec.LoadBalancerClass != nil {
+		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	factory := informers.NewSharedInformerFactory(client, 0)
-	var mu sync.Mutex
-	assigned := map[string][]string{} // namespace/name -> addresses
-	next := 0
-	target := c.Nodes[0]
-	assign := func(obj any) {
-		svc, ok := obj.(*v1.Service)
-		if !ok || svc.Spec.Type != v1.ServiceTypeLoadBalancer || svc.Spec.LoadBalancerClass != nil {
+	c, logger, target := lb.c, lb.logger, lb.c.Nodes[0]
+	key := svc.Namespace + "/" + svc.Name
+	lb.mu.Lock()
+	addrs, ok := lb.assigned[key]
+	if !ok {
+		if lb.next == maxLoadBalancers {
+			lb.mu.Unlock()
+			logger.Printf("%s: no load-balancer address left (%d given)", key, maxLoadBalancers)
 			return
 		}
-		key := svc.Namespace + "/" + svc.Name
-		mu.Lock()
-		addrs, ok := assigned[key]
-		if !ok {
-			if next == maxLoadBalancers {
-				mu.Unlock()
-				logger.Printf("%s: no load-balancer address left (%d given)", key, maxLoadBalancers)
-				return
+		lb.next++
+		for k, fam := range c.family.families() {
+			if !slices.Contains(svc.Spec.IPFamilies, fam) {
+				continue
 			}
-			next++
-			for k, fam := range c.family.families() {
-				if !slices.Contains(svc.Spec.IPFamilies, fam) {
-					continue
-				}
-				ip := plans[fam].lbIP(c.Index, next)
-				addrs = append(addrs, ip)
-				for _, other := range cs.Clusters {
-					for _, n := range other.Nodes {
-						if n == target {
-							continue
-						}
-						if err := run("ip", "-n", n.Netns, "route", "replace", ip, "via", target.IPs[k], "dev", "eth0"); err != nil {
-							logger.Printf("routing %s from %s: %v", ip, n.Name, err)
-						}
+			ip := plans[fam].lbIP(c.Index, lb.next)
+			addrs = append(addrs, ip)
+			for _, other := range lb.cs.Clusters {
+				for _, n := range other.Nodes {
+					if n == target {
+						continue
+					}
+					if err := run("ip", "-n", n.Netns, "route", "replace", ip, "via", target.IPs[k], "dev", "eth0"); err != nil {
+						logger.Printf("routing %s from %s: %v", ip, n.Name, err)
 					}
 				}
 			}
-			assigned[key] = addrs
 		}
-		mu.Unlock()
-		var want []v1.LoadBalancerIngress
-		for _, ip := range addrs {
-			want = append(want, v1.LoadBalancerIngress{IP: ip, IPMode: ptr.To(v1.LoadBalancerIPModeVIP)})
-		}
-		if len(svc.Status.LoadBalancer.Ingress) == len(want) && slices.EqualFunc(svc.Status.LoadBalancer.Ingress, want, func(a, b v1.LoadBalancerIngress) bool { return a.IP == b.IP }) {
-			return
-		}
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			cur, err := client.CoreV1().Services(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			cur.Status.LoadBalancer.Ingress = want
-			_, err = client.CoreV1().Services(svc.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
-			return err
-		})
+		lb.assigned[key] = addrs
+	}
+	lb.mu.Unlock()
+	var want []v1.LoadBalancerIngress
+	for _, ip := range addrs {
+		want = append(want, v1.LoadBalancerIngress{IP: ip, IPMode: ptr.To(v1.LoadBalancerIPModeVIP)})
+	}
+	if slices.EqualFunc(svc.Status.LoadBalancer.Ingress, want, func(a, b v1.LoadBalancerIngress) bool { return a.IP == b.IP }) {
+		return
+	}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := lb.client.CoreV1().Services(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
 		if err != nil {
-			logger.Printf("setting the load-balancer address of %s: %v", key, err)
-			return
+			return err
 		}
-		logger.Printf("%s: load-balancer address %v via %s", key, addrs, target.Name)
-	}
-	if _, err := factory.Core().V1().Services().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    assign,
-		UpdateFunc: func(_, obj any) { assign(obj) },
-	}); err != nil {
-		cancel()
-		logFile.Close()
+		cur.Status.LoadBalancer.Ingress = want
+		_, err = lb.client.CoreV1().Services(svc.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
 		return err
-	}
-	factory.Start(ctx.Done())
-	cs.onDown(levelNode, func() {
-		cancel()
-		factory.Shutdown()
-		logFile.Close()
 	})
-	return nil
+	if err != nil {
+		logger.Printf("setting the load-balancer address of %s: %v", key, err)
+		return
+	}
+	logger.Printf("%s: load-balancer address %v via %s", key, addrs, target.Name)
 }

@@ -385,11 +385,7 @@ func slice(name string, labels map[string]string) *discoveryv1.EndpointSlice {
 // only the rights RBAC gives that name.
 func impersonate(t *testing.T, m *testMember, user string) (kubernetes.Interface, mcsclientset.Interface) {
 	t.Helper()
-	path, err := m.cluster.ImpersonatingKubeconfig(user, []string{"system:authenticated"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	cfg, err := clientcmd.BuildConfigFromFlags("", impersonateConfig(t, m.cluster, user))
 	if err != nil {
 		t.Fatal(err)
 	}

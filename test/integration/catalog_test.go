@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/multiclusterservices/crds"
@@ -224,18 +225,19 @@ func impersonateConfig(t *testing.T, hub *framework.Cluster, user string, groups
 
 func impersonateDynamic(t *testing.T, hub *framework.Cluster, user string, groups ...string) dynamic.Interface {
 	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", impersonateConfig(t, hub, user, groups...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dynamic.NewForConfigOrDie(cfg)
+	return dynamic.NewForConfigOrDie(impersonateRESTConfig(t, hub, user, groups...))
 }
 
 func impersonateKube(t *testing.T, hub *framework.Cluster, user string, groups ...string) kubernetes.Interface {
+	t.Helper()
+	return kubernetes.NewForConfigOrDie(impersonateRESTConfig(t, hub, user, groups...))
+}
+
+func impersonateRESTConfig(t *testing.T, hub *framework.Cluster, user string, groups ...string) *rest.Config {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", impersonateConfig(t, hub, user, groups...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return kubernetes.NewForConfigOrDie(cfg)
+	return cfg
 }

@@ -247,14 +247,20 @@ func (c *Controller) retireDerived(ctx context.Context, m *member, si *mcsv1beta
 // derivedServiceOwner returns the import key a Service this controller
 // wrote stands for (a derived or native-names Service), if any.
 func (c *Controller) derivedServiceOwner(obj any) (string, bool) {
+	return c.ownServiceKey(obj, mcsv1beta1.LabelServiceName)
+}
+
+// ownServiceKey returns namespace/<value of label> of obj if it is a
+// Service this controller wrote that carries label.
+func (c *Controller) ownServiceKey(obj any, label string) (string, bool) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
 	svc, ok := obj.(*v1.Service)
-	if !ok || !c.wrote(svc) || svc.Labels[mcsv1beta1.LabelServiceName] == "" {
+	if !ok || !c.wrote(svc) || svc.Labels[label] == "" {
 		return "", false
 	}
-	return svc.Namespace + "/" + svc.Labels[mcsv1beta1.LabelServiceName], true
+	return svc.Namespace + "/" + svc.Labels[label], true
 }
 
 // writeLocalServiceSlices makes the local Service of import si's name in

@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/multiclusterservices/export"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
@@ -145,14 +144,7 @@ func ownerUIDs(o metav1.Object) []string {
 // controller created, so that a change of its node ports, load-balancer
 // addresses or spec is merged again.
 func (c *Controller) ingressOwner(obj any) (string, bool) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	svc, ok := obj.(*v1.Service)
-	if !ok || !c.wrote(svc) || svc.Labels[export.LabelIngressFor] == "" {
-		return "", false
-	}
-	return svc.Namespace + "/" + svc.Labels[export.LabelIngressFor], true
+	return c.ownServiceKey(obj, export.LabelIngressFor)
 }
 
 // nodeReadyChanged tells whether a node update changes whether the node
