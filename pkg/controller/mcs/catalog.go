@@ -178,6 +178,7 @@ func (c *Controller) startCatalog(ctx context.Context) (shutdown func(), err err
 }
 
 func (c *Controller) processCatalog(ctx context.Context) bool {
+	logger := klog.FromContext(ctx)
 	s := c.catalog
 	key, quit := s.queue.Get()
 	if quit {
@@ -185,7 +186,7 @@ func (c *Controller) processCatalog(ctx context.Context) bool {
 	}
 	defer s.queue.Done(key)
 	if err := c.syncCatalog(ctx); err != nil {
-		klog.ErrorS(err, "Resolving the service catalog failed; retrying")
+		logger.Error(err, "Resolving the service catalog failed; retrying")
 		s.queue.AddRateLimited(key)
 		return true
 	}
@@ -194,7 +195,7 @@ func (c *Controller) processCatalog(ctx context.Context) bool {
 }
 
 // listCatalog returns every object of resource r in the hub's cache, as T.
-func listCatalog[T any](s *catalogState, r schema.GroupVersionResource) []*T {
+func listCatalog[T any](logger klog.Logger, s *catalogState, r schema.GroupVersionResource) []*T {
 	var out []*T
 	for _, o := range s.informer[r].GetStore().List() {
 		u, ok := o.(*unstructured.Unstructured)
@@ -203,7 +204,7 @@ func listCatalog[T any](s *catalogState, r schema.GroupVersionResource) []*T {
 		}
 		t := new(T)
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, t); err != nil {
-			klog.InfoS("Ignoring a catalog object that does not decode", "resource", r.Resource, "object", klog.KObj(u), "err", err)
+			logger.Info("Ignoring a catalog object that does not decode", "resource", r.Resource, "object", klog.KObj(u), "err", err)
 			continue
 		}
 		out = append(out, t)
@@ -215,11 +216,12 @@ func listCatalog[T any](s *catalogState, r schema.GroupVersionResource) []*T {
 // places (and every one it placed before), what each member should hold;
 // then it writes the catalog objects' status.
 func (c *Controller) syncCatalog(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
 	s := c.catalog
 	cat := catalog.Catalog{
-		GlobalServices: listCatalog[catalogv1alpha1.GlobalService](s, globalServicesResource),
-		Bindings:       listCatalog[catalogv1alpha1.ServiceBinding](s, bindingsResource),
-		Imports:        listCatalog[catalogv1alpha1.ServiceImport](s, catalogImportsResource),
+		GlobalServices: listCatalog[catalogv1alpha1.GlobalService](logger, s, globalServicesResource),
+		Bindings:       listCatalog[catalogv1alpha1.ServiceBinding](logger, s, bindingsResource),
+		Imports:        listCatalog[catalogv1alpha1.ServiceImport](logger, s, catalogImportsResource),
 		Teams:          map[string][]string{},
 	}
 	namespaces, _ := s.teams.List(labels.Everything())

@@ -112,6 +112,9 @@ type Controller struct {
 	ready   chan struct{}
 	// catalog is the hub's catalog in catalog mode, nil otherwise.
 	catalog *catalogState
+	// logger is for what happens outside a request's context (event
+	// handlers, reports): Run's logger once it runs.
+	logger klog.Logger
 	// told holds what was reported once and must not be again: slices not
 	// mirrored, addresses outside pod ranges, users' Services that native
 	// names reach.
@@ -167,6 +170,7 @@ func newController(cfg Config, metrics *Metrics, members []*member) *Controller 
 		desired: map[string]*desiredState{},
 		metrics: metrics,
 		ready:   make(chan struct{}),
+		logger:  klog.Background(),
 	}
 	for _, m := range members {
 		c.members = append(c.members, m)
@@ -223,6 +227,8 @@ func (c *Controller) Synced() map[string]bool {
 // already have, and works the queues until ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
 	defer utilruntime.HandleCrash()
+	logger := klog.FromContext(ctx)
+	c.logger = logger
 	defer c.queue.ShutDown()
 	initial := c.memberList()
 	for _, m := range initial {
@@ -268,7 +274,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		c.metrics.register(c)
 	}
 	close(c.ready)
-	klog.InfoS("mcs-controller started", "members", len(initial))
+	logger.Info("mcs-controller started", "members", len(initial))
 	<-ctx.Done()
 	c.queue.ShutDown()
 	c.stopMembers()
@@ -353,6 +359,7 @@ func (c *Controller) checkServiceCIDRs(m *member) error {
 }
 
 func (c *Controller) waitForCaches(ctx context.Context) {
+	logger := klog.FromContext(ctx)
 	wctx, cancel := context.WithTimeout(ctx, c.cfg.InitialSyncTimeout)
 	defer cancel()
 	_ = wait.PollUntilContextCancel(wctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
@@ -365,7 +372,7 @@ func (c *Controller) waitForCaches(ctx context.Context) {
 	})
 	for _, m := range c.memberList() {
 		if !m.hasSynced() {
-			klog.InfoS("Member caches not synced; its exports are ignored and its imports and slices left alone until it syncs (are the MCS CRDs installed and the controller authorized?)", "cluster", m.id, "context", m.Context)
+			logger.Info("Member caches not synced; its exports are ignored and its imports and slices left alone until it syncs (are the MCS CRDs installed and the controller authorized?)", "cluster", m.id, "context", m.Context)
 		}
 	}
 }
@@ -375,6 +382,7 @@ func (c *Controller) waitForCaches(ctx context.Context) {
 // and imports were unknown until then. (Members joining later are served
 // only once synced.)
 func (c *Controller) watchLateSyncs(ctx context.Context, initial []*member) {
+	logger := klog.FromContext(ctx)
 	pending := map[*member]bool{}
 	for _, m := range initial {
 		if !m.hasSynced() {
@@ -388,11 +396,11 @@ func (c *Controller) watchLateSyncs(ctx context.Context, initial []*member) {
 			} else if m.hasSynced() {
 				delete(pending, m)
 				if err := c.checkServiceCIDRs(m); err != nil {
-					klog.ErrorS(err, "Member caches synced late, but its Service ranges overlap the clusterset's; it leaves the clusterset", "cluster", m.id)
+					logger.Error(err, "Member caches synced late, but its Service ranges overlap the clusterset's; it leaves the clusterset", "cluster", m.id)
 					go func() { _ = c.Leave(ctx, m.id) }()
 					continue
 				}
-				klog.InfoS("Member caches synced late; merging again", "cluster", m.id)
+				logger.Info("Member caches synced late; merging again", "cluster", m.id)
 				c.restoreClusterSetIPs()
 				c.enqueueAll()
 			}
@@ -402,6 +410,7 @@ func (c *Controller) watchLateSyncs(ctx context.Context, initial []*member) {
 
 // restoreClusterSetIPs adopts the IPs of the imports members already have.
 func (c *Controller) restoreClusterSetIPs() {
+	logger := c.logger
 	var claims []clustersetip.Claim
 	for _, m := range c.memberList() {
 		if !m.hasSynced() {
@@ -423,7 +432,7 @@ func (c *Controller) restoreClusterSetIPs() {
 		}
 	}
 	c.vips.Restore(claims)
-	klog.InfoS("Restored clusterset IPs from existing imports", "imports", len(claims), "allocated", c.vips.Allocated())
+	logger.Info("Restored clusterset IPs from existing imports", "imports", len(claims), "allocated", c.vips.Allocated())
 }
 
 // enqueueAll merges every name any member exports or imports again. It
@@ -452,6 +461,7 @@ func (c *Controller) clustersetWorker(ctx context.Context) {
 }
 
 func (c *Controller) processClusterset(ctx context.Context) bool {
+	logger := klog.FromContext(ctx)
 	key, quit := c.queue.Get()
 	if quit {
 		return false
@@ -467,7 +477,7 @@ func (c *Controller) processClusterset(ctx context.Context) bool {
 	err := c.syncClusterset(ctx, key)
 	c.metrics.observeExportSync(time.Since(start), err)
 	if err != nil {
-		klog.ErrorS(err, "Merging exports failed; retrying", "key", key)
+		logger.Error(err, "Merging exports failed; retrying", "key", key)
 		c.queue.AddRateLimited(key)
 		return true
 	}
@@ -481,6 +491,7 @@ func (c *Controller) memberWorker(ctx context.Context, m *member) {
 }
 
 func (c *Controller) processMember(ctx context.Context, m *member) bool {
+	logger := klog.FromContext(ctx)
 	key, quit := m.queue.Get()
 	if quit {
 		return false
@@ -490,7 +501,7 @@ func (c *Controller) processMember(ctx context.Context, m *member) bool {
 	err := c.syncMember(ctx, m, key)
 	c.metrics.observeSliceSync(m.id, time.Since(start), err)
 	if err != nil {
-		klog.V(2).InfoS("Writing into member failed; retrying", "cluster", m.id, "key", key, "err", err)
+		logger.V(2).Info("Writing into member failed; retrying", "cluster", m.id, "key", key, "err", err)
 		m.queue.AddRateLimited(key)
 		return true
 	}

@@ -73,6 +73,7 @@ func (l *sourceLeases) reachableCount() int {
 // or another replica. Members were reachable moments ago (their cluster
 // IDs were read), so they start renewed.
 func (l *sourceLeases) restore(ctx context.Context) {
+	logger := klog.FromContext(ctx)
 	now := time.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -86,7 +87,7 @@ func (l *sourceLeases) restore(ctx context.Context) {
 		leases, err := m.kube.CoordinationV1().Leases(l.c.cfg.LeaseNamespace).List(lctx, metav1.ListOptions{LabelSelector: mcsv1beta1.LabelSourceCluster})
 		cancel()
 		if err != nil {
-			klog.InfoS("Cannot read source cluster leases", "cluster", m.id, "err", err)
+			logger.Info("Cannot read source cluster leases", "cluster", m.id, "err", err)
 			continue
 		}
 		for _, lease := range leases.Items {
@@ -166,6 +167,7 @@ func (l *sourceLeases) forget(ctx context.Context, id string) error {
 // probe asks m's apiserver whether it is ready and, if so, renews m's
 // Lease in every member.
 func (l *sourceLeases) probe(ctx context.Context, m *member) {
+	logger := klog.FromContext(ctx)
 	pctx, cancel := context.WithTimeout(ctx, l.period())
 	_, err := m.kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(pctx)
 	cancel()
@@ -178,12 +180,12 @@ func (l *sourceLeases) probe(ctx context.Context, m *member) {
 	}
 	l.mu.Unlock()
 	if err != nil {
-		klog.V(2).InfoS("Member unreachable", "cluster", m.id, "err", err)
+		logger.V(2).Info("Member unreachable", "cluster", m.id, "err", err)
 		return
 	}
 	if back {
 		// Writes into it may be backing off; start them over.
-		klog.InfoS("Member reachable again", "cluster", m.id)
+		logger.Info("Member reachable again", "cluster", m.id)
 		for _, k := range l.c.desiredKeys() {
 			m.queue.Forget(k)
 			m.queue.Add(k)
@@ -195,6 +197,7 @@ func (l *sourceLeases) probe(ctx context.Context, m *member) {
 }
 
 func (l *sourceLeases) renew(ctx context.Context, target *member, source string, now time.Time) {
+	logger := klog.FromContext(ctx)
 	l.mu.Lock()
 	up := l.reachable[target.id]
 	l.mu.Unlock()
@@ -222,13 +225,14 @@ func (l *sourceLeases) renew(ctx context.Context, target *member, source string,
 		_, err = api.Update(ctx, lease, metav1.UpdateOptions{})
 	}
 	if err != nil {
-		klog.V(2).InfoS("Renewing source cluster lease failed", "cluster", target.id, "source", source, "err", err)
+		logger.V(2).Info("Renewing source cluster lease failed", "cluster", target.id, "source", source, "err", err)
 	}
 }
 
 // checkExpiry merges everything again when a source cluster's lease
 // expires or comes back.
-func (l *sourceLeases) checkExpiry(context.Context) {
+func (l *sourceLeases) checkExpiry(ctx context.Context) {
+	logger := klog.FromContext(ctx)
 	now := time.Now()
 	var changed []string
 	l.mu.Lock()
@@ -242,9 +246,9 @@ func (l *sourceLeases) checkExpiry(context.Context) {
 	l.mu.Unlock()
 	for _, id := range changed {
 		if l.alive(id) {
-			klog.InfoS("Source cluster lease renewed; restoring its endpoints", "source", id)
+			logger.Info("Source cluster lease renewed; restoring its endpoints", "source", id)
 		} else {
-			klog.InfoS("Source cluster lease expired; withdrawing its endpoints from every member", "source", id, "ttl", l.c.cfg.EndpointTTL)
+			logger.Info("Source cluster lease expired; withdrawing its endpoints from every member", "source", id, "ttl", l.c.cfg.EndpointTTL)
 		}
 	}
 	if len(changed) > 0 {

@@ -104,13 +104,14 @@ func (e *UnreachableError) Unwrap() error { return e.Err }
 // since any of these would mislabel endpoints clusterset-wide, and a
 // clusterset none of whose members answers.
 func Resolve(ctx context.Context, configs map[string]*rest.Config, order []string, timeout time.Duration) (members []Member, unreachable []string, err error) {
+	logger := klog.FromContext(ctx)
 	byID := map[string]string{}
 	var unreachableErrs []error
 	for _, name := range order {
 		id, err := ClusterID(ctx, configs[name], timeout)
 		var down *UnreachableError
 		if errors.As(err, &down) {
-			klog.ErrorS(err, "Member cluster unreachable", "context", name)
+			logger.Error(err, "Member cluster unreachable", "context", name)
 			unreachable = append(unreachable, name)
 			unreachableErrs = append(unreachableErrs, fmt.Errorf("member context %q: %w", name, err))
 			continue
@@ -123,7 +124,7 @@ func Resolve(ctx context.Context, configs map[string]*rest.Config, order []strin
 		}
 		byID[id] = name
 		members = append(members, Member{Context: name, ClusterID: id, Config: configs[name]})
-		klog.InfoS("Member cluster", "context", name, "clusterID", id)
+		logger.Info("Member cluster", "context", name, "clusterID", id)
 	}
 	if len(members) == 0 {
 		return nil, nil, fmt.Errorf("no member cluster answers: %w", errors.Join(unreachableErrs...))
