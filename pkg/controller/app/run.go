@@ -14,9 +14,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/dynamic"
@@ -24,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	compmetrics "k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
 	"k8s.io/multiclusterservices/proxy"
 
@@ -130,12 +129,14 @@ func Run(ctx context.Context, o *Options) error {
 		logger.Info("Running without unreachable member clusters; they join once they answer", "contexts", unreachable)
 	}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), inv)
+	reg := compmetrics.NewKubeRegistry()
+	// The Go runtime's and the process's own, as every component serves.
+	reg.RawMustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.CustomMustRegister(inv.Collector())
 	metrics := mcs.NewMetrics(reg)
 	h := &health{}
 	metricsMux := http.NewServeMux()
-	metricsMux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	metricsMux.Handle("/metrics", compmetrics.HandlerFor(reg, compmetrics.HandlerOpts{}))
 	if o.Profiling {
 		// As Kubernetes components serve it with --profiling.
 		metricsMux.HandleFunc("/debug/pprof/", pprof.Index)

@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/topology"
@@ -481,14 +481,21 @@ func (inv *Inventory) States() map[string]State {
 	return out
 }
 
-var membersDesc = prometheus.NewDesc("mcs_controller_inventory_members",
-	"Listed member clusters by source (context, secret) and state (joined, pending, refused).", []string{"source", "state"}, nil)
+var membersDesc = metrics.NewDesc("mcs_controller_inventory_members",
+	"Listed member clusters by source (context, secret) and state (joined, pending, refused).", []string{"source", "state"}, nil, metrics.ALPHA, "")
 
-// Describe implements prometheus.Collector.
-func (inv *Inventory) Describe(ch chan<- *prometheus.Desc) { ch <- membersDesc }
+// Collector returns the inventory's metrics, a component-base collector.
+func (inv *Inventory) Collector() metrics.StableCollector { return &inventoryCollector{inv: inv} }
 
-// Collect implements prometheus.Collector.
-func (inv *Inventory) Collect(ch chan<- prometheus.Metric) {
+type inventoryCollector struct {
+	metrics.BaseStableCollector
+	inv *Inventory
+}
+
+func (ic *inventoryCollector) DescribeWithStability(ch chan<- *metrics.Desc) { ch <- membersDesc }
+
+func (ic *inventoryCollector) CollectWithStability(ch chan<- metrics.Metric) {
+	inv := ic.inv
 	counts := map[[2]string]int{}
 	for _, src := range []string{"context", "secret"} {
 		for _, s := range []State{Joined, Pending, Refused} {
@@ -503,6 +510,6 @@ func (inv *Inventory) Collect(ch chan<- prometheus.Metric) {
 		counts[[2]string{src, string(s)}]++
 	}
 	for k, n := range counts {
-		ch <- prometheus.MustNewConstMetric(membersDesc, prometheus.GaugeValue, float64(n), k[0], k[1])
+		ch <- metrics.NewLazyConstMetric(membersDesc, metrics.GaugeValue, float64(n), k[0], k[1])
 	}
 }

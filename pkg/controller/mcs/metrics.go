@@ -6,58 +6,60 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/component-base/metrics"
 	"k8s.io/multiclusterservices/export"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
 // Metrics are the controller's Prometheus metrics.
 type Metrics struct {
-	exportSync   *prometheus.HistogramVec
-	sliceSync    *prometheus.HistogramVec
-	conflicts    *prometheus.GaugeVec
-	foreign      *prometheus.CounterVec
-	unmirrored   *prometheus.CounterVec
-	outside      *prometheus.CounterVec
-	propagation  *prometheus.HistogramVec
-	catalog      *prometheus.GaugeVec
-	registry     prometheus.Registerer
+	exportSync   *metrics.HistogramVec
+	sliceSync    *metrics.HistogramVec
+	conflicts    *metrics.GaugeVec
+	foreign      *metrics.CounterVec
+	unmirrored   *metrics.CounterVec
+	outside      *metrics.CounterVec
+	propagation  *metrics.HistogramVec
+	catalog      *metrics.GaugeVec
+	registry     metrics.KubeRegistry
 	registerOnce sync.Once
 
 	mu          sync.Mutex
 	conflictsOf map[string][]string // key -> reasons
 }
 
-// NewMetrics registers the metrics in reg.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+// NewMetrics registers the metrics in reg. They are Kubernetes component
+// metrics (k8s.io/component-base/metrics), alpha, as kube-proxy's are.
+func NewMetrics(reg metrics.KubeRegistry) *Metrics {
 	buckets := []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 	m := &Metrics{
-		exportSync: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		exportSync: metrics.NewHistogramVec(&metrics.HistogramOpts{StabilityLevel: metrics.ALPHA,
 			Name: "mcs_controller_export_sync_duration_seconds", Help: "Time to merge the exports of one name across the clusterset.", Buckets: buckets,
 		}, []string{"result"}),
-		sliceSync: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		sliceSync: metrics.NewHistogramVec(&metrics.HistogramOpts{StabilityLevel: metrics.ALPHA,
 			Name: "mcs_controller_member_sync_duration_seconds", Help: "Time to write one name's import, EndpointSlices and export status into one member cluster.", Buckets: buckets,
 		}, []string{"cluster", "result"}),
-		conflicts: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		conflicts: metrics.NewGaugeVec(&metrics.GaugeOpts{StabilityLevel: metrics.ALPHA,
 			Name: "mcs_controller_conflicts", Help: "Exported names whose exports conflict, by Conflict reason.",
 		}, []string{"reason"}),
-		foreign: prometheus.NewCounterVec(prometheus.CounterOpts{
+		foreign: metrics.NewCounterVec(&metrics.CounterOpts{StabilityLevel: metrics.ALPHA,
 			Name: "mcs_controller_foreign_endpointslices_deleted_total",
 			Help: "EndpointSlices deleted from a member because they carried the controller's managed-by label but someone else wrote them.",
 		}, []string{"cluster"}),
-		unmirrored: prometheus.NewCounterVec(prometheus.CounterOpts{
+		unmirrored: metrics.NewCounterVec(&metrics.CounterOpts{StabilityLevel: metrics.ALPHA,
 			Name: "mcs_controller_unmirrored_endpointslices_total",
 			Help: "EndpointSlices of exported Services not mirrored to other members because no trusted source manager wrote them.",
 		}, []string{"cluster"}),
-		outside: prometheus.NewCounterVec(prometheus.CounterOpts{
+		outside: metrics.NewCounterVec(&metrics.CounterOpts{StabilityLevel: metrics.ALPHA,
 			Name: "mcs_controller_endpoints_outside_pod_ranges_total",
 			Help: "Endpoint addresses of exported Services not mirrored because they lie outside the source cluster's pod ranges and node addresses.",
 		}, []string{"cluster"}),
-		propagation: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		propagation: metrics.NewHistogramVec(&metrics.HistogramOpts{StabilityLevel: metrics.ALPHA,
 			Name:    "mcs_controller_endpoint_propagation_seconds",
 			Help:    "Time from the change of a source cluster's endpoints (the EndpointSlice's endpoints.kubernetes.io/last-change-trigger-time) to the imported EndpointSlice written in a member cluster, by member.",
 			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
 		}, []string{"cluster"}),
-		catalog: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		catalog: metrics.NewGaugeVec(&metrics.GaugeOpts{StabilityLevel: metrics.ALPHA,
 			Name: "mcs_controller_catalog_objects",
 			Help: "Objects of the hub's service catalog (catalog mode), by kind and by the reason of their Valid condition (Valid when they take part).",
 		}, []string{"kind", "reason"}),
@@ -71,46 +73,50 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // register adds the metrics that read a running controller's state.
 func (m *Metrics) register(c *Controller) {
 	m.registerOnce.Do(func() {
-		depth := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mcs_controller_clusterset_queue_depth", Help: "Names waiting to be merged."},
+		depth := metrics.NewGaugeFunc(&metrics.GaugeOpts{StabilityLevel: metrics.ALPHA, Name: "mcs_controller_clusterset_queue_depth", Help: "Names waiting to be merged."},
 			func() float64 { return float64(c.queue.Len()) })
-		names := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mcs_controller_names_tracked", Help: "Exported names the controller holds a desired state for (names no cluster exports any more are forgotten once every member is clean)."},
+		names := metrics.NewGaugeFunc(&metrics.GaugeOpts{StabilityLevel: metrics.ALPHA, Name: "mcs_controller_names_tracked", Help: "Exported names the controller holds a desired state for (names no cluster exports any more are forgotten once every member is clean)."},
 			func() float64 {
 				c.mu.RLock()
 				defer c.mu.RUnlock()
 				return float64(len(c.desired))
 			})
-		reachable := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mcs_controller_clusters_reachable", Help: "Member clusters whose API answered the last probe."},
+		reachable := metrics.NewGaugeFunc(&metrics.GaugeOpts{StabilityLevel: metrics.ALPHA, Name: "mcs_controller_clusters_reachable", Help: "Member clusters whose API answered the last probe."},
 			func() float64 { return float64(c.ttl.reachableCount()) })
-		total := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mcs_controller_clusters", Help: "Member clusters being served (joined members)."},
+		total := metrics.NewGaugeFunc(&metrics.GaugeOpts{StabilityLevel: metrics.ALPHA, Name: "mcs_controller_clusters", Help: "Member clusters being served (joined members)."},
 			func() float64 { return float64(len(c.memberList())) })
-		vips := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mcs_controller_clusterset_ips_allocated", Help: "Allocated clusterset IPs."},
+		vips := metrics.NewGaugeFunc(&metrics.GaugeOpts{StabilityLevel: metrics.ALPHA, Name: "mcs_controller_clusterset_ips_allocated", Help: "Allocated clusterset IPs."},
 			func() float64 { return float64(c.vips.Allocated()) })
-		for _, col := range []prometheus.Collector{&memberCollector{c}, depth, names, reachable, total, vips} {
-			_ = m.registry.Register(col)
-		}
+		// Gauges computed at scrape time (component-base's GaugeFunc is a
+		// plain collector, registered as such).
+		m.registry.RawMustRegister(depth, names, reachable, total, vips)
+		_ = m.registry.CustomRegister(&memberCollector{c: c})
 	})
 }
 
 var (
-	memberQueueDepthDesc = prometheus.NewDesc("mcs_controller_member_queue_depth",
-		"Names waiting to be written into a member cluster.", []string{"cluster"}, nil)
-	foreignClaimsDesc = prometheus.NewDesc("mcs_controller_foreign_clusterset_ip_claims",
-		"ServiceImports in a member cluster not written by this controller that carry a clusterset IP it allocated.", []string{"cluster"}, nil)
+	memberQueueDepthDesc = metrics.NewDesc("mcs_controller_member_queue_depth",
+		"Names waiting to be written into a member cluster.", []string{"cluster"}, nil, metrics.ALPHA, "")
+	foreignClaimsDesc = metrics.NewDesc("mcs_controller_foreign_clusterset_ip_claims",
+		"ServiceImports in a member cluster not written by this controller that carry a clusterset IP it allocated.", []string{"cluster"}, nil, metrics.ALPHA, "")
 )
 
 // memberCollector reports per-member gauges for the members of the moment:
 // members join and leave at run time.
-type memberCollector struct{ c *Controller }
+type memberCollector struct {
+	metrics.BaseStableCollector
+	c *Controller
+}
 
-func (mc *memberCollector) Describe(ch chan<- *prometheus.Desc) {
+func (mc *memberCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
 	ch <- memberQueueDepthDesc
 	ch <- foreignClaimsDesc
 }
 
-func (mc *memberCollector) Collect(ch chan<- prometheus.Metric) {
+func (mc *memberCollector) CollectWithStability(ch chan<- metrics.Metric) {
 	for _, m := range mc.c.memberList() {
-		ch <- prometheus.MustNewConstMetric(memberQueueDepthDesc, prometheus.GaugeValue, float64(m.queue.Len()), m.id)
-		ch <- prometheus.MustNewConstMetric(foreignClaimsDesc, prometheus.GaugeValue, float64(mc.c.foreignClaims(m)), m.id)
+		ch <- metrics.NewLazyConstMetric(memberQueueDepthDesc, metrics.GaugeValue, float64(m.queue.Len()), m.id)
+		ch <- metrics.NewLazyConstMetric(foreignClaimsDesc, metrics.GaugeValue, float64(mc.c.foreignClaims(m)), m.id)
 	}
 }
 
