@@ -34,8 +34,13 @@ type nativeState struct {
 // slice nil for an add or a delete) and decides that Service's native name
 // again, once the change is whole: an update decided in two halves would
 // see the Service without the slice for a moment, and LocalFirst could
-// fail over and back within one event.
-func (p *Proxier) localSliceChanged(old, slice *discoveryv1.EndpointSlice) {
+// fail over and back within one event. forward hands the change itself to
+// the Provider, between the import's slices the decision adds and those it
+// takes back (reconcileNative), so that a sync of the proxier between the
+// calls never finds the Service with fewer endpoints than both before and
+// after: on failover the remote endpoints are there before the local one
+// leaves, on failback the local one is back before they go.
+func (p *Proxier) localSliceChanged(old, slice *discoveryv1.EndpointSlice, forward func()) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var keys []types.NamespacedName
@@ -58,19 +63,33 @@ func (p *Proxier) localSliceChanged(old, slice *discoveryv1.EndpointSlice) {
 		}
 	}
 	for _, key := range keys {
-		p.reconcileNative(key)
+		p.reconcileNativeAround(key, forward)
+		forward = nil
+	}
+	if forward != nil {
+		forward()
 	}
 }
 
 // reconcileNative hands the Provider, as slices of the local Service key,
 // the import key's remote slices that its policy selects, and takes back
 // the others. Called with p.mu held.
-func (p *Proxier) reconcileNative(key types.NamespacedName) {
+func (p *Proxier) reconcileNative(key types.NamespacedName) { p.reconcileNativeAround(key, nil) }
+
+// reconcileNativeAround is reconcileNative with a change of the local
+// Service's own slices, around (if not nil), delivered between the slices
+// added, first, and those taken back, last: a sync in between sees a
+// superset of the endpoints before and after, never a Service left
+// without them.
+func (p *Proxier) reconcileNativeAround(key types.NamespacedName, around func()) {
 	policy, remote := p.nativePolicy(key)
 	st := p.native[key]
 	if st == nil {
 		if policy.Strategy == mcsproxy.NativeNamesOff {
 			// Nothing held, nothing wanted: most imports and slices.
+			if around != nil {
+				around()
+			}
 			return
 		}
 		// A Service with no slice of its own (selector-less, as the
@@ -89,12 +108,6 @@ func (p *Proxier) reconcileNative(key types.NamespacedName) {
 			want[s.Name] = s
 		}
 	}
-	for name, s := range st.joined {
-		if _, ok := want[name]; !ok {
-			p.Provider.OnEndpointSliceDelete(s)
-			delete(st.joined, name)
-		}
-	}
 	for name, s := range want {
 		switch have, ok := st.joined[name]; {
 		case !ok:
@@ -108,6 +121,15 @@ func (p *Proxier) reconcileNative(key types.NamespacedName) {
 			st.joined = map[string]*discoveryv1.EndpointSlice{}
 		}
 		st.joined[name] = s
+	}
+	if around != nil {
+		around()
+	}
+	for name, s := range st.joined {
+		if _, ok := want[name]; !ok {
+			p.Provider.OnEndpointSliceDelete(s)
+			delete(st.joined, name)
+		}
 	}
 	if len(st.local) == 0 && len(st.joined) == 0 {
 		delete(p.native, key)

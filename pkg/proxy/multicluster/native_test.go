@@ -155,3 +155,38 @@ func TestNativeNamesUpdateIsDecidedWhole(t *testing.T) {
 	f.proxier.OnEndpointSliceUpdate(local, moved)
 	f.expectCalls("SliceUpdate ns/web-local")
 }
+
+// LocalFirst fails over and back in more than one call to the proxier (the
+// local slice, the remote slices); the proxier can sync between any two.
+// At every such moment the local Service must hold ready endpoints: the
+// remote ones arrive before the local one leaves, and the local one is
+// back before they go. (Otherwise its ClusterIP rejects connections until
+// the next sync, up to kube-proxy's minimum sync period.)
+func TestNativeNamesFailoverNeverLeavesTheServiceEmpty(t *testing.T) {
+	f, local, _ := localFirstWeb(t)
+	var states [][]string
+	f.provider.afterSlice = func() { states = append(states, f.provider.readyOf("ns/web")) }
+	unready := localSlice("ns", "web-local", "web", false, "10.3.0.1")
+	for _, step := range []struct {
+		what     string
+		old, cur *discoveryv1.EndpointSlice
+		want     []string
+	}{
+		{"failover", local, unready, []string{"10.1.0.1"}},
+		{"failback", unready, local, []string{"10.3.0.1"}},
+	} {
+		states = nil
+		f.proxier.OnEndpointSliceUpdate(step.old, step.cur)
+		if len(states) < 2 {
+			t.Fatalf("%s: %d calls to the proxier, want the local slice and the remote ones", step.what, len(states))
+		}
+		for i, st := range states {
+			if len(st) == 0 {
+				t.Errorf("%s: after call %d of %d the local Service has no ready endpoint", step.what, i+1, len(states))
+			}
+		}
+		if got := states[len(states)-1]; !slices.Equal(got, step.want) {
+			t.Errorf("%s: ends with %v, want %v", step.what, got, step.want)
+		}
+	}
+}

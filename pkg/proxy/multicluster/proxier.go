@@ -327,12 +327,13 @@ func (p *Proxier) routeSlice(old, slice *discoveryv1.EndpointSlice) {
 			p.forgetDroppedSlice(old)
 		}
 	}
+	var forward func()
 	switch to {
 	case routeLocal:
 		if from == routeLocal {
-			p.Provider.OnEndpointSliceUpdate(old, slice)
+			forward = func() { p.Provider.OnEndpointSliceUpdate(old, slice) }
 		} else {
-			p.Provider.OnEndpointSliceAdd(slice)
+			forward = func() { p.Provider.OnEndpointSliceAdd(slice) }
 		}
 	case routeMultiCluster:
 		p.OnMultiClusterEndpointSliceUpsert(slice)
@@ -347,7 +348,9 @@ func (p *Proxier) routeSlice(old, slice *discoveryv1.EndpointSlice) {
 		if to == routeLocal {
 			localNew = slice
 		}
-		p.localSliceChanged(localOld, localNew)
+		// The local Service's own change goes to the Provider in the
+		// middle of its native name's (localSliceChanged).
+		p.localSliceChanged(localOld, localNew, forward)
 	}
 }
 

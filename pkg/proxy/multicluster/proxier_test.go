@@ -2,6 +2,7 @@ package multicluster
 
 import (
 	"fmt"
+	"k8s.io/utils/ptr"
 	"net/netip"
 	"slices"
 	"strings"
@@ -33,6 +34,24 @@ type recordingProvider struct {
 	// byService holds the slices by the Service they were given for
 	// (ns/service-name label), then by name: as upstream's cache keys them.
 	byService map[string]map[string]*discoveryv1.EndpointSlice
+	// afterSlice, if set, runs after every slice call (with mu held): a
+	// sync of the proxier could happen at any of those moments.
+	afterSlice func()
+}
+
+// readyOf returns the addresses of the ready endpoints held for Service
+// ns/name, sorted. Called with mu held.
+func (r *recordingProvider) readyOf(service string) []string {
+	var out []string
+	for _, s := range r.byService[service] {
+		for _, ep := range s.Endpoints {
+			if ptr.Deref(ep.Conditions.Ready, true) {
+				out = append(out, ep.Addresses...)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func newRecordingProvider() *recordingProvider {
@@ -103,6 +122,13 @@ func (r *recordingProvider) OnEndpointSliceAdd(s *discoveryv1.EndpointSlice) {
 	r.calls = append(r.calls, "SliceAdd "+sliceKey(s))
 	r.slices[sliceKey(s)] = s
 	r.keep(s, true)
+	r.after()
+}
+
+func (r *recordingProvider) after() {
+	if r.afterSlice != nil {
+		r.afterSlice()
+	}
 }
 func (r *recordingProvider) OnEndpointSliceUpdate(old, s *discoveryv1.EndpointSlice) {
 	r.mu.Lock()
@@ -111,6 +137,7 @@ func (r *recordingProvider) OnEndpointSliceUpdate(old, s *discoveryv1.EndpointSl
 	r.slices[sliceKey(s)] = s
 	r.keep(old, false)
 	r.keep(s, true)
+	r.after()
 }
 func (r *recordingProvider) OnEndpointSliceDelete(s *discoveryv1.EndpointSlice) {
 	r.mu.Lock()
@@ -118,6 +145,7 @@ func (r *recordingProvider) OnEndpointSliceDelete(s *discoveryv1.EndpointSlice) 
 	r.calls = append(r.calls, "SliceDelete "+sliceKey(s))
 	delete(r.slices, sliceKey(s))
 	r.keep(s, false)
+	r.after()
 }
 func (r *recordingProvider) OnEndpointSlicesSynced() {
 	r.mu.Lock()
