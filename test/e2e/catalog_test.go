@@ -220,9 +220,10 @@ func (s *catalogSuite) testSwitch(t *testing.T) {
 		t.Errorf("the clusterset IP changed with the switch: %s, was %s", ip, vip)
 	}
 	waitAnswers(t, client, "tcp", hostPort(vip, 80), 10, pods)
-	if got := s.condition(t, "globalservices", "team-a", "web", "Ready"); got != "True/Ready" {
-		t.Errorf("global service web: Ready %s", got)
-	}
+	eventually(t, 30*time.Second, "global service web Ready", func() (bool, string) {
+		got := s.condition(t, "globalservices", "team-a", "web", "Ready")
+		return got == "True/Ready", got
+	})
 }
 
 func (s *catalogSuite) testIndependentNames(t *testing.T) {
@@ -274,9 +275,10 @@ func (s *catalogSuite) testShared(t *testing.T) {
 	}
 	byName := hostPort("authz-a.shop.svc.clusterset.local", 80)
 	waitAnswers(t, s.clients[s.c], "tcp", byName, 10, podsA)
-	if got := s.condition(t, "serviceimports", "team-b", "authz-a", "Ready"); got != "True/Imported" {
-		t.Errorf("team B's import: Ready %s", got)
-	}
+	eventually(t, 30*time.Second, "team B's import Ready", func() (bool, string) {
+		got := s.condition(t, "serviceimports", "team-b", "authz-a", "Ready")
+		return got == "True/Imported", got
+	})
 	// Withdrawn and given again at run time.
 	s.deleteObj(t, "serviceimports", "team-b", "authz-a")
 	s.noImport(t, s.c, "shop", "authz-a")

@@ -326,7 +326,14 @@ func (c *Controller) syncCatalog(ctx context.Context) error {
 				desired[lk] = d
 			}
 			d.Variants[p.Cluster] = v
-			st.placement(p, metav1.ConditionTrue, "Imported", fmt.Sprintf("imported into cluster %s as %s", p.Cluster, lk), ips)
+			// Ready once the member holds what was placed (its import's
+			// events resolve the catalog again).
+			if have, err := m.imports.ServiceImports(p.LocalName.Namespace).Get(p.LocalName.Name); err == nil && c.wrote(have) &&
+				have.Annotations[catalog.AnnotationGlobalService] == key && (len(ips) == 0 || slices.Equal(have.Spec.IPs, ips) || c.derived(m)) {
+				st.placement(p, metav1.ConditionTrue, "Imported", fmt.Sprintf("imported into cluster %s as %s", p.Cluster, lk), have.Spec.IPs)
+			} else {
+				st.placement(p, metav1.ConditionFalse, "Pending", fmt.Sprintf("being written into cluster %s as %s", p.Cluster, lk), nil)
+			}
 		}
 		st.global(svc, clusters, ips, ipError, bindings)
 		for _, b := range bindings {

@@ -135,6 +135,11 @@ func TestCoreCatalog(t *testing.T) {
 	c, ms, hub := newCatalogClusterset(t, authz, svcBinding, vms, hijack, imp)
 	a, b, cc := ms["cluster-a"], ms["cluster-b"], ms["cluster-c"]
 	syncCatalogAll(t, c)
+	// Resolved before the member holds it: not Ready yet.
+	if conds, _ := hubStatus(t, hub, catalogImportsResource, "team-b", "authz-a"); meta.FindStatusCondition(conds, "Ready") == nil ||
+		meta.FindStatusCondition(conds, "Ready").Reason != "Pending" {
+		t.Errorf("catalog import status before the member holds the import: %+v", conds)
+	}
 
 	// Only cluster-c imports it, under its own name, with the global
 	// service's clusterset IP; both providers' endpoints are there.
@@ -164,7 +169,17 @@ func TestCoreCatalog(t *testing.T) {
 		}
 	}
 
-	// The hub says so.
+	// Written again with the caches showing the writes: nothing changes.
+	waitCache(t, "c's writes in its caches", func() bool {
+		si, err := cc.imports.ServiceImports("shop").Get("authz-a")
+		return err == nil && len(si.Status.Conditions) > 0 && len(slicesOf(cc.importedSlices, byImport, "shop/authz-a")) == 2
+	})
+	if wrote := writesOf(t, cc, func() { syncCatalogAll(t, c) }); len(wrote) > 0 {
+		t.Errorf("a second resolution with nothing changed wrote into cluster-c: %v", wrote)
+	}
+
+	// The hub says so, once the member holds it; before, the import was
+	// Pending.
 	conds, ips := hubStatus(t, hub, globalServicesResource, "team-a", "authz")
 	if cond := meta.FindStatusCondition(conds, "Ready"); cond == nil || cond.Status != metav1.ConditionTrue || !slices.Equal(ips, si.Spec.IPs) {
 		t.Errorf("global service status: %+v ips %v", conds, ips)
@@ -180,15 +195,6 @@ func TestCoreCatalog(t *testing.T) {
 	conds, _ = hubStatus(t, hub, bindingsResource, "team-a", "vms")
 	if cond := meta.FindStatusCondition(conds, "Ready"); cond == nil || cond.Status != metav1.ConditionTrue {
 		t.Errorf("the VMs' binding: %+v", conds)
-	}
-
-	// Written again with the caches showing the writes: nothing changes.
-	waitCache(t, "c's writes in its caches", func() bool {
-		si, err := cc.imports.ServiceImports("shop").Get("authz-a")
-		return err == nil && len(si.Status.Conditions) > 0 && len(slicesOf(cc.importedSlices, byImport, "shop/authz-a")) == 2
-	})
-	if wrote := writesOf(t, cc, func() { syncCatalogAll(t, c) }); len(wrote) > 0 {
-		t.Errorf("a second resolution with nothing changed wrote into cluster-c: %v", wrote)
 	}
 
 	// The import is deleted from the catalog: cluster-c's goes.

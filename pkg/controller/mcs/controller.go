@@ -592,14 +592,21 @@ func (c *Controller) addHandlers(m *member) {
 			}
 		}
 	}
+	// In catalog mode, the catalog's imports say whether they are written.
+	placed := func(obj any) {
+		if si := importOf(obj); si != nil && c.catalogMode() && si.Annotations[catalog.AnnotationGlobalService] != "" {
+			c.catalog.queue.Add(catalogQueueKey)
+		}
+	}
 	handle(f.imports, cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { foreign(obj, false); write(obj) },
+		AddFunc: func(obj any) { foreign(obj, false); write(obj); placed(obj) },
 		UpdateFunc: func(old, cur any) {
 			foreign(old, true)
 			foreign(cur, false)
 			write(cur)
+			placed(cur)
 		},
-		DeleteFunc: func(obj any) { foreign(obj, true); write(obj) },
+		DeleteFunc: func(obj any) { foreign(obj, true); write(obj); placed(obj) },
 	})
 	handle(f.importedSlices, on(func(obj any) {
 		if s := sliceOf(obj); s != nil {

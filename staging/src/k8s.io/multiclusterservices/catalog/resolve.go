@@ -223,13 +223,13 @@ func Resolve(c Catalog) Result {
 			if cl.placement.Import != "" && winner.global != cl.global {
 				set(cl.object, ReasonNameConflict, "%s/%s in cluster %s already imports global service %s (%s, older)", cl.placement.LocalName.Namespace, cl.placement.LocalName.Name, cl.placement.Cluster, winner.global, winner.object)
 			} else if cl.placement.Import != "" {
-				set(cl.object, ReasonValid, "imported into cluster %s as %s/%s (also asked for by %s)", cl.placement.Cluster, cl.placement.LocalName.Namespace, cl.placement.LocalName.Name, winner.object)
+				set(cl.object, ReasonValid, "imports %s into cluster %s as %s/%s (also asked for by %s)", cl.global, cl.placement.Cluster, cl.placement.LocalName.Namespace, cl.placement.LocalName.Name, winner.object)
 			}
 			continue
 		}
 		taken[where] = cl
 		if cl.placement.Import != "" {
-			set(cl.object, ReasonValid, "imported into cluster %s as %s/%s", cl.placement.Cluster, cl.placement.LocalName.Namespace, cl.placement.LocalName.Name)
+			set(cl.object, ReasonValid, "imports %s into cluster %s as %s/%s", cl.global, cl.placement.Cluster, cl.placement.LocalName.Namespace, cl.placement.LocalName.Name)
 		}
 		res.Services[cl.global].Placements = append(res.Services[cl.global].Placements, cl.placement)
 	}
