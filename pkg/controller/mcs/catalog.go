@@ -178,7 +178,6 @@ func (c *Controller) startCatalog(ctx context.Context) (shutdown func(), err err
 }
 
 func (c *Controller) processCatalog(ctx context.Context) bool {
-	logger := klog.FromContext(ctx)
 	s := c.catalog
 	key, quit := s.queue.Get()
 	if quit {
@@ -186,7 +185,7 @@ func (c *Controller) processCatalog(ctx context.Context) bool {
 	}
 	defer s.queue.Done(key)
 	if err := c.syncCatalog(ctx); err != nil {
-		logger.Error(err, "Resolving the service catalog failed; retrying")
+		klog.FromContext(ctx).Error(err, "Resolving the service catalog failed; retrying")
 		s.queue.AddRateLimited(key)
 		return true
 	}

@@ -331,13 +331,12 @@ func (c *Controller) getDesired(key string) *desiredState {
 // of an exported Service are not mirrored because they lie outside the
 // source cluster's pod ranges.
 func (c *Controller) reportOutsidePodRanges(m *member, s *discoveryv1.EndpointSlice, dropped []string) {
-	logger := c.logger
 	cluster := m.id
 	id := cluster + "/" + string(s.UID) + "/outside"
 	if _, seen := c.told.LoadOrStore(id, true); seen {
 		return
 	}
-	logger.Info("Not mirroring endpoint addresses outside the source cluster's pod ranges", "cluster", cluster, "endpointSlice", klog.KObj(s), "addresses", dropped)
+	c.logger.Info("Not mirroring endpoint addresses outside the source cluster's pod ranges", "cluster", cluster, "endpointSlice", klog.KObj(s), "addresses", dropped)
 	c.metrics.countOutsidePodRanges(cluster, len(dropped))
 	if se, err := m.exports.ServiceExports(s.Namespace).Get(s.Labels[discoveryv1.LabelServiceName]); err == nil {
 		m.recorder.Eventf(se, v1.EventTypeWarning, "EndpointsOutsidePodRanges",
@@ -349,14 +348,13 @@ func (c *Controller) reportOutsidePodRanges(m *member, s *discoveryv1.EndpointSl
 // Service is not mirrored because no trusted source manager wrote it: an
 // event on the export, a log line and a metric.
 func (c *Controller) reportUnmirrored(m *member, s *discoveryv1.EndpointSlice) {
-	logger := c.logger
 	cluster := m.id
 	id := cluster + "/" + string(s.UID)
 	if _, seen := c.told.LoadOrStore(id, true); seen {
 		return
 	}
 	manager := s.Labels[discoveryv1.LabelManagedBy]
-	logger.Info("Not mirroring an EndpointSlice of an exported Service: its manager is not trusted", "cluster", cluster, "endpointSlice", klog.KObj(s), "managedBy", manager, "trusted", c.cfg.SourceManagers)
+	c.logger.Info("Not mirroring an EndpointSlice of an exported Service: its manager is not trusted", "cluster", cluster, "endpointSlice", klog.KObj(s), "managedBy", manager, "trusted", c.cfg.SourceManagers)
 	c.metrics.countUnmirrored(cluster)
 	if se, err := m.exports.ServiceExports(s.Namespace).Get(s.Labels[discoveryv1.LabelServiceName]); err == nil {
 		m.recorder.Eventf(se, v1.EventTypeWarning, "EndpointSliceNotMirrored",

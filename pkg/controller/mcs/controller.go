@@ -359,7 +359,6 @@ func (c *Controller) checkServiceCIDRs(m *member) error {
 }
 
 func (c *Controller) waitForCaches(ctx context.Context) {
-	logger := klog.FromContext(ctx)
 	wctx, cancel := context.WithTimeout(ctx, c.cfg.InitialSyncTimeout)
 	defer cancel()
 	_ = wait.PollUntilContextCancel(wctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
@@ -372,7 +371,7 @@ func (c *Controller) waitForCaches(ctx context.Context) {
 	})
 	for _, m := range c.memberList() {
 		if !m.hasSynced() {
-			logger.Info("Member caches not synced; its exports are ignored and its imports and slices left alone until it syncs (are the MCS CRDs installed and the controller authorized?)", "cluster", m.id, "context", m.Context)
+			klog.FromContext(ctx).Info("Member caches not synced; its exports are ignored and its imports and slices left alone until it syncs (are the MCS CRDs installed and the controller authorized?)", "cluster", m.id, "context", m.Context)
 		}
 	}
 }
@@ -410,7 +409,6 @@ func (c *Controller) watchLateSyncs(ctx context.Context, initial []*member) {
 
 // restoreClusterSetIPs adopts the IPs of the imports members already have.
 func (c *Controller) restoreClusterSetIPs() {
-	logger := c.logger
 	var claims []clustersetip.Claim
 	for _, m := range c.memberList() {
 		if !m.hasSynced() {
@@ -432,7 +430,7 @@ func (c *Controller) restoreClusterSetIPs() {
 		}
 	}
 	c.vips.Restore(claims)
-	logger.Info("Restored clusterset IPs from existing imports", "imports", len(claims), "allocated", c.vips.Allocated())
+	c.logger.Info("Restored clusterset IPs from existing imports", "imports", len(claims), "allocated", c.vips.Allocated())
 }
 
 // enqueueAll merges every name any member exports or imports again. It
@@ -461,7 +459,6 @@ func (c *Controller) clustersetWorker(ctx context.Context) {
 }
 
 func (c *Controller) processClusterset(ctx context.Context) bool {
-	logger := klog.FromContext(ctx)
 	key, quit := c.queue.Get()
 	if quit {
 		return false
@@ -477,7 +474,7 @@ func (c *Controller) processClusterset(ctx context.Context) bool {
 	err := c.syncClusterset(ctx, key)
 	c.metrics.observeExportSync(time.Since(start), err)
 	if err != nil {
-		logger.Error(err, "Merging exports failed; retrying", "key", key)
+		klog.FromContext(ctx).Error(err, "Merging exports failed; retrying", "key", key)
 		c.queue.AddRateLimited(key)
 		return true
 	}
@@ -491,7 +488,6 @@ func (c *Controller) memberWorker(ctx context.Context, m *member) {
 }
 
 func (c *Controller) processMember(ctx context.Context, m *member) bool {
-	logger := klog.FromContext(ctx)
 	key, quit := m.queue.Get()
 	if quit {
 		return false
@@ -501,7 +497,7 @@ func (c *Controller) processMember(ctx context.Context, m *member) bool {
 	err := c.syncMember(ctx, m, key)
 	c.metrics.observeSliceSync(m.id, time.Since(start), err)
 	if err != nil {
-		logger.V(2).Info("Writing into member failed; retrying", "cluster", m.id, "key", key, "err", err)
+		klog.FromContext(ctx).V(2).Info("Writing into member failed; retrying", "cluster", m.id, "key", key, "err", err)
 		m.queue.AddRateLimited(key)
 		return true
 	}

@@ -129,7 +129,6 @@ func (c *Controller) derivedSlicesFor(m *member, d *desiredState, svc *v1.Servic
 // name exists that this controller did not write: that one is never
 // touched, and the import cannot be served in m.
 func (c *Controller) writeDerivedService(ctx context.Context, m *member, si *mcsv1beta1.ServiceImport) (*v1.Service, string, error) {
-	logger := klog.FromContext(ctx)
 	want := export.DerivedService(si, c.cfg.ManagedBy)
 	if !fitFamilies(want, memberFamilies(m)) {
 		return nil, "", nil
@@ -138,7 +137,7 @@ func (c *Controller) writeDerivedService(ctx context.Context, m *member, si *mcs
 	taken := func(have *v1.Service) string {
 		why := fmt.Sprintf("its derived Service name %s is taken by a Service %s did not create", want.Name, c.cfg.ManagedBy)
 		if _, told := c.told.LoadOrStore(m.id+"/"+string(have.UID)+"/derived", true); !told {
-			logger.Info("A Service not written by the controller has the name of an import's derived Service; the import is not served in this member", "cluster", m.id, "service", klog.KObj(have), "import", klog.KObj(si))
+			klog.FromContext(ctx).Info("A Service not written by the controller has the name of an import's derived Service; the import is not served in this member", "cluster", m.id, "service", klog.KObj(have), "import", klog.KObj(si))
 			m.recorder.Eventf(si, v1.EventTypeWarning, "DerivedServiceConflict", "the import cannot be served in cluster %s: %s", m.id, why)
 		}
 		return why
@@ -220,7 +219,6 @@ func needsRecreate(have, want *v1.Service) bool {
 // Clients may still hold its IPs from DNS answers given before the switch,
 // so it keeps serving the import's endpoints for DerivedGrace first.
 func (c *Controller) retireDerived(ctx context.Context, m *member, si *mcsv1beta1.ServiceImport, d *desiredState, have []*discoveryv1.EndpointSlice) error {
-	logger := klog.FromContext(ctx)
 	key := si.Namespace + "/" + si.Name
 	svc, err := m.services.Services(si.Namespace).Get(export.DerivedName(si.Namespace, si.Name))
 	if err != nil || !c.wrote(svc) {
@@ -235,7 +233,7 @@ func (c *Controller) retireDerived(ctx context.Context, m *member, si *mcsv1beta
 		m.queue.AddAfter(key, left)
 		return c.writeSlices(ctx, m, si, want, have, triggers)
 	}
-	logger.V(2).Info("Removing the derived Service of a member now served natively", "cluster", m.id, "service", klog.KObj(svc))
+	klog.FromContext(ctx).V(2).Info("Removing the derived Service of a member now served natively", "cluster", m.id, "service", klog.KObj(svc))
 	if err := c.writeSlices(ctx, m, si, nil, have, nil); err != nil {
 		return err
 	}

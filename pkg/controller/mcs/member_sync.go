@@ -528,7 +528,6 @@ func (c *Controller) writeSlices(ctx context.Context, m *member, si *mcsv1beta1.
 // said loudly: a log line and a metric per slice, and an event on the
 // import when there is one.
 func (c *Controller) deleteSlice(ctx context.Context, m *member, s *discoveryv1.EndpointSlice, si *mcsv1beta1.ServiceImport) error {
-	logger := klog.FromContext(ctx)
 	err := m.kube.DiscoveryV1().EndpointSlices(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(s.UID)}})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		// Gone already, or replaced by a new object the next sync sees.
@@ -538,7 +537,7 @@ func (c *Controller) deleteSlice(ctx context.Context, m *member, s *discoveryv1.
 		return fmt.Errorf("deleting EndpointSlice %s/%s in %s: %w", s.Namespace, s.Name, m.id, err)
 	}
 	if writers := foreignWriters(s); len(writers) > 0 {
-		logger.Info("Deleted an EndpointSlice that carries this controller's managed-by label but was written by someone else",
+		klog.FromContext(ctx).Info("Deleted an EndpointSlice that carries this controller's managed-by label but was written by someone else",
 			"cluster", m.id, "endpointSlice", klog.KObj(s), "writers", writers, "serviceName", s.Labels[mcsv1beta1.LabelServiceName])
 		c.metrics.countForeignSlice(m.id)
 		if si != nil {

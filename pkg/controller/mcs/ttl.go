@@ -73,7 +73,6 @@ func (l *sourceLeases) reachableCount() int {
 // or another replica. Members were reachable moments ago (their cluster
 // IDs were read), so they start renewed.
 func (l *sourceLeases) restore(ctx context.Context) {
-	logger := klog.FromContext(ctx)
 	now := time.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -87,7 +86,7 @@ func (l *sourceLeases) restore(ctx context.Context) {
 		leases, err := m.kube.CoordinationV1().Leases(l.c.cfg.LeaseNamespace).List(lctx, metav1.ListOptions{LabelSelector: mcsv1beta1.LabelSourceCluster})
 		cancel()
 		if err != nil {
-			logger.Info("Cannot read source cluster leases", "cluster", m.id, "err", err)
+			klog.FromContext(ctx).Info("Cannot read source cluster leases", "cluster", m.id, "err", err)
 			continue
 		}
 		for _, lease := range leases.Items {
@@ -197,7 +196,6 @@ func (l *sourceLeases) probe(ctx context.Context, m *member) {
 }
 
 func (l *sourceLeases) renew(ctx context.Context, target *member, source string, now time.Time) {
-	logger := klog.FromContext(ctx)
 	l.mu.Lock()
 	up := l.reachable[target.id]
 	l.mu.Unlock()
@@ -225,7 +223,7 @@ func (l *sourceLeases) renew(ctx context.Context, target *member, source string,
 		_, err = api.Update(ctx, lease, metav1.UpdateOptions{})
 	}
 	if err != nil {
-		logger.V(2).Info("Renewing source cluster lease failed", "cluster", target.id, "source", source, "err", err)
+		klog.FromContext(ctx).V(2).Info("Renewing source cluster lease failed", "cluster", target.id, "source", source, "err", err)
 	}
 }
 
