@@ -74,7 +74,7 @@ func (s *catalogSuite) setUpHub(t *testing.T) {
 	}
 	s.hub = dynamic.NewForConfigOrDie(hubCfg)
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(s.a.Client.Discovery()))
-	objs, err := kindconfig.Objects(repoFile(t, "deploy", "catalog", "catalog-rbac.yaml"), nil)
+	objs, err := kindconfig.Objects(filepath.Join("..", "..", "deploy", "catalog", "catalog-rbac.yaml"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,16 +102,6 @@ func (s *catalogSuite) setUpHub(t *testing.T) {
 	for _, m := range []*member{s.a, s.b, s.c} {
 		s.clients[m] = sp.client(m, "client")
 	}
-}
-
-// repoFile is a file of the repository (the tests run in test/e2e).
-func repoFile(t *testing.T, elem ...string) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(append([]string{dir, "..", ".."}, elem...)...)
 }
 
 // create writes a catalog object into the hub as its administrator.

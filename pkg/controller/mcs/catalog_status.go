@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/multiclusterservices/catalog"
-	"k8s.io/utils/ptr"
+	"k8s.io/multiclusterservices/export"
 
 	catalogv1alpha1 "k8s.io/multiclusterservices/apis/catalog/v1alpha1"
 )
@@ -57,14 +57,7 @@ func (st *catalogStatus) bindingReady(b *catalogv1alpha1.ServiceBinding, slices 
 	if b.Spec.HealthCheck != nil {
 		st.health[key] = health.status(b.Namespace+"/"+b.Name, b)
 	}
-	ready := 0
-	for _, s := range slices {
-		for _, ep := range s.Endpoints {
-			if ptr.Deref(ep.Conditions.Ready, true) {
-				ready++
-			}
-		}
-	}
+	ready := export.ReadyEndpoints(slices)
 	if ready == 0 {
 		st.ready[key] = readyCondition(metav1.ConditionFalse, "NoReadyEndpoints", fmt.Sprintf("no ready endpoint in cluster %s", b.Spec.Cluster))
 		return

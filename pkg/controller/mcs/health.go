@@ -10,6 +10,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"k8s.io/multiclusterservices/catalog"
+
 	catalogv1alpha1 "k8s.io/multiclusterservices/apis/catalog/v1alpha1"
 )
 
@@ -47,7 +49,6 @@ type probeState struct {
 
 type healthChecker struct {
 	changed func()
-	dial    func(ctx context.Context, addr string, timeout time.Duration) error
 
 	mu      sync.Mutex
 	targets map[string]healthTarget
@@ -57,14 +58,6 @@ type healthChecker struct {
 func newHealthChecker(changed func()) *healthChecker {
 	return &healthChecker{
 		changed: changed,
-		dial: func(ctx context.Context, addr string, timeout time.Duration) error {
-			d := net.Dialer{Timeout: timeout}
-			conn, err := d.DialContext(ctx, "tcp", addr)
-			if err == nil {
-				conn.Close()
-			}
-			return err
-		},
 		targets: map[string]healthTarget{},
 		state:   map[string]*probeState{},
 	}
@@ -82,10 +75,7 @@ func healthTargets(b *catalogv1alpha1.ServiceBinding) []healthTarget {
 			port = p
 		}
 	}
-	target := port.TargetPort
-	if target == 0 {
-		target = port.Port
-	}
+	target := catalog.TargetPort(port)
 	seconds := func(v, def int32) time.Duration {
 		if v <= 0 {
 			v = def
@@ -180,7 +170,11 @@ func (h *healthChecker) probeDue(ctx context.Context) {
 }
 
 func (h *healthChecker) probe(ctx context.Context, id string, t healthTarget) {
-	err := h.dial(ctx, net.JoinHostPort(t.Address, strconv.Itoa(int(t.Port))), t.Timeout)
+	d := net.Dialer{Timeout: t.Timeout}
+	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(t.Address, strconv.Itoa(int(t.Port))))
+	if err == nil {
+		conn.Close()
+	}
 	h.mu.Lock()
 	st, ok := h.state[id]
 	if !ok {

@@ -92,7 +92,7 @@ func (c *Controller) desiredIngress(m *member, e export.Export, r export.Result,
 	if m.inf.nodes.HasSynced() {
 		nodes, _ = m.nodes.List(labels.Everything())
 	}
-	out, st := export.IngressSlices(ingress, nodes, name, e.Cluster, c.cfg.ManagedBy, r.ServedPorts[e.Cluster], export.AnyReady(own))
+	out, st := export.IngressSlices(ingress, nodes, name, e.Cluster, c.cfg.ManagedBy, r.ServedPorts[e.Cluster], export.ReadyEndpoints(own) > 0)
 	cond.Reason, cond.Message = st.Reason, st.Message
 	if st.Serving {
 		cond.Status = metav1.ConditionTrue
@@ -150,15 +150,7 @@ func (c *Controller) ingressOwner(obj any) (string, bool) {
 // nodeReadyChanged tells whether a node update changes whether the node
 // is an entry point of its cluster's ingresses.
 func nodeReadyChanged(o, n *v1.Node) bool {
-	ready := func(n *v1.Node) bool {
-		for _, c := range n.Status.Conditions {
-			if c.Type == v1.NodeReady {
-				return c.Status == v1.ConditionTrue
-			}
-		}
-		return false
-	}
-	return ready(o) != ready(n) || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
+	return export.IsEntryPoint(o) != export.IsEntryPoint(n)
 }
 
 // memberView returns the imported slices of d as member m gets them,

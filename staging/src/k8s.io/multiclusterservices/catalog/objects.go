@@ -68,7 +68,7 @@ func bindingService(b *catalogv1alpha1.ServiceBinding) *v1.Service {
 	for _, p := range b.Spec.Ports {
 		svc.Spec.Ports = append(svc.Spec.Ports, v1.ServicePort{
 			Name: p.Name, Port: p.Port, Protocol: protocolOf(p), AppProtocol: p.AppProtocol,
-			TargetPort: intstr.FromInt32(targetPort(p)),
+			TargetPort: intstr.FromInt32(TargetPort(p)),
 		})
 	}
 	return svc
@@ -81,7 +81,9 @@ func protocolOf(p catalogv1alpha1.BoundPort) v1.Protocol {
 	return p.Protocol
 }
 
-func targetPort(p catalogv1alpha1.BoundPort) int32 {
+// TargetPort is the port bound endpoints serve p on: TargetPort, default
+// Port.
+func TargetPort(p catalogv1alpha1.BoundPort) int32 {
 	if p.TargetPort == 0 {
 		return p.Port
 	}
@@ -134,7 +136,7 @@ func BindingSlices(b *catalogv1alpha1.ServiceBinding, p Placement, managedBy str
 		if !served[bp.Name] {
 			continue
 		}
-		q := discoveryv1.EndpointPort{Name: ptr.To(bp.Name), Port: ptr.To(targetPort(bp)), Protocol: ptr.To(protocolOf(bp))}
+		q := discoveryv1.EndpointPort{Name: ptr.To(bp.Name), Port: ptr.To(TargetPort(bp)), Protocol: ptr.To(protocolOf(bp))}
 		if bp.AppProtocol != nil {
 			q.AppProtocol = ptr.To(*bp.AppProtocol)
 		}

@@ -232,7 +232,7 @@ func IngressSlices(ingress *v1.Service, nodes []*v1.Node, service, cluster, mana
 			return nil, IngressState{Reason: IngressReasonPending, Message: fmt.Sprintf("Service %s has no node ports yet", ingress.Name)}
 		}
 		for _, n := range nodes {
-			if n.DeletionTimestamp != nil || !nodeReady(n) {
+			if !IsEntryPoint(n) {
 				continue
 			}
 			internal := false
@@ -297,7 +297,12 @@ func IngressSlices(ingress *v1.Service, nodes []*v1.Node, service, cluster, mana
 	return out, st
 }
 
-func nodeReady(n *v1.Node) bool {
+// IsEntryPoint tells whether node n serves node ports to other clusters:
+// its Ready condition is True and it is not being deleted.
+func IsEntryPoint(n *v1.Node) bool {
+	if n.DeletionTimestamp != nil {
+		return false
+	}
 	for _, c := range n.Status.Conditions {
 		if c.Type == v1.NodeReady {
 			return c.Status == v1.ConditionTrue
@@ -306,14 +311,16 @@ func nodeReady(n *v1.Node) bool {
 	return false
 }
 
-// AnyReady tells whether any endpoint of slices is ready.
-func AnyReady(slices []*discoveryv1.EndpointSlice) bool {
+// ReadyEndpoints counts the ready endpoints of slices (a missing Ready
+// condition counts as ready, as EndpointSlice consumers read it).
+func ReadyEndpoints(slices []*discoveryv1.EndpointSlice) int {
+	n := 0
 	for _, s := range slices {
 		for _, ep := range s.Endpoints {
 			if ptr.Deref(ep.Conditions.Ready, true) {
-				return true
+				n++
 			}
 		}
 	}
-	return false
+	return n
 }
