@@ -170,17 +170,7 @@ func TestCoreIngressMembers(t *testing.T) {
 	}
 
 	// Written again with the caches showing the writes: nothing changes.
-	waitCache(t, "the writes in b's caches", func() bool {
-		si, err := b.imports.ServiceImports("demo").Get("web")
-		return err == nil && len(si.Status.Conditions) > 0 && len(slicesOf(b.importedSlices, byImport, "demo/web")) == 2
-	})
-	if wrote := writesOf(t, b, func() {
-		if err := c.syncMember(context.Background(), b.member, "demo/web"); err != nil {
-			t.Fatal(err)
-		}
-	}); len(wrote) > 0 {
-		t.Errorf("a sync with nothing to change wrote %d times: %v", len(wrote), wrote)
-	}
+	expectResyncWritesNothing(t, c, b, 2)
 
 	// c's other node becomes Ready: a second entry point.
 	n, _ := cc.kube.CoreV1().Nodes().Get(context.Background(), "c-node1", metav1.GetOptions{})
