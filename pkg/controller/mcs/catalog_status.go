@@ -117,9 +117,7 @@ func (st *catalogStatus) write(ctx context.Context, c *Controller) error {
 				continue
 			}
 			status, _, _ := unstructured.NestedMap(u.Object, "status")
-			var have struct {
-				Conditions []metav1.Condition `json:"conditions"`
-			}
+			var have statusFields
 			if status != nil {
 				_ = runtime.DefaultUnstructuredConverter.FromUnstructured(status, &have)
 			}
@@ -139,28 +137,13 @@ func (st *catalogStatus) write(ctx context.Context, c *Controller) error {
 			ready.ObservedGeneration = u.GetGeneration()
 			meta.SetStatusCondition(&conds, ready)
 
-			want := map[string]any{}
-			condsU, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&struct {
-				C []metav1.Condition `json:"conditions"`
-			}{conds})
+			fields := statusFields{Conditions: conds, Clusters: st.clusters[key], Endpoints: st.health[key]}
+			if valid.Status == metav1.ConditionTrue && ready.Status == metav1.ConditionTrue {
+				fields.IPs = st.ips[key]
+			}
+			want, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&fields)
 			if err != nil {
 				return err
-			}
-			want["conditions"] = condsU["conditions"]
-			if ips := st.ips[key]; len(ips) > 0 && valid.Status == metav1.ConditionTrue && ready.Status == metav1.ConditionTrue {
-				want["ips"] = toAny(ips)
-			}
-			if cl := st.clusters[key]; len(cl) > 0 {
-				v, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(&struct {
-					C []catalogv1alpha1.BackendCluster `json:"clusters"`
-				}{cl})
-				want["clusters"] = v["clusters"]
-			}
-			if h := st.health[key]; len(h) > 0 {
-				v, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(&struct {
-					H []catalogv1alpha1.EndpointHealth `json:"endpoints"`
-				}{h})
-				want["endpoints"] = v["endpoints"]
 			}
 			if apiequality.Semantic.DeepEqual(normalize(status), normalize(want)) {
 				continue
@@ -181,12 +164,13 @@ func (st *catalogStatus) write(ctx context.Context, c *Controller) error {
 	return errors.Join(errs...)
 }
 
-func toAny(s []string) []any {
-	out := make([]any, len(s))
-	for i, v := range s {
-		out[i] = v
-	}
-	return out
+// statusFields are the fields of the three kinds' status this controller
+// writes (each kind has the ones it has); empty ones are left out.
+type statusFields struct {
+	Conditions []metav1.Condition               `json:"conditions,omitempty"`
+	IPs        []string                         `json:"ips,omitempty"`
+	Clusters   []catalogv1alpha1.BackendCluster `json:"clusters,omitempty"`
+	Endpoints  []catalogv1alpha1.EndpointHealth `json:"endpoints,omitempty"`
 }
 
 // normalize makes a status map comparable with one built here: JSON
