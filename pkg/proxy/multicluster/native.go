@@ -23,28 +23,64 @@ import (
 type nativeState struct {
 	// local are the local Service's own slices, as delivered.
 	local []*discoveryv1.EndpointSlice
+	// carriers are the local slices handed to the Provider with remote
+	// endpoints added (proxy.Carrying), by local slice name; the Provider
+	// holds every other local slice as it came.
+	carriers map[string]*carrier
 	// joined are the import's slices handed to the Provider as slices of
-	// the local Service, by slice name.
+	// the local Service on their own, by slice name: those no local slice
+	// can carry (another address type or other ports), or all of them
+	// when the Service has no slice of its own.
 	joined map[string]*discoveryv1.EndpointSlice
-	// strategy is the policy joined was decided by.
+	// strategy is the policy the remote endpoints were decided by.
 	strategy mcsproxy.NativeNames
 }
 
+// carrier is a local slice handed over with remote slices' endpoints, and
+// what it was made of, so that an unchanged decision hands over the same
+// object.
+type carrier struct {
+	obj    *discoveryv1.EndpointSlice
+	local  *discoveryv1.EndpointSlice
+	remote []*discoveryv1.EndpointSlice
+}
+
+// holds returns what the Provider holds for local, one of st's local
+// slices.
+func (st *nativeState) holds(local *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+	if c := st.carriers[local.Name]; c != nil {
+		return c.obj
+	}
+	return local
+}
+
+func (st *nativeState) joinsRemote() bool { return len(st.carriers) > 0 || len(st.joined) > 0 }
+
+// nativePlan is one decision for a local Service: what the Provider is to
+// hold for it.
+type nativePlan struct {
+	key      types.NamespacedName
+	strategy mcsproxy.NativeNames
+	carriers map[string]*carrier
+	joined   map[string]*discoveryv1.EndpointSlice
+}
+
 // localSliceChanged records a change of a local Service's slice (old or
-// slice nil for an add or a delete) and decides that Service's native name
-// again, once the change is whole: an update decided in two halves would
+// slice nil for an add or a delete), decides that Service's native name
+// again, once the change is whole (an update decided in two halves would
 // see the Service without the slice for a moment, and LocalFirst could
-// fail over and back within one event. forward hands the change itself to
-// the Provider, between the import's slices the decision adds and those it
-// takes back (reconcileNative), so that a sync of the proxier between the
-// calls never finds the Service with fewer endpoints than both before and
-// after: on failover the remote endpoints are there before the local one
-// leaves, on failback the local one is back before they go.
-func (p *Proxier) localSliceChanged(old, slice *discoveryv1.EndpointSlice, forward func()) {
+// fail over and back within one event), and hands the Provider the change
+// with forward, its old and new objects being what the Provider holds and
+// is to hold: the slice itself or the slice carrying remote endpoints.
+// The remote endpoints ride in a local slice wherever one can carry them,
+// so that a failover or failback is that one change; those that travel on
+// their own are added before it and taken back after it (applyNative).
+func (p *Proxier) localSliceChanged(old, slice *discoveryv1.EndpointSlice, forward func(old, cur *discoveryv1.EndpointSlice)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	ch := &localChange{forward: forward}
 	var keys []types.NamespacedName
-	for _, s := range []*discoveryv1.EndpointSlice{old, slice} {
+	for i, s := range []*discoveryv1.EndpointSlice{old, slice} {
 		if s == nil {
 			continue
 		}
@@ -54,86 +90,176 @@ func (p *Proxier) localSliceChanged(old, slice *discoveryv1.EndpointSlice, forwa
 			st = &nativeState{}
 			p.native[key] = st
 		}
+		if i == 0 {
+			ch.old, ch.oldKey = st.holds(old), key
+		} else {
+			ch.cur, ch.curKey = slice, key
+		}
 		st.local = slices.DeleteFunc(st.local, func(x *discoveryv1.EndpointSlice) bool { return x.Name == s.Name })
-		if s == slice {
+		if i == 1 {
 			st.local = append(st.local, slice)
 		}
 		if !slices.Contains(keys, key) {
 			keys = append(keys, key)
 		}
 	}
+	plans := make([]nativePlan, 0, len(keys))
 	for _, key := range keys {
-		p.reconcileNativeAround(key, forward)
-		forward = nil
+		plans = append(plans, p.planNative(key))
 	}
-	if forward != nil {
-		forward()
+	p.applyNative(plans, ch)
+}
+
+// localChange is a change of one local slice: old is what the Provider
+// holds for it before, cur the slice after (forwarded as its plan says).
+type localChange struct {
+	old, cur       *discoveryv1.EndpointSlice
+	oldKey, curKey types.NamespacedName
+	forward        func(old, cur *discoveryv1.EndpointSlice)
+}
+
+// reconcileNative decides the native name of Service key again after a
+// change of its import or of the import's slices. Called with p.mu held.
+func (p *Proxier) reconcileNative(key types.NamespacedName) {
+	p.applyNative([]nativePlan{p.planNative(key)}, nil)
+}
+
+// planNative decides what the Provider is to hold for the local Service
+// key: the import key's remote slices its policy selects, each carried by
+// a local slice that can (the one carrying it already, if it still can,
+// so that endpoints do not move between slices), else on its own.
+func (p *Proxier) planNative(key types.NamespacedName) nativePlan {
+	policy, remote := p.nativePolicy(key)
+	plan := nativePlan{key: key, strategy: policy.Strategy}
+	st := p.native[key]
+	if policy.Strategy == mcsproxy.NativeNamesOff {
+		return plan
+	}
+	var local []*discoveryv1.EndpointSlice
+	if st != nil {
+		local = st.local
+	}
+	selected := mcsproxy.SelectForLocalService(policy, local, remote)[len(local):]
+	carriedBy := map[string]string{} // remote slice name -> local slice name
+	if st != nil {
+		for name, c := range st.carriers {
+			for _, r := range c.remote {
+				carriedBy[r.Name] = name
+			}
+		}
+	}
+	byLocal := map[string][]*discoveryv1.EndpointSlice{}
+	for _, r := range selected {
+		l := slices.IndexFunc(local, func(l *discoveryv1.EndpointSlice) bool {
+			return l.Name == carriedBy[r.Name] && mcsproxy.CanCarry(l, r)
+		})
+		if l < 0 {
+			l = slices.IndexFunc(local, func(l *discoveryv1.EndpointSlice) bool { return mcsproxy.CanCarry(l, r) })
+		}
+		if l < 0 {
+			if plan.joined == nil {
+				plan.joined = map[string]*discoveryv1.EndpointSlice{}
+			}
+			plan.joined[r.Name] = r
+			continue
+		}
+		byLocal[local[l].Name] = append(byLocal[local[l].Name], r)
+	}
+	for _, l := range local {
+		carried := byLocal[l.Name]
+		if len(carried) == 0 {
+			continue
+		}
+		if plan.carriers == nil {
+			plan.carriers = map[string]*carrier{}
+		}
+		if c := st.carriers[l.Name]; c != nil && c.local == l && slices.Equal(c.remote, carried) {
+			plan.carriers[l.Name] = c
+			continue
+		}
+		plan.carriers[l.Name] = &carrier{obj: mcsproxy.Carrying(l, carried), local: l, remote: carried}
+	}
+	return plan
+}
+
+// applyNative hands the Provider what plans decide, with the local change
+// ch (if any) in the middle: first the remote slices that join on their
+// own, then the local slices (the changed one, and those whose carried
+// endpoints changed), then the remote slices that leave. A sync of the
+// proxier between any two calls sees a superset of the endpoints before
+// and after, never a Service left without them. Called with p.mu held.
+func (p *Proxier) applyNative(plans []nativePlan, ch *localChange) {
+	for _, plan := range plans {
+		st := p.native[plan.key]
+		if st == nil {
+			if plan.joined == nil {
+				continue
+			}
+			// A Service with no slice of its own (selector-less, as the
+			// controller creates them where a member had none) still gets
+			// the import's endpoints.
+			st = &nativeState{}
+			p.native[plan.key] = st
+		}
+		for name, s := range plan.joined {
+			switch have, ok := st.joined[name]; {
+			case !ok:
+				p.Provider.OnEndpointSliceAdd(s)
+			case have != s:
+				p.Provider.OnEndpointSliceUpdate(have, s)
+			}
+		}
+	}
+	if ch != nil && (ch.old != nil || ch.cur != nil) {
+		cur := ch.cur
+		if cur != nil {
+			if c := planOf(plans, ch.curKey).carriers[cur.Name]; c != nil {
+				cur = c.obj
+			}
+		}
+		ch.forward(ch.old, cur)
+	}
+	for _, plan := range plans {
+		st := p.native[plan.key]
+		if st == nil {
+			continue
+		}
+		joinedBefore, strategyBefore := st.joinsRemote(), st.strategy
+		for _, l := range st.local {
+			if ch != nil && ch.cur == l {
+				continue // delivered above
+			}
+			before, after := l, l
+			if c := st.carriers[l.Name]; c != nil {
+				before = c.obj
+			}
+			if c := plan.carriers[l.Name]; c != nil {
+				after = c.obj
+			}
+			if before != after {
+				p.Provider.OnEndpointSliceUpdate(before, after)
+			}
+		}
+		for name, s := range st.joined {
+			if _, ok := plan.joined[name]; !ok {
+				p.Provider.OnEndpointSliceDelete(s)
+			}
+		}
+		st.carriers, st.joined, st.strategy = plan.carriers, plan.joined, plan.strategy
+		countNative(joinedBefore, strategyBefore, st.joinsRemote(), plan.strategy)
+		if len(st.local) == 0 && len(st.joined) == 0 {
+			delete(p.native, plan.key)
+		}
 	}
 }
 
-// reconcileNative hands the Provider, as slices of the local Service key,
-// the import key's remote slices that its policy selects, and takes back
-// the others. Called with p.mu held.
-func (p *Proxier) reconcileNative(key types.NamespacedName) { p.reconcileNativeAround(key, nil) }
-
-// reconcileNativeAround is reconcileNative with a change of the local
-// Service's own slices, around (if not nil), delivered between the slices
-// added, first, and those taken back, last: a sync in between sees a
-// superset of the endpoints before and after, never a Service left
-// without them.
-func (p *Proxier) reconcileNativeAround(key types.NamespacedName, around func()) {
-	policy, remote := p.nativePolicy(key)
-	st := p.native[key]
-	if st == nil {
-		if policy.Strategy == mcsproxy.NativeNamesOff {
-			// Nothing held, nothing wanted: most imports and slices.
-			if around != nil {
-				around()
-			}
-			return
-		}
-		// A Service with no slice of its own (selector-less, as the
-		// controller creates them where a member had none) still gets the
-		// import's endpoints.
-		st = &nativeState{}
-		p.native[key] = st
-	}
-	joinedBefore, strategyBefore := len(st.joined) > 0, st.strategy
-	defer func() { countNative(joinedBefore, strategyBefore, len(st.joined) > 0, policy.Strategy) }()
-	st.strategy = policy.Strategy
-	want := map[string]*discoveryv1.EndpointSlice{}
-	if policy.Strategy != mcsproxy.NativeNamesOff {
-		selected := mcsproxy.SelectForLocalService(policy, st.local, remote)
-		for _, s := range selected[len(st.local):] {
-			want[s.Name] = s
+func planOf(plans []nativePlan, key types.NamespacedName) *nativePlan {
+	for i := range plans {
+		if plans[i].key == key {
+			return &plans[i]
 		}
 	}
-	for name, s := range want {
-		switch have, ok := st.joined[name]; {
-		case !ok:
-			p.Provider.OnEndpointSliceAdd(s)
-		case have != s:
-			p.Provider.OnEndpointSliceUpdate(have, s)
-		default:
-			continue
-		}
-		if st.joined == nil {
-			st.joined = map[string]*discoveryv1.EndpointSlice{}
-		}
-		st.joined[name] = s
-	}
-	if around != nil {
-		around()
-	}
-	for name, s := range st.joined {
-		if _, ok := want[name]; !ok {
-			p.Provider.OnEndpointSliceDelete(s)
-			delete(st.joined, name)
-		}
-	}
-	if len(st.local) == 0 && len(st.joined) == 0 {
-		delete(p.native, key)
-	}
+	return &nativePlan{}
 }
 
 // nativePolicy returns the native-names policy of import key and its

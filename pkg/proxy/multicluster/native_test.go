@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-base/metrics/testutil"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 	"k8s.io/utils/ptr"
@@ -72,6 +73,13 @@ func TestNativeNames(t *testing.T) {
 	if switches("failover") != failovers+1 || joined() != joinedBefore+1 {
 		t.Errorf("a failover was not counted: %v failovers, %v Services joined", switches("failover")-failovers, joined()-joinedBefore)
 	}
+	// The same decision again hands the proxier nothing: the slice
+	// carrying the remote endpoint is the same object.
+	f.provider.takeCalls()
+	p.mu.Lock()
+	p.reconcileNative(types.NamespacedName{Namespace: "ns", Name: "web"})
+	p.mu.Unlock()
+	f.expectCalls()
 	// Failback.
 	p.OnEndpointSliceUpdate(notReady, local)
 	want("LocalFirst, local endpoint ready again", "ns/web", "10.3.0.1")
@@ -156,37 +164,61 @@ func TestNativeNamesUpdateIsDecidedWhole(t *testing.T) {
 	f.expectCalls("SliceUpdate ns/web-local")
 }
 
-// LocalFirst fails over and back in more than one call to the proxier (the
-// local slice, the remote slices); the proxier can sync between any two.
-// At every such moment the local Service must hold ready endpoints: the
-// remote ones arrive before the local one leaves, and the local one is
-// back before they go. (Otherwise its ClusterIP rejects connections until
-// the next sync, up to kube-proxy's minimum sync period.)
+// LocalFirst's failover and failback must never be seen half done by the
+// proxier, which can sync between any two calls: a half-done failover
+// leaves the local Service's ClusterIP rejecting connections, and a split
+// change completes one sync later (up to kube-proxy's minimum sync
+// period). Where the local slice can carry the remote endpoints (same
+// address type and ports) the switch is one change of that slice; where it
+// cannot (the remote cluster serves another port), the remote slices
+// arrive before the local one leaves and go after it is back, so that
+// every moment in between has ready endpoints.
 func TestNativeNamesFailoverNeverLeavesTheServiceEmpty(t *testing.T) {
-	f, local, _ := localFirstWeb(t)
-	var states [][]string
-	f.provider.afterSlice = func() { states = append(states, f.provider.readyOf("ns/web")) }
-	unready := localSlice("ns", "web-local", "web", false, "10.3.0.1")
-	for _, step := range []struct {
-		what     string
-		old, cur *discoveryv1.EndpointSlice
-		want     []string
+	for _, tc := range []struct {
+		name      string
+		remote    func() *discoveryv1.EndpointSlice
+		wantCalls int // 0: at least two
 	}{
-		{"failover", local, unready, []string{"10.1.0.1"}},
-		{"failback", unready, local, []string{"10.3.0.1"}},
+		{"carried by the local slice", func() *discoveryv1.EndpointSlice {
+			return mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1")
+		}, 1},
+		{"on its own, another port", func() *discoveryv1.EndpointSlice {
+			s := mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1")
+			s.Ports[0].Port = ptr.To[int32](9090)
+			return s
+		}, 0},
 	} {
-		states = nil
-		f.proxier.OnEndpointSliceUpdate(step.old, step.cur)
-		if len(states) < 2 {
-			t.Fatalf("%s: %d calls to the proxier, want the local slice and the remote ones", step.what, len(states))
-		}
-		for i, st := range states {
-			if len(st) == 0 {
-				t.Errorf("%s: after call %d of %d the local Service has no ready endpoint", step.what, i+1, len(states))
+		t.Run(tc.name, func(t *testing.T) {
+			f, local, _ := localFirstWeb(t)
+			f.proxier.OnEndpointSliceUpdate(mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1"), tc.remote())
+			var states [][]string
+			f.provider.afterSlice = func() { states = append(states, f.provider.readyOf("ns/web")) }
+			unready := localSlice("ns", "web-local", "web", false, "10.3.0.1")
+			for _, step := range []struct {
+				what     string
+				old, cur *discoveryv1.EndpointSlice
+				want     []string
+			}{
+				{"failover", local, unready, []string{"10.1.0.1"}},
+				{"failback", unready, local, []string{"10.3.0.1"}},
+			} {
+				states = nil
+				f.proxier.OnEndpointSliceUpdate(step.old, step.cur)
+				switch {
+				case tc.wantCalls > 0 && len(states) != tc.wantCalls:
+					t.Errorf("%s: %d calls to the proxier, want %d", step.what, len(states), tc.wantCalls)
+				case tc.wantCalls == 0 && len(states) < 2:
+					t.Errorf("%s: %d calls to the proxier, want the local slice and the remote one", step.what, len(states))
+				}
+				for i, st := range states {
+					if len(st) == 0 {
+						t.Errorf("%s: after call %d of %d the local Service has no ready endpoint", step.what, i+1, len(states))
+					}
+				}
+				if got := states[len(states)-1]; !slices.Equal(got, step.want) {
+					t.Errorf("%s: ends with %v, want %v", step.what, got, step.want)
+				}
 			}
-		}
-		if got := states[len(states)-1]; !slices.Equal(got, step.want) {
-			t.Errorf("%s: ends with %v, want %v", step.what, got, step.want)
-		}
+		})
 	}
 }

@@ -319,22 +319,13 @@ func (p *Proxier) routeSlice(old, slice *discoveryv1.EndpointSlice) {
 	from, to := routeOf(old), routeOf(slice)
 	if from != to {
 		switch from {
-		case routeLocal:
-			p.Provider.OnEndpointSliceDelete(old)
 		case routeMultiCluster:
 			p.OnMultiClusterEndpointSliceDelete(old)
 		case routeDropped:
 			p.forgetDroppedSlice(old)
 		}
 	}
-	var forward func()
 	switch to {
-	case routeLocal:
-		if from == routeLocal {
-			forward = func() { p.Provider.OnEndpointSliceUpdate(old, slice) }
-		} else {
-			forward = func() { p.Provider.OnEndpointSliceAdd(slice) }
-		}
 	case routeMultiCluster:
 		p.OnMultiClusterEndpointSliceUpsert(slice)
 	case routeDropped:
@@ -349,8 +340,21 @@ func (p *Proxier) routeSlice(old, slice *discoveryv1.EndpointSlice) {
 			localNew = slice
 		}
 		// The local Service's own change goes to the Provider in the
-		// middle of its native name's (localSliceChanged).
-		p.localSliceChanged(localOld, localNew, forward)
+		// middle of its native name's, as the slice itself or carrying
+		// remote endpoints (localSliceChanged).
+		p.localSliceChanged(localOld, localNew, p.forwardLocal)
+	}
+}
+
+// forwardLocal hands the Provider a change of a local Service's slice.
+func (p *Proxier) forwardLocal(old, cur *discoveryv1.EndpointSlice) {
+	switch {
+	case old == nil:
+		p.Provider.OnEndpointSliceAdd(cur)
+	case cur == nil:
+		p.Provider.OnEndpointSliceDelete(old)
+	default:
+		p.Provider.OnEndpointSliceUpdate(old, cur)
 	}
 }
 

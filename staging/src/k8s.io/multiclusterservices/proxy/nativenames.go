@@ -3,10 +3,13 @@ package proxy
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
+	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/utils/ptr"
 )
 
 // An exporter chooses whether an exported Service is also reachable by its
@@ -143,4 +146,45 @@ func enoughReady(m Minimum, slices []*discoveryv1.EndpointSlice, family discover
 		}
 	}
 	return ready >= want
+}
+
+// CanCarry tells whether local, one of a local Service's own slices, can
+// carry remote's endpoints: the same address type and the same ports (in
+// any order), so that every endpoint keeps the port numbers its own slice
+// gave it. A proxy applies a change of one slice whole, so a local slice
+// that carries the remote endpoints a decision adds or takes back turns a
+// failover or a failback into one change the proxy never sees half done.
+func CanCarry(local, remote *discoveryv1.EndpointSlice) bool {
+	if local.AddressType != remote.AddressType || len(local.Ports) != len(remote.Ports) {
+		return false
+	}
+	for _, p := range remote.Ports {
+		if !slices.ContainsFunc(local.Ports, func(q discoveryv1.EndpointPort) bool { return samePort(p, q) }) {
+			return false
+		}
+	}
+	return true
+}
+
+func samePort(a, b discoveryv1.EndpointPort) bool {
+	return ptr.Equal(a.Name, b.Name) && ptr.Equal(a.Port, b.Port) &&
+		ptr.Deref(a.Protocol, v1.ProtocolTCP) == ptr.Deref(b.Protocol, v1.ProtocolTCP) &&
+		ptr.Equal(a.AppProtocol, b.AppProtocol)
+}
+
+// Carrying returns local with the endpoints of remote after its own, each
+// of which CanCarry. It shares with local everything but the endpoint
+// list, and with remote the endpoints themselves.
+func Carrying(local *discoveryv1.EndpointSlice, remote []*discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+	out := *local
+	n := len(local.Endpoints)
+	for _, r := range remote {
+		n += len(r.Endpoints)
+	}
+	out.Endpoints = make([]discoveryv1.Endpoint, 0, n)
+	out.Endpoints = append(out.Endpoints, local.Endpoints...)
+	for _, r := range remote {
+		out.Endpoints = append(out.Endpoints, r.Endpoints...)
+	}
+	return &out
 }

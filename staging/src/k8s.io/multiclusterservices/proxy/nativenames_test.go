@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -150,4 +151,61 @@ func FuzzSelectForLocalService(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestCanCarry(t *testing.T) {
+	port := func(name string, n int32, proto v1.Protocol) discoveryv1.EndpointPort {
+		p := discoveryv1.EndpointPort{Name: ptr.To(name), Port: ptr.To(n)}
+		if proto != "" {
+			p.Protocol = ptr.To(proto)
+		}
+		return p
+	}
+	withPorts := func(family discoveryv1.AddressType, ports ...discoveryv1.EndpointPort) *discoveryv1.EndpointSlice {
+		s := eps("s", family, "r")
+		s.Ports = ports
+		return s
+	}
+	v4, v6 := discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6
+	local := withPorts(v4, port("http", 8080, v1.ProtocolTCP), port("metrics", 9090, v1.ProtocolTCP))
+	tests := []struct {
+		name   string
+		remote *discoveryv1.EndpointSlice
+		want   bool
+	}{
+		{"same ports", withPorts(v4, port("http", 8080, v1.ProtocolTCP), port("metrics", 9090, v1.ProtocolTCP)), true},
+		{"same ports, other order, protocol defaulted", withPorts(v4, port("metrics", 9090, ""), port("http", 8080, v1.ProtocolTCP)), true},
+		{"another family", withPorts(v6, port("http", 8080, v1.ProtocolTCP), port("metrics", 9090, v1.ProtocolTCP)), false},
+		{"another port number", withPorts(v4, port("http", 8081, v1.ProtocolTCP), port("metrics", 9090, v1.ProtocolTCP)), false},
+		{"another protocol", withPorts(v4, port("http", 8080, v1.ProtocolUDP), port("metrics", 9090, v1.ProtocolTCP)), false},
+		{"a port fewer", withPorts(v4, port("http", 8080, v1.ProtocolTCP)), false},
+		{"a port more", withPorts(v4, port("http", 8080, v1.ProtocolTCP), port("metrics", 9090, v1.ProtocolTCP), port("admin", 9000, v1.ProtocolTCP)), false},
+	}
+	for _, tt := range tests {
+		if got := CanCarry(local, tt.remote); got != tt.want {
+			t.Errorf("%s: CanCarry = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// A carrier holds the local endpoints and the remote ones, and leaves both
+// slices as they were (informer objects are never modified).
+func TestCarrying(t *testing.T) {
+	local, a, b := eps("local", discoveryv1.AddressTypeIPv4, "rn"), eps("a", discoveryv1.AddressTypeIPv4, "r"), eps("b", discoveryv1.AddressTypeIPv4, "tr")
+	a.Endpoints[0].Addresses = []string{"10.1.0.1"}
+	b.Endpoints[0].Addresses, b.Endpoints[1].Addresses = []string{"10.2.0.1"}, []string{"10.2.0.2"}
+	got := Carrying(local, []*discoveryv1.EndpointSlice{a, b})
+	var addrs []string
+	for _, ep := range got.Endpoints {
+		addrs = append(addrs, ep.Addresses[0])
+	}
+	if want := []string{"10.0.0.1", "10.0.0.2", "10.1.0.1", "10.2.0.1", "10.2.0.2"}; !slices.Equal(addrs, want) {
+		t.Errorf("carrier endpoints %v, want %v", addrs, want)
+	}
+	if got.Name != "local" || len(local.Endpoints) != 2 || len(a.Endpoints) != 1 || len(b.Endpoints) != 2 {
+		t.Errorf("carrier %q; the slices it was made of changed: local %d, a %d, b %d endpoints", got.Name, len(local.Endpoints), len(a.Endpoints), len(b.Endpoints))
+	}
+	if !ptr.Deref(got.Endpoints[3].Conditions.Terminating, false) {
+		t.Errorf("a carried endpoint lost its conditions: %+v", got.Endpoints[3].Conditions)
+	}
 }
