@@ -13,8 +13,9 @@ import (
 // import) that a local Service of the import's name serve the import's
 // remote endpoints too, always (RemoteAndLocal) or while its own fall short
 // (LocalFirst). This proxier decides it on its own, from the slices it
-// already watches: the import's remote slices are handed to the wrapped
-// Provider as slices of the local Service, or taken back, at every change
+// already watches: the import's remote endpoints are handed to the
+// wrapped Provider inside the local Service's own slices (or as slices of
+// that Service where none can carry them), or taken back, at every change
 // of the local slices, the import or its slices. No API write is on that
 // path, so failover and failback work while the mcs-controller is down.
 
