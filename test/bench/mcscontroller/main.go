@@ -66,10 +66,9 @@ type member struct {
 	cfg  *rest.Config
 	kube kubernetes.Interface
 	mcs  mcsclientset.Interface
-	// slices caches the imported slices, for the latency probe, and
-	// imports the imports.
-	slices  cache.Indexer
-	imports cache.Indexer
+	// observer sees the imported slices and the imports, for convergence
+	// and the latency probe.
+	observer
 	// converged is when the member first held every import (with its IPs)
 	// and slice; writes are the write requests its apiserver served from
 	// controller start until then.
@@ -117,7 +116,11 @@ func run() error {
 		serverPids = append(serverPids, c.Pid())
 		cfg := c.RESTConfig()
 		cfg.QPS, cfg.Burst = 2000, 4000
-		m := &member{id: id, cfg: cfg, kube: kubernetes.NewForConfigOrDie(cfg), mcs: mcsclientset.NewForConfigOrDie(cfg)}
+		// Built-in types as protobuf, as the controller reads them, so
+		// that the benchmark's own watches cost the apiservers little.
+		proto := rest.CopyConfig(cfg)
+		proto.ContentType = "application/vnd.kubernetes.protobuf"
+		m := &member{id: id, cfg: cfg, kube: kubernetes.NewForConfigOrDie(proto), mcs: mcsclientset.NewForConfigOrDie(cfg)}
 		if err := prepare(ctx, m); err != nil {
 			return fmt.Errorf("%s: %w", id, err)
 		}
@@ -157,20 +160,7 @@ func run() error {
 	stop := make(chan struct{})
 	defer close(stop)
 	for _, m := range members {
-		f := informers.NewSharedInformerFactoryWithOptions(m.kube, 0, informers.WithNamespace(namespace),
-			informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-				o.LabelSelector = discoveryv1.LabelManagedBy + "=" + mcsproxy.DefaultManagedBy
-			}))
-		inf := f.Discovery().V1().EndpointSlices().Informer()
-		m.slices = inf.GetIndexer()
-		f.Start(stop)
-		// Imports are watched too: listing them every poll would load the
-		// apiservers the controller is measured against.
-		mf := mcsinformers.NewSharedInformerFactoryWithOptions(m.mcs, 0, mcsinformers.WithNamespace(namespace))
-		imports := mf.Multicluster().V1beta1().ServiceImports().Informer()
-		m.imports = imports.GetIndexer()
-		mf.Start(stop)
-		cache.WaitForCacheSync(stop, inf.HasSynced, imports.HasSynced)
+		m.observer = observe(m, namespace, mcsproxy.DefaultManagedBy, stop)
 	}
 
 	logPath := filepath.Join(dir, "mcs-controller.log")
@@ -219,18 +209,7 @@ func run() error {
 		done := true
 		var state []string
 		for _, m := range members {
-			n := 0
-			for _, o := range m.slices.List() {
-				if len(o.(*discoveryv1.EndpointSlice).Endpoints) == *perService {
-					n++
-				}
-			}
-			ni := 0
-			for _, o := range m.imports.List() {
-				if len(o.(*mcsv1beta1.ServiceImport).Spec.IPs) > 0 {
-					ni++
-				}
-			}
+			ni, n := m.observer.counts()
 			state = append(state, fmt.Sprintf("%s: %d/%d imports %d/%d slices", m.id, ni, *exports, n, wantSlices))
 			if ni == *exports && n == wantSlices && m.converged == 0 {
 				m.converged = time.Since(start)
@@ -435,7 +414,7 @@ func measureLatency(ctx context.Context, members []*member) ([]time.Duration, er
 }
 
 func hasAddress(m *member, service, source, addr string) bool {
-	for _, o := range m.slices.List() {
+	for _, o := range m.observer.slices.List() {
 		s := o.(*discoveryv1.EndpointSlice)
 		if s.Labels[mcsv1beta1.LabelServiceName] != service || s.Labels[mcsv1beta1.LabelSourceCluster] != source {
 			continue
@@ -563,6 +542,17 @@ func writeRequestsBy(ctx context.Context, m *member) (int, map[string]int, error
 // starts.
 func measureLimit(ctx context.Context, members []*member, serverPids []int) (time.Duration, float64, error) {
 	const ns = "limit"
+	// The limit's writes are watched as the controller's are, so that
+	// both phases carry the same cost of being observed.
+	stop := make(chan struct{})
+	defer close(stop)
+	observers := make([]observer, len(members))
+	for i, m := range members {
+		if _, err := m.kube.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			return 0, 0, err
+		}
+		observers[i] = observe(m, ns, "limit", stop)
+	}
 	cpuBefore := cpuSeconds(serverPids...)
 	start := time.Now()
 	var g errgroup.Group
@@ -574,9 +564,6 @@ func measureLimit(ctx context.Context, members []*member, serverPids []int) (tim
 		cfg.ContentType = "application/vnd.kubernetes.protobuf"
 		kube := kubernetes.NewForConfigOrDie(cfg)
 		g.Go(func() error {
-			if _, err := kube.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-				return err
-			}
 			var w errgroup.Group
 			w.SetLimit(*workers)
 			for i := 0; i < *exports; i++ {
@@ -615,6 +602,14 @@ func measureLimit(ctx context.Context, members []*member, serverPids []int) (tim
 	}
 	if err := g.Wait(); err != nil {
 		return 0, 0, err
+	}
+	// Done when every member's watchers have seen every write, as
+	// convergence is.
+	for slices.ContainsFunc(observers, func(o observer) bool {
+		ni, n := o.counts()
+		return ni < *exports || n < *exports**clusters
+	}) {
+		time.Sleep(250 * time.Millisecond)
 	}
 	limit := time.Since(start)
 	cpu := cpuSeconds(serverPids...) - cpuBefore
@@ -666,4 +661,43 @@ func saveProfile(url, path string) error {
 	_, err = io.Copy(f, resp.Body)
 	fmt.Printf("heap profile at convergence: %s\n", path)
 	return err
+}
+
+// observer watches, in one member's namespace, the MCS EndpointSlices one
+// manager wrote and the ServiceImports, as the benchmark sees them.
+type observer struct {
+	slices  cache.Indexer
+	imports cache.Indexer
+}
+
+func observe(m *member, ns, managedBy string, stop <-chan struct{}) observer {
+	f := informers.NewSharedInformerFactoryWithOptions(m.kube, 0, informers.WithNamespace(ns),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.LabelSelector = discoveryv1.LabelManagedBy + "=" + managedBy
+		}))
+	inf := f.Discovery().V1().EndpointSlices().Informer()
+	f.Start(stop)
+	// Imports are watched too: listing them every poll would load the
+	// apiservers the controller is measured against.
+	mf := mcsinformers.NewSharedInformerFactoryWithOptions(m.mcs, 0, mcsinformers.WithNamespace(ns))
+	imports := mf.Multicluster().V1beta1().ServiceImports().Informer()
+	mf.Start(stop)
+	cache.WaitForCacheSync(stop, inf.HasSynced, imports.HasSynced)
+	return observer{slices: inf.GetIndexer(), imports: imports.GetIndexer()}
+}
+
+// counts returns the imports seen with their clusterset IPs and the
+// slices seen with every endpoint.
+func (o observer) counts() (imports, slices int) {
+	for _, obj := range o.slices.List() {
+		if len(obj.(*discoveryv1.EndpointSlice).Endpoints) == *perService {
+			slices++
+		}
+	}
+	for _, obj := range o.imports.List() {
+		if len(obj.(*mcsv1beta1.ServiceImport).Spec.IPs) > 0 {
+			imports++
+		}
+	}
+	return imports, slices
 }
