@@ -184,12 +184,21 @@ func (p *Proxier) planNative(key types.NamespacedName) nativePlan {
 }
 
 // applyNative hands the Provider what plans decide, with the local change
-// ch (if any) in the middle: first the remote slices that join on their
-// own, then the local slices (the changed one, and those whose carried
-// endpoints changed), then the remote slices that leave. A sync of the
-// proxier between any two calls sees a superset of the endpoints before
-// and after, never a Service left without them. Called with p.mu held.
+// ch (if any) in the middle: first what adds endpoints (remote slices that
+// join on their own, local slices that come to carry more), then the
+// change, then what takes endpoints back (local slices that carry fewer,
+// remote slices that leave). A sync of the proxier between any two calls
+// thus sees a superset of the endpoints before and after, never a Service
+// left without them. Called with p.mu held.
 func (p *Proxier) applyNative(plans []nativePlan, ch *localChange) {
+	// pending is a local slice whose final form waits for the last phase,
+	// and what the Provider holds for it until then.
+	type pending struct {
+		key  types.NamespacedName
+		held *discoveryv1.EndpointSlice
+		want *discoveryv1.EndpointSlice
+	}
+	var after []pending
 	for _, plan := range plans {
 		st := p.native[plan.key]
 		if st == nil {
@@ -210,6 +219,41 @@ func (p *Proxier) applyNative(plans []nativePlan, ch *localChange) {
 				p.Provider.OnEndpointSliceUpdate(have, s)
 			}
 		}
+		for _, l := range st.local {
+			if ch != nil && ch.cur == l {
+				continue // the change, delivered in the middle
+			}
+			was, will := st.carriers[l.Name], plan.carriers[l.Name]
+			held, want := l, l
+			if was != nil {
+				held = was.obj
+			}
+			if will != nil {
+				want = will.obj
+			}
+			if held == want {
+				continue
+			}
+			gained, lost := carriedDifference(was, will)
+			switch {
+			case !lost:
+				p.Provider.OnEndpointSliceUpdate(held, want)
+			case gained:
+				// Some remote endpoints come, others go: the union
+				// first, the final form after the change.
+				union := slices.Clone(will.remote)
+				for _, r := range was.remote {
+					if !slices.ContainsFunc(union, func(u *discoveryv1.EndpointSlice) bool { return u.Name == r.Name }) {
+						union = append(union, r)
+					}
+				}
+				both := mcsproxy.Carrying(l, union)
+				p.Provider.OnEndpointSliceUpdate(held, both)
+				after = append(after, pending{key: plan.key, held: both, want: want})
+			default:
+				after = append(after, pending{key: plan.key, held: held, want: want})
+			}
+		}
 	}
 	if ch != nil && (ch.old != nil || ch.cur != nil) {
 		cur := ch.cur
@@ -220,27 +264,15 @@ func (p *Proxier) applyNative(plans []nativePlan, ch *localChange) {
 		}
 		ch.forward(ch.old, cur)
 	}
+	for _, u := range after {
+		p.Provider.OnEndpointSliceUpdate(u.held, u.want)
+	}
 	for _, plan := range plans {
 		st := p.native[plan.key]
 		if st == nil {
 			continue
 		}
 		joinedBefore, strategyBefore := st.joinsRemote(), st.strategy
-		for _, l := range st.local {
-			if ch != nil && ch.cur == l {
-				continue // delivered above
-			}
-			before, after := l, l
-			if c := st.carriers[l.Name]; c != nil {
-				before = c.obj
-			}
-			if c := plan.carriers[l.Name]; c != nil {
-				after = c.obj
-			}
-			if before != after {
-				p.Provider.OnEndpointSliceUpdate(before, after)
-			}
-		}
 		for name, s := range st.joined {
 			if _, ok := plan.joined[name]; !ok {
 				p.Provider.OnEndpointSliceDelete(s)
@@ -252,6 +284,30 @@ func (p *Proxier) applyNative(plans []nativePlan, ch *localChange) {
 			delete(p.native, plan.key)
 		}
 	}
+}
+
+// carriedDifference tells whether a local slice carrying will's remote
+// slices instead of was's gains remote slices and whether it loses some
+// (a remote slice that changed content is neither).
+func carriedDifference(was, will *carrier) (gained, lost bool) {
+	names := func(c *carrier) []string {
+		if c == nil {
+			return nil
+		}
+		out := make([]string, 0, len(c.remote))
+		for _, r := range c.remote {
+			out = append(out, r.Name)
+		}
+		return out
+	}
+	before, now := names(was), names(will)
+	for _, n := range now {
+		gained = gained || !slices.Contains(before, n)
+	}
+	for _, n := range before {
+		lost = lost || !slices.Contains(now, n)
+	}
+	return gained, lost
 }
 
 func planOf(plans []nativePlan, key types.NamespacedName) *nativePlan {

@@ -222,3 +222,34 @@ func TestNativeNamesFailoverNeverLeavesTheServiceEmpty(t *testing.T) {
 		})
 	}
 }
+
+// When the local slice that carries the remote endpoints goes, another
+// takes them over first: the proxier never holds the Service without them.
+func TestNativeNamesCarrierHandsOverWithoutAGap(t *testing.T) {
+	f := newFixture(t)
+	p := f.proxier
+	p.SetLocalClusterID("cluster-local")
+	one, two := localSlice("ns", "web-1", "web", true, "10.3.0.1"), localSlice("ns", "web-2", "web", true, "10.3.0.2")
+	p.OnEndpointSliceAdd(one)
+	p.OnEndpointSliceAdd(two)
+	si := serviceImport("ns", "web", 0, "10.250.0.10")
+	si.Annotations = map[string]string{mcsproxy.AnnotationNativeNames: "RemoteAndLocal"}
+	p.OnServiceImportUpsert(si)
+	p.OnEndpointSliceAdd(mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1"))
+	if got := f.provider.endpointsOf("ns/web"); !slices.Equal(got, []string{"10.1.0.1", "10.3.0.1", "10.3.0.2"}) {
+		t.Fatalf("ns/web has endpoints %v, want its own and cluster-a's", got)
+	}
+	for _, gone := range []*discoveryv1.EndpointSlice{one, two} {
+		var states [][]string
+		f.provider.afterSlice = func() { states = append(states, f.provider.heldOf("ns/web", false)) }
+		p.OnEndpointSliceDelete(gone)
+		for i, st := range states {
+			if !slices.Contains(st, "10.1.0.1") {
+				t.Errorf("%s deleted: after call %d of %d the local Service lacks cluster-a's endpoint: %v", gone.Name, i+1, len(states), st)
+			}
+		}
+	}
+	if got := f.provider.endpointsOf("ns/web"); !slices.Equal(got, []string{"10.1.0.1"}) {
+		t.Errorf("ns/web has endpoints %v with no slice of its own, want cluster-a's", got)
+	}
+}

@@ -41,11 +41,15 @@ type recordingProvider struct {
 
 // readyOf returns the addresses of the ready endpoints held for Service
 // ns/name, sorted. Called with mu held.
-func (r *recordingProvider) readyOf(service string) []string {
+func (r *recordingProvider) readyOf(service string) []string { return r.heldOf(service, true) }
+
+// heldOf returns the addresses of the endpoints held for Service ns/name
+// (only the ready ones if readyOnly), sorted. Called with mu held.
+func (r *recordingProvider) heldOf(service string, readyOnly bool) []string {
 	var out []string
 	for _, s := range r.byService[service] {
 		for _, ep := range s.Endpoints {
-			if ptr.Deref(ep.Conditions.Ready, true) {
+			if !readyOnly || ptr.Deref(ep.Conditions.Ready, true) {
 				out = append(out, ep.Addresses...)
 			}
 		}
