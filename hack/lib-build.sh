@@ -32,7 +32,14 @@ go_build() {
   local start=${SECONDS} count=0 line
   # -s -w: no symbol table or DWARF (stack traces and profiles still
   # work), as Kubernetes' release builds; linking is much quicker.
-  go build -v -buildvcs=false -ldflags "-s -w ${ldflags}" -o "${out}" "$@" 2>&1 |
+  # BUILD_TRACE_DIR, if set, gets a trace of the build's actions (compile,
+  # link) with their times, to see where a cold build spends them.
+  local trace=()
+  if [[ -n "${BUILD_TRACE_DIR:-}" ]]; then
+    mkdir -p "${BUILD_TRACE_DIR}"
+    trace=("-debug-trace=${BUILD_TRACE_DIR}/$(basename "${out}")-$$.json")
+  fi
+  go build -v -buildvcs=false "${trace[@]}" -ldflags "-s -w ${ldflags}" -o "${out}" "$@" 2>&1 |
     while IFS= read -r line; do
       if [[ "${line}" =~ ^[A-Za-z0-9._~/-]+$ ]]; then
         count=$((count + 1))

@@ -1,11 +1,13 @@
 # shellcheck shell=bash
 # Sourced by the clusterset scripts: makes sure the binaries they run exist.
 
+# CLUSTERSET_BINARIES are this module's binaries a local clusterset runs
+# (the tests also build kube-proxy-upstream, which it does not need).
+CLUSTERSET_BINARIES=(kube-proxy kube-apiserver kube-controller-manager kubectl mcs-controller clusterset echoserver)
+
 # ensure_binaries builds etcd and CoreDNS when missing (hack/build-tools.sh
-# keeps them) and this module's binaries (kube-apiserver,
-# kube-controller-manager, kubectl, kube-proxy, the clusterset command...),
-# which a warm build cache makes quick when they are up to date.
+# keeps them) and CLUSTERSET_BINARIES, side by side (hack/build-all.sh);
+# a warm build cache makes it quick when they are up to date.
 ensure_binaries() {
-  hack/build-tools.sh
-  hack/build.sh
+  hack/build-all.sh "${CLUSTERSET_BINARIES[@]}"
 }
