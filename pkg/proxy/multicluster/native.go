@@ -193,11 +193,7 @@ func (p *Proxier) planNative(key types.NamespacedName) nativePlan {
 func (p *Proxier) applyNative(plans []nativePlan, ch *localChange) {
 	// pending is a local slice whose final form waits for the last phase,
 	// and what the Provider holds for it until then.
-	type pending struct {
-		key  types.NamespacedName
-		held *discoveryv1.EndpointSlice
-		want *discoveryv1.EndpointSlice
-	}
+	type pending struct{ held, want *discoveryv1.EndpointSlice }
 	var after []pending
 	for _, plan := range plans {
 		st := p.native[plan.key]
@@ -249,9 +245,9 @@ func (p *Proxier) applyNative(plans []nativePlan, ch *localChange) {
 				}
 				both := mcsproxy.Carrying(l, union)
 				p.Provider.OnEndpointSliceUpdate(held, both)
-				after = append(after, pending{key: plan.key, held: both, want: want})
+				after = append(after, pending{held: both, want: want})
 			default:
-				after = append(after, pending{key: plan.key, held: held, want: want})
+				after = append(after, pending{held: held, want: want})
 			}
 		}
 	}
