@@ -253,3 +253,31 @@ func TestNativeNamesCarrierHandsOverWithoutAGap(t *testing.T) {
 		t.Errorf("ns/web has endpoints %v with no slice of its own, want cluster-a's", got)
 	}
 }
+
+// A dual-stack Service fails over per family: when its IPv4 endpoints are
+// not ready, the remote IPv4 ones ride in its IPv4 slice (one change),
+// and nothing joins its IPv6 slice, whose endpoints are ready.
+func TestNativeNamesDualStackFailsOverPerFamily(t *testing.T) {
+	f := newFixture(t)
+	p := f.proxier
+	p.SetLocalClusterID("cluster-local")
+	v4 := localSlice("ns", "web-v4", "web", true, "10.3.0.1")
+	v6 := localSlice("ns", "web-v6", "web", true, "fd00:3::1")
+	v6.AddressType = discoveryv1.AddressTypeIPv6
+	p.OnEndpointSliceAdd(v4)
+	p.OnEndpointSliceAdd(v6)
+	si := serviceImport("ns", "web", 0, "10.250.0.10")
+	si.Annotations = map[string]string{mcsproxy.AnnotationNativeNames: "LocalFirst"}
+	p.OnServiceImportUpsert(si)
+	remote6 := mcsSlice("ns", "web-a-v6", "web", "cluster-a", "fd00:1::1")
+	remote6.AddressType = discoveryv1.AddressTypeIPv6
+	p.OnEndpointSliceAdd(mcsSlice("ns", "web-a-v4", "web", "cluster-a", "10.1.0.1"))
+	p.OnEndpointSliceAdd(remote6)
+	f.provider.takeCalls()
+
+	p.OnEndpointSliceUpdate(v4, localSlice("ns", "web-v4", "web", false, "10.3.0.1"))
+	f.expectCalls("SliceUpdate ns/web-v4")
+	if got := f.provider.endpointsOf("ns/web"); !slices.Equal(got, []string{"10.1.0.1", "10.3.0.1", "fd00:3::1"}) {
+		t.Errorf("ns/web has endpoints %v, want cluster-a's IPv4 endpoint beside its own", got)
+	}
+}
