@@ -71,15 +71,15 @@ type nativePlan struct {
 // again, once the change is whole (an update decided in two halves would
 // see the Service without the slice for a moment, and LocalFirst could
 // fail over and back within one event), and hands the Provider the change
-// with forward, its old and new objects being what the Provider holds and
+// (forwardLocal), its old and new objects being what the Provider holds and
 // is to hold: the slice itself or the slice carrying remote endpoints.
 // The remote endpoints ride in a local slice wherever one can carry them,
 // so that a failover or failback is that one change; those that travel on
 // their own are added before it and taken back after it (applyNative).
-func (p *Proxier) localSliceChanged(old, slice *discoveryv1.EndpointSlice, forward func(old, cur *discoveryv1.EndpointSlice)) {
+func (p *Proxier) localSliceChanged(old, slice *discoveryv1.EndpointSlice) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	ch := &localChange{forward: forward}
+	ch := &localChange{}
 	var keys []types.NamespacedName
 	for i, s := range []*discoveryv1.EndpointSlice{old, slice} {
 		if s == nil {
@@ -92,7 +92,7 @@ func (p *Proxier) localSliceChanged(old, slice *discoveryv1.EndpointSlice, forwa
 			p.native[key] = st
 		}
 		if i == 0 {
-			ch.old, ch.oldKey = st.holds(old), key
+			ch.old = st.holds(old)
 		} else {
 			ch.cur, ch.curKey = slice, key
 		}
@@ -111,12 +111,12 @@ func (p *Proxier) localSliceChanged(old, slice *discoveryv1.EndpointSlice, forwa
 	p.applyNative(plans, ch)
 }
 
-// localChange is a change of one local slice: old is what the Provider
-// holds for it before, cur the slice after (forwarded as its plan says).
+// localChange is a change of one local slice (at least one of old and cur
+// is set): old is what the Provider holds for it before, cur the slice
+// after (forwarded as the plan of curKey says).
 type localChange struct {
-	old, cur       *discoveryv1.EndpointSlice
-	oldKey, curKey types.NamespacedName
-	forward        func(old, cur *discoveryv1.EndpointSlice)
+	old, cur *discoveryv1.EndpointSlice
+	curKey   types.NamespacedName
 }
 
 // reconcileNative decides the native name of Service key again after a
@@ -251,14 +251,14 @@ func (p *Proxier) applyNative(plans []nativePlan, ch *localChange) {
 			}
 		}
 	}
-	if ch != nil && (ch.old != nil || ch.cur != nil) {
+	if ch != nil {
 		cur := ch.cur
 		if cur != nil {
 			if c := planOf(plans, ch.curKey).carriers[cur.Name]; c != nil {
 				cur = c.obj
 			}
 		}
-		ch.forward(ch.old, cur)
+		p.forwardLocal(ch.old, cur)
 	}
 	for _, u := range after {
 		p.Provider.OnEndpointSliceUpdate(u.held, u.want)

@@ -342,7 +342,7 @@ func (p *Proxier) routeSlice(old, slice *discoveryv1.EndpointSlice) {
 		// The local Service's own change goes to the Provider in the
 		// middle of its native name's, as the slice itself or carrying
 		// remote endpoints (localSliceChanged).
-		p.localSliceChanged(localOld, localNew, p.forwardLocal)
+		p.localSliceChanged(localOld, localNew)
 	}
 }
 

@@ -2,7 +2,6 @@ package multicluster
 
 import (
 	"fmt"
-	"k8s.io/utils/ptr"
 	"net/netip"
 	"slices"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/proxy"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
+	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
