@@ -9,10 +9,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"k8s.io/multiclusterservices/catalog"
-
 	catalogv1alpha1 "k8s.io/multiclusterservices/apis/catalog/v1alpha1"
+	"k8s.io/multiclusterservices/catalog"
 )
 
 // The controller probes the addresses of ServiceBindings that ask for a
