@@ -341,8 +341,11 @@ func ingressService(name string, typ v1.ServiceType, forExport bool) *v1.Service
 }
 
 // installAdmissionPolicies applies kind-config/mcs-admission-policy.yaml
-// to m and waits until its apiserver enforces them (an administrator's
-// ServiceImport is refused: only the controller writes imports).
+// to m and waits until its apiserver enforces every policy in it: an
+// administrator's ServiceImport is refused (only the controller writes
+// imports) and so is the controller's Lease of another name (the
+// controller's scope). The apiserver loads each policy and binding on its
+// own, so one being enforced says nothing of the other.
 func installAdmissionPolicies(t *testing.T, m *testMember) {
 	t.Helper()
 	ctx := context.Background()
@@ -361,8 +364,17 @@ func installAdmissionPolicies(t *testing.T, m *testMember) {
 		ObjectMeta: metav1.ObjectMeta{Name: "probe"},
 		Spec:       mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, Ports: []mcsv1beta1.ServicePort{{Port: 80}}},
 	}
-	eventually(t, 30*time.Second, "the admission policies to be enforced in "+m.id, func() (bool, string) {
-		_, err := m.mcs.MulticlusterV1beta1().ServiceImports("default").Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	eventually(t, 30*time.Second, "the import policy to be enforced in "+m.id, func() (bool, string) {
+		_, err := m.mcs.MulticlusterV1beta1().ServiceImports("default").Create(ctx, probe, dryRun)
+		return deniedByPolicy(err), errString(err)
+	})
+	// The controller's RBAC lets it write Leases in kube-system; only the
+	// scope policy keeps it to its own.
+	ctrlKube, _ := impersonate(t, m, controllerUser)
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "policy-probe"}}
+	eventually(t, 30*time.Second, "the controller's scope policy to be enforced in "+m.id, func() (bool, string) {
+		_, err := ctrlKube.CoordinationV1().Leases("kube-system").Create(ctx, lease, dryRun)
 		return deniedByPolicy(err), errString(err)
 	})
 }
