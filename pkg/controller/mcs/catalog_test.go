@@ -172,7 +172,7 @@ func TestCoreCatalog(t *testing.T) {
 	// Written again with the caches showing the writes: nothing changes.
 	waitCache(t, "c's writes in its caches", func() bool {
 		si, err := cc.imports.ServiceImports("shop").Get("authz-a")
-		return err == nil && len(si.Status.Conditions) > 0 && len(slicesOf(cc.importedSlices, byImport, "shop/authz-a")) == 2
+		return err == nil && len(si.Status.Conditions) > 0 && len(writtenIn(cc.member, "shop", "authz-a")) == 2
 	})
 	if wrote := writesOf(t, cc, func() { syncCatalogAll(t, c) }); len(wrote) > 0 {
 		t.Errorf("a second resolution with nothing changed wrote into cluster-c: %v", wrote)

@@ -605,8 +605,8 @@ func (c *Controller) addHandlers(m *member) {
 		DeleteFunc: func(obj any) { foreign(obj, true); write(obj); placed(obj) },
 	})
 	handle(f.importedSlices, on(func(obj any) {
-		if s := sliceOf(obj); s != nil {
-			m.queue.Add(s.Namespace + "/" + s.Labels[mcsv1beta1.LabelServiceName])
+		if s := writtenOf(obj); s != nil {
+			m.queue.Add(s.Namespace() + "/" + s.importName())
 		}
 	}))
 	// A namespace appearing or going changes where a name is imported.

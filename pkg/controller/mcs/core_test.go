@@ -173,7 +173,7 @@ func expectResyncWritesNothing(t *testing.T, c *Controller, m *fakeMember, slice
 	t.Helper()
 	waitCache(t, "the writes in "+m.id+"'s caches", func() bool {
 		si, err := m.imports.ServiceImports("demo").Get("web")
-		return err == nil && len(si.Status.Conditions) > 0 && len(slicesOf(m.importedSlices, byImport, "demo/web")) == slices
+		return err == nil && len(si.Status.Conditions) > 0 && len(writtenIn(m.member, "demo", "web")) == slices
 	})
 	if wrote := writesOf(t, m, func() {
 		if err := c.syncMember(context.Background(), m.member, "demo/web"); err != nil {
@@ -279,7 +279,7 @@ func TestCoreUnexportRemovesAndForgets(t *testing.T) {
 	syncAll(t, c, "demo/web")
 	waitCache(t, "b's import in its cache", func() bool {
 		_, err := b.imports.ServiceImports("demo").Get("web")
-		return err == nil && len(slicesOf(b.importedSlices, byImport, "demo/web")) == 1
+		return err == nil && len(writtenIn(b.member, "demo", "web")) == 1
 	})
 	if err := a.mcs.MulticlusterV1beta1().ServiceExports("demo").Delete(context.Background(), "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -391,7 +391,7 @@ func TestCoreLeaveWithdrawsAndCleans(t *testing.T) {
 		t.Fatalf("a holds %d imported slices before b leaves, want both clusters'", len(mcs))
 	}
 	// What a holds is known to its caches, as it would be by then.
-	waitCache(t, "both clusters' slices in a's cache", func() bool { return len(slicesOf(a.importedSlices, byImport, "demo/web")) == 2 })
+	waitCache(t, "both clusters' slices in a's cache", func() bool { return len(writtenIn(a.member, "demo", "web")) == 2 })
 
 	if err := c.Leave(context.Background(), "cluster-b"); err != nil {
 		t.Fatal(err)

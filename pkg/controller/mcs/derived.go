@@ -218,7 +218,7 @@ func needsRecreate(have, want *v1.Service) bool {
 // import si and its slices, left from when m was served in derived mode.
 // Clients may still hold its IPs from DNS answers given before the switch,
 // so it keeps serving the import's endpoints for DerivedGrace first.
-func (c *Controller) retireDerived(ctx context.Context, m *member, si *mcsv1beta1.ServiceImport, d *desiredState, have []*discoveryv1.EndpointSlice) error {
+func (c *Controller) retireDerived(ctx context.Context, m *member, si *mcsv1beta1.ServiceImport, d *desiredState, have []*writtenSlice) error {
 	key := si.Namespace + "/" + si.Name
 	svc, err := m.services.Services(si.Namespace).Get(export.DerivedName(si.Namespace, si.Name))
 	if err != nil || !c.wrote(svc) {
@@ -269,7 +269,7 @@ func (c *Controller) ownServiceKey(obj any, label string) (string, bool) {
 // Service, which any Service proxy adds to the Service's own endpoints
 // (in a native member our kube-proxy does this itself, per node). have
 // are such slices already written.
-func (c *Controller) writeLocalServiceSlices(ctx context.Context, m *member, si *mcsv1beta1.ServiceImport, d *desiredState, have []*discoveryv1.EndpointSlice) error {
+func (c *Controller) writeLocalServiceSlices(ctx context.Context, m *member, si *mcsv1beta1.ServiceImport, d *desiredState, have []*writtenSlice) error {
 	var want map[string]*discoveryv1.EndpointSlice
 	policy, err := mcsproxy.NativeNamesOf(si.Annotations)
 	if err == nil && policy.Strategy == mcsproxy.RemoteAndLocal && si.Spec.Type == mcsv1beta1.ClusterSetIP {

@@ -2,9 +2,6 @@ package mcs
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"net/netip"
 	"slices"
 	"sync"
@@ -37,8 +34,6 @@ const (
 	byService = "service"
 	// byImport indexes the slices this controller wrote by namespace/import.
 	byImport = "import"
-	// bySourceCluster indexes the slices this controller wrote by source cluster.
-	bySourceCluster = "sourceCluster"
 	// byClusterSetIP indexes a member's ServiceImports by clusterset IP.
 	byClusterSetIP = "clusterSetIP"
 )
@@ -60,7 +55,8 @@ type member struct {
 	// nodes cannot be read (older RBAC) is not limited by them.
 	nodes corelisters.NodeLister
 	// localSlices are the member's own slices (those of its Services);
-	// importedSlices are the slices this controller wrote into it.
+	// importedSlices are the slices this controller wrote into it, as
+	// writtenSlices.
 	localSlices    cache.Indexer
 	importedSlices cache.Indexer
 
@@ -126,14 +122,11 @@ func newMemberWith(m topology.Member, kube kubernetes.Interface, mcs mcsclientse
 	}
 	mb.localSlices = localInformer.GetIndexer()
 
-	imported := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(compactImportedSlice), informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+	imported := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(toWrittenSlice), informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.LabelSelector = labels.Set{discoveryv1.LabelManagedBy: managedBy}.String()
 	}))
 	importedInformer := imported.Discovery().V1().EndpointSlices().Informer()
-	if err := importedInformer.AddIndexers(cache.Indexers{
-		byImport:        indexByLabel(mcsv1beta1.LabelServiceName),
-		bySourceCluster: sourceClusterIndex,
-	}); err != nil {
+	if err := importedInformer.AddIndexers(cache.Indexers{byImport: byImportIndex}); err != nil {
 		return nil, err
 	}
 	mb.importedSlices = importedInformer.GetIndexer()
@@ -174,50 +167,6 @@ func dropManagedFields(obj any) (any, error) {
 		o.SetManagedFields(nil)
 	}
 	return obj, nil
-}
-
-// compactImportedSlice is how the slices this controller wrote are cached.
-// Of their managedFields only who wrote them stays (foreignWriters reads
-// that). Their endpoints, which every member holds for every source
-// cluster's share of every name (the bulk of the controller's memory at
-// ten members), are replaced by a digest that sameSlice compares with
-// what it would write. Updates start from such a copy and drop both
-// (writeSlices).
-func compactImportedSlice(obj any) (any, error) {
-	s, ok := obj.(*discoveryv1.EndpointSlice)
-	if !ok {
-		return obj, nil
-	}
-	if len(s.ManagedFields) > 0 {
-		kept := make([]metav1.ManagedFieldsEntry, 0, len(s.ManagedFields))
-		for _, f := range s.ManagedFields {
-			kept = append(kept, metav1.ManagedFieldsEntry{Manager: f.Manager, Operation: f.Operation})
-		}
-		s.ManagedFields = kept
-	}
-	if s.Annotations == nil {
-		s.Annotations = map[string]string{}
-	}
-	s.Annotations[cachedEndpointsDigest] = endpointsDigest(s.Endpoints)
-	s.Endpoints = nil
-	return s, nil
-}
-
-// cachedEndpointsDigest is the annotation that holds, in the controller's
-// cache only, the digest of a slice's endpoints. It is never written.
-const cachedEndpointsDigest = "multiclusterservices.k8s.io/cached-endpoints-digest"
-
-// endpointsDigest identifies a list of endpoints by content.
-func endpointsDigest(eps []discoveryv1.Endpoint) string {
-	if len(eps) == 0 {
-		return "none"
-	}
-	data, err := json.Marshal(eps)
-	if err != nil {
-		return "unencodable"
-	}
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:16])
 }
 
 // informerSet holds a member's informers, for event handlers.
@@ -276,17 +225,6 @@ func indexByLabel(label string) cache.IndexFunc {
 		}
 		return nil, nil
 	}
-}
-
-func sourceClusterIndex(obj any) ([]string, error) {
-	slice, ok := obj.(*discoveryv1.EndpointSlice)
-	if !ok {
-		return nil, nil
-	}
-	if v := slice.Labels[mcsv1beta1.LabelSourceCluster]; v != "" {
-		return []string{v}, nil
-	}
-	return nil, nil
 }
 
 // podRanges returns where m's pods can be: its nodes' pod CIDRs and the

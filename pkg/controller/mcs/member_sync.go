@@ -437,10 +437,10 @@ func familyList(f map[v1.IPFamily]bool) string {
 // import ns/name: its MCS EndpointSlices; the EndpointSlices of its derived
 // Service (derived mode); and those of other local Services (native names
 // in derived mode).
-func importedSlicesIn(m *member, ns, name string) (mcs, derived, local []*discoveryv1.EndpointSlice) {
+func importedSlicesIn(m *member, ns, name string) (mcs, derived, local []*writtenSlice) {
 	derivedName := export.DerivedName(ns, name)
-	for _, s := range slicesOf(m.importedSlices, byImport, ns+"/"+name) {
-		switch service, isLocal := s.Labels[discoveryv1.LabelServiceName]; {
+	for _, s := range writtenIn(m, ns, name) {
+		switch service, isLocal := s.service(); {
 		case !isLocal:
 			mcs = append(mcs, s)
 		case service == derivedName:
@@ -473,11 +473,11 @@ func (c *Controller) mcsSlicesFor(m *member, d *desiredState, si *mcsv1beta1.Ser
 // exactly want, leaving alone the slices of source clusters whose state is
 // unknown. triggers are, by wanted slice name, when the change each
 // carries happened (the propagation metric).
-func (c *Controller) writeSlices(ctx context.Context, m *member, si *mcsv1beta1.ServiceImport, want map[string]*discoveryv1.EndpointSlice, have []*discoveryv1.EndpointSlice, triggers map[string]time.Time) error {
+func (c *Controller) writeSlices(ctx context.Context, m *member, si *mcsv1beta1.ServiceImport, want map[string]*discoveryv1.EndpointSlice, have []*writtenSlice, triggers map[string]time.Time) error {
 	api := m.kube.DiscoveryV1().EndpointSlices(si.Namespace)
-	existing := make(map[string]*discoveryv1.EndpointSlice, len(have))
+	existing := make(map[string]*writtenSlice, len(have))
 	for _, s := range have {
-		existing[s.Name] = s
+		existing[s.name] = s
 	}
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(want)) {
@@ -492,19 +492,15 @@ func (c *Controller) writeSlices(ctx context.Context, m *member, si *mcsv1beta1.
 			_, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: fieldManager})
 			if apierrors.IsAlreadyExists(err) {
 				// Our cache lags behind our own earlier create.
-				if cur, err = api.Get(ctx, name, metav1.GetOptions{}); err == nil && !sameSlice(cur, want) {
-					ok = true
+				var read *discoveryv1.EndpointSlice
+				if read, err = api.Get(ctx, name, metav1.GetOptions{}); err == nil {
+					cur = newWrittenSlice(read)
+					ok = !sameSlice(cur, want)
 				}
 			}
 		}
 		if ok {
-			update := cur.DeepCopy()
-			update.Labels, update.OwnerReferences, update.Ports, update.Endpoints = want.Labels, want.OwnerReferences, want.Ports, want.Endpoints
-			// The cache keeps only who wrote it and a digest of its
-			// endpoints (compactImportedSlice): neither is sent.
-			update.ManagedFields = nil
-			delete(update.Annotations, cachedEndpointsDigest)
-			_, err = api.Update(ctx, update, metav1.UpdateOptions{FieldManager: fieldManager})
+			_, err = api.Update(ctx, cur.update(want), metav1.UpdateOptions{FieldManager: fieldManager})
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("writing EndpointSlice %s/%s in %s: %w", si.Namespace, name, m.id, err))
@@ -513,7 +509,7 @@ func (c *Controller) writeSlices(ctx context.Context, m *member, si *mcsv1beta1.
 		}
 	}
 	for _, s := range existing {
-		if c.retainedSource(s.Labels[mcsv1beta1.LabelSourceCluster]) {
+		if c.retainedSource(s.sourceCluster()) {
 			continue
 		}
 		errs = append(errs, c.deleteSlice(ctx, m, s, si))
@@ -527,55 +523,29 @@ func (c *Controller) writeSlices(ctx context.Context, m *member, si *mcsv1beta1.
 // every proxy that trusts our label, so it is deleted all the same, and
 // said loudly: a log line and a metric per slice, and an event on the
 // import when there is one.
-func (c *Controller) deleteSlice(ctx context.Context, m *member, s *discoveryv1.EndpointSlice, si *mcsv1beta1.ServiceImport) error {
-	err := m.kube.DiscoveryV1().EndpointSlices(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(s.UID)}})
+func (c *Controller) deleteSlice(ctx context.Context, m *member, s *writtenSlice, si *mcsv1beta1.ServiceImport) error {
+	ns := s.Namespace()
+	err := m.kube.DiscoveryV1().EndpointSlices(ns).Delete(ctx, s.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(s.uid)}})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		// Gone already, or replaced by a new object the next sync sees.
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("deleting EndpointSlice %s/%s in %s: %w", s.Namespace, s.Name, m.id, err)
+		return fmt.Errorf("deleting EndpointSlice %s/%s in %s: %w", ns, s.name, m.id, err)
 	}
-	if writers := foreignWriters(s); len(writers) > 0 {
+	// Only the controller's own writes use fieldManager; a writer can
+	// claim that name too, and then its slice still goes, only without
+	// the report.
+	if len(s.writers) > 0 {
 		klog.FromContext(ctx).Info("Deleted an EndpointSlice that carries this controller's managed-by label but was written by someone else",
-			"cluster", m.id, "endpointSlice", klog.KObj(s), "writers", writers, "serviceName", s.Labels[mcsv1beta1.LabelServiceName])
+			"cluster", m.id, "endpointSlice", klog.KRef(ns, s.name), "writers", s.writers, "serviceName", s.importName())
 		c.metrics.countForeignSlice(m.id)
 		if si != nil {
 			m.recorder.Eventf(si, v1.EventTypeWarning, "ForeignEndpointSliceDeleted",
-				"deleted EndpointSlice %s, labelled as written by this controller but written by %s", s.Name, strings.Join(writers, ", "))
+				"deleted EndpointSlice %s, labelled as written by this controller but written by %s", s.name, strings.Join(s.writers, ", "))
 		}
 	}
 	return nil
-}
-
-// foreignWriters returns the field managers other than this controller
-// that wrote s, as the apiserver recorded them in managedFields. Only the
-// controller's own writes use fieldManager; a writer can claim that name
-// too, and then its slice still goes, only without the report.
-func foreignWriters(s *discoveryv1.EndpointSlice) []string {
-	var out []string
-	for _, f := range s.ManagedFields {
-		if f.Manager != fieldManager && !slices.Contains(out, f.Manager) {
-			out = append(out, f.Manager)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-// sameSlice says whether slice have (from the cache, or read) already is
-// want, which is to be written.
-func sameSlice(have, want *discoveryv1.EndpointSlice) bool {
-	if have.AddressType != want.AddressType ||
-		!apiequality.Semantic.DeepEqual(have.Labels, want.Labels) ||
-		!apiequality.Semantic.DeepEqual(have.OwnerReferences, want.OwnerReferences) ||
-		!apiequality.Semantic.DeepEqual(have.Ports, want.Ports) {
-		return false
-	}
-	if digest, cached := have.Annotations[cachedEndpointsDigest]; cached {
-		return digest == endpointsDigest(want.Endpoints)
-	}
-	return apiequality.Semantic.DeepEqual(have.Endpoints, want.Endpoints)
 }
 
 // holdsNothing tells whether m's caches show neither an import of ns/name
@@ -587,7 +557,7 @@ func (c *Controller) holdsNothing(m *member, ns, name string) bool {
 	if svc, err := m.services.Services(ns).Get(export.DerivedName(ns, name)); err == nil && c.wrote(svc) {
 		return false
 	}
-	return len(slicesOf(m.importedSlices, byImport, ns+"/"+name)) == 0
+	return len(writtenIn(m, ns, name)) == 0
 }
 
 // removeImport deletes m's import of ns/name and its slices, except the
@@ -599,8 +569,8 @@ func (c *Controller) removeImport(ctx context.Context, m *member, ns, name strin
 	if err != nil {
 		si = nil
 	}
-	for _, s := range slicesOf(m.importedSlices, byImport, ns+"/"+name) {
-		if c.retainedSource(s.Labels[mcsv1beta1.LabelSourceCluster]) {
+	for _, s := range writtenIn(m, ns, name) {
+		if c.retainedSource(s.sourceCluster()) {
 			retainedAny = true
 			continue
 		}
