@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/informers"
+	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	networkinglisters "k8s.io/client-go/listers/networking/v1"
@@ -113,22 +115,9 @@ func newMemberWith(m topology.Member, kube kubernetes.Interface, mcs mcsclientse
 	mb.nodes = core.Core().V1().Nodes().Lister()
 
 	own, _ := labels.NewRequirement(discoveryv1.LabelServiceName, selection.Exists, nil)
-	local := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(dropManagedFields), informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.LabelSelector = own.String()
-	}))
-	localInformer := local.Discovery().V1().EndpointSlices().Informer()
-	if err := localInformer.AddIndexers(cache.Indexers{byService: indexByLabel(discoveryv1.LabelServiceName)}); err != nil {
-		return nil, err
-	}
+	local, localInformer := sliceInformer(kube, compactLocalSlice, own.String(), cache.Indexers{byService: indexByLabel(discoveryv1.LabelServiceName)})
 	mb.localSlices = localInformer.GetIndexer()
-
-	imported := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(toWrittenSlice), informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.LabelSelector = labels.Set{discoveryv1.LabelManagedBy: managedBy}.String()
-	}))
-	importedInformer := imported.Discovery().V1().EndpointSlices().Informer()
-	if err := importedInformer.AddIndexers(cache.Indexers{byImport: byImportIndex}); err != nil {
-		return nil, err
-	}
+	imported, importedInformer := sliceInformer(kube, toWrittenSlice, labels.Set{discoveryv1.LabelManagedBy: managedBy}.String(), cache.Indexers{byImport: byImportIndex})
 	mb.importedSlices = importedInformer.GetIndexer()
 
 	mcsFactory := mcsinformers.NewSharedInformerFactoryWithOptions(mcs, 0, mcsinformers.WithTransform(dropManagedFields))
@@ -156,6 +145,40 @@ func newMemberWith(m topology.Member, kube kubernetes.Interface, mcs mcsclientse
 		mb.synced = append(mb.synced, inf.HasSynced)
 	}
 	return mb, nil
+}
+
+// sliceInformer returns an informer of the EndpointSlices that match
+// selector, cached as transform makes them and indexed by indexers only:
+// the slice caches are the controller's largest, and nothing looks their
+// slices up by namespace, which the factory's own informers index.
+func sliceInformer(kube kubernetes.Interface, transform cache.TransformFunc, selector string, indexers cache.Indexers) (informers.SharedInformerFactory, cache.SharedIndexInformer) {
+	f := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(transform))
+	inf := f.InformerFor(&discoveryv1.EndpointSlice{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return discoveryinformers.NewFilteredEndpointSliceInformer(c, metav1.NamespaceAll, resync, indexers, func(o *metav1.ListOptions) {
+			o.LabelSelector = selector
+		})
+	})
+	return f, inf
+}
+
+// compactLocalSlice is how a member's own slices are cached: what the
+// controller mirrors of them (export.ImportedSlice), without managedFields,
+// target references (they name the member's Pods) or deprecated topology,
+// and with their endpoints in a list of their own size (decoding leaves it
+// room for up to twice as many).
+func compactLocalSlice(obj any) (any, error) {
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return dropManagedFields(obj)
+	}
+	s.ManagedFields = nil
+	for i := range s.Endpoints {
+		s.Endpoints[i].TargetRef, s.Endpoints[i].DeprecatedTopology = nil, nil
+	}
+	if cap(s.Endpoints) > len(s.Endpoints) {
+		s.Endpoints = slices.Clone(s.Endpoints)
+	}
+	return s, nil
 }
 
 // dropManagedFields keeps managedFields out of the caches: nothing the

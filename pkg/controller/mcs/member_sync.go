@@ -525,9 +525,9 @@ func (c *Controller) writeSlices(ctx context.Context, m *member, si *mcsv1beta1.
 // import when there is one.
 func (c *Controller) deleteSlice(ctx context.Context, m *member, s *writtenSlice, si *mcsv1beta1.ServiceImport) error {
 	ns := s.Namespace()
-	err := m.kube.DiscoveryV1().EndpointSlices(ns).Delete(ctx, s.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(s.uid)}})
+	err := m.kube.DiscoveryV1().EndpointSlices(ns).Delete(ctx, s.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: ptr.To(s.resourceVersion)}})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		// Gone already, or replaced by a new object the next sync sees.
+		// Gone already, or changed since: the next sync sees it.
 		return nil
 	}
 	if err != nil {

@@ -1,6 +1,7 @@
 package mcs
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -114,10 +115,42 @@ func TestWrittenSlice(t *testing.T) {
 	want.ObjectMeta = metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, Labels: s.Labels}
 	want.Endpoints[0].Addresses[0] = "10.0.0.2"
 	u := w.update(want)
-	if u.ResourceVersion != "7" || u.UID != "s1" || u.Annotations["note"] != "x" || len(u.Finalizers) != 1 || u.Endpoints[0].Addresses[0] != "10.0.0.2" {
+	if u.ResourceVersion != "7" || u.Annotations["note"] != "x" || len(u.Finalizers) != 1 || u.Endpoints[0].Addresses[0] != "10.0.0.2" {
 		t.Errorf("update = %+v, want want's content on the stored identity, annotations and finalizers kept", u)
 	}
 	if want.ResourceVersion != "" {
 		t.Errorf("update changed want, which every member's worker shares")
+	}
+}
+
+// TestCompactLocalSlice checks what the cache keeps of a member's own
+// slice: every endpoint and what is mirrored of it, nothing that names the
+// member's Pods, and no room left over from decoding.
+func TestCompactLocalSlice(t *testing.T) {
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "web-1", Namespace: "demo", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager"}}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   make([]discoveryv1.Endpoint, 0, 16),
+	}
+	for i := range 10 {
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
+			Addresses:  []string{fmt.Sprintf("10.0.0.%d", i+1)},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+			NodeName:   ptr.To("node-a"),
+			TargetRef:  &v1.ObjectReference{Kind: "Pod", Namespace: "demo", Name: fmt.Sprintf("web-%d", i)},
+		})
+	}
+	obj, err := compactLocalSlice(s)
+	got, ok := obj.(*discoveryv1.EndpointSlice)
+	if err != nil || !ok {
+		t.Fatalf("compactLocalSlice = %T, %v", obj, err)
+	}
+	if len(got.Endpoints) != 10 || cap(got.Endpoints) != 10 || got.ManagedFields != nil {
+		t.Errorf("endpoints len %d cap %d, managedFields %v: want 10, 10, none", len(got.Endpoints), cap(got.Endpoints), got.ManagedFields)
+	}
+	for i, ep := range got.Endpoints {
+		if ep.TargetRef != nil || ep.Addresses[0] != fmt.Sprintf("10.0.0.%d", i+1) || ep.NodeName == nil || !*ep.Conditions.Ready {
+			t.Errorf("endpoint %d = %+v: want its address, readiness and node, no target reference", i, ep)
+		}
 	}
 }

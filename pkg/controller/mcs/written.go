@@ -8,7 +8,6 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
@@ -22,9 +21,10 @@ import (
 // with what it would write, and the labels it routes by are shared by the
 // same slice in every member.
 type writtenSlice struct {
-	name            string
-	namespace       unique.Handle[string]
-	uid             types.UID
+	name      string
+	namespace unique.Handle[string]
+	// resourceVersion is the precondition of every update and delete:
+	// a slice changed or replaced meanwhile is looked at again.
 	resourceVersion string
 	labels          unique.Handle[writtenLabels]
 	// digest identifies what the controller writes of the slice
@@ -57,7 +57,7 @@ type keptMeta struct {
 
 // GetObjectMeta makes a writtenSlice an object the informer can key.
 func (s *writtenSlice) GetObjectMeta() metav1.Object {
-	return &metav1.ObjectMeta{Name: s.name, Namespace: s.Namespace(), UID: s.uid, ResourceVersion: s.resourceVersion}
+	return &metav1.ObjectMeta{Name: s.name, Namespace: s.Namespace(), ResourceVersion: s.resourceVersion}
 }
 
 func (s *writtenSlice) Namespace() string { return s.namespace.Value() }
@@ -86,7 +86,6 @@ func newWrittenSlice(s *discoveryv1.EndpointSlice) *writtenSlice {
 	w := &writtenSlice{
 		name:            s.Name,
 		namespace:       unique.Make(s.Namespace),
-		uid:             s.UID,
 		resourceVersion: s.ResourceVersion,
 		labels: unique.Make(writtenLabels{
 			importName:    s.Labels[mcsv1beta1.LabelServiceName],
@@ -139,7 +138,7 @@ func sameSlice(have *writtenSlice, want *discoveryv1.EndpointSlice) bool {
 // identity, keeping what others set that the controller does not write.
 func (have *writtenSlice) update(want *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
 	update := want.DeepCopy()
-	update.Name, update.Namespace, update.UID, update.ResourceVersion = have.name, have.Namespace(), have.uid, have.resourceVersion
+	update.Name, update.Namespace, update.ResourceVersion = have.name, have.Namespace(), have.resourceVersion
 	if have.kept != nil {
 		update.Annotations, update.Finalizers = have.kept.annotations, have.kept.finalizers
 	}

@@ -95,6 +95,12 @@ func ImportedSlice(src *discoveryv1.EndpointSlice, service, cluster, managedBy s
 		}
 		out.Ports = append(out.Ports, q)
 	}
+	// Sized once: the controller holds every source slice's result for as
+	// long as the name is exported, and appends would leave it room for
+	// up to twice as many endpoints.
+	if len(src.Endpoints) > 0 {
+		out.Endpoints = make([]discoveryv1.Endpoint, 0, len(src.Endpoints))
+	}
 	for _, ep := range src.Endpoints {
 		var addrs []string
 		for _, s := range ep.Addresses {
