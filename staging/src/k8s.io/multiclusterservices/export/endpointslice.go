@@ -102,28 +102,46 @@ func ImportedSlice(src *discoveryv1.EndpointSlice, service, cluster, managedBy s
 		out.Endpoints = make([]discoveryv1.Endpoint, 0, len(src.Endpoints))
 	}
 	for _, ep := range src.Endpoints {
-		var addrs []string
-		for _, s := range ep.Addresses {
-			if ip, err := netip.ParseAddr(s); err == nil && ip.Zone() == "" && valid(ip) && ip.IsGlobalUnicast() && !special(ip) {
-				addrs = append(addrs, ip.String())
-			}
-		}
+		addrs := importedAddresses(ep.Addresses, valid)
 		if len(addrs) == 0 {
 			continue
 		}
-		e := discoveryv1.Endpoint{Addresses: addrs, Conditions: *ep.Conditions.DeepCopy()}
-		if ep.Hostname != nil {
-			e.Hostname = ptr.To(*ep.Hostname)
-		}
-		if ep.NodeName != nil {
-			e.NodeName = ptr.To(*ep.NodeName)
-		}
-		if ep.Zone != nil {
-			e.Zone = ptr.To(*ep.Zone)
-		}
-		out.Endpoints = append(out.Endpoints, e)
+		// What is kept is shared with src: informer objects are never
+		// modified, and neither is the result (callers copy it to change
+		// it, as ForMember's callers do).
+		out.Endpoints = append(out.Endpoints, discoveryv1.Endpoint{
+			Addresses: addrs, Conditions: ep.Conditions,
+			Hostname: ep.Hostname, NodeName: ep.NodeName, Zone: ep.Zone,
+		})
 	}
 	trafficdist.ReconcileHints(trafficDistribution, []*discoveryv1.EndpointSlice{out}, nil, nil)
+	return out
+}
+
+// importedAddresses returns the addresses of addrs an imported slice
+// keeps, in canonical form: addrs itself when it is kept whole.
+func importedAddresses(addrs []string, valid func(netip.Addr) bool) []string {
+	importable := func(s string) (netip.Addr, bool) {
+		ip, err := netip.ParseAddr(s)
+		return ip, err == nil && ip.Zone() == "" && valid(ip) && ip.IsGlobalUnicast() && !special(ip)
+	}
+	var buf [64]byte
+	whole := true
+	for _, s := range addrs {
+		if ip, ok := importable(s); !ok || string(ip.AppendTo(buf[:0])) != s {
+			whole = false
+			break
+		}
+	}
+	if whole {
+		return addrs
+	}
+	var out []string
+	for _, s := range addrs {
+		if ip, ok := importable(s); ok {
+			out = append(out, ip.String())
+		}
+	}
 	return out
 }
 

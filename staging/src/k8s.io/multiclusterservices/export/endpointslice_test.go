@@ -79,6 +79,43 @@ func TestImportedSlice(t *testing.T) {
 	}
 }
 
+// TestImportedSliceAddresses: an endpoint keeps its valid addresses in
+// canonical form, which every member's proxies compare, and loses the
+// others; one whose addresses are all kept as they are shares them.
+func TestImportedSliceAddresses(t *testing.T) {
+	tests := []struct {
+		name        string
+		addressType discoveryv1.AddressType
+		addrs, want []string
+	}{
+		{"kept whole", discoveryv1.AddressTypeIPv4, []string{"10.1.0.5", "10.1.0.6"}, []string{"10.1.0.5", "10.1.0.6"}},
+		{"IPv6 in canonical form", discoveryv1.AddressTypeIPv6, []string{"FD00:10::0005"}, []string{"fd00:10::5"}},
+		{"an invalid address after a valid one", discoveryv1.AddressTypeIPv4, []string{"10.1.0.5", "127.0.0.1", "10.1.0.7"}, []string{"10.1.0.5", "10.1.0.7"}},
+		{"a metadata address first", discoveryv1.AddressTypeIPv4, []string{"169.254.169.254", "10.1.0.5"}, []string{"10.1.0.5"}},
+		{"IPv4 in an IPv6 slice", discoveryv1.AddressTypeIPv6, []string{"10.1.0.5", "::ffff:10.1.0.5"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := &discoveryv1.EndpointSlice{
+				ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: "web-abcde"},
+				AddressType: tt.addressType,
+				Endpoints:   []discoveryv1.Endpoint{{Addresses: tt.addrs, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+			}
+			got := ImportedSlice(src, "web", "cluster-a", "m", served("http"), nil)
+			var addrs []string
+			if len(got.Endpoints) > 0 {
+				addrs = got.Endpoints[0].Addresses
+			}
+			if diff := cmp.Diff(tt.want, addrs); diff != "" {
+				t.Errorf("addresses (-want +got):\n%s", diff)
+			}
+			if len(got.Endpoints) > 1 {
+				t.Errorf("got %d endpoints from one", len(got.Endpoints))
+			}
+		})
+	}
+}
+
 // TestImportedSliceHints: the hints are the import's trafficDistribution's,
 // whatever hints the source cluster had (here, proportional ones pointing
 // elsewhere).
