@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/fakekubelet"
@@ -38,11 +39,14 @@ func (cs *ClusterSet) forwardAPIServer(n *Node) error {
 	}
 	listen := []string{addr}
 	for _, ip := range n.cluster.APIServerIPs {
-		bits := "/32"
+		bits, fam := "/32", v1.IPv4Protocol
 		if net.ParseIP(ip).To4() == nil {
-			bits = "/128"
+			bits, fam = "/128", v1.IPv6Protocol
 		}
-		if err := run("ip", "-n", n.Netns, "addr", "add", ip+bits, "dev", "lo"); err != nil {
+		// nodad: even on lo, a new IPv6 address is tentative until the
+		// kernel's address worker has run, and listening on it at once
+		// fails with "cannot assign requested address".
+		if err := run("ip", append([]string{"-n", n.Netns, "addr", "add", ip + bits, "dev", "lo"}, nodad(fam)...)...); err != nil {
 			return fmt.Errorf("node %s: %w", n.Name, err)
 		}
 		listen = append(listen, net.JoinHostPort(ip, port))
