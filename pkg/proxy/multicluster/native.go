@@ -344,7 +344,7 @@ func (p *Proxier) nativePolicy(key types.NamespacedName) (mcsproxy.NativeNamesPo
 		if ss == nil || ss.obj == nil || ss.invalid != nil || ss.obj.Labels[mcsv1beta1.LabelSourceCluster] == p.opts.LocalClusterID {
 			continue
 		}
-		if ss.nativeFrom != ss.obj || ss.nativeGen != p.optsGen {
+		if ss.native == nil || ss.native.from != ss.obj || ss.native.gen != p.optsGen {
 			// One copy per slice and options, so that an unchanged slice
 			// is the same object at every decision.
 			translated := p.translationOf(ss)
@@ -353,9 +353,9 @@ func (p *Proxier) nativePolicy(key types.NamespacedName) (mcsproxy.NativeNamesPo
 			}
 			native := *translated
 			native.Labels = p.nativeLabelsOf(key)
-			ss.native, ss.nativeFrom, ss.nativeGen = &native, ss.obj, p.optsGen
+			ss.native = &nativeCopy{slice: &native, from: ss.obj, gen: p.optsGen}
 		}
-		remote = append(remote, ss.native)
+		remote = append(remote, ss.native.slice)
 	}
 	return policy, remote
 }

@@ -52,6 +52,12 @@ type Proxier struct {
 	native map[types.NamespacedName]*nativeState
 	// claims says who owns each clusterset IP (claims.go).
 	claims *claimIndex
+	// translated is the translation of the slice whose event is being
+	// handled, so that it is derived once per event, not kept.
+	translated struct {
+		st    *sliceState
+		slice *discoveryv1.EndpointSlice
+	}
 	// derivedOf maps an import to the local Service its annotation names
 	// as its derived Service (derived mode), derivedBy the reverse; only
 	// such imports are in them.
@@ -91,9 +97,11 @@ type importState struct {
 	nativeReported string
 }
 
+// sliceState is what the Proxier keeps of one MCS EndpointSlice. Kept
+// small: a proxier holds one per slice, as long as the slice exists. The
+// import it belongs to is read from obj (importKeyOf).
 type sliceState struct {
-	obj       *discoveryv1.EndpointSlice
-	importKey types.NamespacedName
+	obj *discoveryv1.EndpointSlice
 	// invalid is why obj cannot be translated, if it cannot.
 	invalid *mcsproxy.RejectionError
 	// programmedFrom is the EndpointSlice whose translation the wrapped
@@ -104,16 +112,23 @@ type sliceState struct {
 	// pure function, gives it again when it is to be updated or deleted.
 	programmedFrom *discoveryv1.EndpointSlice
 	programmedGen  int
-	// translation is obj's translation while the event that brought obj
-	// is handled, so that it is derived once per event, not kept.
-	translation *discoveryv1.EndpointSlice
-	reported    mcsproxy.Reason
-	// native is translated as a slice of the local Service of the
-	// import's name (native names), derived from nativeFrom with the
-	// options of generation nativeGen; only imports that ask for native
-	// names have one.
-	native, nativeFrom *discoveryv1.EndpointSlice
-	nativeGen          int
+	reported       mcsproxy.Reason
+	// native is obj translated as a slice of the local Service of the
+	// import's name (native names); only slices of imports that ask for
+	// native names have one.
+	native *nativeCopy
+}
+
+// nativeCopy is a slice translated for native names, derived from from
+// with the options of generation gen.
+type nativeCopy struct {
+	slice, from *discoveryv1.EndpointSlice
+	gen         int
+}
+
+// importKeyOf names the import an MCS EndpointSlice belongs to.
+func importKeyOf(slice *discoveryv1.EndpointSlice) types.NamespacedName {
+	return types.NamespacedName{Namespace: slice.Namespace, Name: mcsproxy.ImportNameOf(slice)}
 }
 
 // NewProxier wraps provider. recorder may be nil.
@@ -151,7 +166,8 @@ func (p *Proxier) labelsOf(namespace, name string) map[string]string {
 // and the labels map their translations share. Kept small: a proxier
 // holds one per import.
 type importSlices struct {
-	keys   []types.NamespacedName
+	// names are the slices' names (their namespace is the import's).
+	names  []string
 	labels map[string]string
 	// nativeLabels are the labels of the slices handed over as the local
 	// Service's (native names).
@@ -180,19 +196,19 @@ func (p *Proxier) nativeLabelsOf(key types.NamespacedName) map[string]string {
 // slicesOf returns the keys of import key's slices, sorted.
 func (p *Proxier) slicesOf(key types.NamespacedName) []types.NamespacedName {
 	if is := p.byImport[key]; is != nil {
-		return slices.Clone(is.keys)
+		out := make([]types.NamespacedName, 0, len(is.names))
+		for _, name := range is.names {
+			out = append(out, types.NamespacedName{Namespace: key.Namespace, Name: name})
+		}
+		return out
 	}
 	return nil
 }
 
-func compareKeys(a, b types.NamespacedName) int {
-	return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
-}
-
 func (p *Proxier) indexSlice(importKey, sliceKey types.NamespacedName) {
 	is := p.importSlicesOf(importKey)
-	if i, found := slices.BinarySearchFunc(is.keys, sliceKey, compareKeys); !found {
-		is.keys = slices.Insert(is.keys, i, sliceKey)
+	if i, found := slices.BinarySearch(is.names, sliceKey.Name); !found {
+		is.names = slices.Insert(is.names, i, sliceKey.Name)
 	}
 }
 
@@ -483,16 +499,17 @@ func (p *Proxier) OnMultiClusterEndpointSliceUpsert(slice *discoveryv1.EndpointS
 		st = &sliceState{}
 		p.slices[key] = st
 	}
-	importKey := types.NamespacedName{Namespace: slice.Namespace, Name: mcsproxy.ImportNameOf(slice)}
-	if st.importKey != importKey && st.obj != nil {
+	importKey := importKeyOf(slice)
+	if st.obj != nil && importKeyOf(st.obj) != importKey {
 		// The slice moved to another import: withdraw it from the old one.
+		old := importKeyOf(st.obj)
 		st.obj, st.invalid = nil, nil
 		p.reconcileSlice(key)
-		p.unindexSlice(st.importKey, key)
+		p.unindexSlice(old, key)
 	}
-	st.obj, st.importKey = slice, importKey
+	st.obj = slice
 	p.translateSlice(st)
-	defer func() { st.translation = nil }()
+	defer func() { p.translated.st, p.translated.slice = nil, nil }()
 	p.indexSlice(importKey, key)
 	p.reconcileSlice(key)
 	p.reconcileNative(importKey)
@@ -501,7 +518,8 @@ func (p *Proxier) OnMultiClusterEndpointSliceUpsert(slice *discoveryv1.EndpointS
 // translateSlice checks and translates obj, keeping the translation for
 // the rest of the event.
 func (p *Proxier) translateSlice(st *sliceState) {
-	st.translation, st.invalid = p.translateEndpointSlice(st.obj)
+	p.translated.st = st
+	p.translated.slice, st.invalid = p.translateEndpointSlice(st.obj)
 }
 
 func (p *Proxier) translateEndpointSlice(slice *discoveryv1.EndpointSlice) (*discoveryv1.EndpointSlice, *mcsproxy.RejectionError) {
@@ -519,8 +537,8 @@ func (p *Proxier) translateEndpointSlice(slice *discoveryv1.EndpointSlice) (*dis
 // translationOf returns the translation of st.obj: the one of the event
 // under way, or derived again.
 func (p *Proxier) translationOf(st *sliceState) *discoveryv1.EndpointSlice {
-	if st.translation != nil {
-		return st.translation
+	if p.translated.st == st && p.translated.slice != nil {
+		return p.translated.slice
 	}
 	translated, _ := p.translateEndpointSlice(st.obj)
 	return translated
@@ -605,11 +623,12 @@ func (p *Proxier) OnMultiClusterEndpointSliceDelete(slice *discoveryv1.EndpointS
 	if st == nil {
 		return
 	}
+	importKey := importKeyOf(st.obj)
 	st.obj, st.invalid = nil, nil
 	p.reconcileSlice(key)
-	p.unindexSlice(st.importKey, key)
+	p.unindexSlice(importKey, key)
 	delete(p.slices, key)
-	p.reconcileNative(st.importKey)
+	p.reconcileNative(importKey)
 }
 
 // RetainImports forgets every ServiceImport not in keep, as if deleted:
@@ -799,7 +818,10 @@ func (p *Proxier) reconcileSlice(key types.NamespacedName) {
 	if st == nil {
 		return
 	}
-	imp := p.imports[st.importKey]
+	var imp *importState
+	if st.obj != nil {
+		imp = p.imports[importKeyOf(st.obj)]
+	}
 	want := st.obj != nil && st.invalid == nil && imp != nil && imp.programmedFrom != nil
 	current := st.programmedFrom != nil && st.programmedFrom == st.obj && st.programmedGen == p.optsGen
 	switch {
@@ -840,7 +862,7 @@ func (p *Proxier) reportSlice(st *sliceState, imp *importState) {
 		// only a slice nobody will clean up is worth a report.
 		rejected = &mcsproxy.RejectionError{
 			Reason:  mcsproxy.ReasonNoServiceImport,
-			Message: fmt.Sprintf("no ServiceImport %s exists for this EndpointSlice", st.importKey),
+			Message: fmt.Sprintf("no ServiceImport %s exists for this EndpointSlice", importKeyOf(st.obj)),
 		}
 	}
 	if rejected == nil {
@@ -881,10 +903,10 @@ func (p *Proxier) setServiceClaims(service *v1.Service, ips []netip.Addr) {
 
 func (p *Proxier) unindexSlice(importKey, sliceKey types.NamespacedName) {
 	if is := p.byImport[importKey]; is != nil {
-		if i, found := slices.BinarySearchFunc(is.keys, sliceKey, compareKeys); found {
-			is.keys = slices.Delete(is.keys, i, i+1)
+		if i, found := slices.BinarySearch(is.names, sliceKey.Name); found {
+			is.names = slices.Delete(is.names, i, i+1)
 		}
-		if len(is.keys) == 0 {
+		if len(is.names) == 0 {
 			delete(p.byImport, importKey)
 		}
 	}
