@@ -50,10 +50,12 @@ func (a claim) compare(b claim) int {
 }
 
 // claimIndex keeps, per IP, the imports that claim it in rank order (the
-// owner first), and per IP the local Services that use it.
+// owner first), and per IP the local Services that use it. An import's
+// claim is one record, which both maps point to: a proxier holds one per
+// import.
 type claimIndex struct {
-	byIP    map[netip.Addr][]claim
-	ofKey   map[types.NamespacedName]claimOf
+	byIP    map[netip.Addr][]*claimOf
+	ofKey   map[types.NamespacedName]*claimOf
 	service map[netip.Addr]sets.Set[types.NamespacedName]
 	ipsOf   map[types.NamespacedName][]netip.Addr // local Service -> its IPs
 }
@@ -63,10 +65,12 @@ type claimOf struct {
 	ips   []netip.Addr
 }
 
+func compareClaims(a, b *claimOf) int { return a.claim.compare(b.claim) }
+
 func newClaimIndex() *claimIndex {
 	return &claimIndex{
-		byIP:    map[netip.Addr][]claim{},
-		ofKey:   map[types.NamespacedName]claimOf{},
+		byIP:    map[netip.Addr][]*claimOf{},
+		ofKey:   map[types.NamespacedName]*claimOf{},
 		service: map[netip.Addr]sets.Set[types.NamespacedName]{},
 		ipsOf:   map[types.NamespacedName][]netip.Addr{},
 	}
@@ -75,7 +79,7 @@ func newClaimIndex() *claimIndex {
 // owner returns the import ranked first for ip.
 func (x *claimIndex) owner(ip netip.Addr) (types.NamespacedName, bool) {
 	if c := x.byIP[ip]; len(c) > 0 {
-		return c[0].key, true
+		return c[0].claim.key, true
 	}
 	return types.NamespacedName{}, false
 }
@@ -87,19 +91,23 @@ func (x *claimIndex) owner(ip netip.Addr) (types.NamespacedName, bool) {
 // decided again.
 func (x *claimIndex) setImport(c claim, ips []netip.Addr) sets.Set[types.NamespacedName] {
 	affected := sets.New(c.key)
-	old, had := x.ofKey[c.key]
-	if had && old.claim == c && slices.Equal(old.ips, ips) {
-		return affected
+	old := x.ofKey[c.key]
+	var oldIPs []netip.Addr
+	if old != nil {
+		if old.claim == c && slices.Equal(old.ips, ips) {
+			return affected
+		}
+		oldIPs = old.ips
 	}
-	touched := slices.Concat(old.ips, ips)
+	touched := slices.Concat(oldIPs, ips)
 	for _, ip := range touched {
 		if o, ok := x.owner(ip); ok {
 			affected.Insert(o)
 		}
 	}
-	for _, ip := range old.ips {
+	for _, ip := range oldIPs {
 		list := x.byIP[ip]
-		if i, found := slices.BinarySearchFunc(list, old.claim, claim.compare); found {
+		if i, found := slices.BinarySearchFunc(list, old, compareClaims); found {
 			list = slices.Delete(list, i, i+1)
 		}
 		if len(list) == 0 {
@@ -110,12 +118,13 @@ func (x *claimIndex) setImport(c claim, ips []netip.Addr) sets.Set[types.Namespa
 	}
 	delete(x.ofKey, c.key)
 	if len(ips) > 0 {
-		x.ofKey[c.key] = claimOf{claim: c, ips: ips}
-	}
-	for _, ip := range ips {
-		list := x.byIP[ip]
-		i, _ := slices.BinarySearchFunc(list, c, claim.compare)
-		x.byIP[ip] = slices.Insert(list, i, c)
+		rec := &claimOf{claim: c, ips: ips}
+		x.ofKey[c.key] = rec
+		for _, ip := range ips {
+			list := x.byIP[ip]
+			i, _ := slices.BinarySearchFunc(list, rec, compareClaims)
+			x.byIP[ip] = slices.Insert(list, i, rec)
+		}
 	}
 	for _, ip := range touched {
 		if o, ok := x.owner(ip); ok {
@@ -164,7 +173,11 @@ func (x *claimIndex) ipsOfService(key types.NamespacedName) []netip.Addr {
 // decide applies the rule to import key: nil when it owns every IP it
 // claims, otherwise why not.
 func (x *claimIndex) decide(key types.NamespacedName) *mcsproxy.RejectionError {
-	for _, ip := range x.ofKey[key].ips {
+	rec := x.ofKey[key]
+	if rec == nil {
+		return nil
+	}
+	for _, ip := range rec.ips {
 		if users := x.service[ip]; users.Len() > 0 {
 			return &mcsproxy.RejectionError{
 				Reason:  mcsproxy.ReasonIPInUseByService,
