@@ -133,7 +133,19 @@ func (t *target) ExecInContainer(ctx context.Context, _, _, _ string, cmd []stri
 }
 
 func execWithTTY(c *exec.Cmd, attrs *syscall.SysProcAttr, in io.Reader, out io.Writer, resize <-chan remotecommand.TerminalSize) error {
-	terminal, err := pty.StartWithAttrs(c, nil, attrs)
+	// A client with a terminal (kubectl exec -t) sends its size as soon as
+	// the streams are open: the command starts at that size, so that it
+	// never sees a 0x0 terminal. A client that sends none is not waited
+	// for long.
+	var initial *pty.Winsize
+	select {
+	case size, ok := <-resize:
+		if ok {
+			initial = &pty.Winsize{Rows: size.Height, Cols: size.Width}
+		}
+	case <-time.After(time.Second):
+	}
+	terminal, err := pty.StartWithAttrs(c, initial, attrs)
 	if err != nil {
 		return err
 	}
