@@ -45,9 +45,6 @@ type Proxier struct {
 	// import that arrives after its slices is picked up at once.
 	imports map[types.NamespacedName]*importState
 	slices  map[types.NamespacedName]*sliceState
-	// byImport holds, per import name, its slices and the labels map
-	// their translations share.
-	byImport map[types.NamespacedName]*importSlices
 	// native holds, per Service name, what native names need (native.go).
 	native map[types.NamespacedName]*nativeState
 	// claims says who owns each clusterset IP (claims.go).
@@ -95,6 +92,13 @@ type importState struct {
 	reported mcsproxy.Reason
 	// nativeReported is the last native-names error reported.
 	nativeReported string
+	// slices are the names of the import's MCS EndpointSlices (their
+	// namespace is the import's), sorted, and labels the map their
+	// translations share; nativeLabels are the labels of those handed
+	// over as the local Service's (native names). An entry lives while
+	// the import or any of its slices does (forgetImport).
+	slices               []string
+	labels, nativeLabels map[string]string
 }
 
 // sliceState is what the Proxier keeps of one MCS EndpointSlice. Kept
@@ -139,7 +143,6 @@ func NewProxier(logger klog.Logger, provider proxy.Provider, opts *mcsproxy.Opti
 		logger:   logger.WithName("multicluster"),
 		imports:  map[types.NamespacedName]*importState{},
 		slices:   map[types.NamespacedName]*sliceState{},
-		byImport: map[types.NamespacedName]*importSlices{},
 		native:   map[types.NamespacedName]*nativeState{},
 		claims:   newClaimIndex(),
 
@@ -159,45 +162,46 @@ func NewProxier(logger klog.Logger, provider proxy.Provider, opts *mcsproxy.Opti
 // namespace/name shares (the proxier holds each translated slice as long
 // as it exists). Called with p.mu held.
 func (p *Proxier) labelsOf(namespace, name string) map[string]string {
-	return p.importSlicesOf(types.NamespacedName{Namespace: namespace, Name: name}).labels
-}
-
-// importSlices are the MCS EndpointSlices of one import name, sorted,
-// and the labels map their translations share. Kept small: a proxier
-// holds one per import.
-type importSlices struct {
-	// names are the slices' names (their namespace is the import's).
-	names  []string
-	labels map[string]string
-	// nativeLabels are the labels of the slices handed over as the local
-	// Service's (native names).
-	nativeLabels map[string]string
-}
-
-func (p *Proxier) importSlicesOf(key types.NamespacedName) *importSlices {
-	is := p.byImport[key]
-	if is == nil {
-		is = &importSlices{labels: mcsproxy.SliceLabels(key.Name)}
-		p.byImport[key] = is
+	st := p.importEntry(types.NamespacedName{Namespace: namespace, Name: name})
+	if st.labels == nil {
+		st.labels = mcsproxy.SliceLabels(name)
 	}
-	return is
+	return st.labels
+}
+
+// importEntry returns the entry of import key, made if there is none.
+func (p *Proxier) importEntry(key types.NamespacedName) *importState {
+	st := p.imports[key]
+	if st == nil {
+		st = &importState{}
+		p.imports[key] = st
+	}
+	return st
+}
+
+// forgetImport drops the entry of import key once it holds nothing: no
+// import, nothing programmed, no slice.
+func (p *Proxier) forgetImport(key types.NamespacedName) {
+	if st := p.imports[key]; st != nil && st.obj == nil && st.programmedFrom == nil && len(st.slices) == 0 {
+		delete(p.imports, key)
+	}
 }
 
 // nativeLabelsOf returns the labels map of import key's slices handed
 // over as the local Service's, made when native names first need it.
 func (p *Proxier) nativeLabelsOf(key types.NamespacedName) map[string]string {
-	is := p.importSlicesOf(key)
-	if is.nativeLabels == nil {
-		is.nativeLabels = map[string]string{discoveryv1.LabelServiceName: key.Name}
+	st := p.importEntry(key)
+	if st.nativeLabels == nil {
+		st.nativeLabels = map[string]string{discoveryv1.LabelServiceName: key.Name}
 	}
-	return is.nativeLabels
+	return st.nativeLabels
 }
 
 // slicesOf returns the keys of import key's slices, sorted.
 func (p *Proxier) slicesOf(key types.NamespacedName) []types.NamespacedName {
-	if is := p.byImport[key]; is != nil {
-		out := make([]types.NamespacedName, 0, len(is.names))
-		for _, name := range is.names {
+	if st := p.imports[key]; st != nil {
+		out := make([]types.NamespacedName, 0, len(st.slices))
+		for _, name := range st.slices {
 			out = append(out, types.NamespacedName{Namespace: key.Namespace, Name: name})
 		}
 		return out
@@ -206,9 +210,9 @@ func (p *Proxier) slicesOf(key types.NamespacedName) []types.NamespacedName {
 }
 
 func (p *Proxier) indexSlice(importKey, sliceKey types.NamespacedName) {
-	is := p.importSlicesOf(importKey)
-	if i, found := slices.BinarySearch(is.names, sliceKey.Name); !found {
-		is.names = slices.Insert(is.names, i, sliceKey.Name)
+	st := p.importEntry(importKey)
+	if i, found := slices.BinarySearch(st.slices, sliceKey.Name); !found {
+		st.slices = slices.Insert(st.slices, i, sliceKey.Name)
 	}
 }
 
@@ -442,11 +446,7 @@ func (p *Proxier) OnServiceImportUpsert(si *mcsv1beta1.ServiceImport) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	key := types.NamespacedName{Namespace: si.Namespace, Name: si.Name}
-	st := p.imports[key]
-	if st == nil {
-		st = &importState{}
-		p.imports[key] = st
-	}
+	st := p.importEntry(key)
 	if st.obj == si || st.obj != nil && si.ResourceVersion != "" && st.obj.ResourceVersion == si.ResourceVersion && st.obj.UID == si.UID {
 		// A resync: nothing changed, so no decision can.
 		return
@@ -471,18 +471,20 @@ func (p *Proxier) OnServiceImportDelete(si *mcsv1beta1.ServiceImport) {
 	defer p.mu.Unlock()
 	key := types.NamespacedName{Namespace: si.Namespace, Name: si.Name}
 	st := p.imports[key]
-	if st == nil {
+	if st == nil || st.obj == nil {
 		return
 	}
 	affected := p.claims.setImport(claim{key: key}, nil)
 	st.obj, st.invalid = nil, nil
 	p.trackDerivedService(key, nil)
 	p.reconcileImports(affected)
-	delete(p.imports, key)
+	// The entry stays while its slices do: as a new one, had it gone.
+	st.reported, st.nativeReported = "", ""
 	for _, sliceKey := range p.slicesOf(key) {
 		p.reconcileSlice(sliceKey)
 	}
 	p.reconcileNative(key)
+	p.forgetImport(key)
 }
 
 // OnMultiClusterEndpointSliceUpsert records an MCS EndpointSlice and
@@ -660,8 +662,9 @@ func (p *Proxier) Reset() {
 		p.claims.setImport(claim{key: key}, nil)
 		st.obj, st.invalid = nil, nil
 		p.reconcileImport(key, nil, nil)
+		st.reported, st.nativeReported = "", ""
+		p.forgetImport(key)
 	}
-	p.imports = map[types.NamespacedName]*importState{}
 	clear(p.derivedOf)
 	clear(p.derivedBy)
 	for key := range p.slices {
@@ -902,13 +905,11 @@ func (p *Proxier) setServiceClaims(service *v1.Service, ips []netip.Addr) {
 }
 
 func (p *Proxier) unindexSlice(importKey, sliceKey types.NamespacedName) {
-	if is := p.byImport[importKey]; is != nil {
-		if i, found := slices.BinarySearch(is.names, sliceKey.Name); found {
-			is.names = slices.Delete(is.names, i, i+1)
+	if st := p.imports[importKey]; st != nil {
+		if i, found := slices.BinarySearch(st.slices, sliceKey.Name); found {
+			st.slices = slices.Delete(st.slices, i, i+1)
 		}
-		if len(is.names) == 0 {
-			delete(p.byImport, importKey)
-		}
+		p.forgetImport(importKey)
 	}
 }
 

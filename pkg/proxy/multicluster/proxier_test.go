@@ -303,6 +303,50 @@ func TestImportLifecycle(t *testing.T) {
 	f.expectEvents()
 }
 
+// TestImportRecreatedWhileItsSlicesStay: the proxier keeps one entry per
+// import name for the import and its slices; an import deleted while its
+// slices stay (unexport, then export again before the slices are
+// collected) leaves nothing of its own behind: recreated, it is decided and
+// reported as a new one, and its slices are programmed again.
+func TestImportRecreatedWhileItsSlicesStay(t *testing.T) {
+	f := newFixture(t)
+	p := f.proxier
+	p.MultiClusterSynced()
+	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1"))
+	f.expectEvents("EndpointSlice ns/web-a NoServiceImport")
+	bad := serviceImport("ns", "web", 0, "10.96.0.1")
+	p.OnServiceImportUpsert(bad)
+	f.expectCalls()
+	f.expectEvents("ServiceImport ns/web IPOutsideClusterSetCIDR")
+
+	p.OnServiceImportDelete(bad)
+	f.expectCalls()
+	f.events.take()
+	again := bad.DeepCopy()
+	again.UID, again.ResourceVersion = "uid-web-2", "5"
+	p.OnServiceImportUpsert(again)
+	f.expectEvents("ServiceImport ns/web IPOutsideClusterSetCIDR")
+
+	good := serviceImport("ns", "web", 0, "10.250.0.10")
+	good.ResourceVersion = "6"
+	p.OnServiceImportUpsert(good)
+	f.expectCalls("SliceAdd ns/web-a", "ServiceAdd ns/web.clusterset")
+	p.OnServiceImportDelete(good)
+	f.expectCalls("ServiceDelete ns/web.clusterset", "SliceDelete ns/web-a")
+	p.OnServiceImportUpsert(good)
+	f.expectCalls("SliceAdd ns/web-a", "ServiceAdd ns/web.clusterset")
+
+	// Once the slice and the import are gone, nothing is held for the name.
+	p.OnMultiClusterEndpointSliceDelete(mcsSlice("ns", "web-a", "web", "cluster-a"))
+	p.OnServiceImportDelete(good)
+	f.expectCalls("SliceDelete ns/web-a", "ServiceDelete ns/web.clusterset")
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.imports) != 0 || len(p.slices) != 0 {
+		t.Errorf("state left for a name with no import and no slice: %d imports, %d slices", len(p.imports), len(p.slices))
+	}
+}
+
 func TestHeadlessImportProgramsNothing(t *testing.T) {
 	f := newFixture(t)
 	si := serviceImport("ns", "db", 0)
