@@ -49,11 +49,13 @@ type Proxier struct {
 	native map[types.NamespacedName]*nativeState
 	// claims says who owns each clusterset IP (claims.go).
 	claims *claimIndex
-	// translated is the translation of the slice whose event is being
-	// handled, so that it is derived once per event, not kept.
+	// translated is the translation of the import or slice whose event
+	// is being handled, so that it is derived once per event, not kept.
 	translated struct {
-		st    *sliceState
-		slice *discoveryv1.EndpointSlice
+		importState *importState
+		service     *v1.Service
+		st          *sliceState
+		slice       *discoveryv1.EndpointSlice
 	}
 	// derivedOf maps an import to the local Service its annotation names
 	// as its derived Service (derived mode), derivedBy the reverse; only
@@ -84,9 +86,6 @@ type importState struct {
 	// Provider keeps what it needs of it, and ServiceForImport, a pure
 	// function, gives it again when it is to be updated or deleted.
 	programmedFrom *mcsv1beta1.ServiceImport
-	// translation is obj's Service while the event that brought obj is
-	// handled, so that it is derived once per event, not kept.
-	translation *v1.Service
 	// reported is the last rejection reported, so that each is logged,
 	// evented and counted once rather than on every event.
 	reported mcsproxy.Reason
@@ -459,9 +458,9 @@ func (p *Proxier) OnServiceImportUpsert(si *mcsv1beta1.ServiceImport) {
 		st.invalid = &mcsproxy.RejectionError{Reason: mcsproxy.ReasonInvalidType, Message: err.Error()}
 	}
 	affected := p.claims.setImport(claim{key: key, created: si.CreationTimestamp.Unix()}, claimIPs(svc))
-	st.translation = svc
+	p.translated.importState, p.translated.service = st, svc
 	p.reconcileImports(affected)
-	st.translation = nil
+	p.translated.importState, p.translated.service = nil, nil
 	p.reconcileNative(key)
 }
 
@@ -723,8 +722,8 @@ func (p *Proxier) desired(key types.NamespacedName) (*v1.Service, *mcsproxy.Reje
 	if rejection := p.claims.decide(key); rejection != nil {
 		return nil, rejection
 	}
-	svc := st.translation
-	if svc == nil {
+	svc := p.translated.service
+	if p.translated.importState != st || svc == nil {
 		svc = p.translate(st.obj)
 	}
 	return svc, nil // nil: headless, DNS serves it
