@@ -397,7 +397,7 @@ func (c *Controller) bindingSlices(b *catalogv1alpha1.ServiceBinding, p catalog.
 		out = catalog.BindingSlices(b, p, c.cfg.ManagedBy, served, healthy)
 	} else if src := c.member(b.Spec.Cluster); src != nil && src.hasSynced() && (c.ttl.alive(b.Spec.Cluster) || !c.anyAlive()) {
 		podRanges := src.podRanges()
-		for _, sl := range slicesOf(src.localSlices, byService, b.Spec.Service.Namespace+"/"+b.Spec.Service.Name) {
+		for _, sl := range indexed[*discoveryv1.EndpointSlice](src.localSlices, byService, b.Spec.Service.Namespace+"/"+b.Spec.Service.Name) {
 			if !slices.Contains(c.cfg.SourceManagers, sl.Labels[discoveryv1.LabelManagedBy]) {
 				c.reportUnmirrored(src, sl)
 				continue

@@ -178,7 +178,7 @@ func (c *Controller) syncClusterset(ctx context.Context, key string) error {
 			}
 			podRanges := byID[e.Cluster].podRanges()
 			var own []*discoveryv1.EndpointSlice
-			for _, s := range slicesOf(byID[e.Cluster].localSlices, byService, key) {
+			for _, s := range indexed[*discoveryv1.EndpointSlice](byID[e.Cluster].localSlices, byService, key) {
 				if !slices.Contains(c.cfg.SourceManagers, s.Labels[discoveryv1.LabelManagedBy]) {
 					c.reportUnmirrored(byID[e.Cluster], s)
 					continue

@@ -560,7 +560,7 @@ func (c *Controller) addHandlers(m *member) {
 		}
 	}))
 	handle(f.localSlices, on(func(obj any) {
-		if s := sliceOf(obj); s != nil {
+		if s := eventObject[*discoveryv1.EndpointSlice](obj); s != nil {
 			key := s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]
 			if c.catalogMode() && c.catalogBinds(m, key) {
 				c.queue.Add(key)
@@ -573,7 +573,7 @@ func (c *Controller) addHandlers(m *member) {
 	// An import someone else wrote reserves its IPs, and the import of
 	// ours that has one of them hears of it (its status says so).
 	foreign := func(obj any, gone bool) {
-		si := importOf(obj)
+		si := eventObject[*mcsv1beta1.ServiceImport](obj)
 		if si == nil || c.wrote(si) {
 			return
 		}
@@ -590,7 +590,7 @@ func (c *Controller) addHandlers(m *member) {
 	}
 	// In catalog mode, the catalog's imports say whether they are written.
 	placed := func(obj any) {
-		if si := importOf(obj); si != nil && c.catalogMode() && si.Annotations[catalog.AnnotationGlobalService] != "" {
+		if si := eventObject[*mcsv1beta1.ServiceImport](obj); si != nil && c.catalogMode() && si.Annotations[catalog.AnnotationGlobalService] != "" {
 			c.catalog.queue.Add(catalogQueueKey)
 		}
 	}
@@ -605,7 +605,7 @@ func (c *Controller) addHandlers(m *member) {
 		DeleteFunc: func(obj any) { foreign(obj, true); write(obj); placed(obj) },
 	})
 	handle(f.importedSlices, on(func(obj any) {
-		if s := writtenOf(obj); s != nil {
+		if s := eventObject[*writtenSlice](obj); s != nil {
 			m.queue.Add(s.Namespace() + "/" + s.importName())
 		}
 	}))
@@ -645,14 +645,6 @@ func (c *Controller) addHandlers(m *member) {
 			m.queue.Add(k)
 		}
 	}))
-}
-
-func importOf(obj any) *mcsv1beta1.ServiceImport {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	si, _ := obj.(*mcsv1beta1.ServiceImport)
-	return si
 }
 
 // sourceOf tells whether member m's Service key is a source of the
@@ -708,19 +700,8 @@ func (c *Controller) keysInNamespace(ns string) []string {
 	return slices.Compact(out)
 }
 
-func sliceOf(obj any) *discoveryv1.EndpointSlice {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	s, _ := obj.(*discoveryv1.EndpointSlice)
-	return s
-}
-
 func namespaceName(obj any) string {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	if ns, ok := obj.(*v1.Namespace); ok {
+	if ns := eventObject[*v1.Namespace](obj); ns != nil {
 		return ns.Name
 	}
 	return ""

@@ -132,7 +132,7 @@ func exportWeb(t *testing.T, m *fakeMember, addrs ...string) {
 	}
 	waitCache(t, "the export in "+m.id+"'s caches", func() bool {
 		_, err := m.exports.ServiceExports("demo").Get("web")
-		return err == nil && len(slicesOf(m.localSlices, byService, "demo/web")) == 1
+		return err == nil && len(indexed[*discoveryv1.EndpointSlice](m.localSlices, byService, "demo/web")) == 1
 	})
 }
 

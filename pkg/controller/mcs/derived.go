@@ -14,7 +14,6 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/multiclusterservices/export"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
@@ -253,11 +252,8 @@ func (c *Controller) derivedServiceOwner(obj any) (string, bool) {
 // ownServiceKey returns namespace/<value of label> of obj if it is a
 // Service this controller wrote that carries label.
 func (c *Controller) ownServiceKey(obj any, label string) (string, bool) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	svc, ok := obj.(*v1.Service)
-	if !ok || !c.wrote(svc) || svc.Labels[label] == "" {
+	svc := eventObject[*v1.Service](obj)
+	if svc == nil || !c.wrote(svc) || svc.Labels[label] == "" {
 		return "", false
 	}
 	return svc.Namespace + "/" + svc.Labels[label], true

@@ -56,7 +56,7 @@ func exportSelectingWeb(t *testing.T, m *fakeMember, ready bool, addrs ...string
 	waitCache(t, "the export in "+m.id+"'s caches", func() bool {
 		_, err := m.exports.ServiceExports("demo").Get("web")
 		_, svcErr := m.services.Services("demo").Get("web")
-		return err == nil && svcErr == nil && len(slicesOf(m.localSlices, byService, "demo/web")) == 1 && m.inf.nodes.HasSynced()
+		return err == nil && svcErr == nil && len(indexed[*discoveryv1.EndpointSlice](m.localSlices, byService, "demo/web")) == 1 && m.inf.nodes.HasSynced()
 	})
 }
 
@@ -192,7 +192,7 @@ func TestCoreIngressMembers(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitCache(t, "c's unready pods in its cache", func() bool {
-		s := slicesOf(cc.localSlices, byService, "demo/web")
+		s := indexed[*discoveryv1.EndpointSlice](cc.localSlices, byService, "demo/web")
 		return len(s) == 1 && !*s[0].Endpoints[0].Conditions.Ready
 	})
 	syncAll(t, c, "demo/web")

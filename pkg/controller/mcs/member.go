@@ -303,14 +303,25 @@ func (m *member) foreignImports(ip, key, managedBy string) []string {
 	return out
 }
 
-// slicesOf returns the slices of indexer under index key key.
-func slicesOf(indexer cache.Indexer, index, key string) []*discoveryv1.EndpointSlice {
+// indexed returns the objects of type T that indexer holds under index
+// key key.
+func indexed[T any](indexer cache.Indexer, index, key string) []T {
 	objs, _ := indexer.ByIndex(index, key)
-	out := make([]*discoveryv1.EndpointSlice, 0, len(objs))
+	out := make([]T, 0, len(objs))
 	for _, o := range objs {
-		if s, ok := o.(*discoveryv1.EndpointSlice); ok {
-			out = append(out, s)
+		if t, ok := o.(T); ok {
+			out = append(out, t)
 		}
 	}
 	return out
+}
+
+// eventObject returns the object of type T an informer event carries,
+// unwrapping a tombstone; the zero T when it carries another type.
+func eventObject[T any](obj any) T {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	o, _ := obj.(T)
+	return o
 }

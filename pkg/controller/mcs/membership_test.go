@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubefake "k8s.io/client-go/kubernetes/fake"
@@ -52,7 +53,9 @@ func TestCoreJoinRefusesOverlappingServiceRanges(t *testing.T) {
 	if err := a.kube.DiscoveryV1().EndpointSlices("demo").Delete(context.Background(), "web-abcde", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitCache(t, "a's slice gone from its cache", func() bool { return len(slicesOf(a.localSlices, byService, "demo/web")) == 0 })
+	waitCache(t, "a's slice gone from its cache", func() bool {
+		return len(indexed[*discoveryv1.EndpointSlice](a.localSlices, byService, "demo/web")) == 0
+	})
 	syncAll(t, c, "demo/web")
 	if mcs, _ := slicesIn(t, a); len(mcs) != 0 {
 		t.Errorf("a still holds %d imported slices of an export with no endpoints", len(mcs))

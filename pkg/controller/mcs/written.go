@@ -8,7 +8,6 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
@@ -145,15 +144,6 @@ func (have *writtenSlice) update(want *discoveryv1.EndpointSlice) *discoveryv1.E
 	return update
 }
 
-// writtenOf returns the writtenSlice an informer event carries.
-func writtenOf(obj any) *writtenSlice {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	s, _ := obj.(*writtenSlice)
-	return s
-}
-
 // byImportIndex indexes written slices by namespace/import name.
 func byImportIndex(obj any) ([]string, error) {
 	if s, ok := obj.(*writtenSlice); ok {
@@ -166,12 +156,5 @@ func byImportIndex(obj any) ([]string, error) {
 
 // writtenIn returns m's written slices of import ns/name.
 func writtenIn(m *member, ns, name string) []*writtenSlice {
-	objs, _ := m.importedSlices.ByIndex(byImport, ns+"/"+name)
-	out := make([]*writtenSlice, 0, len(objs))
-	for _, o := range objs {
-		if s, ok := o.(*writtenSlice); ok {
-			out = append(out, s)
-		}
-	}
-	return out
+	return indexed[*writtenSlice](m.importedSlices, byImport, ns+"/"+name)
 }
