@@ -501,12 +501,13 @@ func (p *Proxier) OnMultiClusterEndpointSliceUpsert(slice *discoveryv1.EndpointS
 		p.slices[key] = st
 	}
 	importKey := importKeyOf(slice)
-	if st.obj != nil && importKeyOf(st.obj) != importKey {
-		// The slice moved to another import: withdraw it from the old one.
-		old := importKeyOf(st.obj)
-		st.obj, st.invalid = nil, nil
-		p.reconcileSlice(key)
-		p.unindexSlice(old, key)
+	if st.obj != nil {
+		if old := importKeyOf(st.obj); old != importKey {
+			// The slice moved to another import: withdraw it from the old one.
+			st.obj, st.invalid = nil, nil
+			p.reconcileSlice(key)
+			p.unindexSlice(old, key)
+		}
 	}
 	st.obj = slice
 	p.translateSlice(st)
