@@ -339,9 +339,8 @@ func (p *Proxier) nativePolicy(key types.NamespacedName) (mcsproxy.NativeNamesPo
 		return policy, nil
 	}
 	var remote []*discoveryv1.EndpointSlice
-	for _, sliceKey := range p.slicesOf(key) {
-		ss := p.slices[sliceKey]
-		if ss == nil || ss.obj == nil || ss.invalid != nil || ss.obj.Labels[mcsv1beta1.LabelSourceCluster] == p.opts.LocalClusterID {
+	for _, ss := range p.slicesOf(key) {
+		if ss.obj == nil || ss.invalid != nil || ss.obj.Labels[mcsv1beta1.LabelSourceCluster] == p.opts.LocalClusterID {
 			continue
 		}
 		if ss.native == nil || ss.native.from != ss.obj || ss.native.gen != p.optsGen {

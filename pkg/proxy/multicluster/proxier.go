@@ -40,11 +40,10 @@ type Proxier struct {
 	optsGen int
 
 	mu sync.Mutex
-	// imports and slices hold every ServiceImport and MCS EndpointSlice
-	// seen, programmed or not, so that a conflict that goes away or an
-	// import that arrives after its slices is picked up at once.
+	// imports holds, per import name, every ServiceImport and MCS
+	// EndpointSlice seen, programmed or not, so that a conflict that goes
+	// away or an import that arrives after its slices is picked up at once.
 	imports map[types.NamespacedName]*importState
-	slices  map[types.NamespacedName]*sliceState
 	// native holds, per Service name, what native names need (native.go).
 	native map[types.NamespacedName]*nativeState
 	// claims says who owns each clusterset IP (claims.go).
@@ -91,13 +90,23 @@ type importState struct {
 	reported mcsproxy.Reason
 	// nativeReported is the last native-names error reported.
 	nativeReported string
-	// slices are the names of the import's MCS EndpointSlices (their
-	// namespace is the import's), sorted, and labels the map their
-	// translations share; nativeLabels are the labels of those handed
-	// over as the local Service's (native names). An entry lives while
-	// the import or any of its slices does (forgetImport).
-	slices               []string
+	// slices are the import's MCS EndpointSlices (in the import's
+	// namespace, labelled with its name), sorted by name, and labels the
+	// map their translations share; nativeLabels are the labels of those
+	// handed over as the local Service's (native names). An entry lives
+	// while the import or any of its slices does (forgetImport). Slices are
+	// found through their import, not by a map of their own: a proxier
+	// holds one per slice as long as the slice exists.
+	slices               []*sliceState
 	labels, nativeLabels map[string]string
+}
+
+// findSlice returns where the slice called name is, or would be, in
+// st.slices.
+func (st *importState) findSlice(name string) (int, bool) {
+	return slices.BinarySearchFunc(st.slices, name, func(s *sliceState, name string) int {
+		return strings.Compare(s.name(), name)
+	})
 }
 
 // sliceState is what the Proxier keeps of one MCS EndpointSlice. Kept
@@ -122,6 +131,15 @@ type sliceState struct {
 	native *nativeCopy
 }
 
+// name is the slice's name; a state in an import's list always has obj or
+// programmedFrom.
+func (st *sliceState) name() string {
+	if st.obj != nil {
+		return st.obj.Name
+	}
+	return st.programmedFrom.Name
+}
+
 // nativeCopy is a slice translated for native names, derived from from
 // with the options of generation gen.
 type nativeCopy struct {
@@ -141,7 +159,6 @@ func NewProxier(logger klog.Logger, provider proxy.Provider, opts *mcsproxy.Opti
 		recorder: recorder,
 		logger:   logger.WithName("multicluster"),
 		imports:  map[types.NamespacedName]*importState{},
-		slices:   map[types.NamespacedName]*sliceState{},
 		native:   map[types.NamespacedName]*nativeState{},
 		claims:   newClaimIndex(),
 
@@ -196,22 +213,21 @@ func (p *Proxier) nativeLabelsOf(key types.NamespacedName) map[string]string {
 	return st.nativeLabels
 }
 
-// slicesOf returns the keys of import key's slices, sorted.
-func (p *Proxier) slicesOf(key types.NamespacedName) []types.NamespacedName {
+// slicesOf returns import key's slices, sorted by name. Reconciling them
+// leaves the list as it is.
+func (p *Proxier) slicesOf(key types.NamespacedName) []*sliceState {
 	if st := p.imports[key]; st != nil {
-		out := make([]types.NamespacedName, 0, len(st.slices))
-		for _, name := range st.slices {
-			out = append(out, types.NamespacedName{Namespace: key.Namespace, Name: name})
-		}
-		return out
+		return st.slices
 	}
 	return nil
 }
 
-func (p *Proxier) indexSlice(importKey, sliceKey types.NamespacedName) {
-	st := p.importEntry(importKey)
-	if i, found := slices.BinarySearch(st.slices, sliceKey.Name); !found {
-		st.slices = slices.Insert(st.slices, i, sliceKey.Name)
+// reconcileAllSlices reconciles every MCS EndpointSlice.
+func (p *Proxier) reconcileAllSlices() {
+	for _, imp := range p.imports {
+		for _, st := range imp.slices {
+			p.reconcileSlice(st)
+		}
 	}
 }
 
@@ -336,6 +352,10 @@ func (p *Proxier) OnEndpointSliceDelete(slice *discoveryv1.EndpointSlice) {
 // local Service's slices.
 func (p *Proxier) routeSlice(old, slice *discoveryv1.EndpointSlice) {
 	from, to := routeOf(old), routeOf(slice)
+	if from == routeMultiCluster && to == routeMultiCluster && importKeyOf(old) != importKeyOf(slice) {
+		// Moved to another import: it leaves the old one first.
+		p.OnMultiClusterEndpointSliceDelete(old)
+	}
 	if from != to {
 		switch from {
 		case routeMultiCluster:
@@ -419,9 +439,7 @@ func (p *Proxier) MultiClusterSynced() {
 		return
 	}
 	p.mcsSynced = true
-	for key := range p.slices {
-		p.reconcileSlice(key)
-	}
+	p.reconcileAllSlices()
 	p.forwardSynced()
 }
 
@@ -479,41 +497,36 @@ func (p *Proxier) OnServiceImportDelete(si *mcsv1beta1.ServiceImport) {
 	p.reconcileImports(affected)
 	// The entry stays while its slices do: as a new one, had it gone.
 	st.reported, st.nativeReported = "", ""
-	for _, sliceKey := range p.slicesOf(key) {
-		p.reconcileSlice(sliceKey)
+	for _, slice := range p.slicesOf(key) {
+		p.reconcileSlice(slice)
 	}
 	p.reconcileNative(key)
 	p.forgetImport(key)
 }
 
-// OnMultiClusterEndpointSliceUpsert records an MCS EndpointSlice and
-// programs it if its import is programmed.
+// OnMultiClusterEndpointSliceUpsert records an MCS EndpointSlice (added,
+// or changed within the same import: a slice moved to another import is
+// first deleted from the old one, as routeSlice does) and programs it if
+// its import is programmed.
 func (p *Proxier) OnMultiClusterEndpointSliceUpsert(slice *discoveryv1.EndpointSlice) {
 	if !mcsproxy.IsMultiClusterEndpointSlice(slice) {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	key := types.NamespacedName{Namespace: slice.Namespace, Name: slice.Name}
-	st := p.slices[key]
-	if st == nil {
-		st = &sliceState{}
-		p.slices[key] = st
-	}
 	importKey := importKeyOf(slice)
-	if st.obj != nil {
-		if old := importKeyOf(st.obj); old != importKey {
-			// The slice moved to another import: withdraw it from the old one.
-			st.obj, st.invalid = nil, nil
-			p.reconcileSlice(key)
-			p.unindexSlice(old, key)
-		}
+	imp := p.importEntry(importKey)
+	i, found := imp.findSlice(slice.Name)
+	st := &sliceState{}
+	if found {
+		st = imp.slices[i]
+	} else {
+		imp.slices = slices.Insert(imp.slices, i, st)
 	}
 	st.obj = slice
 	p.translateSlice(st)
 	defer func() { p.translated.st, p.translated.slice = nil, nil }()
-	p.indexSlice(importKey, key)
-	p.reconcileSlice(key)
+	p.reconcileSlice(st)
 	p.reconcileNative(importKey)
 }
 
@@ -582,20 +595,22 @@ func (p *Proxier) SetLocalClusterID(id string) {
 	opts.LocalClusterID = id
 	p.opts = &opts
 	p.optsGen++
-	for key, st := range p.slices {
-		if st.programmedFrom == nil {
-			continue
-		}
-		if st.programmedFrom == st.obj && st.programmedGen == p.optsGen-1 {
-			old, _ := mcsproxy.EndpointSliceForImport(st.obj, before)
-			if now, _ := mcsproxy.EndpointSliceForImport(st.obj, p.opts); old != nil && apiequality.Semantic.DeepEqual(old, now) {
-				// Another cluster's slice: the same with either ID. The
-				// programmed object stands, sparing the proxier a change.
-				st.programmedGen = p.optsGen
+	for _, imp := range p.imports {
+		for _, st := range imp.slices {
+			if st.programmedFrom == nil {
 				continue
 			}
+			if st.programmedFrom == st.obj && st.programmedGen == p.optsGen-1 {
+				old, _ := mcsproxy.EndpointSliceForImport(st.obj, before)
+				if now, _ := mcsproxy.EndpointSliceForImport(st.obj, p.opts); old != nil && apiequality.Semantic.DeepEqual(old, now) {
+					// Another cluster's slice: the same with either ID. The
+					// programmed object stands, sparing the proxier a change.
+					st.programmedGen = p.optsGen
+					continue
+				}
+			}
+			p.reconcileSlice(st)
 		}
-		p.reconcileSlice(key)
 	}
 	for key := range p.native {
 		p.reconcileNative(key)
@@ -620,16 +635,20 @@ func (p *Proxier) LocalClusterID() string {
 func (p *Proxier) OnMultiClusterEndpointSliceDelete(slice *discoveryv1.EndpointSlice) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	key := types.NamespacedName{Namespace: slice.Namespace, Name: slice.Name}
-	st := p.slices[key]
-	if st == nil {
+	importKey := importKeyOf(slice)
+	imp := p.imports[importKey]
+	if imp == nil {
 		return
 	}
-	importKey := importKeyOf(st.obj)
+	i, found := imp.findSlice(slice.Name)
+	if !found {
+		return
+	}
+	st := imp.slices[i]
 	st.obj, st.invalid = nil, nil
-	p.reconcileSlice(key)
-	p.unindexSlice(importKey, key)
-	delete(p.slices, key)
+	p.reconcileSlice(st)
+	imp.slices = slices.Delete(imp.slices, i, i+1)
+	p.forgetImport(importKey)
 	p.reconcileNative(importKey)
 }
 
@@ -667,9 +686,7 @@ func (p *Proxier) Reset() {
 	}
 	clear(p.derivedOf)
 	clear(p.derivedBy)
-	for key := range p.slices {
-		p.reconcileSlice(key)
-	}
+	p.reconcileAllSlices()
 	for key := range p.native {
 		p.reconcileNative(key)
 	}
@@ -791,15 +808,15 @@ func (p *Proxier) reconcileImport(key types.NamespacedName, want *v1.Service, re
 		p.Provider.OnServiceDelete(p.translate(st.programmedFrom))
 		st.programmedFrom = nil
 		programmedImports.Dec()
-		for _, sliceKey := range p.slicesOf(key) {
-			p.reconcileSlice(sliceKey)
+		for _, slice := range st.slices {
+			p.reconcileSlice(slice)
 		}
 	case want != nil && st.programmedFrom == nil:
 		// Endpoints first, so the first sync that sees the VIP already
 		// has somewhere to send it.
 		st.programmedFrom = st.obj
-		for _, sliceKey := range p.slicesOf(key) {
-			p.reconcileSlice(sliceKey)
+		for _, slice := range st.slices {
+			p.reconcileSlice(slice)
 		}
 		p.Provider.OnServiceAdd(want)
 		programmedImports.Inc()
@@ -816,11 +833,7 @@ func (p *Proxier) reconcileImport(key types.NamespacedName, want *v1.Service, re
 	}
 }
 
-func (p *Proxier) reconcileSlice(key types.NamespacedName) {
-	st := p.slices[key]
-	if st == nil {
-		return
-	}
+func (p *Proxier) reconcileSlice(st *sliceState) {
 	var imp *importState
 	if st.obj != nil {
 		imp = p.imports[importKeyOf(st.obj)]
@@ -902,15 +915,6 @@ func (p *Proxier) setServiceClaims(service *v1.Service, ips []netip.Addr) {
 	// The imports that name this Service as their derived Service.
 	affected = affected.Union(p.derivedBy[key])
 	p.reconcileImports(affected)
-}
-
-func (p *Proxier) unindexSlice(importKey, sliceKey types.NamespacedName) {
-	if st := p.imports[importKey]; st != nil {
-		if i, found := slices.BinarySearch(st.slices, sliceKey.Name); found {
-			st.slices = slices.Delete(st.slices, i, i+1)
-		}
-		p.forgetImport(importKey)
-	}
 }
 
 // localServiceIPs returns every IP on which the proxier programs rules for

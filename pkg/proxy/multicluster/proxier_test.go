@@ -342,8 +342,50 @@ func TestImportRecreatedWhileItsSlicesStay(t *testing.T) {
 	f.expectCalls("SliceDelete ns/web-a", "ServiceDelete ns/web.clusterset")
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.imports) != 0 || len(p.slices) != 0 {
-		t.Errorf("state left for a name with no import and no slice: %d imports, %d slices", len(p.imports), len(p.slices))
+	if len(p.imports) != 0 {
+		t.Errorf("state left for a name with no import and no slice: %v", p.imports)
+	}
+}
+
+// TestSliceMovedBetweenImports: an MCS EndpointSlice relabelled to another
+// import (kube-proxy's informer delivers it as an update) leaves the old
+// import's rules and joins the new one's; deleted, nothing is held.
+func TestSliceMovedBetweenImports(t *testing.T) {
+	f := newFixture(t)
+	p := f.proxier
+	p.MultiClusterSynced()
+	p.OnServiceImportUpsert(serviceImport("ns", "web", 0, "10.250.0.10"))
+	p.OnServiceImportUpsert(serviceImport("ns", "db", 0, "10.250.0.11"))
+	f.expectCalls("ServiceAdd ns/web.clusterset", "ServiceAdd ns/db.clusterset")
+	slice := mcsSlice("ns", "shared", "web", "cluster-a", "10.1.0.1")
+	p.OnEndpointSliceAdd(slice)
+	f.expectCalls("SliceAdd ns/shared")
+	if got := f.provider.slices["ns/shared"].Labels[discoveryv1.LabelServiceName]; got != "web.clusterset" {
+		t.Fatalf("slice programmed for %q, want web.clusterset", got)
+	}
+
+	moved := mcsSlice("ns", "shared", "db", "cluster-a", "10.1.0.1")
+	p.OnEndpointSliceUpdate(slice, moved)
+	f.expectCalls("SliceDelete ns/shared", "SliceAdd ns/shared")
+	if got := f.provider.slices["ns/shared"].Labels[discoveryv1.LabelServiceName]; got != "db.clusterset" {
+		t.Errorf("moved slice programmed for %q, want db.clusterset", got)
+	}
+	p.mu.Lock()
+	if n := len(p.slicesOf(types.NamespacedName{Namespace: "ns", Name: "web"})); n != 0 {
+		t.Errorf("the old import still holds %d slices", n)
+	}
+	p.mu.Unlock()
+
+	// Deleting the import it left changes nothing for it.
+	p.OnServiceImportDelete(serviceImport("ns", "web", 0, "10.250.0.10"))
+	f.expectCalls("ServiceDelete ns/web.clusterset")
+	p.OnEndpointSliceDelete(moved)
+	f.expectCalls("SliceDelete ns/shared")
+	p.OnServiceImportDelete(serviceImport("ns", "db", 0, "10.250.0.11"))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.imports) != 0 {
+		t.Errorf("state left after every import and slice is gone: %v", p.imports)
 	}
 }
 
