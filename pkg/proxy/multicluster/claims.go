@@ -50,16 +50,17 @@ func (a claim) compare(b claim) int {
 }
 
 // claimIndex keeps, per IP, the imports that claim it in rank order (the
-// owner first), and per IP the local Services that use it. An import's
-// claim is one record, which both maps point to: a proxier holds one per
-// import.
+// owner first), and per IP the local Services that use it.
 type claimIndex struct {
 	byIP    map[netip.Addr][]*claimOf
-	ofKey   map[types.NamespacedName]*claimOf
 	service map[netip.Addr]sets.Set[types.NamespacedName]
 	ipsOf   map[types.NamespacedName][]netip.Addr // local Service -> its IPs
 }
 
+// claimOf is the record of one import's claim, which the index's lists
+// point to. The caller holds it (the Proxier in the import's entry: a
+// proxier holds one per import) and hands it to setImport and decide, so
+// the index needs no map of its own by import name.
 type claimOf struct {
 	claim claim
 	ips   []netip.Addr
@@ -70,7 +71,6 @@ func compareClaims(a, b *claimOf) int { return a.claim.compare(b.claim) }
 func newClaimIndex() *claimIndex {
 	return &claimIndex{
 		byIP:    map[netip.Addr][]*claimOf{},
-		ofKey:   map[types.NamespacedName]*claimOf{},
 		service: map[netip.Addr]sets.Set[types.NamespacedName]{},
 		ipsOf:   map[types.NamespacedName][]netip.Addr{},
 	}
@@ -84,20 +84,16 @@ func (x *claimIndex) owner(ip netip.Addr) (types.NamespacedName, bool) {
 	return types.NamespacedName{}, false
 }
 
-// setImport replaces the claims of c.key with ips (none: the import claims
-// nothing) and returns the imports whose standing may have changed: c.key
-// and the owners, before and after, of every IP it claimed or claims.
-// Every other import keeps the answer it had, so only these need to be
-// decided again.
-func (x *claimIndex) setImport(c claim, ips []netip.Addr) sets.Set[types.NamespacedName] {
+// setImport replaces the claims of import c.key, whose record rec is, with
+// ips (none: the import claims nothing) and returns the imports whose
+// standing may have changed: c.key and the owners, before and after, of
+// every IP it claimed or claims. Every other import keeps the answer it
+// had, so only these need to be decided again.
+func (x *claimIndex) setImport(rec *claimOf, c claim, ips []netip.Addr) sets.Set[types.NamespacedName] {
 	affected := sets.New(c.key)
-	old := x.ofKey[c.key]
-	var oldIPs []netip.Addr
-	if old != nil {
-		if old.claim == c && slices.Equal(old.ips, ips) {
-			return affected
-		}
-		oldIPs = old.ips
+	oldIPs := rec.ips
+	if rec.claim == c && slices.Equal(oldIPs, ips) {
+		return affected
 	}
 	touched := slices.Concat(oldIPs, ips)
 	for _, ip := range touched {
@@ -105,9 +101,10 @@ func (x *claimIndex) setImport(c claim, ips []netip.Addr) sets.Set[types.Namespa
 			affected.Insert(o)
 		}
 	}
+	// Out of the lists under its old rank, back in under its new one.
 	for _, ip := range oldIPs {
 		list := x.byIP[ip]
-		if i, found := slices.BinarySearchFunc(list, old, compareClaims); found {
+		if i, found := slices.BinarySearchFunc(list, rec, compareClaims); found {
 			list = slices.Delete(list, i, i+1)
 		}
 		if len(list) == 0 {
@@ -116,15 +113,11 @@ func (x *claimIndex) setImport(c claim, ips []netip.Addr) sets.Set[types.Namespa
 			x.byIP[ip] = list
 		}
 	}
-	delete(x.ofKey, c.key)
-	if len(ips) > 0 {
-		rec := &claimOf{claim: c, ips: ips}
-		x.ofKey[c.key] = rec
-		for _, ip := range ips {
-			list := x.byIP[ip]
-			i, _ := slices.BinarySearchFunc(list, rec, compareClaims)
-			x.byIP[ip] = slices.Insert(list, i, rec)
-		}
+	rec.claim, rec.ips = c, ips
+	for _, ip := range ips {
+		list := x.byIP[ip]
+		i, _ := slices.BinarySearchFunc(list, rec, compareClaims)
+		x.byIP[ip] = slices.Insert(list, i, rec)
 	}
 	for _, ip := range touched {
 		if o, ok := x.owner(ip); ok {
@@ -170,13 +163,10 @@ func (x *claimIndex) ipsOfService(key types.NamespacedName) []netip.Addr {
 	return x.ipsOf[key]
 }
 
-// decide applies the rule to import key: nil when it owns every IP it
-// claims, otherwise why not.
-func (x *claimIndex) decide(key types.NamespacedName) *mcsproxy.RejectionError {
-	rec := x.ofKey[key]
-	if rec == nil {
-		return nil
-	}
+// decide applies the rule to the import whose record rec is: nil when it
+// owns every IP it claims, otherwise why not.
+func (x *claimIndex) decide(rec *claimOf) *mcsproxy.RejectionError {
+	key := rec.claim.key
 	for _, ip := range rec.ips {
 		if users := x.service[ip]; users.Len() > 0 {
 			return &mcsproxy.RejectionError{

@@ -69,16 +69,23 @@ func TestClaimRule(t *testing.T) {
 			want: map[string]mcsproxy.Reason{"ns/d": "", "ns/e": ""}},
 	}
 	x := newClaimIndex()
+	records := map[string]*claimOf{}
+	record := func(key string) *claimOf {
+		if records[key] == nil {
+			records[key] = &claimOf{}
+		}
+		return records[key]
+	}
 	for _, s := range steps {
 		var affected sets.Set[types.NamespacedName]
 		if s.service != "" {
 			affected = x.setService(nn(s.service), addrs(s.svcIPs...))
 		} else {
-			affected = x.setImport(claim{key: nn(s.importKey), created: s.created}, addrs(s.importIPs...))
+			affected = x.setImport(record(s.importKey), claim{key: nn(s.importKey), created: s.created}, addrs(s.importIPs...))
 		}
 		for key, want := range s.want {
 			var got mcsproxy.Reason
-			if r := x.decide(nn(key)); r != nil {
+			if r := x.decide(record(key)); r != nil {
 				got = r.Reason
 			}
 			if got != want {

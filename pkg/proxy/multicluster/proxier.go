@@ -78,7 +78,7 @@ type Proxier struct {
 type importState struct {
 	obj *mcsv1beta1.ServiceImport
 	// invalid is why obj cannot be translated, if it cannot. The IPs a
-	// valid import claims are in Proxier.importIPs.
+	// valid import claims are in claim.
 	invalid *mcsproxy.RejectionError
 	// programmedFrom is the ServiceImport whose translation the wrapped
 	// Provider holds, if any. The translation itself is not kept: the
@@ -90,6 +90,8 @@ type importState struct {
 	reported mcsproxy.Reason
 	// nativeReported is the last native-names error reported.
 	nativeReported string
+	// claim is the import's claim on its clusterset IPs (claims.go).
+	claim claimOf
 	// slices are the import's MCS EndpointSlices (in the import's
 	// namespace, labelled with its name), sorted by name, and labels the
 	// map their translations share; nativeLabels are the labels of those
@@ -475,7 +477,7 @@ func (p *Proxier) OnServiceImportUpsert(si *mcsv1beta1.ServiceImport) {
 	if err != nil && !errors.As(err, &st.invalid) {
 		st.invalid = &mcsproxy.RejectionError{Reason: mcsproxy.ReasonInvalidType, Message: err.Error()}
 	}
-	affected := p.claims.setImport(claim{key: key, created: si.CreationTimestamp.Unix()}, claimIPs(svc))
+	affected := p.claims.setImport(&st.claim, claim{key: key, created: si.CreationTimestamp.Unix()}, claimIPs(svc))
 	p.translated.importState, p.translated.service = st, svc
 	p.reconcileImports(affected)
 	p.translated.importState, p.translated.service = nil, nil
@@ -491,7 +493,7 @@ func (p *Proxier) OnServiceImportDelete(si *mcsv1beta1.ServiceImport) {
 	if st == nil || st.obj == nil {
 		return
 	}
-	affected := p.claims.setImport(claim{key: key}, nil)
+	affected := p.claims.setImport(&st.claim, claim{key: key}, nil)
 	st.obj, st.invalid = nil, nil
 	p.trackDerivedService(key, nil)
 	p.reconcileImports(affected)
@@ -678,7 +680,7 @@ func (p *Proxier) Reset() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for key, st := range p.imports {
-		p.claims.setImport(claim{key: key}, nil)
+		p.claims.setImport(&st.claim, claim{key: key}, nil)
 		st.obj, st.invalid = nil, nil
 		p.reconcileImport(key, nil, nil)
 		st.reported, st.nativeReported = "", ""
@@ -737,7 +739,7 @@ func (p *Proxier) desired(key types.NamespacedName) (*v1.Service, *mcsproxy.Reje
 		}
 		return nil, st.invalid
 	}
-	if rejection := p.claims.decide(key); rejection != nil {
+	if rejection := p.claims.decide(&st.claim); rejection != nil {
 		return nil, rejection
 	}
 	svc := p.translated.service
