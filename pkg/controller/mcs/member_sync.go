@@ -380,12 +380,22 @@ func (c *Controller) ipConflictCondition(m *member, si *mcsv1beta1.ServiceImport
 		}
 	}
 	if len(claims) == 0 {
-		return metav1.Condition{Type: ConditionClusterSetIPConflict, Status: metav1.ConditionFalse, Reason: "NoConflict", Message: "no other ServiceImport carries this import's clusterset IPs"}
+		return noIPConflictCondition
 	}
 	return metav1.Condition{
 		Type: ConditionClusterSetIPConflict, Status: metav1.ConditionTrue, Reason: "ForeignServiceImport",
 		Message: fmt.Sprintf("ServiceImports not written by %s carry this import's clusterset IPs: %s; proxies that trust only %s keep this import", c.cfg.ManagedBy, strings.Join(claims, ", "), c.cfg.ManagedBy),
 	}
+}
+
+var noIPConflictCondition = metav1.Condition{Type: ConditionClusterSetIPConflict, Status: metav1.ConditionFalse, Reason: "NoConflict", Message: "no other ServiceImport carries this import's clusterset IPs"}
+
+// HealthyImportConditions are the conditions this controller writes on
+// almost every import: ready, no foreign import on its clusterset IPs, its
+// sources reachable. (The controller benchmark's limit phase writes the
+// same, so that it measures the same writes.)
+func HealthyImportConditions() []metav1.Condition {
+	return []metav1.Condition{importReadyCondition(nil, nil, "", ""), noIPConflictCondition, staleCondition(nil, 0)}
 }
 
 // importReadyCondition is the Ready condition of an import with IP

@@ -36,12 +36,14 @@ import (
 	"k8s.io/client-go/tools/cache"
 	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
 	"k8s.io/multiclusterservices/crds"
+	"k8s.io/multiclusterservices/export"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 	mcsclientset "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 	mcsinformers "sigs.k8s.io/mcs-api/pkg/client/informers/externalversions"
 
+	mcscontroller "github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/mcs"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
 )
 
@@ -57,7 +59,7 @@ var (
 	limitPhase = flag.Bool("limit", true, "first measure the limit: the same writes the controller makes into each member (imports, their status, one slice per source cluster, an export status), made straight with the controller's client settings, so that convergence is reported as a ratio to what the apiservers accept")
 	apiQPS     = flag.Int("kube-api-qps", 500, "the controller's --kube-api-qps, and the limit phase's client QPS per member")
 	workers    = flag.Int("workers", 8, "the controller's --workers, and the limit phase's writers per member")
-	profiles   = flag.String("profiles", "", "directory to save the controller's heap profile in, taken at convergence (go tool pprof -sample_index=inuse_space)")
+	profiles   = flag.String("profiles", "", "directory to save the controller's heap profile in, taken at convergence (go tool pprof -sample_index=inuse_space); also serves the apiservers' /debug/pprof")
 	derived    = flag.String("derived", "", "cluster IDs served in derived mode (the controller's --derived-members), e.g. cluster-c: each member's figures are reported, so native and derived members are compared in one run")
 )
 
@@ -104,10 +106,16 @@ func run() error {
 
 	var members []*member
 	var fcs []*framework.Cluster
+	apiserverArgs := []string{"--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000"}
+	if *profiles != "" {
+		// Where the apiservers' CPU goes, phase by phase: kubectl get --raw
+		// '/debug/pprof/profile?seconds=20' with a member's admin.kubeconfig.
+		apiserverArgs = append(apiserverArgs, "--profiling=true")
+	}
 	for i := 0; i < *clusters; i++ {
 		id := fmt.Sprintf("cluster-%c", 'a'+i)
 		c, err := framework.StartCluster(ctx, framework.ClusterOptions{Name: id, Etcd: etcd, Dir: filepath.Join(dir, id),
-			ExtraArgs: []string{"--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000"}})
+			ExtraArgs: apiserverArgs})
 		if err != nil {
 			return err
 		}
@@ -533,11 +541,12 @@ func writeRequestsBy(ctx context.Context, m *member) (int, map[string]int, error
 }
 
 // measureLimit makes, straight into every member at once, the writes the
-// controller makes to converge (per name: the import, its status, one
-// slice per source cluster, an export's status), with the controller's
-// client rate limits and as many writers as it has workers, and returns
-// the time the slowest member took and the CPU the apiservers and etcd
-// (serverPids) used meanwhile. The objects go into their own
+// controller makes to converge, with the same objects (per name: the
+// import, its status, one slice per source cluster owned by the import,
+// the export's status; the same fields, conditions and labels), with the
+// controller's client rate limits and as many writers as it has workers,
+// and returns the time the slowest member took and the CPU the apiservers
+// and etcd (serverPids) used meanwhile. The objects go into their own
 // namespace under another manager, and are deleted before the controller
 // starts.
 func measureLimit(ctx context.Context, members []*member, serverPids []int) (time.Duration, float64, error) {
@@ -553,13 +562,30 @@ func measureLimit(ctx context.Context, members []*member, serverPids []int) (tim
 		}
 		observers[i] = observe(m, ns, "limit", stop)
 	}
+	// The exports whose status is written exist before, as populate's do
+	// before the controller starts.
+	var pre errgroup.Group
+	pre.SetLimit(32)
+	exportsOf := make([][]*mcsv1beta1.ServiceExport, len(members))
+	for j, m := range members {
+		exportsOf[j] = make([]*mcsv1beta1.ServiceExport, *exports)
+		for i := 0; i < *exports; i++ {
+			pre.Go(func() (err error) {
+				exportsOf[j][i], err = m.mcs.MulticlusterV1beta1().ServiceExports(ns).Create(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Name: serviceName(i)}}, metav1.CreateOptions{})
+				return err
+			})
+		}
+	}
+	if err := pre.Wait(); err != nil {
+		return 0, 0, err
+	}
 	cpuBefore := cpuSeconds(serverPids...)
 	start := time.Now()
 	var g errgroup.Group
-	for _, m := range members {
+	for j, m := range members {
 		cfg := rest.CopyConfig(m.cfg)
 		cfg.QPS, cfg.Burst = float32(*apiQPS), 2**apiQPS
-		mcs := mcsclientset.NewForConfigOrDie(cfg)
+		mcsc := mcsclientset.NewForConfigOrDie(cfg)
 		// As the controller's clients: built-in types as protobuf.
 		cfg.ContentType = "application/vnd.kubernetes.protobuf"
 		kube := kubernetes.NewForConfigOrDie(cfg)
@@ -568,18 +594,21 @@ func measureLimit(ctx context.Context, members []*member, serverPids []int) (tim
 			w.SetLimit(*workers)
 			for i := 0; i < *exports; i++ {
 				w.Go(func() error {
+					// The fields the controller's import carries.
 					si := &mcsv1beta1.ServiceImport{
 						ObjectMeta: metav1.ObjectMeta{Name: serviceName(i), Namespace: ns, Labels: map[string]string{mcsproxy.LabelImportManagedBy: "limit"}},
 						Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, IPs: []string{fmt.Sprintf("10.251.%d.%d", i/256, i%256)},
+							IPFamilies: []v1.IPFamily{v1.IPv4Protocol}, SessionAffinity: v1.ServiceAffinityNone, InternalTrafficPolicy: ptr.To(v1.ServiceInternalTrafficPolicyCluster),
 							Ports: []mcsv1beta1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}}},
 					}
-					si, err := mcs.MulticlusterV1beta1().ServiceImports(ns).Create(ctx, si, metav1.CreateOptions{})
+					si, err := mcsc.MulticlusterV1beta1().ServiceImports(ns).Create(ctx, si, metav1.CreateOptions{})
 					if err != nil {
 						return err
 					}
+					owner := []metav1.OwnerReference{{APIVersion: mcsv1beta1.GroupVersion.String(), Kind: mcsv1beta1.ServiceImportKindName, Name: si.Name, UID: si.UID}}
 					for _, source := range members {
 						s := localSlice(source, i, 0)
-						s.Name, s.Namespace = serviceName(i)+"-"+source.id, ns
+						s.Name, s.Namespace, s.OwnerReferences = serviceName(i)+"-"+source.id, ns, owner
 						s.Labels = map[string]string{mcsv1beta1.LabelServiceName: serviceName(i), mcsv1beta1.LabelSourceCluster: source.id, discoveryv1.LabelManagedBy: "limit"}
 						if _, err := kube.DiscoveryV1().EndpointSlices(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
 							return err
@@ -588,12 +617,15 @@ func measureLimit(ctx context.Context, members []*member, serverPids []int) (tim
 					for _, c := range members {
 						si.Status.Clusters = append(si.Status.Clusters, mcsv1beta1.ClusterStatus{Cluster: c.id})
 					}
-					if si, err = mcs.MulticlusterV1beta1().ServiceImports(ns).UpdateStatus(ctx, si, metav1.UpdateOptions{}); err != nil {
+					si.Status.EndpointSliceObjects = mcsv1beta1.EndpointSliceObjectsPresent
+					si.Status.Conditions = conditions(mcscontroller.HealthyImportConditions(), si.Generation)
+					if _, err = mcsc.MulticlusterV1beta1().ServiceImports(ns).UpdateStatus(ctx, si, metav1.UpdateOptions{}); err != nil {
 						return err
 					}
-					// The export's status: the same size of write.
-					si.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Exported", LastTransitionTime: metav1.Now()}}
-					_, err = mcs.MulticlusterV1beta1().ServiceImports(ns).UpdateStatus(ctx, si, metav1.UpdateOptions{})
+					// The controller reads the export from its cache.
+					se := exportsOf[j][i].DeepCopy()
+					se.Status.Conditions = conditions(export.ExportConditions(export.Validate(&v1.Service{}), nil, ""), se.Generation)
+					_, err = mcsc.MulticlusterV1beta1().ServiceExports(ns).UpdateStatus(ctx, se, metav1.UpdateOptions{})
 					return err
 				})
 			}
@@ -620,8 +652,20 @@ func measureLimit(ctx context.Context, members []*member, serverPids []int) (tim
 		if err := m.mcs.MulticlusterV1beta1().ServiceImports(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 			return 0, 0, err
 		}
+		if err := m.mcs.MulticlusterV1beta1().ServiceExports(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+			return 0, 0, err
+		}
 	}
 	return limit, cpu, nil
+}
+
+// conditions stamps conds as written now for generation.
+func conditions(conds []metav1.Condition, generation int64) []metav1.Condition {
+	now := metav1.Now()
+	for i := range conds {
+		conds[i].ObservedGeneration, conds[i].LastTransitionTime = generation, now
+	}
+	return conds
 }
 
 // cpuSeconds returns the user and system CPU time the processes used.
