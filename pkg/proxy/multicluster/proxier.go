@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"iter"
 	"net/netip"
 	"slices"
 	"sort"
@@ -224,12 +225,24 @@ func (p *Proxier) slicesOf(key types.NamespacedName) []*sliceState {
 	return nil
 }
 
+// allSlices yields every MCS EndpointSlice held. Reconciling them leaves
+// the lists as they are.
+func (p *Proxier) allSlices() iter.Seq[*sliceState] {
+	return func(yield func(*sliceState) bool) {
+		for _, imp := range p.imports {
+			for _, st := range imp.slices {
+				if !yield(st) {
+					return
+				}
+			}
+		}
+	}
+}
+
 // reconcileAllSlices reconciles every MCS EndpointSlice.
 func (p *Proxier) reconcileAllSlices() {
-	for _, imp := range p.imports {
-		for _, st := range imp.slices {
-			p.reconcileSlice(st)
-		}
+	for st := range p.allSlices() {
+		p.reconcileSlice(st)
 	}
 }
 
@@ -519,10 +532,11 @@ func (p *Proxier) OnMultiClusterEndpointSliceUpsert(slice *discoveryv1.EndpointS
 	importKey := importKeyOf(slice)
 	imp := p.importEntry(importKey)
 	i, found := imp.findSlice(slice.Name)
-	st := &sliceState{}
+	var st *sliceState
 	if found {
 		st = imp.slices[i]
 	} else {
+		st = &sliceState{}
 		imp.slices = slices.Insert(imp.slices, i, st)
 	}
 	st.obj = slice
@@ -597,22 +611,20 @@ func (p *Proxier) SetLocalClusterID(id string) {
 	opts.LocalClusterID = id
 	p.opts = &opts
 	p.optsGen++
-	for _, imp := range p.imports {
-		for _, st := range imp.slices {
-			if st.programmedFrom == nil {
+	for st := range p.allSlices() {
+		if st.programmedFrom == nil {
+			continue
+		}
+		if st.programmedFrom == st.obj && st.programmedGen == p.optsGen-1 {
+			old, _ := mcsproxy.EndpointSliceForImport(st.obj, before)
+			if now, _ := mcsproxy.EndpointSliceForImport(st.obj, p.opts); old != nil && apiequality.Semantic.DeepEqual(old, now) {
+				// Another cluster's slice: the same with either ID. The
+				// programmed object stands, sparing the proxier a change.
+				st.programmedGen = p.optsGen
 				continue
 			}
-			if st.programmedFrom == st.obj && st.programmedGen == p.optsGen-1 {
-				old, _ := mcsproxy.EndpointSliceForImport(st.obj, before)
-				if now, _ := mcsproxy.EndpointSliceForImport(st.obj, p.opts); old != nil && apiequality.Semantic.DeepEqual(old, now) {
-					// Another cluster's slice: the same with either ID. The
-					// programmed object stands, sparing the proxier a change.
-					st.programmedGen = p.optsGen
-					continue
-				}
-			}
-			p.reconcileSlice(st)
 		}
+		p.reconcileSlice(st)
 	}
 	for key := range p.native {
 		p.reconcileNative(key)

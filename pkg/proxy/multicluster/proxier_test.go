@@ -271,7 +271,7 @@ func TestImportLifecycle(t *testing.T) {
 	if svc == nil || svc.Spec.ClusterIP != "10.250.0.10" {
 		t.Fatalf("synthetic Service not programmed with the clusterset IP: %+v", svc)
 	}
-	if got := f.provider.slices["ns/web-a"].Labels[discoveryv1.LabelServiceName]; got != "web.clusterset" {
+	if got := programmedFor(f, "ns/web-a"); got != "web.clusterset" {
 		t.Errorf("slice belongs to %q, want web.clusterset", got)
 	}
 
@@ -340,11 +340,23 @@ func TestImportRecreatedWhileItsSlicesStay(t *testing.T) {
 	p.OnMultiClusterEndpointSliceDelete(mcsSlice("ns", "web-a", "web", "cluster-a"))
 	p.OnServiceImportDelete(good)
 	f.expectCalls("SliceDelete ns/web-a", "ServiceDelete ns/web.clusterset")
+	expectNothingHeld(t, p)
+}
+
+// expectNothingHeld fails if the proxier still holds an entry for any
+// import name, once every import and slice is gone.
+func expectNothingHeld(t *testing.T, p *Proxier) {
+	t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.imports) != 0 {
-		t.Errorf("state left for a name with no import and no slice: %v", p.imports)
+		t.Errorf("state left after every import and slice is gone: %v", p.imports)
 	}
+}
+
+// programmedFor returns the Service the Provider holds slice key for.
+func programmedFor(f *fixture, key string) string {
+	return f.provider.slices[key].Labels[discoveryv1.LabelServiceName]
 }
 
 // TestSliceMovedBetweenImports: an MCS EndpointSlice relabelled to another
@@ -360,14 +372,14 @@ func TestSliceMovedBetweenImports(t *testing.T) {
 	slice := mcsSlice("ns", "shared", "web", "cluster-a", "10.1.0.1")
 	p.OnEndpointSliceAdd(slice)
 	f.expectCalls("SliceAdd ns/shared")
-	if got := f.provider.slices["ns/shared"].Labels[discoveryv1.LabelServiceName]; got != "web.clusterset" {
+	if got := programmedFor(f, "ns/shared"); got != "web.clusterset" {
 		t.Fatalf("slice programmed for %q, want web.clusterset", got)
 	}
 
 	moved := mcsSlice("ns", "shared", "db", "cluster-a", "10.1.0.1")
 	p.OnEndpointSliceUpdate(slice, moved)
 	f.expectCalls("SliceDelete ns/shared", "SliceAdd ns/shared")
-	if got := f.provider.slices["ns/shared"].Labels[discoveryv1.LabelServiceName]; got != "db.clusterset" {
+	if got := programmedFor(f, "ns/shared"); got != "db.clusterset" {
 		t.Errorf("moved slice programmed for %q, want db.clusterset", got)
 	}
 	p.mu.Lock()
@@ -382,11 +394,7 @@ func TestSliceMovedBetweenImports(t *testing.T) {
 	p.OnEndpointSliceDelete(moved)
 	f.expectCalls("SliceDelete ns/shared")
 	p.OnServiceImportDelete(serviceImport("ns", "db", 0, "10.250.0.11"))
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.imports) != 0 {
-		t.Errorf("state left after every import and slice is gone: %v", p.imports)
-	}
+	expectNothingHeld(t, p)
 }
 
 func TestHeadlessImportProgramsNothing(t *testing.T) {
