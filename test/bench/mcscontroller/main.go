@@ -57,7 +57,7 @@ var (
 	changes    = flag.Int("changes", 200, "endpoint changes whose propagation latency is measured")
 	controller = flag.String("controller", "_output/bin/mcs-controller", "mcs-controller binary")
 	workDir    = flag.String("dir", "", "working directory (default: a temporary one)")
-	limitPhase = flag.Bool("limit", true, "first measure the limit: the same writes the controller makes into each member (imports, their status, one slice per source cluster, an export status), made straight with the controller's client settings, so that convergence is reported as a ratio to what the apiservers accept")
+	limitPhase = flag.Bool("limit", true, "measure the limit before and after convergence: the same writes the controller makes into each member (imports, their status, one slice per source cluster, an export status), made straight with the controller's client settings, so that convergence is reported as a ratio to what the apiservers accept")
 	apiQPS     = flag.Int("kube-api-qps", 500, "the controller's --kube-api-qps, and the limit phase's client QPS per member")
 	workers    = flag.Int("workers", 8, "the controller's --workers, and the limit phase's writers per member")
 	profiles   = flag.String("profiles", "", "directory to save the controller's heap profile in, taken at convergence (go tool pprof -sample_index=inuse_space); also serves the apiservers' /debug/pprof")
@@ -611,14 +611,15 @@ func measureLimit(ctx context.Context, members []*member, serverPids []int) (tim
 	go func() {
 		var progress milestones
 		defer func() { seen <- progress }()
+		want := len(members) * (*exports + *exports**clusters)
 		for {
 			got := 0
 			for _, o := range observers {
 				ni, n := o.counts()
 				got += ni + n
 			}
-			progress.record(got, len(members)*(*exports+*exports**clusters), time.Since(start))
-			if got == len(members)*(*exports+*exports**clusters) || ctx.Err() != nil {
+			progress.record(got, want, time.Since(start))
+			if got == want || ctx.Err() != nil {
 				return
 			}
 			time.Sleep(250 * time.Millisecond)
