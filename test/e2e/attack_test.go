@@ -26,6 +26,10 @@ import (
 // EndpointSlices to the mcs-controller (kind-config/mcs-admission-policy.yaml).
 const importPolicyBinding = "multicluster.x-k8s.io-controller-writes-imports"
 
+// exportPolicyBinding binds the policy on what an export may carry to its
+// import.
+const exportPolicyBinding = "multicluster.x-k8s.io-exported-metadata"
+
 // testCaptureAttack is the attack that once captured a Service's traffic:
 // prod/db is exported from A; a user with the rights of a namespace admin
 // in B's "attacker" namespace, after db is unexported, creates a
@@ -153,11 +157,26 @@ func (s *suite) attackerIn(t *testing.T, m *member, ns string) attackerClients {
 }
 
 // withoutPolicyBinding removes, for the rest of t, the binding that keeps
-// imports and MCS slices to the controller in m: a member installed
-// without it.
-func (s *suite) withoutPolicyBinding(t *testing.T, m *member) {
+// imports and MCS slices to the controller in m, and the other bindings
+// named: a member installed without them.
+func (s *suite) withoutPolicyBinding(t *testing.T, m *member, others ...string) {
 	t.Helper()
 	api := m.Client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
+	for _, name := range others {
+		b, err := api.Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the admission policy binding %s is not installed in %s: %v", name, m.Name, err)
+		}
+		if err := api.Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			restored := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: b.Name, Labels: b.Labels}, Spec: b.Spec}
+			if _, err := api.Create(s.top.Context(), restored, metav1.CreateOptions{}); err != nil {
+				s.top.Errorf("restoring %s in %s: %v", name, m.Name, err)
+			}
+		})
+	}
 	b, err := api.Get(t.Context(), importPolicyBinding, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the admission policy binding %s is not installed in %s: %v", importPolicyBinding, m.Name, err)
@@ -177,5 +196,86 @@ func (s *suite) withoutPolicyBinding(t *testing.T, m *member) {
 	eventually(t, 30*time.Second, fmt.Sprintf("%s to stop enforcing %s", m.Name, importPolicyBinding), func() (bool, string) {
 		_, err := m.MCS.MulticlusterV1beta1().ServiceImports("default").Create(t.Context(), probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err == nil, errString(err)
+	})
+}
+
+// testExportedAnnotationsCapture is the capture through exportedAnnotations:
+// prod/db is exported from A; in B a user who may write Services, Pods
+// and ServiceExports of her namespace exports a Service whose
+// exportedAnnotations name a derived Service and, as the IPs proxies
+// program for it, db's clusterset IP; db is unexported and exported again
+// (its import is then younger than hers). Every request from a pod in B's
+// prod to db's clusterset IP, sampled for 30 s while the controller runs,
+// must reach db's pods, and her export must say why it is refused. Run
+// with the admission policies (her export is refused at once) and without
+// them (the controller must hold alone).
+func (s *suite) testExportedAnnotationsCapture(t *testing.T) {
+	victim := s.space(t, "e2e-victim")
+	att := s.space(t, "e2e-exporter")
+	victim.service(s.a, "db", nil)
+	podsA := podNames(victim.echoPods(s.a, "db", "db-a-1"))
+	att.service(s.b, "evil", nil)
+	att.echoPods(s.b, "evil", "evil-1")
+	client := victim.client(s.b, "client")
+	attacker := s.attackerIn(t, s.b, att.name)
+
+	attack := func(t *testing.T, policies bool) {
+		victim.export(s.a, "db")
+		vip := victim.vip(s.b, "db")
+		waitAnswers(t, client, "tcp", hostPort(vip, 80), 20, podsA)
+
+		evil := &mcsv1beta1.ServiceExport{
+			ObjectMeta: metav1.ObjectMeta{Name: "evil"},
+			Spec: mcsv1beta1.ServiceExportSpec{ExportedAnnotations: map[string]string{
+				mcsproxy.AnnotationDerivedService: "derived-x", mcsproxy.AnnotationClusterSetIPs: vip,
+			}},
+		}
+		_, err := attacker.mcs.MulticlusterV1beta1().ServiceExports(att.name).Create(t.Context(), evil, metav1.CreateOptions{})
+		switch {
+		case policies && (!apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "ValidatingAdmissionPolicy")):
+			t.Errorf("the attacker's ServiceExport: %v, want refused by the admission policy", err)
+		case !policies && err != nil:
+			t.Fatalf("without the policies the attacker's export must go through (the controller is under test): %v", err)
+		}
+		defer func() {
+			_ = attacker.mcs.MulticlusterV1beta1().ServiceExports(att.name).Delete(t.Context(), "evil", metav1.DeleteOptions{})
+		}()
+		if !policies {
+			eventually(t, 30*time.Second, "the attacker's export to be refused", func() (bool, string) {
+				got := att.exportConditions(s.b, "evil")
+				return got == "Valid=False/ReservedKey Ready=False/Failed Conflict=False/NoConflicts", got
+			})
+		}
+		time.Sleep(2 * time.Second) // her export is older than db's new import
+
+		victim.unexport(s.a, "db")
+		victim.waitNoImport(s.b, "db")
+		victim.export(s.a, "db")
+		vipNow := victim.vip(s.b, "db")
+		waitAnswers(t, client, "tcp", hostPort(vipNow, 80), 20, podsA)
+		counts := map[string]int{}
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+			for name, n := range client.countAnswers(hostPort(vipNow, 80), 10) {
+				counts[name] += n
+			}
+		}
+		if counts["evil-1"] > 0 || counts[""] > 0 || counts[podsA[0]] == 0 {
+			t.Errorf("over 30 s, db's clusterset IP %s was answered by %v (\"\": no answer), want %s only", vipNow, counts, podsA[0])
+		}
+		t.Logf("over 30 s, db's clusterset IP answered %v", counts)
+		if si := victim.waitImport(s.b, "db", "ready", func(si *mcsv1beta1.ServiceImport) bool { return len(si.Spec.IPs) > 0 }); si.Annotations[mcsproxy.AnnotationClusterSetIPs] != "" {
+			t.Errorf("db's import carries %s=%s", mcsproxy.AnnotationClusterSetIPs, si.Annotations[mcsproxy.AnnotationClusterSetIPs])
+		}
+		if _, err := s.b.MCS.MulticlusterV1beta1().ServiceImports(att.name).Get(t.Context(), "evil", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the attacker's refused export has an import: %v", err)
+		}
+		victim.unexport(s.a, "db")
+		victim.waitNoImport(s.b, "db")
+	}
+
+	t.Run("with the admission policies", func(t *testing.T) { attack(t, true) })
+	t.Run("without the admission policies", func(t *testing.T) {
+		s.withoutPolicyBinding(t, s.b, exportPolicyBinding)
+		attack(t, false)
 	})
 }

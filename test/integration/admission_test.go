@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,7 +50,7 @@ func TestAdmissionPolicies(t *testing.T) {
 		Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{"multicluster.x-k8s.io"}, Resources: []string{"serviceimports", "serviceexports"}, Verbs: []string{"*"}},
 			{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"*"}},
-			{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"*"}},
+			{APIGroups: []string{""}, Resources: []string{"services", "endpoints"}, Verbs: []string{"*"}},
 		},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -83,6 +85,62 @@ func TestAdmissionPolicies(t *testing.T) {
 		discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "alice",
 	}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+
+	// What the controller wrote in alice's namespace for an export of
+	// attacker/victim (written here as an administrator, before the
+	// policies): the import, one of its slices, its derived Service.
+	victimDerived := export.DerivedName("attacker", "victim")
+	controllerLabel := map[string]string{mcsproxy.LabelImportManagedBy: mcsproxy.DefaultManagedBy}
+	if _, err := m.mcs.MulticlusterV1beta1().ServiceImports("attacker").Create(ctx, &mcsv1beta1.ServiceImport{
+		ObjectMeta: metav1.ObjectMeta{Name: "victim", Labels: controllerLabel},
+		Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, IPs: []string{"10.250.0.7"},
+			Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	victimSlice := map[string]string{mcsv1beta1.LabelServiceName: "victim", mcsv1beta1.LabelSourceCluster: "cluster-a", discoveryv1.LabelManagedBy: mcsproxy.DefaultManagedBy}
+	if _, err := m.kube.DiscoveryV1().EndpointSlices("attacker").Create(ctx, slice("victim-cluster-a", victimSlice), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.kube.CoreV1().Services("attacker").Create(ctx, &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: victimDerived, Labels: map[string]string{mcsproxy.LabelImportManagedBy: mcsproxy.DefaultManagedBy, mcsv1beta1.LabelServiceName: "victim"}},
+		Spec:       v1.ServiceSpec{Ports: []v1.ServicePort{{Name: "http", Port: 80}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A Service range added after the member joined, overlapping the
+	// clusterset's: the apiserver would give out its IPs.
+	if _, err := m.kube.NetworkingV1().ServiceCIDRs().Create(ctx, &networkingv1.ServiceCIDR{
+		ObjectMeta: metav1.ObjectMeta{Name: "overlapping"},
+		Spec:       networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.250.0.0/24"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the apiserver to give out IPs of the new ServiceCIDR", func() (bool, string) {
+		_, err := m.kube.CoreV1().Services("attacker").Create(ctx, &v1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: "range-probe"},
+			Spec:       v1.ServiceSpec{ClusterIP: "10.250.0.7", Ports: []v1.ServicePort{{Port: 80}}},
+		}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err == nil, errString(err)
+	})
+	updateService := func(kube kubernetes.Interface, ns, name string, mutate func(*v1.Service)) error {
+		svc, err := kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		mutate(svc)
+		_, err = kube.CoreV1().Services(ns).Update(ctx, svc, metav1.UpdateOptions{})
+		return err
+	}
+	exportWith := func(name string, annotations map[string]string) func() error {
+		return func() error {
+			_, err := aliceMCS.MulticlusterV1beta1().ServiceExports("attacker").Create(ctx, &mcsv1beta1.ServiceExport{
+				ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec:       mcsv1beta1.ServiceExportSpec{ExportedAnnotations: annotations},
+			}, metav1.CreateOptions{})
+			return err
+		}
 	}
 
 	installAdmissionPolicies(t, m)
@@ -137,6 +195,81 @@ func TestAdmissionPolicies(t *testing.T) {
 			_, err := aliceKube.DiscoveryV1().EndpointSlices("attacker").Create(ctx, slice("plain-2", map[string]string{
 				discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "alice",
 			}), metav1.CreateOptions{})
+			return err
+		}},
+		// Capture through exportedAnnotations: the clusterset IPs a
+		// derived import asks every proxy to program.
+		{what: "alice exports a Service with another import's clusterset IP in its annotations", do: exportWith("capture", map[string]string{
+			mcsproxy.AnnotationDerivedService: "derived-x", mcsproxy.AnnotationClusterSetIPs: "10.250.0.7",
+		})},
+		{what: "alice exports a Service asking for native names", allowed: true, do: exportWith("native", map[string]string{
+			mcsproxy.AnnotationNativeNames: string(mcsproxy.LocalFirst),
+		})},
+		// Derived members: the derived Service and its endpoints.
+		{what: "alice creates a plain slice for a derived Service", do: func() error {
+			_, err := aliceKube.DiscoveryV1().EndpointSlices("attacker").Create(ctx, slice("derived-forged", map[string]string{
+				discoveryv1.LabelServiceName: victimDerived, discoveryv1.LabelManagedBy: "alice",
+			}), metav1.CreateOptions{})
+			return err
+		}},
+		{what: "alice creates Endpoints named as a derived Service (mirrored into its slices)", do: func() error {
+			_, err := aliceKube.CoreV1().Endpoints("attacker").Create(ctx, &v1.Endpoints{ //nolint:staticcheck // the mirroring path under attack
+				ObjectMeta: metav1.ObjectMeta{Name: victimDerived},
+				Subsets:    []v1.EndpointSubset{{Addresses: []v1.EndpointAddress{{IP: "10.2.0.66"}}, Ports: []v1.EndpointPort{{Name: "http", Port: 8080}}}}, //nolint:staticcheck
+			}, metav1.CreateOptions{})
+			return err
+		}},
+		{what: "alice creates a Service named as a derived Service before the controller does", do: func() error {
+			_, err := aliceKube.CoreV1().Services("attacker").Create(ctx, &v1.Service{
+				ObjectMeta: metav1.ObjectMeta{Name: export.DerivedName("attacker", "later")},
+				Spec:       v1.ServiceSpec{Selector: map[string]string{"app": "evil"}, Ports: []v1.ServicePort{{Port: 80}}},
+			}, metav1.CreateOptions{})
+			return err
+		}},
+		{what: "alice points the controller's derived Service at her pods", do: func() error {
+			return updateService(aliceKube, "attacker", victimDerived, func(s *v1.Service) { s.Spec.Selector = map[string]string{"app": "evil"} })
+		}},
+		{what: "alice exposes the controller's derived Service on node ports", do: func() error {
+			return updateService(aliceKube, "attacker", victimDerived, func(s *v1.Service) { s.Spec.Type = v1.ServiceTypeNodePort })
+		}},
+		{what: "alice creates a Service labelled as the controller's", do: func() error {
+			_, err := aliceKube.CoreV1().Services("attacker").Create(ctx, &v1.Service{
+				ObjectMeta: metav1.ObjectMeta{Name: "fake-native", Labels: controllerLabel},
+				Spec:       v1.ServiceSpec{Ports: []v1.ServicePort{{Port: 80}}},
+			}, metav1.CreateOptions{})
+			return err
+		}},
+		{what: "alice deletes the controller's derived Service", do: func() error {
+			return aliceKube.CoreV1().Services("attacker").Delete(ctx, victimDerived, metav1.DeleteOptions{})
+		}},
+		// Deletes: an import deleted comes back younger and loses its IP
+		// to an older claim.
+		{what: "alice deletes her namespace's ServiceImport", do: func() error {
+			return aliceMCS.MulticlusterV1beta1().ServiceImports("attacker").Delete(ctx, "victim", metav1.DeleteOptions{})
+		}},
+		{what: "alice deletes an MCS slice", do: func() error {
+			return aliceKube.DiscoveryV1().EndpointSlices("attacker").Delete(ctx, "victim-cluster-a", metav1.DeleteOptions{})
+		}},
+		// The clusterset IP ranges are the imports'.
+		{what: "alice sets an external IP in the clusterset range", do: func() error {
+			_, err := aliceKube.CoreV1().Services("attacker").Create(ctx, &v1.Service{
+				ObjectMeta: metav1.ObjectMeta{Name: "ext"},
+				Spec:       v1.ServiceSpec{ExternalIPs: []string{"10.250.0.7"}, Ports: []v1.ServicePort{{Port: 80}}},
+			}, metav1.CreateOptions{})
+			return err
+		}},
+		{what: "alice asks for an import's clusterset IP as her cluster IP (a ServiceCIDR added later)", do: func() error {
+			_, err := aliceKube.CoreV1().Services("attacker").Create(ctx, &v1.Service{
+				ObjectMeta: metav1.ObjectMeta{Name: "squat"},
+				Spec:       v1.ServiceSpec{ClusterIP: "10.250.0.7", Ports: []v1.ServicePort{{Port: 80}}},
+			}, metav1.CreateOptions{})
+			return err
+		}},
+		{what: "alice creates her own Service", allowed: true, do: func() error {
+			_, err := aliceKube.CoreV1().Services("attacker").Create(ctx, &v1.Service{
+				ObjectMeta: metav1.ObjectMeta{Name: "own"},
+				Spec:       v1.ServiceSpec{Selector: map[string]string{"app": "own"}, Ports: []v1.ServicePort{{Port: 80}}},
+			}, metav1.CreateOptions{})
 			return err
 		}},
 		{what: "alice exports a Service", allowed: true, do: func() error {
@@ -214,6 +347,32 @@ func TestAdmissionPolicies(t *testing.T) {
 			}
 			l.Spec.HolderIdentity = ptr.To("mcs-controller")
 			_, err = ctrlKube.CoordinationV1().Leases("kube-system").Update(ctx, l, metav1.UpdateOptions{})
+			return err
+		}},
+		// The system namespaces, through any object kind.
+		{what: "the controller writes a ServiceImport in kube-system", do: func() error {
+			si := evil.DeepCopy()
+			si.Name = "kube-dns"
+			_, err := ctrlMCS.MulticlusterV1beta1().ServiceImports("kube-system").Create(ctx, si, metav1.CreateOptions{})
+			return err
+		}},
+		{what: "the controller writes the ServiceImport default/kubernetes", do: func() error {
+			si := evil.DeepCopy()
+			si.Name = "kubernetes"
+			_, err := ctrlMCS.MulticlusterV1beta1().ServiceImports("default").Create(ctx, si, metav1.CreateOptions{})
+			return err
+		}},
+		{what: "the controller writes an MCS slice in kube-system", do: func() error {
+			l := mcsLabels(mcsproxy.DefaultManagedBy)
+			l[mcsv1beta1.LabelServiceName] = "kube-dns"
+			_, err := ctrlKube.DiscoveryV1().EndpointSlices("kube-system").Create(ctx, slice("kube-dns-cluster-b", l), metav1.CreateOptions{})
+			return err
+		}},
+		{what: "the controller writes a Service of its own in kube-system", do: func() error {
+			_, err := ctrlKube.CoreV1().Services("kube-system").Create(ctx, &v1.Service{
+				ObjectMeta: metav1.ObjectMeta{Name: "kube-dns-native", Labels: controllerLabel},
+				Spec:       v1.ServiceSpec{Ports: []v1.ServicePort{{Port: 53}}},
+			}, metav1.CreateOptions{})
 			return err
 		}},
 		{what: "the controller writes a Lease outside its namespace", byRBAC: true, do: func() error {
@@ -324,6 +483,28 @@ func TestAdmissionPolicies(t *testing.T) {
 	}
 	if l, _ := m.kube.CoordinationV1().Leases("kube-system").Get(ctx, "kube-scheduler", metav1.GetOptions{}); ptr.Deref(l.Spec.HolderIdentity, "") != "scheduler-1" {
 		t.Errorf("the scheduler's Lease is held by %q", ptr.Deref(l.Spec.HolderIdentity, ""))
+	}
+	// The policy on exportedAnnotations and exportedLabels refuses exactly
+	// the keys the controller refuses (export.ReservedKey).
+	for i, key := range []string{
+		"tier", "example.com/team", "app.kubernetes.io/name", "app.kubernetes.io/managed-by",
+		mcsproxy.AnnotationNativeNames, mcsproxy.AnnotationLocalFirstMinimum, export.AnnotationConsumerClusters, export.AnnotationProviderClusters,
+		mcsproxy.AnnotationClusterSetIPs, mcsproxy.AnnotationDerivedService, mcsv1beta1.LabelServiceName, discoveryv1.LabelManagedBy,
+		"multiclusterservices.k8s.io/future", "catalog.multiclusterservices.k8s.io/x", "service.kubernetes.io/service-proxy-name",
+		"kubernetes.io/x", "k8s.io/x", "multicluster.x-k8s.io/x", "x-k8s.io/x", "notk8s.io/x", "example.com/k8s.io",
+	} {
+		for _, labels := range []bool{false, true} {
+			se := &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("keys-%d", i)}}
+			if labels {
+				se.Spec.ExportedLabels = map[string]string{key: "x"}
+			} else {
+				se.Spec.ExportedAnnotations = map[string]string{key: "x"}
+			}
+			_, err := aliceMCS.MulticlusterV1beta1().ServiceExports("attacker").Create(ctx, se, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			if refused, reserved := err != nil, export.ReservedKey(key); refused != reserved || refused && !deniedByPolicy(err) {
+				t.Errorf("exporting key %q (labels %v): %v; the controller's ReservedKey says %v", key, labels, err, reserved)
+			}
+		}
 	}
 }
 

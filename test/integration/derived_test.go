@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/multiclusterservices/export"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
@@ -40,7 +41,6 @@ func TestMCSControllerDerivedMember(t *testing.T) {
 	for _, m := range members {
 		createNamespace(t, m, "demo")
 	}
-	installAdmissionPolicies(t, c)
 	kubeconfig := writeControllerKubeconfig(t, dir, members)
 	derived := func(o *app.Options) { o.DerivedMembers = []string{"cluster-c"}; o.DerivedGrace = 5 * time.Second }
 	ctrl := startControllerWith(t, kubeconfig, "replica-1", 8*time.Second, derived)
@@ -87,14 +87,63 @@ func TestMCSControllerDerivedMember(t *testing.T) {
 		}
 	}
 
-	// Endpoints follow their source.
-	setEndpoints(t, b, "demo", "web", "10.2.0.1", "10.2.0.2")
-	waitDerived(t, c, "demo", "web", "cluster-a=10.1.0.1,10.1.0.2 ports http:8080;cluster-b=10.2.0.1,10.2.0.2 ports http:8080")
-
+	// Attacks on the derived Service by a user of c, in a member installed
+	// without the admission policies (the controller must hold alone):
+	// pointed at the user's pods and exposed on node ports, it is put
+	// back, and said so.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s, err := c.kube.CoreV1().Services("demo").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		s.Spec.Selector = map[string]string{"app": "evil"}
+		s.Spec.Type = v1.ServiceTypeNodePort
+		_, err = c.kube.CoreV1().Services("demo").Update(ctx, s, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the derived Service put back", func() (bool, string) {
+		s, err := c.kube.CoreV1().Services("demo").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return s.Spec.Type == v1.ServiceTypeClusterIP && s.Spec.Selector == nil && s.Spec.Ports[0].NodePort == 0,
+			fmt.Sprintf("type %s selector %v ports %v", s.Spec.Type, s.Spec.Selector, s.Spec.Ports)
+	})
+	waitEventOn(t, c, "ServiceImport", "demo", "web", "DerivedServiceRestored")
 	// A derived Service somebody deletes comes back.
 	if err := c.kube.CoreV1().Services("demo").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	waitDerived(t, c, "demo", "web", both)
+	// A Service made first under a derived name, with the controller's
+	// labels and no owner: never adopted, the import not served.
+	forgedName := export.DerivedName("demo", "forged")
+	if _, err := c.kube.CoreV1().Services("demo").Create(ctx, &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: forgedName, Labels: map[string]string{mcsproxy.LabelImportManagedBy: mcsproxy.DefaultManagedBy, mcsv1beta1.LabelServiceName: "forged"}},
+		Spec:       v1.ServiceSpec{Selector: map[string]string{"app": "evil"}, Ports: []v1.ServicePort{{Port: 80}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	exportService(t, a, "demo", "forged", servicePorts("http", 80), endpoints("http", 8080, "10.1.0.4"))
+	waitEventOn(t, c, "ServiceImport", "demo", "forged", "DerivedServiceConflict")
+	if s, err := c.kube.CoreV1().Services("demo").Get(ctx, forgedName, metav1.GetOptions{}); err != nil || s.Spec.Selector["app"] != "evil" || len(s.OwnerReferences) > 0 {
+		t.Errorf("the forged Service was adopted: %v %v", s, err)
+	}
+	if n := len(importedSlices(t, c, "demo", "forged")); n != 0 {
+		t.Errorf("%d slices were written for a derived Service somebody else made", n)
+	}
+
+	// With the admission policies, the same writes are refused, and the
+	// controller's own still go through.
+	installAdmissionPolicies(t, c)
+	if err := c.kube.CoreV1().Services("demo").Delete(ctx, name, metav1.DeleteOptions{}); !deniedByPolicy(err) {
+		t.Errorf("deleting the derived Service with the policies installed: %v, want refused by the admission policy", err)
+	}
+
+	// Endpoints follow their source.
+	setEndpoints(t, b, "demo", "web", "10.2.0.1", "10.2.0.2")
 	waitDerived(t, c, "demo", "web", "cluster-a=10.1.0.1,10.1.0.2 ports http:8080;cluster-b=10.2.0.1,10.2.0.2 ports http:8080")
 
 	// A headless export: a headless derived Service, no IPs, the slices.
@@ -268,8 +317,8 @@ func setEndpoints(t *testing.T, m *testMember, ns, name string, addrs ...string)
 	}
 	ready := true
 	s.Endpoints = nil
-	for _, a := range addrs {
-		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{a}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}})
+	for i, a := range addrs {
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{a}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}, TargetRef: podOf(ns, name, i)})
 	}
 	if _, err := m.kube.DiscoveryV1().EndpointSlices(ns).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -283,7 +332,7 @@ func exportHeadless(t *testing.T, m *testMember, ns, name, addr string) {
 	ctx := context.Background()
 	if _, err := m.kube.CoreV1().Services(ns).Create(ctx, &v1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       v1.ServiceSpec{ClusterIP: v1.ClusterIPNone, Ports: []v1.ServicePort{{Name: "tcp", Port: 5432}}},
+		Spec:       v1.ServiceSpec{ClusterIP: v1.ClusterIPNone, Selector: map[string]string{"app": name}, Ports: []v1.ServicePort{{Name: "tcp", Port: 5432}}},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

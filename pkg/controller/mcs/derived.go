@@ -11,7 +11,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
@@ -142,7 +141,7 @@ func (c *Controller) writeDerivedService(ctx context.Context, m *member, si *mcs
 		return why
 	}
 	have, err := m.services.Services(si.Namespace).Get(want.Name)
-	if err == nil && !c.wrote(have) {
+	if err == nil && !c.ownsDerived(have, si) {
 		return nil, taken(have), nil
 	}
 	if err == nil && needsRecreate(have, want) {
@@ -165,25 +164,34 @@ func (c *Controller) writeDerivedService(ctx context.Context, m *member, si *mcs
 		if have, err = api.Get(ctx, want.Name, metav1.GetOptions{}); err != nil {
 			return nil, "", err
 		}
-		if !c.wrote(have) {
+		if !c.ownsDerived(have, si) {
 			return nil, taken(have), nil
 		}
 	} else if err != nil {
 		return nil, "", err
 	}
-	if apiequality.Semantic.DeepEqual(want.Spec.Ports, have.Spec.Ports) && have.Spec.SessionAffinity == want.Spec.SessionAffinity &&
-		apiequality.Semantic.DeepEqual(want.Spec.SessionAffinityConfig, have.Spec.SessionAffinityConfig) &&
-		apiequality.Semantic.DeepEqual(want.OwnerReferences, have.OwnerReferences) && apiequality.Semantic.DeepEqual(want.Labels, have.Labels) {
+	// Whatever someone else changed in it (a selector, a type that
+	// exposes it outside the cluster, external IPs) is put back.
+	update := export.ServiceUpdate(have, want)
+	if update == nil {
 		return have, "", nil
 	}
-	update := have.DeepCopy()
-	update.Labels, update.OwnerReferences = want.Labels, want.OwnerReferences
-	update.Spec.Ports, update.Spec.SessionAffinity, update.Spec.SessionAffinityConfig = want.Spec.Ports, want.Spec.SessionAffinity, want.Spec.SessionAffinityConfig
+	if !c.wrote(update) || update.Spec.Type != have.Spec.Type || len(have.Spec.Selector) > 0 || len(have.Spec.ExternalIPs) > 0 {
+		m.recorder.Eventf(si, v1.EventTypeWarning, "DerivedServiceRestored", "derived Service %s in cluster %s was changed by someone else; the controller put it back", have.Name, m.id)
+	}
 	updated, err := api.Update(ctx, update, metav1.UpdateOptions{FieldManager: fieldManager})
 	if err != nil {
 		return nil, "", fmt.Errorf("updating derived Service %s/%s in %s: %w", si.Namespace, want.Name, m.id, err)
 	}
 	return updated, "", nil
+}
+
+// ownsDerived tells whether svc, of import si's derived name, is the
+// controller's own derived Service of si: labelled as its own and owned
+// by si by owner reference. A Service of that name someone else created,
+// whatever its labels, is never adopted.
+func (c *Controller) ownsDerived(svc *v1.Service, si *mcsv1beta1.ServiceImport) bool {
+	return c.wrote(svc) && export.OwnedByImport(svc, si)
 }
 
 // fitFamilies keeps, in svc (a derived Service), only the IP families the
@@ -220,7 +228,7 @@ func needsRecreate(have, want *v1.Service) bool {
 func (c *Controller) retireDerived(ctx context.Context, m *member, si *mcsv1beta1.ServiceImport, d *desiredState, have []*writtenSlice) error {
 	key := si.Namespace + "/" + si.Name
 	svc, err := m.services.Services(si.Namespace).Get(export.DerivedName(si.Namespace, si.Name))
-	if err != nil || !c.wrote(svc) {
+	if err != nil || !c.ownsDerived(svc, si) {
 		c.retiring.Delete(m.id + "/" + key)
 		// Slices left without their Service (its deletion was seen
 		// first) are deleted, not left to the garbage collector alone.

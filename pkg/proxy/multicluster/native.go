@@ -1,6 +1,8 @@
 package multicluster
 
 import (
+	"errors"
+	"fmt"
 	"slices"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -317,20 +319,30 @@ func planOf(plans []nativePlan, key types.NamespacedName) *nativePlan {
 
 // nativePolicy returns the native-names policy of import key and its
 // remote slices as slices of the local Service. Off when there is no valid
-// import, when it asks for nothing or asks wrongly (reported on the
-// import), and while this cluster's ID is unknown: the import's slices of
-// this very cluster would then count twice, beside the local Service's
+// import, when the import does not own its own clusterset IPs here (it
+// lost them to a local Service or an older import: an import refused its
+// own IPs is not trusted to add endpoints to a Service either), when it
+// asks for nothing or asks wrongly or for a system Service (reported on
+// the import), and while this cluster's ID is unknown: the import's slices
+// of this very cluster would then count twice, beside the local Service's
 // own.
 func (p *Proxier) nativePolicy(key types.NamespacedName) (mcsproxy.NativeNamesPolicy, []*discoveryv1.EndpointSlice) {
 	imp := p.imports[key]
-	if imp == nil || imp.obj == nil || imp.invalid != nil || p.opts.LocalClusterID == "" {
+	if imp == nil || imp.obj == nil || imp.invalid != nil || p.opts.LocalClusterID == "" || p.claims.decide(&imp.claim) != nil {
 		return mcsproxy.NativeNamesPolicy{}, nil
 	}
 	policy, err := mcsproxy.NativeNamesOf(imp.obj.Annotations)
+	if err == nil && policy.Strategy != mcsproxy.NativeNamesOff && mcsproxy.SystemService(key.Namespace, key.Name) {
+		err = &mcsproxy.RejectionError{Reason: mcsproxy.ReasonSystemService, Message: fmt.Sprintf("native names are never served for the system Service %s", key)}
+	}
 	if err != nil {
 		if imp.nativeReported != err.Error() {
 			imp.nativeReported = err.Error()
-			p.report(rejection{kind: kindServiceImport, obj: imp.obj, RejectionError: &mcsproxy.RejectionError{Reason: mcsproxy.ReasonInvalidNativeNames, Message: err.Error()}})
+			var r *mcsproxy.RejectionError
+			if !errors.As(err, &r) {
+				r = &mcsproxy.RejectionError{Reason: mcsproxy.ReasonInvalidNativeNames, Message: err.Error()}
+			}
+			p.report(rejection{kind: kindServiceImport, obj: imp.obj, RejectionError: r})
 		}
 		return mcsproxy.NativeNamesPolicy{}, nil
 	}

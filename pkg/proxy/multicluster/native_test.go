@@ -281,3 +281,51 @@ func TestNativeNamesDualStackFailsOverPerFamily(t *testing.T) {
 		t.Errorf("ns/web has endpoints %v, want cluster-a's IPv4 endpoint beside its own", got)
 	}
 }
+
+// Attacks through native names, with an import the proxy trusts (written
+// with the controller's label, as stolen credentials or a bug would write
+// it): it never adds remote endpoints to a system Service, and an import
+// that lost its own clusterset IP here adds them to no Service.
+func TestNativeNamesNeverReachSystemServicesOrRefusedImports(t *testing.T) {
+	f := newFixture(t)
+	p := f.proxier
+	p.SetLocalClusterID("cluster-local")
+	for _, svc := range []types.NamespacedName{{Namespace: "kube-system", Name: "kube-dns"}, {Namespace: "default", Name: "kubernetes"}, {Namespace: "kube-public", Name: "x"}} {
+		p.OnEndpointSliceAdd(localSlice(svc.Namespace, svc.Name+"-own", svc.Name, false, "10.3.0.53"))
+		si := serviceImport(svc.Namespace, svc.Name, 0, "10.250.0.53")
+		si.Annotations = map[string]string{mcsproxy.AnnotationNativeNames: string(mcsproxy.RemoteAndLocal)}
+		f.events.take()
+		p.OnServiceImportUpsert(si)
+		p.OnEndpointSliceAdd(mcsSlice(svc.Namespace, svc.Name+"-evil", svc.Name, "cluster-evil", "10.9.9.9"))
+		if got := f.provider.endpointsOf(svc.String()); !slices.Equal(got, []string{"10.3.0.53"}) {
+			t.Errorf("%s has endpoints %v, want only its own", svc, got)
+		}
+		f.expectEvents("ServiceImport " + svc.String() + " SystemService")
+		p.OnServiceImportDelete(si)
+	}
+	if mcsproxy.SystemService("default", "web") || mcsproxy.SystemService("prod", "kubernetes") {
+		t.Error("only default/kubernetes is a system Service of namespace default")
+	}
+
+	// An import whose clusterset IP a local Service holds is refused it,
+	// and so is its native name.
+	p.OnEndpointSliceAdd(localSlice("ns", "web-own", "web", false, "10.3.0.1"))
+	p.OnServiceAdd(localService("other", "db", "10.250.0.10"))
+	si := serviceImport("ns", "web", 0, "10.250.0.10")
+	si.Annotations = map[string]string{mcsproxy.AnnotationNativeNames: string(mcsproxy.RemoteAndLocal)}
+	p.OnServiceImportUpsert(si)
+	p.OnEndpointSliceAdd(mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1"))
+	if got := f.provider.endpointsOf("ns/web"); !slices.Equal(got, []string{"10.3.0.1"}) {
+		t.Errorf("an import refused its IP added endpoints to ns/web: %v", got)
+	}
+	// Once it owns its IP, its native name is served; lost again, it is
+	// withdrawn.
+	p.OnServiceDelete(localService("other", "db", "10.250.0.10"))
+	if got := f.provider.endpointsOf("ns/web"); !slices.Equal(got, []string{"10.1.0.1", "10.3.0.1"}) {
+		t.Errorf("ns/web has %v once its import owns its IP, want the remote endpoint too", got)
+	}
+	p.OnServiceAdd(localService("other", "db", "10.250.0.10"))
+	if got := f.provider.endpointsOf("ns/web"); !slices.Equal(got, []string{"10.3.0.1"}) {
+		t.Errorf("ns/web kept %v after its import lost its IP", got)
+	}
+}

@@ -724,7 +724,13 @@ func (p *Proxier) reconcileImports(keys sets.Set[types.NamespacedName]) {
 		return cmp.Compare(boolInt(a.want != nil), boolInt(b.want != nil))
 	})
 	for _, d := range decisions {
+		programmed := p.imports[d.key] != nil && p.imports[d.key].programmedFrom != nil
 		p.reconcileImport(d.key, d.want, d.rejection)
+		if now := p.imports[d.key] != nil && p.imports[d.key].programmedFrom != nil; now != programmed {
+			// An import that wins or loses its IPs gains or loses its
+			// native names too (nativePolicy).
+			p.reconcileNative(d.key)
+		}
 	}
 }
 

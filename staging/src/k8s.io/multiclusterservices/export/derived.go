@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/multiclusterservices/proxy"
 	"k8s.io/utils/ptr"
@@ -158,5 +159,54 @@ func DerivedSlice(src *discoveryv1.EndpointSlice, svc *v1.Service, name, managed
 			UID:        svc.UID,
 		}},
 	}
+	return out
+}
+
+// OwnedByImport tells whether svc, a derived or native-names Service, is
+// owned (by owner reference, not by a label anyone can set) by import si
+// itself: a Service that someone else created is never adopted.
+func OwnedByImport(svc *v1.Service, si *mcsv1beta1.ServiceImport) bool {
+	for _, o := range svc.OwnerReferences {
+		if o.Kind == mcsv1beta1.ServiceImportKindName && o.Name == si.Name && o.UID == si.UID && si.UID != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// ServiceUpdate returns have, a Service the controller made for an import
+// (DerivedService, NativeService) as it is, made what want says in every field that decides where its
+// traffic comes from and goes: labels, owners, type, selector, ports,
+// external and load-balancer IPs, session affinity, readiness publishing,
+// and the traffic policies; nil when nothing differs. A field someone else
+// changed (a selector adding their pods, a NodePort or LoadBalancer type
+// or externalIPs exposing other clusters' endpoints outside the cluster)
+// is put back; the fields the apiserver fills (cluster IPs, node ports of
+// a type that has them) are left to it: on the change back to ClusterIP
+// it drops what only the other types have.
+func ServiceUpdate(have, want *v1.Service) *v1.Service {
+	h, w := &have.Spec, &want.Spec
+	ports := make([]v1.ServicePort, len(w.Ports))
+	copy(ports, w.Ports)
+	same := apiequality.Semantic.DeepEqual(have.Labels, want.Labels) &&
+		apiequality.Semantic.DeepEqual(have.OwnerReferences, want.OwnerReferences) &&
+		h.Type == w.Type && len(h.Selector) == 0 && len(h.ExternalIPs) == 0 &&
+		h.LoadBalancerIP == "" && len(h.LoadBalancerSourceRanges) == 0 && h.ExternalName == "" &&
+		!h.PublishNotReadyAddresses && apiequality.Semantic.DeepEqual(h.Ports, w.Ports) &&
+		h.SessionAffinity == w.SessionAffinity && apiequality.Semantic.DeepEqual(h.SessionAffinityConfig, w.SessionAffinityConfig) &&
+		ptr.Deref(h.InternalTrafficPolicy, v1.ServiceInternalTrafficPolicyCluster) == v1.ServiceInternalTrafficPolicyCluster &&
+		h.TrafficDistribution == nil
+	if same {
+		return nil
+	}
+	out := have.DeepCopy()
+	out.Labels, out.OwnerReferences = want.Labels, want.OwnerReferences
+	o := &out.Spec
+	o.Type, o.Selector, o.ExternalIPs = w.Type, nil, nil
+	o.LoadBalancerIP, o.LoadBalancerSourceRanges, o.ExternalName = "", nil, ""
+	o.PublishNotReadyAddresses = false
+	o.Ports = ports
+	o.SessionAffinity, o.SessionAffinityConfig = w.SessionAffinity, w.SessionAffinityConfig
+	o.InternalTrafficPolicy, o.TrafficDistribution = nil, nil
 	return out
 }

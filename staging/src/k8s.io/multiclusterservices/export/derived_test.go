@@ -232,3 +232,57 @@ func TestLocalServiceSlices(t *testing.T) {
 		t.Errorf("labels %v owners %v, want a slice of Service web owned by it", got.Labels, got.OwnerReferences)
 	}
 }
+
+// A derived Service is the controller's alone: whatever a user changed in
+// it that decides where its traffic goes is put back, and one someone
+// else created is never the import's, whatever its labels.
+func TestServiceUpdateAndOwnership(t *testing.T) {
+	si := &mcsv1beta1.ServiceImport{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "db", UID: "import-uid"},
+		Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, IPFamilies: []v1.IPFamily{v1.IPv4Protocol},
+			Ports: []mcsv1beta1.ServicePort{{Name: "sql", Protocol: v1.ProtocolTCP, Port: 5432}}},
+	}
+	want := DerivedService(si, "mcs-controller")
+	if ServiceUpdate(want.DeepCopy(), want) != nil {
+		t.Error("an unchanged derived Service is updated")
+	}
+	for name, tamper := range map[string]func(*v1.Service){
+		"a selector adding the user's pods": func(s *v1.Service) { s.Spec.Selector = map[string]string{"app": "evil"} },
+		"NodePort, reachable from outside":  func(s *v1.Service) { s.Spec.Type = v1.ServiceTypeNodePort; s.Spec.Ports[0].NodePort = 30001 },
+		"LoadBalancer":                      func(s *v1.Service) { s.Spec.Type = v1.ServiceTypeLoadBalancer },
+		"external IPs":                      func(s *v1.Service) { s.Spec.ExternalIPs = []string{"192.0.2.1"} },
+		"load-balancer source ranges":       func(s *v1.Service) { s.Spec.LoadBalancerSourceRanges = []string{"0.0.0.0/0"} },
+		"not-ready endpoints published":     func(s *v1.Service) { s.Spec.PublishNotReadyAddresses = true },
+		"another port":                      func(s *v1.Service) { s.Spec.Ports[0].Port = 22 },
+		"labels taken away":                 func(s *v1.Service) { s.Labels = nil },
+		"owners changed":                    func(s *v1.Service) { s.OwnerReferences = nil },
+		"node-local traffic only":           func(s *v1.Service) { s.Spec.InternalTrafficPolicy = ptr.To(v1.ServiceInternalTrafficPolicyLocal) },
+	} {
+		have := want.DeepCopy()
+		have.Spec.ClusterIP, have.Spec.ClusterIPs = "10.96.0.9", []string{"10.96.0.9"}
+		tamper(have)
+		got := ServiceUpdate(have, want)
+		if got == nil {
+			t.Errorf("%s: not put back", name)
+			continue
+		}
+		if got.Spec.Type != v1.ServiceTypeClusterIP || len(got.Spec.Selector) > 0 || len(got.Spec.ExternalIPs) > 0 ||
+			len(got.Spec.LoadBalancerSourceRanges) > 0 || got.Spec.PublishNotReadyAddresses || got.Spec.Ports[0].Port != 5432 ||
+			got.Spec.Ports[0].NodePort != 0 || got.Spec.InternalTrafficPolicy != nil || !OwnedByImport(got, si) || got.Labels[LabelManagedBy] != "mcs-controller" {
+			t.Errorf("%s: put back as %+v", name, got)
+		}
+		if got.Spec.ClusterIP != "10.96.0.9" {
+			t.Errorf("%s: the cluster IP, the apiserver's, changed to %q", name, got.Spec.ClusterIP)
+		}
+	}
+
+	forged := want.DeepCopy()
+	forged.OwnerReferences[0].UID = "someone-elses"
+	if OwnedByImport(forged, si) {
+		t.Error("a Service owned by another object of the import's name is the import's")
+	}
+	forged.OwnerReferences = nil
+	if OwnedByImport(forged, si) {
+		t.Error("a Service with the controller's labels and no owner is the import's")
+	}
+}

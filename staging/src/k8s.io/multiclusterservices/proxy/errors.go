@@ -32,6 +32,9 @@ const (
 	ReasonNoServiceImport        Reason = "NoServiceImport"
 	// An import whose native-names annotations cannot be read.
 	ReasonInvalidNativeNames Reason = "InvalidNativeNames"
+	// An import that asks for native names of a system Service (in
+	// kube-system, kube-public, kube-node-lease, or default/kubernetes).
+	ReasonSystemService Reason = "SystemService"
 
 	// A plain EndpointSlice that names an import's synthetic Service.
 	ReasonReservedServiceName Reason = "ReservedServiceName"

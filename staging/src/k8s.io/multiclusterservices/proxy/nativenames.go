@@ -58,6 +58,21 @@ type NativeNamesPolicy struct {
 	Minimum  Minimum
 }
 
+// SystemService tells whether the local Service namespace/name is one of
+// the cluster's own: those of the system namespaces and the apiserver's
+// default/kubernetes. No import's native names ever reach one, whoever
+// wrote the import: remote endpoints beside kube-dns or the apiserver
+// would capture the whole cluster's DNS or API traffic.
+func SystemService(namespace, name string) bool {
+	switch namespace {
+	case "kube-system", "kube-public", "kube-node-lease":
+		return true
+	case "default":
+		return name == "kubernetes"
+	}
+	return false
+}
+
 // NativeNamesOf reads an import's annotations. An unknown strategy or a
 // malformed minimum is an error and the policy is off: a typo must not
 // send a Service's traffic elsewhere.
