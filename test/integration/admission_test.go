@@ -191,6 +191,25 @@ func TestAdmissionPolicies(t *testing.T) {
 			_, err = aliceKube.DiscoveryV1().EndpointSlices("attacker").Update(ctx, s, metav1.UpdateOptions{})
 			return err
 		}},
+		{what: "alice labels her slice as written by the EndpointSlice controller", do: func() error {
+			_, err := aliceKube.DiscoveryV1().EndpointSlices("attacker").Create(ctx, slice("forged-source", map[string]string{
+				discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io",
+			}), metav1.CreateOptions{})
+			return err
+		}},
+		{what: "alice labels her slice as written by the mirroring controller", do: func() error {
+			_, err := aliceKube.DiscoveryV1().EndpointSlices("attacker").Create(ctx, slice("forged-mirror", map[string]string{
+				discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "endpointslicemirroring-controller.k8s.io",
+			}), metav1.CreateOptions{})
+			return err
+		}},
+		{what: "the EndpointSlice controller writes its slice", allowed: true, do: func() error {
+			kube, _ := impersonate(t, m, "system:serviceaccount:kube-system:endpointslice-controller")
+			_, err := kube.DiscoveryV1().EndpointSlices("attacker").Create(ctx, slice("web-abcde", map[string]string{
+				discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io",
+			}), metav1.CreateOptions{})
+			return err
+		}},
 		{what: "alice creates a plain slice for her own Service", allowed: true, do: func() error {
 			_, err := aliceKube.DiscoveryV1().EndpointSlices("attacker").Create(ctx, slice("plain-2", map[string]string{
 				discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "alice",
@@ -263,6 +282,12 @@ func TestAdmissionPolicies(t *testing.T) {
 				ObjectMeta: metav1.ObjectMeta{Name: "squat"},
 				Spec:       v1.ServiceSpec{ClusterIP: "10.250.0.7", Ports: []v1.ServicePort{{Port: 80}}},
 			}, metav1.CreateOptions{})
+			// The overlapping range goes (the apiserver gives out no
+			// more of its IPs once it is being deleted): every Service
+			// given one of them would be refused, the controller's too.
+			if derr := m.kube.NetworkingV1().ServiceCIDRs().Delete(ctx, "overlapping", metav1.DeleteOptions{}); derr != nil {
+				t.Fatal(derr)
+			}
 			return err
 		}},
 		{what: "alice creates her own Service", allowed: true, do: func() error {

@@ -229,6 +229,31 @@ func TestMCSController(t *testing.T) {
 		})
 	}
 
+	// --- An attack through exportedAnnotations: a's exporter (the oldest,
+	// whose maps win) copies a derived import's annotations with another
+	// clusterset IP into its export, and a label that would take the
+	// import from the controller. Proxies would program that IP for
+	// demo/web's endpoints. The export is invalid and says why; the
+	// import never carries the keys, and b still serves the name.
+	capture := map[string]string{mcsproxy.AnnotationDerivedService: "derived-x", mcsproxy.AnnotationClusterSetIPs: "10.250.0.99"}
+	setExported(t, a, "demo", "web", map[string]string{mcsproxy.LabelImportManagedBy: "someone"}, capture)
+	refused := waitExportConditions(t, a, "demo", "web", "Valid=False/ReservedKey Ready=False/Failed Conflict=False/NoConflicts")
+	if msg := meta.FindStatusCondition(refused.Status.Conditions, "Valid").Message; !strings.Contains(msg, mcsproxy.AnnotationClusterSetIPs) {
+		t.Errorf("the Valid condition does not name the refused key: %s", msg)
+	}
+	for _, m := range members {
+		waitImport(t, m, "demo", "web", func(si *mcsv1beta1.ServiceImport) bool {
+			_, ips := si.Annotations[mcsproxy.AnnotationClusterSetIPs]
+			_, derived := si.Annotations[mcsproxy.AnnotationDerivedService]
+			return clustersString(si) == "cluster-b" && !ips && !derived && si.Labels[mcsproxy.LabelImportManagedBy] == mcsproxy.DefaultManagedBy
+		})
+	}
+	setExported(t, a, "demo", "web", nil, nil)
+	for _, m := range members {
+		waitImport(t, m, "demo", "web", func(si *mcsv1beta1.ServiceImport) bool { return clustersString(si) == "cluster-a,cluster-b" })
+	}
+	waitExportConditions(t, a, "demo", "web", "Valid=True/Valid Ready=True/Exported Conflict=False/NoConflicts")
+
 	// --- A forged slice: a user of b writes a slice with the controller's
 	// managed-by label for demo/web. The controller deletes it, and says
 	// so (event on the import, metric).
@@ -255,12 +280,19 @@ func TestMCSController(t *testing.T) {
 	// that Kubernetes' EndpointSlice controllers did not write stays in its
 	// cluster (with an event on the export saying so), and a cloud
 	// metadata address in a trusted slice is never mirrored.
+	webA, err := a.kube.CoreV1().Services("demo").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	extra := func(name, manager string, addrs ...string) {
 		t.Helper()
 		s := slice(name, map[string]string{discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: manager})
+		// Owned as the EndpointSlice controller's slices are, with an
+		// endpoint per Pod: only the manager differs.
+		s.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(webA, v1.SchemeGroupVersion.WithKind("Service"))}
 		s.Endpoints = nil
-		for _, addr := range addrs {
-			s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{addr}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
+		for i, addr := range addrs {
+			s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{addr}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}, TargetRef: podOf("demo", "web", 10+i)})
 		}
 		if _, err := a.kube.DiscoveryV1().EndpointSlices("demo").Create(ctx, s, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -790,38 +822,51 @@ func endpoints2(addr, p1 string, n1 int32, p2 string, n2 int32) localSlice {
 	}, addrs: []string{addr}}
 }
 
-// exportService creates a selector-less Service, its EndpointSlice (as
-// the member's endpointslice controller would for pods) and its export.
+// exportService creates a Service selecting app=name (unless it exists),
+// its EndpointSlice as the member's EndpointSlice controller would write
+// it for Pods (owned by the Service, an endpoint per Pod: no
+// kube-controller-manager runs here), and its export.
 func exportService(t *testing.T, m *testMember, ns, name string, ports []v1.ServicePort, eps localSlice) {
 	t.Helper()
 	ctx := context.Background()
-	_, err := m.kube.CoreV1().Services(ns).Create(ctx, &v1.Service{
+	svc, err := m.kube.CoreV1().Services(ns).Create(ctx, &v1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       v1.ServiceSpec{Ports: ports},
+		Spec:       v1.ServiceSpec{Selector: map[string]string{"app": name}, Ports: ports},
 	}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
+	if apierrors.IsAlreadyExists(err) {
+		svc, err = m.kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	slice := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: name + "-local", Labels: map[string]string{
 			discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io",
-		}, Annotations: map[string]string{
-			// What the EndpointSlice controller records: when the change
-			// the slice carries happened.
-			v1.EndpointsLastChangeTriggerTime: time.Now().UTC().Format(time.RFC3339Nano),
-		}},
+		}, OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(svc, v1.SchemeGroupVersion.WithKind("Service"))},
+			Annotations: map[string]string{
+				// What the EndpointSlice controller records: when the change
+				// the slice carries happened.
+				v1.EndpointsLastChangeTriggerTime: time.Now().UTC().Format(time.RFC3339Nano),
+			}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports:       eps.ports,
 	}
-	for _, addr := range eps.addrs {
+	for i, addr := range eps.addrs {
 		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{
 			Addresses: []string{addr}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}, NodeName: ptr.To("node-1"),
+			TargetRef: podOf(ns, name, i),
 		})
 	}
 	if _, err := m.kube.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	createExport(t, m, ns, name)
+}
+
+// podOf is the target the EndpointSlice controller writes for the i-th
+// Pod of Service name.
+func podOf(ns, name string, i int) *v1.ObjectReference {
+	return &v1.ObjectReference{Kind: "Pod", Namespace: ns, Name: fmt.Sprintf("%s-%d", name, i)}
 }
 
 // waitMetric waits until the controller's /metrics holds line, e.g.

@@ -5,6 +5,7 @@ package app
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"k8s.io/multiclusterservices/proxy"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/inventory"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/mcs"
 )
 
 // Options are the mcs-controller's flags.
@@ -25,6 +27,7 @@ type Options struct {
 	ManagedBy          string
 	RefusedNamespaces  []string
 	SourceManagers     []string
+	MemberPodCIDRs     []string
 	ExportNamespaces   []string
 	DerivedMembers     []string
 	DerivedGrace       time.Duration
@@ -47,6 +50,14 @@ type Options struct {
 	MemberSecretsSelector  string
 	HubContext             string
 	MemberRecheckPeriod    time.Duration
+	// MemberSecretAllowProxy accepts a proxy-url in member Secrets'
+	// kubeconfigs.
+	MemberSecretAllowProxy bool
+
+	// HealthProbesPerTeam and HealthProbes bound the addresses that
+	// ServiceBindings' health checks probe (catalog mode).
+	HealthProbesPerTeam int
+	HealthProbes        int
 
 	LeaderElect              bool
 	LeaderElectContext       string
@@ -88,6 +99,8 @@ func NewOptions() *Options {
 		APIQPS:                   100,
 		MemberSecretsSelector:    inventory.DefaultSelector,
 		MemberRecheckPeriod:      30 * time.Second,
+		HealthProbesPerTeam:      mcs.DefaultHealthProbesPerTeam,
+		HealthProbes:             mcs.DefaultHealthProbes,
 		APIBurst:                 200,
 		LeaderElect:              true,
 		LeaderElectLeaseDuration: 15 * time.Second,
@@ -105,17 +118,21 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.MemberSecretsNamespace, "member-secrets-namespace", o.MemberSecretsNamespace, "Namespace of the hub cluster (--hub-context) holding one Secret per member cluster, with its kubeconfig under the key \"kubeconfig\" (inline credentials only: no exec plugins or file paths). Members join and leave as Secrets are created and deleted. With it, --contexts lists only the members given as contexts (default none).")
 	fs.StringVar(&o.MemberSecretsSelector, "member-secrets-selector", o.MemberSecretsSelector, "Label selector of the member Secrets.")
 	fs.StringVar(&o.HubContext, "hub-context", o.HubContext, "Kubeconfig context of the hub cluster holding the member Secrets and, unless --leader-elect-context says otherwise, the leader election Lease (default: the current context).")
+	fs.BoolVar(&o.MemberSecretAllowProxy, "member-secret-allow-proxy", o.MemberSecretAllowProxy, "Accept a proxy-url in member Secrets' kubeconfigs. Off by default: whoever writes a member Secret would send the controller's requests, and the member's credentials, through a host of their choosing.")
 	fs.DurationVar(&o.MemberRecheckPeriod, "member-recheck-period", o.MemberRecheckPeriod, "How often every member's cluster ID is read again (a changed ID is a member leaving and another joining, KEP-2149) and a member not yet served is tried again.")
 	fs.StringSliceVar(&o.ClusterSetIPCIDRs, "clusterset-ip-cidrs", o.ClusterSetIPCIDRs, "Ranges clusterset IPs are allocated from, at most one per IP family; kube-proxy's --clusterset-ip-cidrs must admit them.")
 	fs.StringVar(&o.ManagedBy, "managed-by", o.ManagedBy, "endpointslice.kubernetes.io/managed-by value of the EndpointSlices written; kube-proxy trusts "+proxy.DefaultManagedBy+" by default.")
 	fs.StringSliceVar(&o.RefusedNamespaces, "refuse-namespaces", o.RefusedNamespaces, "Namespaces whose ServiceExports are refused (KEP-1645 advises kube-system and default; the system namespaces and the controller's own are refused too). Empty refuses none.")
 	fs.StringArrayVar(&o.ExportNamespaces, "export-namespaces", o.ExportNamespaces, "CLUSTER=NAMESPACE[,NAMESPACE...]: the only namespaces cluster CLUSTER (its cluster ID) may export from; repeat for each cluster to limit. Clusters not named may export from any namespace not refused.")
 	fs.StringSliceVar(&o.SourceManagers, "source-endpointslice-managers", o.SourceManagers, "endpointslice.kubernetes.io/managed-by values of the exported Services' EndpointSlices that are mirrored to other members (default: Kubernetes' EndpointSlice and mirroring controllers). Slices anyone else wrote stay in their cluster.")
+	fs.StringArrayVar(&o.MemberPodCIDRs, "member-pod-cidrs", o.MemberPodCIDRs, "CLUSTER=CIDR[,CIDR...]: the ranges the pods of cluster CLUSTER (its cluster ID) get their IPs from, for network plugins that allocate pod IPs without writing the nodes' spec.podCIDRs; repeat the flag or separate clusters with ';'. A member's endpoints are mirrored only within these ranges, its nodes' pod CIDRs and its nodes' addresses. Where neither these nor its nodes say where its pods are, only endpoints the EndpointSlice controller wrote for Pods are mirrored from it, and none of Services without a selector.")
 	fs.StringSliceVar(&o.DerivedMembers, "derived-members", o.DerivedMembers, "Cluster IDs of the members served in derived mode, comma separated: members whose proxies do not program ServiceImports (upstream kube-proxy, a kube-proxy-free network plugin) get a derived Service per import (derived-<hash>, with EndpointSlices per source cluster) and the import's ips are its cluster IPs. The others are served natively.")
 	fs.DurationVar(&o.DerivedGrace, "derived-grace", o.DerivedGrace, "How long a derived Service keeps serving after its member is switched to native mode, for clients that still hold its IPs from earlier DNS answers (at least the DNS TTL of clusterset.local).")
 	fs.StringSliceVar(&o.IngressMembers, "ingress-members", o.IngressMembers, "Cluster IDs of the members whose pods the other members cannot reach, nor they the others' (private or overlapping pod networks), comma separated. Between such a member and any other, an export is reached through its cluster's ingress: the exported Service itself when it is a NodePort or LoadBalancer Service, otherwise a Service of --ingress-service-type the controller creates for it (ingress-<hash>); the EndpointSlices the other side gets carry the ingress's addresses and ports instead of pod IPs.")
 	fs.StringVar(&o.IngressServiceType, "ingress-service-type", o.IngressServiceType, "Type of the ingress Services the controller creates: NodePort (every ready node is an entry point) or LoadBalancer (the load balancer's address is).")
 	fs.StringVar(&o.ServiceModel, "service-model", o.ServiceModel, "How the clusterset says what it serves: "+ModelNamespaceSameness+" (KEP-1645: ServiceExports in the members, merged by namespace and name) or "+ModelCatalog+" (the service catalog in the hub, --hub-context: GlobalServices, ServiceBindings and ServiceImports of catalog.multiclusterservices.k8s.io, for teams that do not share namespaces). A clusterset runs one of them; ServiceExports are not read in catalog mode.")
+	fs.IntVar(&o.HealthProbesPerTeam, "catalog-health-probes-per-team", o.HealthProbesPerTeam, "In catalog mode, the most addresses of one team's ServiceBindings (its hub namespace) that health checks probe; the oldest bindings' first. Addresses over the limit are not probed, not ready, and their binding says so (HealthChecked=False, ProbeLimitReached).")
+	fs.IntVar(&o.HealthProbes, "catalog-health-probes", o.HealthProbes, "In catalog mode, the most addresses that health checks probe in all, of every team.")
 	fs.DurationVar(&o.EndpointTTL, "endpoint-ttl", o.EndpointTTL, "How long a source cluster's endpoints stay imported after its API was last reached (its Lease duration).")
 	fs.StringVar(&o.LeaseNamespace, "lease-namespace", o.LeaseNamespace, "Namespace, in every member, of the per-source-cluster Leases and of the leader election Lease.")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Workers per queue (the clusterset queue and each member's queue).")
@@ -148,6 +165,9 @@ func (o *Options) Validate() error {
 	if _, err := o.exportNamespaces(); err != nil {
 		return err
 	}
+	if _, err := o.memberPodCIDRs(); err != nil {
+		return err
+	}
 	for _, id := range o.DerivedMembers {
 		if errs := validation.IsDNS1123Label(id); len(errs) > 0 {
 			return fmt.Errorf("--derived-members: %q is not a cluster ID: %s", id, errs[0])
@@ -169,6 +189,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MemberRecheckPeriod <= 0 {
 		return fmt.Errorf("--member-recheck-period must be positive")
+	}
+	if o.HealthProbesPerTeam < 1 || o.HealthProbes < 1 {
+		return fmt.Errorf("--catalog-health-probes-per-team and --catalog-health-probes must be at least 1")
 	}
 	if _, err := labels.Parse(o.MemberSecretsSelector); err != nil {
 		return fmt.Errorf("--member-secrets-selector: %w", err)
@@ -202,6 +225,61 @@ func (o *Options) exportNamespaces() (map[string][]string, error) {
 			namespaces = append(namespaces, ns)
 		}
 		out[cluster] = namespaces
+	}
+	return out, nil
+}
+
+// memberPodCIDRs parses --member-pod-cidrs into cluster ID → ranges. A
+// range must be a network (no host bits), start outside the
+// special-purpose ranges, hold no clusterset IP, and be no broader than a
+// /8 (IPv4) or a /16 (IPv6): a pod range that admits everything would
+// make the check it feeds pointless.
+func (o *Options) memberPodCIDRs() (map[string][]netip.Prefix, error) {
+	clusterset, _ := proxy.ParseCIDRs(o.ClusterSetIPCIDRs)
+	out := map[string][]netip.Prefix{}
+	for _, flag := range o.MemberPodCIDRs {
+		for _, v := range strings.Split(flag, ";") {
+			if v = strings.TrimSpace(v); v == "" {
+				continue
+			}
+			cluster, list, ok := strings.Cut(v, "=")
+			cluster = strings.TrimSpace(cluster)
+			if !ok || cluster == "" {
+				return nil, fmt.Errorf("--member-pod-cidrs %q: want CLUSTER=CIDR[,CIDR...]", v)
+			}
+			if errs := validation.IsDNS1123Label(cluster); len(errs) > 0 {
+				return nil, fmt.Errorf("--member-pod-cidrs %q: %q is not a cluster ID: %s", v, cluster, errs[0])
+			}
+			if _, dup := out[cluster]; dup {
+				return nil, fmt.Errorf("--member-pod-cidrs: cluster %q is given twice", cluster)
+			}
+			var ranges []netip.Prefix
+			for _, c := range strings.Split(list, ",") {
+				if c = strings.TrimSpace(c); c == "" {
+					continue
+				}
+				p, err := netip.ParsePrefix(c)
+				switch {
+				case err != nil:
+					return nil, fmt.Errorf("--member-pod-cidrs %q: %q is not a CIDR: %w", v, c, err)
+				case p != p.Masked():
+					return nil, fmt.Errorf("--member-pod-cidrs %q: %s has host bits set (did you mean %s?)", v, c, p.Masked())
+				case p.Addr().Is4() && p.Bits() < 8 || p.Addr().Is6() && p.Bits() < 16:
+					return nil, fmt.Errorf("--member-pod-cidrs %q: %s is too broad for a pod range (at most a /8 for IPv4, a /16 for IPv6)", v, c)
+				}
+				if name, special := proxy.SpecialPurpose(p.Addr()); special {
+					return nil, fmt.Errorf("--member-pod-cidrs %q: %s is in the %s range, which holds no pods", v, c, name)
+				}
+				if err := proxy.CheckDisjoint(clusterset, "the pod range of cluster "+cluster, []netip.Prefix{p}); err != nil {
+					return nil, fmt.Errorf("--member-pod-cidrs %q: %w", v, err)
+				}
+				ranges = append(ranges, p)
+			}
+			if len(ranges) == 0 {
+				return nil, fmt.Errorf("--member-pod-cidrs %q: no range for cluster %q", v, cluster)
+			}
+			out[cluster] = ranges
+		}
 	}
 	return out, nil
 }

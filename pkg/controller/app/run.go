@@ -44,6 +44,10 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
+	memberPodCIDRs, err := o.memberPodCIDRs()
+	if err != nil {
+		return err
+	}
 	logger := klog.FromContext(ctx)
 	if o.Identity == "" {
 		host, _ := os.Hostname()
@@ -81,6 +85,7 @@ func Run(ctx context.Context, o *Options) error {
 		SyncTimeout:      o.InitialSyncTimeout,
 		LeaveTimeout:     2 * time.Minute,
 		RecheckPeriod:    o.MemberRecheckPeriod,
+		AllowProxy:       o.MemberSecretAllowProxy,
 	}
 	// The hub holds the member Secrets and, by default, the leader
 	// election Lease.
@@ -107,7 +112,7 @@ func Run(ctx context.Context, o *Options) error {
 			}
 			configure(hubCfg)
 		}
-		catalogCfg = &mcs.CatalogConfig{}
+		catalogCfg = &mcs.CatalogConfig{HealthProbesPerTeam: o.HealthProbesPerTeam, HealthProbes: o.HealthProbes}
 		if catalogCfg.Hub, err = dynamic.NewForConfig(hubCfg); err != nil {
 			return err
 		}
@@ -161,6 +166,7 @@ func Run(ctx context.Context, o *Options) error {
 		ClusterSetIPRanges: ranges,
 		RefusedNamespaces:  o.RefusedNamespaces,
 		SourceManagers:     o.SourceManagers,
+		MemberPodCIDRs:     memberPodCIDRs,
 		ExportNamespaces:   exportNamespaces,
 		DerivedMembers:     memberSet(logger, "--derived-members", o.DerivedMembers, members),
 		IngressMembers:     memberSet(logger, "--ingress-members", o.IngressMembers, members),

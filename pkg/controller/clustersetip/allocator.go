@@ -35,6 +35,9 @@ type Allocator struct {
 	// it, and foreignBy records them by an ID of the caller's choosing.
 	foreign   map[netip.Addr]int
 	foreignBy map[string][]netip.Addr
+	// reserved are ranges handed out only when nothing else is free
+	// (SetReserved).
+	reserved []netip.Prefix
 }
 
 // New returns an allocator over ranges (at most one is used per family:
@@ -73,6 +76,21 @@ func (a *Allocator) SetForeign(id string, ips []string) {
 	for _, ip := range parsed {
 		a.foreign[ip]++
 	}
+}
+
+// SetReserved sets the ranges whose IPs are handed out only when no other
+// IP of the family is free: members' Service ranges (ServiceCIDRs) that
+// overlap the clusterset's, where a Service may be given an import's IP
+// and take its traffic in that member. IPs already allocated there are
+// kept: moving them would let whoever may add a ServiceCIDR in one member
+// move clusterset IPs every member's clients hold. An IP there is still
+// handed out rather than none: the import then works in every other
+// member, and says what is wrong in the overlapping one, instead of
+// failing everywhere.
+func (a *Allocator) SetReserved(ranges []netip.Prefix) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.reserved = slices.Clone(ranges)
 }
 
 // Owner returns the key an IP is allocated to, if any.
@@ -244,8 +262,29 @@ func (a *Allocator) allocate(key string, f v1.IPFamily) (netip.Addr, error) {
 	size := rangeSize(r)
 	sum := sha256.Sum256([]byte(key))
 	start := binary.BigEndian.Uint64(sum[:8]) % size
+	// Outside the reserved ranges first; within them only when the rest
+	// is full (SetReserved).
+	if skip := a.reservedIn(r, size); len(skip) > 0 {
+		if ip, ok := a.probe(r, size, start, key, skip); ok {
+			return ip, nil
+		}
+	}
+	if ip, ok := a.probe(r, size, start, key, nil); ok {
+		return ip, nil
+	}
+	return netip.Addr{}, fmt.Errorf("clusterset IP range %s is full", r)
+}
+
+// probe hands key the first free IP of r from offset start on, skipping
+// the offsets of skip (whole ranges at a time, so that a reserved range
+// costs one step however large it is).
+func (a *Allocator) probe(r netip.Prefix, size, start uint64, key string, skip [][2]uint64) (netip.Addr, bool) {
 	for i := uint64(0); i < size; i++ {
 		off := (start + i) % size
+		if j := slices.IndexFunc(skip, func(s [2]uint64) bool { return s[0] <= off && off <= s[1] }); j >= 0 {
+			i += skip[j][1] - off
+			continue
+		}
 		if off == 0 || r.Addr().Is4() && off == size-1 && size > 2 {
 			// The network and IPv4 broadcast addresses are not unicast
 			// host addresses.
@@ -254,10 +293,30 @@ func (a *Allocator) allocate(key string, f v1.IPFamily) (netip.Addr, error) {
 		ip := addOffset(r.Addr(), off)
 		if a.owner[ip] == "" && a.foreign[ip] == 0 {
 			a.owner[ip] = key
-			return ip, nil
+			return ip, true
 		}
 	}
-	return netip.Addr{}, fmt.Errorf("clusterset IP range %s is full", r)
+	return netip.Addr{}, false
+}
+
+// reservedIn returns the offsets, first and last, of the addresses of r
+// (the first size of them) that the reserved ranges hold.
+func (a *Allocator) reservedIn(r netip.Prefix, size uint64) [][2]uint64 {
+	var out [][2]uint64
+	base := new(big.Int).SetBytes(r.Addr().AsSlice())
+	for _, p := range a.reserved {
+		switch {
+		case !p.Overlaps(r):
+		case p.Bits() <= r.Bits():
+			return [][2]uint64{{0, size - 1}}
+		default:
+			lo := new(big.Int).Sub(new(big.Int).SetBytes(p.Masked().Addr().AsSlice()), base)
+			if lo.IsUint64() && lo.Uint64() < size {
+				out = append(out, [2]uint64{lo.Uint64(), min(lo.Uint64()+rangeSize(p)-1, size-1)})
+			}
+		}
+	}
+	return out
 }
 
 func (a *Allocator) rangeOf(f v1.IPFamily) (netip.Prefix, bool) {

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -30,6 +31,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
+	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/topology"
 )
@@ -81,6 +83,9 @@ type Config struct {
 	// RecheckPeriod is how often every member's cluster ID is read
 	// again, and a pending or refused member tried again.
 	RecheckPeriod time.Duration
+	// AllowProxy accepts a proxy-url in member Secrets' kubeconfigs
+	// (ConfigFromKubeconfig).
+	AllowProxy bool
 }
 
 // entry is one listed member.
@@ -217,7 +222,7 @@ func (inv *Inventory) resolve(ctx context.Context, key string, kubeconfig []byte
 		cfg, member = rest.CopyConfig(inv.cfg.Contexts[name]), name
 	} else {
 		var err error
-		if cfg, err = ConfigFromKubeconfig(kubeconfig); err != nil {
+		if cfg, err = ConfigFromKubeconfig(kubeconfig, inv.cfg.AllowProxy); err != nil {
 			return nil, err
 		}
 		if inv.cfg.Configure != nil {
@@ -226,9 +231,57 @@ func (inv *Inventory) resolve(ctx context.Context, key string, kubeconfig []byte
 	}
 	id, err := topology.ClusterID(ctx, cfg, inv.cfg.ClusterIDTimeout)
 	if err != nil {
-		return nil, err
+		// The server's own words, a reply's body among them, go to the
+		// log only, at a verbosity an operator chooses, and truncated.
+		inv.logger.V(4).Info("Reading a member's cluster ID failed", "member", key, "err", truncate(err.Error(), maxLoggedReply))
+		return nil, &readError{err: err}
 	}
 	return &topology.Member{Context: member, ClusterID: id, Config: cfg}, nil
+}
+
+// readError is why a listed member's cluster ID could not be read, said
+// (Error) in words that carry nothing its server chose: whoever writes a
+// member Secret picks the server, and the member's state is told in the
+// Secret's events. Echoing a reply (client-go puts up to 2 KiB of a body
+// that is not a Status in its error, and a Status's message is the
+// server's) would let them read, through the controller, any https
+// service the controller reaches; how a connection failed (refused,
+// timed out, a certificate) would map the controller's network. Unwrap
+// gives the error itself, for stateOf and the log.
+type readError struct{ err error }
+
+func (e *readError) Unwrap() error { return e.err }
+
+func (e *readError) Error() string {
+	var status apierrors.APIStatus
+	var down *topology.UnreachableError
+	switch {
+	case errors.Is(e.err, topology.ErrNoClusterID):
+		// The controller's own words (the ClusterProperty is missing,
+		// or its value is not a cluster ID).
+		return e.err.Error()
+	case errors.As(e.err, &status):
+		code := int(status.Status().Code)
+		msg := fmt.Sprintf("the member's server answered HTTP %d %s to reading ClusterProperty %s", code, http.StatusText(code), aboutv1alpha1.ClusterIDProperty)
+		if code == http.StatusUnauthorized || code == http.StatusForbidden {
+			msg += " (are the kubeconfig's credentials valid, and allowed to read it? see kind-config/mcs-controller-rbac.yaml)"
+		}
+		return msg
+	case errors.As(e.err, &down):
+		return fmt.Sprintf("the member's server did not answer within %s (the controller logs why at verbosity 4)", down.Timeout)
+	default:
+		return "the member's cluster ID could not be read (the controller logs why at verbosity 4)"
+	}
+}
+
+// maxLoggedReply bounds what of a member server's words is logged.
+const maxLoggedReply = 512
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
 }
 
 func contextOf(key string) (string, bool) {

@@ -83,11 +83,52 @@ func kubeconfig(t *testing.T, m *member, mutate func(*clientcmdapi.AuthInfo, *cl
 
 func TestConfigFromKubeconfig(t *testing.T) {
 	tests := []struct {
-		name    string
-		mutate  func(*clientcmdapi.AuthInfo, *clientcmdapi.Cluster)
-		wantErr string
+		name       string
+		mutate     func(*clientcmdapi.AuthInfo, *clientcmdapi.Cluster)
+		allowProxy bool
+		wantErr    string
 	}{
 		{name: "inline token"},
+		{name: "a proxying front end's path prefix", mutate: func(_ *clientcmdapi.AuthInfo, c *clientcmdapi.Cluster) {
+			c.Server = "https://192.0.2.1:6443/k8s/clusters/c-1/"
+		}},
+		{name: "proxy-url, allowed", allowProxy: true, mutate: func(_ *clientcmdapi.AuthInfo, c *clientcmdapi.Cluster) {
+			c.ProxyURL = "http://proxy.example:3128"
+		}},
+		// The member's credentials to whoever answers, or is on the path.
+		{name: "insecure-skip-tls-verify", mutate: func(_ *clientcmdapi.AuthInfo, c *clientcmdapi.Cluster) {
+			c.InsecureSkipTLSVerify, c.CertificateAuthorityData = true, nil
+		}, wantErr: "insecure-skip-tls-verify"},
+		{name: "insecure-skip-tls-verify, proxy allowed", allowProxy: true, mutate: func(_ *clientcmdapi.AuthInfo, c *clientcmdapi.Cluster) {
+			c.InsecureSkipTLSVerify, c.CertificateAuthorityData = true, nil
+		}, wantErr: "insecure-skip-tls-verify"},
+		{name: "http server", mutate: func(_ *clientcmdapi.AuthInfo, c *clientcmdapi.Cluster) {
+			c.Server = "http://192.0.2.1:8080"
+		}, wantErr: "not https"},
+		// Every request, and the token, through a host of the Secret
+		// writer's choosing.
+		{name: "proxy-url", mutate: func(_ *clientcmdapi.AuthInfo, c *clientcmdapi.Cluster) {
+			c.ProxyURL = "http://proxy.example:3128"
+		}, wantErr: "proxy-url"},
+		{name: "credentials in the server URL", mutate: func(_ *clientcmdapi.AuthInfo, c *clientcmdapi.Cluster) {
+			c.Server = "https://admin:hunter2@192.0.2.1:6443"
+		}, wantErr: "credentials in its URL"},
+		{name: "query", mutate: func(_ *clientcmdapi.AuthInfo, c *clientcmdapi.Cluster) {
+			c.Server = "https://192.0.2.1:6443/?x=1"
+		}, wantErr: "query"},
+		// Through an apiserver's service proxy to a Service behind it.
+		{name: "a path into an API", mutate: func(_ *clientcmdapi.AuthInfo, c *clientcmdapi.Cluster) {
+			c.Server = "https://192.0.2.1:6443/api/v1/namespaces/kube-system/services/https:metrics-server:443/proxy"
+		}, wantErr: "path into an API"},
+		{name: "dot segments", mutate: func(_ *clientcmdapi.AuthInfo, c *clientcmdapi.Cluster) {
+			c.Server = "https://192.0.2.1:6443/k8s/../apis"
+		}, wantErr: "path into an API"},
+		{name: "escaped path", mutate: func(_ *clientcmdapi.AuthInfo, c *clientcmdapi.Cluster) {
+			c.Server = "https://192.0.2.1:6443/k8s%2Fclusters"
+		}, wantErr: "escaped path"},
+		{name: "no host", mutate: func(_ *clientcmdapi.AuthInfo, c *clientcmdapi.Cluster) {
+			c.Server = "https:///k8s"
+		}, wantErr: "no host"},
 		{name: "inline client certificate", mutate: func(u *clientcmdapi.AuthInfo, _ *clientcmdapi.Cluster) {
 			u.Token, u.ClientCertificateData, u.ClientKeyData = "", []byte("cert"), []byte("key")
 		}},
@@ -109,9 +150,9 @@ func TestConfigFromKubeconfig(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := ConfigFromKubeconfig(kubeconfig(t, &member{url: "https://192.0.2.1:6443"}, tc.mutate))
+			cfg, err := ConfigFromKubeconfig(kubeconfig(t, &member{url: "https://192.0.2.1:6443"}, tc.mutate), tc.allowProxy)
 			if tc.wantErr == "" {
-				if err != nil || cfg.Host != "https://192.0.2.1:6443" {
+				if err != nil || !strings.HasPrefix(cfg.Host, "https://192.0.2.1:6443") {
 					t.Fatalf("got %v, %v", cfg, err)
 				}
 				return
@@ -119,9 +160,12 @@ func TestConfigFromKubeconfig(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("got error %v, want one saying %q", err, tc.wantErr)
 			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("the refusal repeats the URL's password: %v", err)
+			}
 		})
 	}
-	if _, err := ConfigFromKubeconfig(nil); err == nil {
+	if _, err := ConfigFromKubeconfig(nil, false); err == nil {
 		t.Error("an empty Secret was accepted")
 	}
 	two := clientcmdapi.NewConfig()
@@ -130,7 +174,7 @@ func TestConfigFromKubeconfig(t *testing.T) {
 		two.Contexts[n] = &clientcmdapi.Context{Cluster: n}
 	}
 	data, _ := clientcmd.Write(*two)
-	if _, err := ConfigFromKubeconfig(data); err == nil || !strings.Contains(err.Error(), "current context") {
+	if _, err := ConfigFromKubeconfig(data, false); err == nil || !strings.Contains(err.Error(), "current context") {
 		t.Errorf("two contexts and no current one: %v", err)
 	}
 }
@@ -253,5 +297,64 @@ func waitState(t *testing.T, inv *Inventory, want map[string]State) {
 			t.Fatalf("inventory states\n got %v\nwant %v", got, want)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Whoever writes a member Secret names any https server, such as a
+// service only the controller reaches, and reads the Secret's events:
+// what the server answers never reaches them, whether a bare body (which
+// client-go quotes, up to 2 KiB) or a Status's message. The event says
+// the status code.
+func TestRefusedReplyNeverInEvents(t *testing.T) {
+	const marker = "INTERNAL-SECRET-d41d8cd98f00"
+	serve := func(code int, contentType, body string) *member {
+		srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", contentType)
+			w.WriteHeader(code)
+			fmt.Fprint(w, body)
+		}))
+		t.Cleanup(srv.Close)
+		return &member{url: srv.URL, ca: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})}
+	}
+	servers := map[string]*member{
+		"text-403": serve(http.StatusForbidden, "text/plain", "db password: "+marker),
+		"status-403": serve(http.StatusForbidden, "application/json",
+			`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","code":403,"message":"`+marker+`"}`),
+		"text-500": serve(http.StatusInternalServerError, "text/plain", marker),
+	}
+	ctx := t.Context()
+	hub := kubefake.NewSimpleClientset()
+	sel, _ := labels.Parse(DefaultSelector)
+	// Between two reads: the 500 is the last error when it gives up.
+	inv := New(Config{Hub: hub, Namespace: "mcs-system", Selector: sel, ClusterIDTimeout: 1500 * time.Millisecond,
+		SyncTimeout: time.Second, LeaveTimeout: time.Second, RecheckPeriod: time.Hour}, nil)
+	go inv.Run(ctx, &recorder{})
+	for name, m := range servers {
+		if _, err := hub.CoreV1().Secrets("mcs-system").Create(ctx, secret(name, kubeconfig(t, m, nil)), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string]string{"text-403": "HTTP 403 Forbidden", "status-403": "HTTP 403 Forbidden", "text-500": "HTTP 500 Internal Server Error"}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		events, _ := hub.CoreV1().Events("mcs-system").List(ctx, metav1.ListOptions{})
+		said := map[string]string{}
+		for _, e := range events.Items {
+			if strings.Contains(e.Message, marker) {
+				t.Fatalf("event %s on Secret %s carries the server's reply: %q", e.Reason, e.InvolvedObject.Name, e.Message)
+			}
+			said[e.InvolvedObject.Name] = e.Message
+		}
+		done := true
+		for name, w := range want {
+			done = done && strings.Contains(said[name], w)
+		}
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("events %v, want each Secret's to say %v", said, want)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

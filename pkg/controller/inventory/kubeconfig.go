@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -19,12 +21,19 @@ var ErrInvalidKubeconfig = errors.New("invalid member kubeconfig")
 
 // ConfigFromKubeconfig turns a member Secret's kubeconfig into a client
 // configuration. Anyone who may write Secrets in the inventory's namespace
-// chooses what the controller runs and reads, so only inline credentials
-// are accepted: an exec credential plugin or an auth-provider would run a
-// command or a plugin in the controller's process, and a file path
-// (certificate-authority, client-certificate, client-key, tokenFile) would
-// make it read and send its own files, such as its service account token.
-func ConfigFromKubeconfig(data []byte) (*rest.Config, error) {
+// chooses what the controller runs, reads and connects to, so:
+//   - only inline credentials are accepted: an exec credential plugin or
+//     an auth-provider would run a command or a plugin in the
+//     controller's process, and a file path (certificate-authority,
+//     client-certificate, client-key, tokenFile) would make it read and
+//     send its own files, such as its service account token;
+//   - the server is an https URL (checkServer), whose certificate is
+//     verified: insecure-skip-tls-verify, or http://, would hand the
+//     member's credentials to whoever sits on the path;
+//   - no proxy-url unless allowProxy (--member-secret-allow-proxy): it
+//     would send the controller's requests, and the member's
+//     credentials, through a host of the Secret writer's choosing.
+func ConfigFromKubeconfig(data []byte, allowProxy bool) (*rest.Config, error) {
 	if len(data) == 0 {
 		return nil, fmt.Errorf("%w: no %q key", ErrInvalidKubeconfig, KubeconfigKey)
 	}
@@ -49,6 +58,15 @@ func ConfigFromKubeconfig(data []byte) (*rest.Config, error) {
 	if cluster.CertificateAuthority != "" {
 		return nil, fmt.Errorf("%w: certificate-authority is a file path; give certificate-authority-data", ErrInvalidKubeconfig)
 	}
+	if cluster.InsecureSkipTLSVerify {
+		return nil, fmt.Errorf("%w: insecure-skip-tls-verify is not accepted (anyone on the path could take the member's credentials); give certificate-authority-data", ErrInvalidKubeconfig)
+	}
+	if cluster.ProxyURL != "" && !allowProxy {
+		return nil, fmt.Errorf("%w: proxy-url is not accepted unless the controller runs with --member-secret-allow-proxy", ErrInvalidKubeconfig)
+	}
+	if err := checkServer(cluster.Server); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidKubeconfig, err)
+	}
 	if user, ok := kc.AuthInfos[kctx.AuthInfo]; ok {
 		switch {
 		case user.Exec != nil:
@@ -70,6 +88,41 @@ func ConfigFromKubeconfig(data []byte) (*rest.Config, error) {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidKubeconfig, err)
 	}
 	return cfg, nil
+}
+
+// checkServer refuses a server URL that a clusterset's administrator
+// would not mean for a member's apiserver: not https (http:// sends the
+// member's token in clear), credentials in the URL, a query or fragment,
+// or a path other than a plain prefix (a proxying front end's
+// /k8s/clusters/c-1): dot segments, escapes, or an API path such as an
+// apiserver's service proxy (/api/v1/namespaces/.../proxy), through
+// which the controller would reach something else than an apiserver.
+// The URL is said without its credentials.
+func checkServer(server string) error {
+	u, err := url.Parse(server)
+	if err != nil {
+		return errors.New("the server is not a URL")
+	}
+	switch {
+	case u.User != nil:
+		return fmt.Errorf("server %s carries credentials in its URL; give them as the user's", u.Redacted())
+	case u.Scheme != "https":
+		return fmt.Errorf("server %s is not https: the member's credentials would cross the network in clear", u.Redacted())
+	case u.Host == "" || u.Opaque != "":
+		return fmt.Errorf("server %s names no host", u.Redacted())
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return fmt.Errorf("server %s has a query or fragment; give the apiserver's address", u.Redacted())
+	case u.RawPath != "":
+		return fmt.Errorf("server %s has an escaped path; give the apiserver's address", u.Redacted())
+	}
+	if p := strings.Trim(u.Path, "/"); p != "" {
+		for _, seg := range strings.Split(p, "/") {
+			if seg == "" || seg == "." || seg == ".." || seg == "api" || seg == "apis" {
+				return fmt.Errorf("server %s has a path into an API, or that is not plain; give the apiserver's address", u.Redacted())
+			}
+		}
+	}
+	return nil
 }
 
 // hashOf identifies a kubeconfig's content, to tell a changed Secret.

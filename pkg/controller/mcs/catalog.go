@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -54,6 +55,10 @@ type CatalogConfig struct {
 	// the teams' namespaces and records events.
 	Hub     dynamic.Interface
 	HubKube kubernetes.Interface
+	// HealthProbesPerTeam and HealthProbes bound the addresses that
+	// health checks probe, of one team and in all (health.go); zero is
+	// DefaultHealthProbesPerTeam, DefaultHealthProbes.
+	HealthProbesPerTeam, HealthProbes int
 }
 
 func init() {
@@ -95,6 +100,12 @@ type catalogState struct {
 const catalogQueueKey = "catalog"
 
 func newCatalogState(cfg CatalogConfig) *catalogState {
+	if cfg.HealthProbesPerTeam <= 0 {
+		cfg.HealthProbesPerTeam = DefaultHealthProbesPerTeam
+	}
+	if cfg.HealthProbes <= 0 {
+		cfg.HealthProbes = DefaultHealthProbes
+	}
 	s := &catalogState{
 		cfg:      cfg,
 		informer: map[schema.GroupVersionResource]cache.SharedIndexInformer{},
@@ -233,8 +244,16 @@ func (c *Controller) syncCatalog(ctx context.Context) error {
 	for _, m := range members {
 		if m.hasSynced() {
 			cat.Members = append(cat.Members, m.id)
+			cat.KubernetesRanges = append(cat.KubernetesRanges, kubernetesRanges(m, c.cfg.MemberPodCIDRs[m.id])...)
 		}
 	}
+	for _, p := range c.cfg.ClusterSetIPRanges {
+		cat.KubernetesRanges = append(cat.KubernetesRanges, catalog.KubernetesRange{Prefix: p, Of: "the clusterset IP range"})
+	}
+	// What the configuration refuses in the export model it refuses in
+	// the catalog: a team that owns every namespace still binds no
+	// Service of kube-system and imports nothing there.
+	cat.RefusedNamespaces, cat.ExportNamespaces = c.cfg.RefusedNamespaces, c.cfg.ExportNamespaces
 	res := catalog.Resolve(cat)
 	reasons := map[string]string{}
 	for key, cond := range res.Valid {
@@ -242,10 +261,21 @@ func (c *Controller) syncCatalog(ctx context.Context) error {
 	}
 	c.metrics.setCatalog(reasons)
 
+	// The probes first: the bindings' status says which of their
+	// addresses are over the limits.
+	var checks []healthTarget
+	for _, svc := range res.Services {
+		for _, b := range svc.Bindings {
+			if b.Spec.HealthCheck != nil {
+				checks = append(checks, healthTargets(b)...)
+			}
+		}
+	}
+	s.health.set(limitHealthTargets(checks, s.cfg.HealthProbesPerTeam, s.cfg.HealthProbes))
+
 	desired := map[string]*desiredState{}
 	bound := map[string]bool{}
 	st := newCatalogStatus(res)
-	var checks []healthTarget
 	for _, key := range slices.Sorted(maps.Keys(res.Services)) {
 		svc := res.Services[key]
 		exports, unbound := catalog.Exports(svc, func(cluster string, name catalogv1alpha1.LocalName) *v1.Service {
@@ -288,9 +318,6 @@ func (c *Controller) syncCatalog(ctx context.Context) error {
 			bindings = append(bindings, b)
 			if !slices.Contains(clusters, b.Spec.Cluster) {
 				clusters = append(clusters, b.Spec.Cluster)
-			}
-			if b.Spec.HealthCheck != nil {
-				checks = append(checks, healthTargets(b)...)
 			}
 		}
 		slices.Sort(clusters)
@@ -339,7 +366,6 @@ func (c *Controller) syncCatalog(ctx context.Context) error {
 			st.bindingReady(b, sources[b.Name], s.health)
 		}
 	}
-	s.health.set(checks)
 
 	// Names placed before and no more, and imports this controller
 	// wrote that nothing places (a switch from the export model), are
@@ -396,20 +422,51 @@ func (c *Controller) bindingSlices(b *catalogv1alpha1.ServiceBinding, p catalog.
 		}
 		out = catalog.BindingSlices(b, p, c.cfg.ManagedBy, served, healthy)
 	} else if src := c.member(b.Spec.Cluster); src != nil && src.hasSynced() && (c.ttl.alive(b.Spec.Cluster) || !c.anyAlive()) {
-		podRanges := src.podRanges()
-		for _, sl := range indexed[*discoveryv1.EndpointSlice](src.localSlices, byService, b.Spec.Service.Namespace+"/"+b.Spec.Service.Name) {
-			if !slices.Contains(c.cfg.SourceManagers, sl.Labels[discoveryv1.LabelManagedBy]) {
-				c.reportUnmirrored(src, sl)
-				continue
-			}
-			if is := catalog.ServiceSlice(sl, b, p, c.cfg.ManagedBy, served, r.Spec.TrafficDistribution); is != nil {
-				export.KeepWithin(is, podRanges)
-				out = append(out, is)
+		// As in the export model (syncClusterset): slices Kubernetes
+		// wrote for the bound Service, within the source's ranges. A
+		// Service that is gone has none.
+		ns, name := b.Spec.Service.Namespace, b.Spec.Service.Name
+		if svc, err := src.services.Services(ns).Get(name); err == nil {
+			ranges, known := src.endpointRanges(c.cfg.MemberPodCIDRs[b.Spec.Cluster])
+			for _, sl := range indexed[*discoveryv1.EndpointSlice](src.localSlices, byService, ns+"/"+name) {
+				if sl = c.sourceSlice(src, sl, svc, known); sl == nil {
+					continue
+				}
+				if is := catalog.ServiceSlice(sl, b, p, c.cfg.ManagedBy, served, r.Spec.TrafficDistribution); is != nil {
+					if dropped := export.KeepWithin(is, ranges); len(dropped) > 0 {
+						c.reportOutsidePodRanges(src, sl, dropped)
+					}
+					out = append(out, is)
+				}
 			}
 		}
 	}
 	if sources != nil {
 		sources[b.Name] = out
+	}
+	return out
+}
+
+// kubernetesRanges are the addresses member m hands out, which an
+// address binding may not name: its pod ranges (configured, and its
+// nodes' pod CIDRs), its nodes' own addresses, and its Service ranges
+// (its ServiceCIDRs).
+func kubernetesRanges(m *member, configured []netip.Prefix) []catalog.KubernetesRange {
+	var out []catalog.KubernetesRange
+	cidrs, addrs := m.nodeRanges()
+	for _, p := range slices.Concat(configured, cidrs) {
+		out = append(out, catalog.KubernetesRange{Prefix: p, Of: "the pod range of cluster " + m.id})
+	}
+	for _, p := range addrs {
+		out = append(out, catalog.KubernetesRange{Prefix: p, Of: "a node address of cluster " + m.id})
+	}
+	serviceCIDRs, _ := m.serviceCIDRs.List(labels.Everything())
+	for _, sc := range serviceCIDRs {
+		for _, cidr := range sc.Spec.CIDRs {
+			if p, err := netip.ParsePrefix(cidr); err == nil {
+				out = append(out, catalog.KubernetesRange{Prefix: p.Masked(), Of: "the Service range of cluster " + m.id})
+			}
+		}
 	}
 	return out
 }

@@ -32,12 +32,16 @@ type catalogStatus struct {
 	ips      map[string][]string
 	clusters map[string][]catalogv1alpha1.BackendCluster
 	health   map[string][]catalogv1alpha1.EndpointHealth
+	// probed are the HealthChecked conditions of bindings with a health
+	// check, by catalog.ObjectKey.
+	probed map[string]metav1.Condition
 }
 
 func newCatalogStatus(res catalog.Result) *catalogStatus {
 	return &catalogStatus{
 		res: res, ready: map[string]metav1.Condition{}, ips: map[string][]string{},
 		clusters: map[string][]catalogv1alpha1.BackendCluster{}, health: map[string][]catalogv1alpha1.EndpointHealth{},
+		probed: map[string]metav1.Condition{},
 	}
 }
 
@@ -55,7 +59,13 @@ func (st *catalogStatus) binding(namespace, name string, status metav1.Condition
 func (st *catalogStatus) bindingReady(b *catalogv1alpha1.ServiceBinding, slices []*discoveryv1.EndpointSlice, health *healthChecker) {
 	key := catalog.ObjectKey("ServiceBinding", b)
 	if b.Spec.HealthCheck != nil {
-		st.health[key] = health.status(b.Namespace+"/"+b.Name, b)
+		eps, unprobed, why := health.status(b.Namespace+"/"+b.Name, b)
+		st.health[key] = eps
+		st.probed[key] = metav1.Condition{Type: catalog.ConditionHealthChecked, Status: metav1.ConditionTrue, Reason: catalog.ReasonProbed, Message: "every address is probed"}
+		if unprobed > 0 {
+			st.probed[key] = metav1.Condition{Type: catalog.ConditionHealthChecked, Status: metav1.ConditionFalse, Reason: catalog.ReasonProbeLimitReached,
+				Message: fmt.Sprintf("%d of %d addresses are not probed, and not ready: %s", unprobed, len(eps), why)}
+		}
 	}
 	ready := export.ReadyEndpoints(slices)
 	if ready == 0 {
@@ -136,6 +146,13 @@ func (st *catalogStatus) write(ctx context.Context, c *Controller) error {
 			}
 			ready.ObservedGeneration = u.GetGeneration()
 			meta.SetStatusCondition(&conds, ready)
+			probed, checked := st.probed[key]
+			if checked {
+				probed.ObservedGeneration = u.GetGeneration()
+				meta.SetStatusCondition(&conds, probed)
+			} else {
+				meta.RemoveStatusCondition(&conds, catalog.ConditionHealthChecked)
+			}
 
 			fields := statusFields{Conditions: conds, Clusters: st.clusters[key], Endpoints: st.health[key]}
 			if valid.Status == metav1.ConditionTrue && ready.Status == metav1.ConditionTrue {
@@ -158,6 +175,9 @@ func (st *catalogStatus) write(ctx context.Context, c *Controller) error {
 			}
 			if b := meta.FindStatusCondition(before, catalog.ConditionValid); (b == nil || b.Reason != valid.Reason) && valid.Status == metav1.ConditionFalse {
 				s.recorder.Event(update, v1.EventTypeWarning, valid.Reason, valid.Message)
+			}
+			if b := meta.FindStatusCondition(before, catalog.ConditionHealthChecked); checked && (b == nil || b.Reason != probed.Reason) && probed.Status == metav1.ConditionFalse {
+				s.recorder.Event(update, v1.EventTypeWarning, probed.Reason, probed.Message)
 			}
 		}
 	}

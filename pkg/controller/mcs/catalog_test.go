@@ -44,16 +44,19 @@ func newCatalogClusterset(t *testing.T, objs ...runtime.Object) (*Controller, ma
 	frontend := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "frontend"}}
 	c, ms := newFakeClusterset(t, Config{Catalog: &CatalogConfig{Hub: hub, HubKube: hubKube}}, []string{"cluster-a", "cluster-b", "cluster-c"}, nil, map[string][]runtime.Object{
 		"cluster-a": {frontend,
-			&v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "frontend", Name: "authz"}, Spec: v1.ServiceSpec{
+			&v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "frontend", Name: "authz", UID: "uid-authz"}, Spec: v1.ServiceSpec{
 				Selector: map[string]string{"app": "authz"},
 				Ports:    []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)}},
 			}},
 			&discoveryv1.EndpointSlice{
+				// As the EndpointSlice controller writes it.
 				ObjectMeta: metav1.ObjectMeta{Namespace: "frontend", Name: "authz-x1", Labels: map[string]string{
-					discoveryv1.LabelServiceName: "authz", discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}},
+					discoveryv1.LabelServiceName: "authz", discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"},
+					OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: "authz", UID: "uid-authz", Controller: ptr.To(true)}}},
 				AddressType: discoveryv1.AddressTypeIPv4,
 				Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(v1.ProtocolTCP)}},
-				Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.200.0.5"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+				Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.200.0.5"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+					TargetRef: &v1.ObjectReference{Kind: "Pod", Namespace: "frontend", Name: "authz-0"}}},
 			}},
 		"cluster-b": {frontend},
 		"cluster-c": {&v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}},

@@ -101,6 +101,10 @@ func (c *Controller) syncClusterset(ctx context.Context, key string) error {
 			return err
 		}
 		v := export.Validate(svc)
+		if v.Valid {
+			// Control data never travels in an exporter's maps.
+			v = export.ValidateExportedMetadata(se)
+		}
 		validity[m.id] = v
 		if v.Valid {
 			var notBefore time.Time
@@ -176,15 +180,17 @@ func (c *Controller) syncClusterset(ctx context.Context, key string) error {
 			if len(alive) > 0 && !slices.Contains(alive, e.Cluster) {
 				continue
 			}
-			podRanges := byID[e.Cluster].podRanges()
+			// What a member may publish: slices Kubernetes wrote for
+			// the exported Service, within where its endpoints may be,
+			// or, where that is not known, what the writer vouches for.
+			ranges, known := byID[e.Cluster].endpointRanges(c.cfg.MemberPodCIDRs[e.Cluster])
 			var own []*discoveryv1.EndpointSlice
 			for _, s := range indexed[*discoveryv1.EndpointSlice](byID[e.Cluster].localSlices, byService, key) {
-				if !slices.Contains(c.cfg.SourceManagers, s.Labels[discoveryv1.LabelManagedBy]) {
-					c.reportUnmirrored(byID[e.Cluster], s)
+				if s = c.sourceSlice(byID[e.Cluster], s, e.Service, known); s == nil {
 					continue
 				}
 				if is := export.ImportedSlice(s, name, e.Cluster, c.cfg.ManagedBy, r.ServedPorts[e.Cluster], r.Spec.TrafficDistribution); is != nil {
-					if dropped := export.KeepWithin(is, podRanges); len(dropped) > 0 {
+					if dropped := export.KeepWithin(is, ranges); len(dropped) > 0 {
 						c.reportOutsidePodRanges(byID[e.Cluster], s, dropped)
 					}
 					d.Slices[is.Name] = is
@@ -218,8 +224,8 @@ func (c *Controller) desiredImport(key, ns, name string, r export.Result, d *des
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:   ns,
 			Name:        name,
-			Labels:      maps.Clone(r.Labels),
-			Annotations: r.Annotations,
+			Labels:      maps.Clone(export.WithoutReservedKeys(r.Labels)),
+			Annotations: export.WithoutReservedKeys(r.Annotations),
 		},
 		Spec: r.Spec,
 	}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
@@ -101,26 +102,30 @@ func newFakeClusterset(t *testing.T, cfg Config, ids []string, started func(id s
 	return c, fakes
 }
 
-// exportWeb gives member m an exported Service demo/web (port http 80)
-// with one EndpointSlice of addrs, as the EndpointSlice controller writes.
+// exportWeb gives member m an exported Service demo/web (port http 80,
+// a selector) with one EndpointSlice of addrs, as the EndpointSlice
+// controller writes: owned by the Service, an endpoint per Pod.
 func exportWeb(t *testing.T, m *fakeMember, addrs ...string) {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := m.kube.CoreV1().Services("demo").Create(ctx, &v1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "demo"},
-		Spec:       v1.ServiceSpec{Ports: []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}}},
-	}, metav1.CreateOptions{}); err != nil {
+	svc, err := m.kube.CoreV1().Services("demo").Create(ctx, &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "demo", UID: "uid-web-" + types.UID(m.id)},
+		Spec:       v1.ServiceSpec{Selector: map[string]string{"app": "web"}, Ports: []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	slice := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: "web-abcde", Namespace: "demo", Labels: map[string]string{
-			discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}},
+			discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(svc, v1.SchemeGroupVersion.WithKind("Service"))}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(v1.ProtocolTCP)}},
 	}
-	for _, a := range addrs {
+	for i, a := range addrs {
 		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{a}, NodeName: ptr.To("node-1"),
-			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+			TargetRef:  &v1.ObjectReference{Kind: "Pod", Namespace: "demo", Name: fmt.Sprintf("web-%d", i)}})
 	}
 	if _, err := m.kube.DiscoveryV1().EndpointSlices("demo").Create(ctx, slice, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

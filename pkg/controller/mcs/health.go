@@ -1,14 +1,18 @@
 package mcs
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 	catalogv1alpha1 "k8s.io/multiclusterservices/apis/catalog/v1alpha1"
 	"k8s.io/multiclusterservices/catalog"
 )
@@ -17,14 +21,41 @@ import (
 // health check (endpoints outside Kubernetes, which no kubelet probes):
 // a TCP connection, as a kubelet's tcpSocket probe makes. An address is
 // not ready until its first success, and again after FailureThreshold
-// failures in a row. Only addresses of valid bindings are probed, and
-// the catalog refuses special-purpose ones, so a binding cannot make the
-// controller connect to loopback or a metadata service.
+// failures in a row.
+//
+// The controller dials from its own network, where a team may reach
+// nothing by itself, so a binding must not make it a scanner:
+//   - only addresses of valid bindings are probed, and the catalog
+//     refuses special-purpose addresses (loopback, metadata services),
+//     addresses of the clusterset's pods, nodes and Services, and
+//     bindings as a cluster where the team owns no namespace;
+//   - at most perTeam addresses of a team (its hub namespace) and total
+//     addresses in all are probed, the oldest bindings' first
+//     (limitHealthTargets); the others are not ready, and their binding
+//     says so (HealthChecked=False, ProbeLimitReached);
+//   - the status says whether an address answers, never how a dial
+//     failed ("connection refused" against "i/o timeout" maps a
+//     network), and a failure is recorded at the probe's timeout
+//     whatever failed, so that when the verdict lands says no more
+//     either. The dial's error goes to the controller's log.
+
+// The limits of probed addresses when the configuration sets none: a
+// binding may list 1,000 addresses and a team write any number of
+// bindings; at a period of a second these bound the dials to 100 a
+// second per team and 1,000 in all.
+const (
+	DefaultHealthProbesPerTeam = 100
+	DefaultHealthProbes        = 1000
+)
 
 // healthTarget is one address of one binding to probe.
 type healthTarget struct {
 	// Binding is the binding's namespace/name.
-	Binding   string
+	Binding string
+	// Team is the binding's namespace, and Created its creation time:
+	// the limits count per team, oldest binding first.
+	Team      string
+	Created   time.Time
 	Address   string
 	Port      int32
 	Period    time.Duration
@@ -51,14 +82,49 @@ type healthChecker struct {
 	mu      sync.Mutex
 	targets map[string]healthTarget
 	state   map[string]*probeState
+	// unprobed are the targets over the limits, by id: why they are not
+	// probed.
+	unprobed map[string]string
 }
 
 func newHealthChecker(changed func()) *healthChecker {
 	return &healthChecker{
-		changed: changed,
-		targets: map[string]healthTarget{},
-		state:   map[string]*probeState{},
+		changed:  changed,
+		targets:  map[string]healthTarget{},
+		state:    map[string]*probeState{},
+		unprobed: map[string]string{},
 	}
+}
+
+// limitHealthTargets returns the targets probed under the limits, and
+// why each other is not, by id. The oldest bindings come first (then by
+// name, each in the order of its addresses), so that a new binding never
+// takes an older one's probes: at most perTeam addresses of one team,
+// total in all.
+func limitHealthTargets(targets []healthTarget, perTeam, total int) (probed []healthTarget, unprobed map[string]string) {
+	ordered := slices.Clone(targets)
+	slices.SortStableFunc(ordered, func(a, b healthTarget) int {
+		return cmp.Or(a.Created.Compare(b.Created), strings.Compare(a.Binding, b.Binding))
+	})
+	unprobed = map[string]string{}
+	seen := map[string]bool{}
+	ofTeam := map[string]int{}
+	for _, t := range ordered {
+		if seen[t.id()] {
+			continue
+		}
+		seen[t.id()] = true
+		switch {
+		case ofTeam[t.Team] >= perTeam:
+			unprobed[t.id()] = fmt.Sprintf("team %s has %d addresses probed, the controller's limit per team", t.Team, perTeam)
+		case len(probed) >= total:
+			unprobed[t.id()] = fmt.Sprintf("the controller probes %d addresses, its limit", total)
+		default:
+			ofTeam[t.Team]++
+			probed = append(probed, t)
+		}
+	}
+	return probed, unprobed
 }
 
 // healthTargets are the probes binding b asks for.
@@ -87,17 +153,19 @@ func healthTargets(b *catalogv1alpha1.ServiceBinding) []healthTarget {
 	var out []healthTarget
 	for _, ep := range b.Spec.Endpoints {
 		out = append(out, healthTarget{
-			Binding: b.Namespace + "/" + b.Name, Address: ep.Address, Port: target,
+			Binding: b.Namespace + "/" + b.Name, Team: b.Namespace, Created: b.CreationTimestamp.Time, Address: ep.Address, Port: target,
 			Period: seconds(hc.PeriodSeconds, 10), Timeout: seconds(hc.TimeoutSeconds, 2), Threshold: threshold,
 		})
 	}
 	return out
 }
 
-// set replaces the targets; the state of targets that stay is kept.
-func (h *healthChecker) set(targets []healthTarget) {
+// set replaces the targets, and the targets over the limits (by id, why
+// they are not probed); the state of targets that stay is kept.
+func (h *healthChecker) set(targets []healthTarget, unprobed map[string]string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.unprobed = unprobed
 	next := map[string]healthTarget{}
 	for _, t := range targets {
 		next[t.id()] = t
@@ -119,20 +187,26 @@ func (h *healthChecker) healthy(binding, address string) bool {
 	return st != nil && st.healthy
 }
 
-// status returns the health of binding's addresses, for its status.
-func (h *healthChecker) status(binding string, b *catalogv1alpha1.ServiceBinding) []catalogv1alpha1.EndpointHealth {
+// status returns the health of binding's addresses, for its status, and
+// those over the limits, with why the first of them is not probed.
+func (h *healthChecker) status(binding string, b *catalogv1alpha1.ServiceBinding) (out []catalogv1alpha1.EndpointHealth, unprobed int, why string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var out []catalogv1alpha1.EndpointHealth
 	for _, ep := range b.Spec.Endpoints {
-		st := h.state[binding+"/"+ep.Address]
+		id := binding + "/" + ep.Address
+		st := h.state[id]
 		eh := catalogv1alpha1.EndpointHealth{Address: ep.Address, Message: "not probed yet"}
-		if st != nil && !st.last.IsZero() {
+		if reason, over := h.unprobed[id]; over {
+			eh.Message = "not probed: " + reason
+			if unprobed++; why == "" {
+				why = reason
+			}
+		} else if st != nil && !st.last.IsZero() {
 			eh.Healthy, eh.LastTransitionTime, eh.Message = st.healthy, metav1.NewTime(st.since.Truncate(time.Second)), st.message
 		}
 		out = append(out, eh)
 	}
-	return out
+	return out, unprobed, why
 }
 
 // run probes every target that is due, every half second, until ctx ends.
@@ -168,10 +242,21 @@ func (h *healthChecker) probeDue(ctx context.Context) {
 }
 
 func (h *healthChecker) probe(ctx context.Context, id string, t healthTarget) {
+	logger := klog.FromContext(ctx)
+	start := time.Now()
 	d := net.Dialer{Timeout: t.Timeout}
 	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(t.Address, strconv.Itoa(int(t.Port))))
 	if err == nil {
 		conn.Close()
+	} else {
+		// A refusal comes at once and a silent address at the timeout:
+		// both are recorded at the timeout.
+		wait := time.NewTimer(time.Until(start.Add(t.Timeout)))
+		select {
+		case <-ctx.Done():
+		case <-wait.C:
+		}
+		wait.Stop()
 	}
 	h.mu.Lock()
 	st, ok := h.state[id]
@@ -185,17 +270,25 @@ func (h *healthChecker) probe(ctx context.Context, id string, t healthTarget) {
 		st.failures, st.healthy, st.message = 0, true, fmt.Sprintf("TCP port %d answered", t.Port)
 	} else {
 		st.failures++
-		st.message = fmt.Sprintf("TCP port %d: %v", t.Port, err)
+		// Not the error: its text tells a refusing host from a silent
+		// one, and the status is the team's to read.
+		st.message = fmt.Sprintf("TCP port %d not answering", t.Port)
 		if st.failures >= t.Threshold {
 			st.healthy = false
 		}
 	}
-	after := st.healthy
+	after, failures := st.healthy, st.failures
 	if before != after || st.since.IsZero() {
 		st.since = st.last
 	}
 	h.mu.Unlock()
 	if before != after {
 		h.changed()
+	}
+	switch {
+	case err != nil && failures == t.Threshold:
+		logger.Info("A bound address fails its health check: not ready", "binding", t.Binding, "address", t.Address, "port", t.Port, "failures", failures, "err", err)
+	case err != nil:
+		logger.V(4).Info("Health check probe failed", "binding", t.Binding, "address", t.Address, "port", t.Port, "failures", failures, "err", err)
 	}
 }

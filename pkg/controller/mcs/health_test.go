@@ -3,6 +3,9 @@ package mcs
 import (
 	"context"
 	"net"
+	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -35,8 +38,8 @@ func TestHealthChecker(t *testing.T) {
 	if len(targets) != 1 || targets[0].Port != int32(port) || targets[0].Period != 10*time.Second || targets[0].Threshold != 2 {
 		t.Fatalf("targets %+v", targets)
 	}
-	targets[0].Period = 0
-	h.set(targets)
+	targets[0].Period, targets[0].Timeout = 0, 100*time.Millisecond
+	h.set(targets, nil)
 	if h.healthy("team-a/vms", "127.0.0.1") {
 		t.Fatal("healthy before any probe")
 	}
@@ -69,12 +72,158 @@ func TestHealthChecker(t *testing.T) {
 	if h.healthy("team-a/vms", "127.0.0.1") || changes.Load() != 2 {
 		t.Errorf("after two failures: healthy %v, %d changes", h.healthy("team-a/vms", "127.0.0.1"), changes.Load())
 	}
-	if st := h.status("team-a/vms", b); len(st) != 1 || st[0].Healthy || st[0].Message == "" || st[0].LastTransitionTime.IsZero() {
-		t.Errorf("status %+v", st)
+	if st, unprobed, _ := h.status("team-a/vms", b); len(st) != 1 || st[0].Healthy || st[0].Message == "" || st[0].LastTransitionTime.IsZero() || unprobed != 0 {
+		t.Errorf("status %+v, %d unprobed", st, unprobed)
 	}
 	// A binding that goes takes its state with it.
-	h.set(nil)
+	h.set(nil, nil)
 	if h.healthy("team-a/vms", "127.0.0.1") || len(h.state) != 0 {
 		t.Error("state of a removed target kept")
+	}
+}
+
+// A team's bindings, however many and however large, have at most the
+// per-team limit of addresses probed, and all teams together the global
+// one; the oldest bindings keep their probes, whatever order the
+// bindings are listed in.
+func TestLimitHealthTargets(t *testing.T) {
+	type binding struct {
+		name  string // team/name
+		age   int
+		addrs []string
+	}
+	targetsOf := func(bs []binding) []healthTarget {
+		var out []healthTarget
+		for _, b := range bs {
+			team, _, _ := strings.Cut(b.name, "/")
+			for _, a := range b.addrs {
+				out = append(out, healthTarget{Binding: b.name, Team: team, Created: time.Unix(int64(b.age), 0), Address: a})
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name           string
+		bindings       []binding
+		perTeam, total int
+		// probed are the ids probed; unprobed maps the others to the
+		// limit that stopped them ("team" or "total").
+		probed   []string
+		unprobed map[string]string
+	}{{
+		name: "under the limits",
+		bindings: []binding{
+			{"team-a/vms", 0, []string{"192.0.2.1", "192.0.2.2"}},
+			{"team-b/vms", 1, []string{"192.0.2.1"}},
+		},
+		perTeam: 2, total: 3,
+		probed: []string{"team-a/vms/192.0.2.1", "team-a/vms/192.0.2.2", "team-b/vms/192.0.2.1"},
+	}, {
+		// A sweep of a network, split over bindings: the per-team limit
+		// holds across them, and the older binding keeps its probes.
+		name: "one team's sweep",
+		bindings: []binding{
+			{"team-a/sweep-2", 2, []string{"10.9.0.3", "10.9.0.4"}},
+			{"team-a/sweep-1", 1, []string{"10.9.0.1", "10.9.0.2"}},
+			{"team-a/db", 0, []string{"192.0.2.10"}},
+		},
+		perTeam: 3, total: 100,
+		probed:   []string{"team-a/db/192.0.2.10", "team-a/sweep-1/10.9.0.1", "team-a/sweep-1/10.9.0.2"},
+		unprobed: map[string]string{"team-a/sweep-2/10.9.0.3": "team", "team-a/sweep-2/10.9.0.4": "team"},
+	}, {
+		// Many teams: the global limit holds, oldest first; a team under
+		// its own limit is stopped by the global one.
+		name: "many teams",
+		bindings: []binding{
+			{"team-a/vms", 0, []string{"192.0.2.1", "192.0.2.2"}},
+			{"team-b/vms", 1, []string{"192.0.2.3", "192.0.2.4"}},
+			{"team-c/vms", 2, []string{"192.0.2.5"}},
+		},
+		perTeam: 2, total: 3,
+		probed:   []string{"team-a/vms/192.0.2.1", "team-a/vms/192.0.2.2", "team-b/vms/192.0.2.3"},
+		unprobed: map[string]string{"team-b/vms/192.0.2.4": "total", "team-c/vms/192.0.2.5": "total"},
+	}, {
+		name:     "an address listed twice counts once",
+		bindings: []binding{{"team-a/vms", 0, []string{"192.0.2.1", "192.0.2.1", "192.0.2.2"}}},
+		perTeam:  2, total: 2,
+		probed: []string{"team-a/vms/192.0.2.1", "team-a/vms/192.0.2.2"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, reversed := range []bool{false, true} {
+				bs := slices.Clone(tc.bindings)
+				if reversed {
+					slices.Reverse(bs)
+				}
+				probed, unprobed := limitHealthTargets(targetsOf(bs), tc.perTeam, tc.total)
+				var ids []string
+				for _, p := range probed {
+					ids = append(ids, p.id())
+				}
+				slices.Sort(ids)
+				if !slices.Equal(ids, tc.probed) {
+					t.Errorf("reversed %v: probed %v, want %v", reversed, ids, tc.probed)
+				}
+				if len(unprobed) != len(tc.unprobed) {
+					t.Errorf("reversed %v: unprobed %v, want %v", reversed, unprobed, tc.unprobed)
+				}
+				for id, limit := range tc.unprobed {
+					want := map[string]string{"team": "limit per team", "total": "probes " + strconv.Itoa(tc.total) + " addresses"}[limit]
+					if !strings.Contains(unprobed[id], want) {
+						t.Errorf("reversed %v: %s not probed because %q, want the %s limit", reversed, id, unprobed[id], limit)
+					}
+				}
+			}
+		})
+	}
+}
+
+// The status a team reads says whether an address answers and nothing
+// of how its dial failed, nor when: a refused connection is recorded
+// at the probe's timeout, as a silent address is, so that a team cannot
+// map which hosts exist behind the controller.
+func TestHealthStatusSaysOnlyWhetherAnAddressAnswers(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close() // refused from now on
+	h := newHealthChecker(func() {})
+	b := &catalogv1alpha1.ServiceBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "scan"},
+		Spec: catalogv1alpha1.ServiceBindingSpec{
+			Endpoints:   []catalogv1alpha1.BoundEndpoint{{Address: "127.0.0.1"}},
+			Ports:       []catalogv1alpha1.BoundPort{{Name: "ssh", Port: int32(port)}},
+			HealthCheck: &catalogv1alpha1.HealthCheck{FailureThreshold: 1},
+		},
+	}
+	targets := healthTargets(b)
+	const timeout = 300 * time.Millisecond
+	targets[0].Period, targets[0].Timeout = time.Hour, timeout
+	h.set(targets, nil)
+	start := time.Now()
+	h.probeDue(context.Background())
+	for {
+		h.mu.Lock()
+		busy := h.state["team-a/scan/127.0.0.1"].inflight
+		h.mu.Unlock()
+		if !busy {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if took := time.Since(start); took < timeout {
+		t.Errorf("a refused connection was recorded after %v, before the timeout %v: the timing tells it from a silent address", took, timeout)
+	}
+	st, _, _ := h.status("team-a/scan", b)
+	want := "TCP port " + strconv.Itoa(port) + " not answering"
+	if len(st) != 1 || st[0].Healthy || st[0].Message != want {
+		t.Errorf("status %+v, want unhealthy with message %q only", st, want)
+	}
+	for _, leak := range []string{"refused", "dial", "connect", "timeout"} {
+		if len(st) == 1 && strings.Contains(st[0].Message, leak) {
+			t.Errorf("the status tells how the dial failed: %q", st[0].Message)
+			break
+		}
 	}
 }

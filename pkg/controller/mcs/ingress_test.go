@@ -39,7 +39,7 @@ func exportSelectingWeb(t *testing.T, m *fakeMember, ready bool, addrs ...string
 	t.Helper()
 	ctx := context.Background()
 	if _, err := m.kube.CoreV1().Services("demo").Create(ctx, &v1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "demo"},
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "demo", UID: "uid-web"},
 		Spec: v1.ServiceSpec{Selector: map[string]string{"app": "web"},
 			Ports: []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)}}},
 	}, metav1.CreateOptions{}); err != nil {
@@ -60,10 +60,13 @@ func exportSelectingWeb(t *testing.T, m *fakeMember, ready bool, addrs ...string
 	})
 }
 
+// webSlice is demo/web's slice as the EndpointSlice controller writes it
+// (owned by the Service, whose UID is uid-web).
 func webSlice(ready bool, addrs ...string) *discoveryv1.EndpointSlice {
 	slice := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: "web-abcde", Namespace: "demo", Labels: map[string]string{
-			discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}},
+			discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: "web", UID: "uid-web", Controller: ptr.To(true)}}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(v1.ProtocolTCP)}},
 	}

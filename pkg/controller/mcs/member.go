@@ -2,8 +2,10 @@ package mcs
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,6 +24,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/multiclusterservices/export"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 	mcsclientset "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 	mcsinformers "sigs.k8s.io/mcs-api/pkg/client/informers/externalversions"
@@ -165,7 +169,8 @@ func sliceInformer(kube kubernetes.Interface, transform cache.TransformFunc, sel
 // controller mirrors of them (export.ImportedSlice), without managedFields,
 // target references (they name the member's Pods) or deprecated topology,
 // and with their endpoints in a list of their own size (decoding leaves it
-// room for up to twice as many).
+// room for up to twice as many). Whether an endpoint's target is a Pod of
+// the slice's namespace is kept, as podTarget, for export.Vouched.
 func compactLocalSlice(obj any) (any, error) {
 	s, ok := obj.(*discoveryv1.EndpointSlice)
 	if !ok {
@@ -173,13 +178,24 @@ func compactLocalSlice(obj any) (any, error) {
 	}
 	s.ManagedFields = nil
 	for i := range s.Endpoints {
-		s.Endpoints[i].TargetRef, s.Endpoints[i].DeprecatedTopology = nil, nil
+		ep := &s.Endpoints[i]
+		if ref := ep.TargetRef; ref != nil && ref.Kind == "Pod" && (ref.Namespace == "" || ref.Namespace == s.Namespace) {
+			ep.TargetRef = podTarget
+		} else {
+			ep.TargetRef = nil
+		}
+		ep.DeprecatedTopology = nil
 	}
 	if cap(s.Endpoints) > len(s.Endpoints) {
 		s.Endpoints = slices.Clone(s.Endpoints)
 	}
 	return s, nil
 }
+
+// podTarget is the target of every cached endpoint that names a Pod of its
+// slice's namespace: one shared reference that names no Pod, so that the
+// cache costs no more than without it. Nothing changes it.
+var podTarget = &v1.ObjectReference{Kind: "Pod"}
 
 // dropManagedFields keeps managedFields out of the caches: nothing the
 // controller decides reads them, and at ten members they are a third of
@@ -255,29 +271,130 @@ func indexByLabel(label string) cache.IndexFunc {
 // cannot be read, or no node has a pod CIDR (the network plugin allocates
 // pod IPs some other way).
 func (m *member) podRanges() []netip.Prefix {
-	if !m.inf.nodes.HasSynced() {
+	cidrs, addrs := m.nodeRanges()
+	if len(cidrs) == 0 {
 		return nil
 	}
+	return append(cidrs, addrs...)
+}
+
+// nodeRanges returns m's nodes' pod CIDRs and their own addresses (as
+// single-address prefixes); none when the nodes cannot be read.
+func (m *member) nodeRanges() (cidrs, addrs []netip.Prefix) {
+	if !m.inf.nodes.HasSynced() {
+		return nil, nil
+	}
 	nodes, _ := m.nodes.List(labels.Everything())
-	var ranges []netip.Prefix
-	withCIDR := false
 	for _, n := range nodes {
 		for _, s := range n.Spec.PodCIDRs {
 			if p, err := netip.ParsePrefix(s); err == nil {
-				ranges = append(ranges, p.Masked())
-				withCIDR = true
+				cidrs = append(cidrs, p.Masked())
 			}
 		}
 		for _, a := range n.Status.Addresses {
 			if ip, err := netip.ParseAddr(a.Address); err == nil && (a.Type == v1.NodeInternalIP || a.Type == v1.NodeExternalIP) {
-				ranges = append(ranges, netip.PrefixFrom(ip, ip.BitLen()))
+				addrs = append(addrs, netip.PrefixFrom(ip, ip.BitLen()))
 			}
 		}
 	}
-	if !withCIDR {
+	return cidrs, addrs
+}
+
+// endpointRanges returns where m's endpoints may be, and whether that is
+// known at all: the ranges configured for m (--member-pod-cidrs: where a
+// network plugin that leaves spec.podCIDRs empty allocates pod IPs), its
+// nodes' pod CIDRs, and its nodes' own addresses (host-network pods).
+// Unknown when neither configured ranges nor a node's pod CIDR say where
+// its pods are: node addresses alone say nothing of them, and then
+// sourceSlice mirrors only what the writer vouches for.
+func (m *member) endpointRanges(configured []netip.Prefix) ([]netip.Prefix, bool) {
+	cidrs, addrs := m.nodeRanges()
+	if len(configured) == 0 && len(cidrs) == 0 {
+		return nil, false
+	}
+	return slices.Concat(configured, cidrs, addrs), true
+}
+
+// sourceSlice returns what of s, member m's own slice of Service svc, may
+// be mirrored to the other members (nil: none of it), and reports what
+// may not: a slice Kubernetes did not write for svc (export.CheckSource:
+// its managed-by is a label anyone who writes slices sets, its owner is
+// what the controllers really set), and, while m's endpoint ranges are
+// unknown (rangesKnown false), the endpoints nothing vouches for
+// (export.Vouched). The caller keeps the rest within the ranges when they
+// are known (export.KeepWithin).
+func (c *Controller) sourceSlice(m *member, s *discoveryv1.EndpointSlice, svc *v1.Service, rangesKnown bool) *discoveryv1.EndpointSlice {
+	switch refusal, why := export.CheckSource(s, svc, c.cfg.SourceManagers); refusal {
+	case "":
+	case export.SourceUntrustedManager:
+		c.reportUnmirrored(m, s)
+		return nil
+	default:
+		c.reportRefusedSource(m, s, refusal, why)
 		return nil
 	}
-	return ranges
+	if rangesKnown {
+		return s
+	}
+	vouched, dropped := export.Vouched(s, svc)
+	if len(dropped) > 0 {
+		c.reportRangesUnknown(m, s, svc, dropped)
+		if len(vouched.Endpoints) == 0 {
+			return nil
+		}
+	}
+	return vouched
+}
+
+// reportRefusedSource says, once per slice and refusal, that a slice of
+// an exported Service is not mirrored because Kubernetes did not write it
+// for that Service: a log line, the unmirrored-slices metric and a
+// warning event on the export, whose reason is the refusal.
+func (c *Controller) reportRefusedSource(m *member, s *discoveryv1.EndpointSlice, refusal export.SourceRefusal, why string) {
+	if _, seen := c.told.LoadOrStore(m.id+"/"+string(s.UID)+"/"+string(refusal), true); seen {
+		return
+	}
+	c.logger.Info("Not mirroring an EndpointSlice of an exported Service: Kubernetes did not write it for that Service", "cluster", m.id, "endpointSlice", klog.KObj(s), "reason", refusal, "why", why)
+	c.metrics.countUnmirrored(m.id)
+	if se, err := m.exports.ServiceExports(s.Namespace).Get(s.Labels[discoveryv1.LabelServiceName]); err == nil {
+		m.recorder.Eventf(se, v1.EventTypeWarning, string(refusal), "EndpointSlice %s is not exported: %s", s.Name, why)
+	}
+}
+
+// ReasonEndpointRangesUnknown is the reason of the event on an export
+// whose endpoints are not mirrored because nothing says where its
+// cluster's endpoints may be.
+const ReasonEndpointRangesUnknown = "EndpointRangesUnknown"
+
+// reportRangesUnknown says, once per slice, that addresses of a slice of
+// an exported Service are not mirrored because m's endpoint ranges are
+// unknown and their writer does not vouch for them: a log line, a metric
+// and a warning event on the export, so that the operator learns what to
+// configure rather than finding the endpoints missing.
+func (c *Controller) reportRangesUnknown(m *member, s *discoveryv1.EndpointSlice, svc *v1.Service, dropped []string) {
+	if _, seen := c.told.LoadOrStore(m.id+"/"+string(s.UID)+"/"+ReasonEndpointRangesUnknown, true); seen {
+		return
+	}
+	why := "their endpoints name no Pod of the namespace"
+	if svc.Spec.Selector == nil {
+		why = "Service " + svc.Name + " has no selector, so they come from Endpoints someone wrote, which may hold any address"
+	}
+	c.logger.Info("Not mirroring endpoint addresses: the source cluster's endpoint ranges are unknown", "cluster", m.id, "endpointSlice", klog.KObj(s), "addresses", dropped, "why", why)
+	c.metrics.countRangesUnknown(m.id, len(dropped))
+	if se, err := m.exports.ServiceExports(s.Namespace).Get(s.Labels[discoveryv1.LabelServiceName]); err == nil {
+		m.recorder.Eventf(se, v1.EventTypeWarning, ReasonEndpointRangesUnknown,
+			"EndpointSlice %s: addresses %s are not exported: %s, and cluster %s's endpoint ranges are unknown (no node has spec.podCIDRs, and the mcs-controller's --member-pod-cidrs names none for it)",
+			s.Name, addressList(dropped), why, m.id)
+	}
+}
+
+// addressList names at most ten addresses, for an event.
+func addressList(addrs []string) string {
+	const most = 10
+	if len(addrs) <= most {
+		return strings.Join(addrs, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(addrs[:most], ", "), len(addrs)-most)
 }
 
 func clusterSetIPIndex(obj any) ([]string, error) {

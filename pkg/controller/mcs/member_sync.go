@@ -103,7 +103,9 @@ func (c *Controller) writeNativeService(ctx context.Context, m *member, si *mcsv
 		(!c.derived(m) || policy.Strategy == mcsproxy.RemoteAndLocal)
 	have, getErr := m.services.Services(si.Namespace).Get(si.Name)
 	exists := getErr == nil
-	ours := exists && c.wrote(have)
+	// Ours by owner reference, not by label: a Service someone labelled
+	// as the controller's is theirs.
+	ours := exists && c.wrote(have) && export.OwnedByImport(have, si)
 	api := m.kube.CoreV1().Services(si.Namespace)
 	switch {
 	case !wanted && ours:
@@ -118,13 +120,11 @@ func (c *Controller) writeNativeService(ctx context.Context, m *member, si *mcsv
 			m.recorder.Eventf(si, v1.EventTypeNormal, "NativeServiceCreated", "created Service %s so that %s reaches the clusterset by name (%s)", created.Name, si.Name, policy.Strategy)
 		}
 	case wanted && ours:
-		want := export.NativeService(si, c.cfg.ManagedBy)
-		if apiequality.Semantic.DeepEqual(want.Spec.Ports, have.Spec.Ports) && have.Spec.SessionAffinity == want.Spec.SessionAffinity &&
-			apiequality.Semantic.DeepEqual(want.Spec.SessionAffinityConfig, have.Spec.SessionAffinityConfig) {
+		// Whatever someone else changed in it is put back.
+		update := export.ServiceUpdate(have, export.NativeService(si, c.cfg.ManagedBy))
+		if update == nil {
 			return nil
 		}
-		update := have.DeepCopy()
-		update.Spec.Ports, update.Spec.SessionAffinity, update.Spec.SessionAffinityConfig = want.Spec.Ports, want.Spec.SessionAffinity, want.Spec.SessionAffinityConfig
 		if _, err := api.Update(ctx, update, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
 			return fmt.Errorf("updating Service %s/%s in %s: %w", si.Namespace, si.Name, m.id, err)
 		}
@@ -278,6 +278,11 @@ func (c *Controller) writeImportStatus(ctx context.Context, m *member, d *desire
 	set(importReadyCondition(si.Spec.IPFamilies, memberFamilies(m), m.id, d.IPError), metav1.ConditionFalse)
 	set(c.ipConflictCondition(m, si), metav1.ConditionTrue)
 	set(staleCondition(d.Stale, c.cfg.EndpointTTL), metav1.ConditionTrue)
+	if inRange, on := c.serviceRangeCondition(m, si); on {
+		set(inRange, metav1.ConditionTrue)
+	} else {
+		meta.RemoveStatusCondition(&status.Conditions, ConditionClusterSetIPInServiceRange)
+	}
 	if native, on := c.nativeNamesCondition(m, si); on {
 		set(native, metav1.ConditionFalse)
 	} else {
@@ -564,9 +569,8 @@ func (c *Controller) holdsNothing(m *member, ns, name string) bool {
 	if si, err := m.imports.ServiceImports(ns).Get(name); err == nil && c.wrote(si) {
 		return false
 	}
-	if svc, err := m.services.Services(ns).Get(export.DerivedName(ns, name)); err == nil && c.wrote(svc) {
-		return false
-	}
+	// A derived Service is held only while its import is (owner
+	// reference): one someone labelled as ours is not.
 	return len(writtenIn(m, ns, name)) == 0
 }
 
@@ -586,13 +590,13 @@ func (c *Controller) removeImport(ctx context.Context, m *member, ns, name strin
 		}
 		errs = append(errs, c.deleteSlice(ctx, m, s, si))
 	}
-	if svc, err := m.services.Services(ns).Get(name); err == nil && c.wrote(svc) && !retainedAny {
-		// The native Service goes with its import (its owner reference
-		// says so too, for a member whose garbage collector is slow).
-		errs = append(errs, deleteOwnService(ctx, m, svc))
-	}
-	if svc, err := m.services.Services(ns).Get(export.DerivedName(ns, name)); err == nil && c.wrote(svc) && !retainedAny {
-		errs = append(errs, deleteOwnService(ctx, m, svc))
+	// The native and derived Services go with their import (their owner
+	// reference says so too, for a member whose garbage collector is
+	// slow); a Service someone else made, whatever its labels, stays.
+	for _, svcName := range []string{name, export.DerivedName(ns, name)} {
+		if svc, err := m.services.Services(ns).Get(svcName); err == nil && si != nil && c.wrote(svc) && export.OwnedByImport(svc, si) && !retainedAny {
+			errs = append(errs, deleteOwnService(ctx, m, svc))
+		}
 	}
 	if si != nil && c.wrote(si) && !retainedAny {
 		err := m.mcs.MulticlusterV1beta1().ServiceImports(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(si.UID)}})

@@ -125,7 +125,8 @@ func TestWrittenSlice(t *testing.T) {
 
 // TestCompactLocalSlice checks what the cache keeps of a member's own
 // slice: every endpoint and what is mirrored of it, nothing that names the
-// member's Pods, and no room left over from decoding.
+// member's Pods (only that the target is a Pod of the namespace, as one
+// shared reference), and no room left over from decoding.
 func TestCompactLocalSlice(t *testing.T) {
 	s := &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Name: "web-1", Namespace: "demo", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager"}}},
@@ -149,8 +150,8 @@ func TestCompactLocalSlice(t *testing.T) {
 		t.Errorf("endpoints len %d cap %d, managedFields %v: want 10, 10, none", len(got.Endpoints), cap(got.Endpoints), got.ManagedFields)
 	}
 	for i, ep := range got.Endpoints {
-		if ep.TargetRef != nil || ep.Addresses[0] != fmt.Sprintf("10.0.0.%d", i+1) || ep.NodeName == nil || !*ep.Conditions.Ready {
-			t.Errorf("endpoint %d = %+v: want its address, readiness and node, no target reference", i, ep)
+		if ep.TargetRef != podTarget || ep.Addresses[0] != fmt.Sprintf("10.0.0.%d", i+1) || ep.NodeName == nil || !*ep.Conditions.Ready {
+			t.Errorf("endpoint %d = %+v: want its address, readiness and node, and the shared Pod target", i, ep)
 		}
 	}
 }

@@ -19,6 +19,7 @@ type Metrics struct {
 	foreign      *metrics.CounterVec
 	unmirrored   *metrics.CounterVec
 	outside      *metrics.CounterVec
+	unknown      *metrics.CounterVec
 	propagation  *metrics.HistogramVec
 	catalog      *metrics.GaugeVec
 	registry     metrics.KubeRegistry
@@ -48,11 +49,15 @@ func NewMetrics(reg metrics.KubeRegistry) *Metrics {
 		}, []string{"cluster"}),
 		unmirrored: metrics.NewCounterVec(&metrics.CounterOpts{StabilityLevel: metrics.ALPHA,
 			Name: "mcs_controller_unmirrored_endpointslices_total",
-			Help: "EndpointSlices of exported Services not mirrored to other members because no trusted source manager wrote them.",
+			Help: "EndpointSlices of exported Services not mirrored to other members because no trusted source manager wrote them: their managed-by is not trusted, they are not owned as that manager's slices are, or that manager does not serve the Service (EndpointSlice controller: Services with a selector; mirroring controller: without).",
 		}, []string{"cluster"}),
 		outside: metrics.NewCounterVec(&metrics.CounterOpts{StabilityLevel: metrics.ALPHA,
 			Name: "mcs_controller_endpoints_outside_pod_ranges_total",
 			Help: "Endpoint addresses of exported Services not mirrored because they lie outside the source cluster's pod ranges and node addresses.",
+		}, []string{"cluster"}),
+		unknown: metrics.NewCounterVec(&metrics.CounterOpts{StabilityLevel: metrics.ALPHA,
+			Name: "mcs_controller_endpoints_ranges_unknown_total",
+			Help: "Endpoint addresses of exported Services not mirrored because the source cluster's endpoint ranges are unknown (no node pod CIDRs, no --member-pod-cidrs) and their writer does not vouch for them (mirrored from Endpoints, or naming no Pod).",
 		}, []string{"cluster"}),
 		propagation: metrics.NewHistogramVec(&metrics.HistogramOpts{StabilityLevel: metrics.ALPHA,
 			Name:    "mcs_controller_endpoint_propagation_seconds",
@@ -66,7 +71,7 @@ func NewMetrics(reg metrics.KubeRegistry) *Metrics {
 		registry:    reg,
 		conflictsOf: map[string][]string{},
 	}
-	reg.MustRegister(m.exportSync, m.sliceSync, m.conflicts, m.foreign, m.unmirrored, m.outside, m.propagation, m.catalog)
+	reg.MustRegister(m.exportSync, m.sliceSync, m.conflicts, m.foreign, m.unmirrored, m.outside, m.unknown, m.propagation, m.catalog)
 	return m
 }
 
@@ -99,6 +104,10 @@ var (
 		"Names waiting to be written into a member cluster.", []string{"cluster"}, nil, metrics.ALPHA, "")
 	foreignClaimsDesc = metrics.NewDesc("mcs_controller_foreign_clusterset_ip_claims",
 		"ServiceImports in a member cluster not written by this controller that carry a clusterset IP it allocated.", []string{"cluster"}, nil, metrics.ALPHA, "")
+	rangesKnownDesc = metrics.NewDesc("mcs_controller_member_endpoint_ranges_known",
+		"1 when it is known where a member cluster's endpoints may be (its nodes' pod CIDRs or --member-pod-cidrs), 0 when not: then only endpoints the EndpointSlice controller wrote for Pods are mirrored from it.", []string{"cluster"}, nil, metrics.ALPHA, "")
+	overlapsDesc = metrics.NewDesc("mcs_controller_service_cidrs_overlapping_clusterset",
+		"ServiceCIDRs of a member cluster that overlap the clusterset IP ranges: a Service there may be given an import's clusterset IP.", []string{"cluster"}, nil, metrics.ALPHA, "")
 )
 
 // memberCollector reports per-member gauges for the members of the moment:
@@ -111,12 +120,20 @@ type memberCollector struct {
 func (mc *memberCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
 	ch <- memberQueueDepthDesc
 	ch <- foreignClaimsDesc
+	ch <- rangesKnownDesc
+	ch <- overlapsDesc
 }
 
 func (mc *memberCollector) CollectWithStability(ch chan<- metrics.Metric) {
 	for _, m := range mc.c.memberList() {
 		ch <- metrics.NewLazyConstMetric(memberQueueDepthDesc, metrics.GaugeValue, float64(m.queue.Len()), m.id)
 		ch <- metrics.NewLazyConstMetric(foreignClaimsDesc, metrics.GaugeValue, float64(mc.c.foreignClaims(m)), m.id)
+		known := 0.0
+		if _, ok := m.endpointRanges(mc.c.cfg.MemberPodCIDRs[m.id]); ok {
+			known = 1
+		}
+		ch <- metrics.NewLazyConstMetric(rangesKnownDesc, metrics.GaugeValue, known, m.id)
+		ch <- metrics.NewLazyConstMetric(overlapsDesc, metrics.GaugeValue, float64(len(mc.c.serviceRangeOverlaps(m))), m.id)
 	}
 }
 
@@ -127,7 +144,7 @@ func (m *Metrics) forgetMember(cluster string) {
 	}
 	for _, v := range []interface {
 		DeletePartialMatch(prometheus.Labels) int
-	}{m.sliceSync, m.foreign, m.unmirrored, m.outside, m.propagation} {
+	}{m.sliceSync, m.foreign, m.unmirrored, m.outside, m.unknown, m.propagation} {
 		v.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
 	}
 }
@@ -179,6 +196,12 @@ func (m *Metrics) observePropagation(cluster string, d time.Duration) {
 func (m *Metrics) countOutsidePodRanges(cluster string, n int) {
 	if m != nil {
 		m.outside.WithLabelValues(cluster).Add(float64(n))
+	}
+}
+
+func (m *Metrics) countRangesUnknown(cluster string, n int) {
+	if m != nil {
+		m.unknown.WithLabelValues(cluster).Add(float64(n))
 	}
 }
 

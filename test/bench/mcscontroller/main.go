@@ -367,6 +367,10 @@ func localSlice(m *member, i int, generation int) *discoveryv1.EndpointSlice {
 		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
 			Addresses:  []string{fmt.Sprintf("10.%d.%d.%d", clusterIndex(m.id), i/16, host)},
 			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+			// As the EndpointSlice controller writes it: the controller
+			// mirrors only endpoints of Pods from a member whose nodes
+			// say nothing of its pod ranges.
+			TargetRef: &v1.ObjectReference{Kind: "Pod", Namespace: namespace, Name: fmt.Sprintf("%s-%d", serviceName(i), e)},
 		})
 	}
 	return s
@@ -378,14 +382,17 @@ func populate(ctx context.Context, m *member) error {
 	g.SetLimit(32)
 	for i := 0; i < *exports; i++ {
 		g.Go(func() error {
-			_, err := m.kube.CoreV1().Services(namespace).Create(ctx, &v1.Service{
+			svc, err := m.kube.CoreV1().Services(namespace).Create(ctx, &v1.Service{
 				ObjectMeta: metav1.ObjectMeta{Name: serviceName(i)},
-				Spec:       v1.ServiceSpec{Ports: []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}}},
+				Spec:       v1.ServiceSpec{Selector: map[string]string{"app": serviceName(i)}, Ports: []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}}},
 			}, metav1.CreateOptions{})
 			if err != nil {
 				return err
 			}
-			if _, err := m.kube.DiscoveryV1().EndpointSlices(namespace).Create(ctx, localSlice(m, i, 0), metav1.CreateOptions{}); err != nil {
+			// Owned by its Service, as the EndpointSlice controller's are.
+			s := localSlice(m, i, 0)
+			s.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(svc, v1.SchemeGroupVersion.WithKind("Service"))}
+			if _, err := m.kube.DiscoveryV1().EndpointSlices(namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
 				return err
 			}
 			_, err = m.mcs.MulticlusterV1beta1().ServiceExports(namespace).Create(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Name: serviceName(i)}}, metav1.CreateOptions{})
@@ -409,7 +416,7 @@ func measureLatency(ctx context.Context, members []*member) ([]time.Duration, er
 		if err != nil {
 			return nil, err
 		}
-		s.ResourceVersion = cur.ResourceVersion
+		s.ResourceVersion, s.OwnerReferences = cur.ResourceVersion, cur.OwnerReferences
 		if slices.ContainsFunc(cur.Endpoints, func(e discoveryv1.Endpoint) bool { return e.Addresses[0] == want }) {
 			continue
 		}
@@ -654,6 +661,10 @@ func measureLimit(ctx context.Context, members []*member, serverPids []int) (tim
 						s := localSlice(source, i, 0)
 						s.Name, s.Namespace, s.OwnerReferences = serviceName(i)+"-"+source.id, ns, owner
 						s.Labels = map[string]string{mcsv1beta1.LabelServiceName: serviceName(i), mcsv1beta1.LabelSourceCluster: source.id, discoveryv1.LabelManagedBy: "limit"}
+						for e := range s.Endpoints {
+							// The controller's slices name no Pod.
+							s.Endpoints[e].TargetRef = nil
+						}
 						if _, err := kube.DiscoveryV1().EndpointSlices(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
 							return err
 						}

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	catalogv1alpha1 "k8s.io/multiclusterservices/apis/catalog/v1alpha1"
+	"k8s.io/multiclusterservices/export"
 	"k8s.io/multiclusterservices/proxy"
 )
 
@@ -41,6 +42,18 @@ const (
 	ReasonNameConflict          = "NameConflict"
 	ReasonInvalidEndpoints      = "InvalidEndpoints"
 	ReasonNoDefaultName         = "NoDefaultName"
+	// ReasonNamespaceNotAllowed refuses what the controller's
+	// configuration refuses in every service model (--refuse-namespaces,
+	// --export-namespaces): the reason an export from such a namespace
+	// gets in the export model.
+	ReasonNamespaceNotAllowed = string(export.ReasonNamespaceNotAllowed)
+
+	// ConditionHealthChecked, on a binding with a health check, says
+	// whether every one of its addresses is probed; the controller
+	// probes a bounded number of addresses per team and in all.
+	ConditionHealthChecked  = "HealthChecked"
+	ReasonProbed            = "Probed"
+	ReasonProbeLimitReached = "ProbeLimitReached"
 )
 
 // Catalog is the hub's catalog as the controller reads it.
@@ -55,6 +68,28 @@ type Catalog struct {
 	Teams map[string][]string
 	// Members are the cluster IDs of the clusterset.
 	Members []string
+	// RefusedNamespaces are the member namespaces the controller's
+	// configuration refuses (--refuse-namespaces): as no export from them
+	// is merged in the export model, no Service there is bound and
+	// nothing is imported there.
+	RefusedNamespaces []string
+	// ExportNamespaces are, per cluster ID, the only namespaces whose
+	// Services that cluster may provide (--export-namespaces); a cluster
+	// not listed may provide from any namespace not refused.
+	ExportNamespaces map[string][]string
+	// KubernetesRanges are where the clusterset's pods, nodes, Services
+	// and clusterset IPs are. An address binding names endpoints outside
+	// Kubernetes: an address in one of these ranges belongs to whoever
+	// owns the pod, node or Service, and is refused.
+	KubernetesRanges []KubernetesRange
+}
+
+// KubernetesRange is a range of addresses that Kubernetes hands out in
+// the clusterset.
+type KubernetesRange struct {
+	Prefix netip.Prefix
+	// Of says whose it is, for messages: "the pod range of cluster-b".
+	Of string
 }
 
 // Placement is one place a global service is imported: a local
@@ -111,6 +146,30 @@ func (c *Catalog) owns(team, cluster, namespace string) bool {
 	return slices.Contains(owned, "*") || slices.Contains(owned, namespace) || slices.Contains(owned, cluster+"/"+namespace)
 }
 
+// ownsIn tells whether team owns some namespace in cluster: it is a
+// tenant of that cluster, whose network it may then name addresses of.
+func (c *Catalog) ownsIn(team, cluster string) bool {
+	for _, o := range c.Teams[team] {
+		if where, _, scoped := strings.Cut(o, "/"); !scoped || where == cluster {
+			return true
+		}
+	}
+	return false
+}
+
+// refused says why the controller's configuration refuses cluster's
+// Services of namespace as sources, as it refuses exports from there in
+// the export model; "" when it does not.
+func (c *Catalog) refused(cluster, namespace string) string {
+	if slices.Contains(c.RefusedNamespaces, namespace) {
+		return export.NamespaceNotAllowed(namespace).Message
+	}
+	if allowed, limited := c.ExportNamespaces[cluster]; limited && !slices.Contains(allowed, namespace) {
+		return export.NamespaceNotAllowedForCluster(namespace, cluster, allowed).Message
+	}
+	return ""
+}
+
 // claim is a wish to import a global service under a local name; the
 // oldest claim of a name wins it.
 type claim struct {
@@ -133,6 +192,7 @@ func Resolve(c Catalog) Result {
 	}
 	globals := map[string]*catalogv1alpha1.GlobalService{}
 	var claims []claim
+	kubernetes := indexRanges(c.KubernetesRanges)
 	for _, g := range c.GlobalServices {
 		key := g.Namespace + "/" + g.Name
 		obj := ObjectKey("GlobalService", g)
@@ -140,6 +200,9 @@ func Resolve(c Catalog) Result {
 			switch dn := g.Spec.DefaultName; {
 			case dn == nil:
 				set(obj, ReasonNoDefaultName, "importPolicy All needs defaultName, the local name every member imports it under")
+				continue
+			case slices.Contains(c.RefusedNamespaces, dn.Namespace):
+				set(obj, ReasonNamespaceNotAllowed, "imports into namespace %q are refused by the mcs-controller's configuration", dn.Namespace)
 				continue
 			}
 			// Imported everywhere the team owns the default namespace.
@@ -164,6 +227,10 @@ func Resolve(c Catalog) Result {
 		obj := ObjectKey("ServiceBinding", b)
 		key := b.Namespace + "/" + b.Spec.GlobalService
 		svc, ok := res.Services[key]
+		refusal := ""
+		if b.Spec.Service != nil {
+			refusal = c.refused(b.Spec.Cluster, b.Spec.Service.Namespace)
+		}
 		switch {
 		case !ok:
 			set(obj, ReasonGlobalServiceNotFound, "no valid GlobalService %q in namespace %s", b.Spec.GlobalService, b.Namespace)
@@ -171,11 +238,21 @@ func Resolve(c Catalog) Result {
 		case !slices.Contains(c.Members, b.Spec.Cluster):
 			set(obj, ReasonUnknownCluster, "cluster %q is not a member of the clusterset", b.Spec.Cluster)
 			continue
+		case b.Spec.Service == nil && !c.ownsIn(b.Namespace, b.Spec.Cluster):
+			// Addresses are served as the cluster's endpoints (its
+			// source cluster label) and, with a health check, probed:
+			// only a tenant of the cluster may say what is reached from
+			// it.
+			set(obj, ReasonNamespaceNotOwned, "team %s owns no namespace in cluster %s (annotation %s of namespace %s in the hub): it cannot bind addresses as that cluster's", b.Namespace, b.Spec.Cluster, catalogv1alpha1.AnnotationMemberNamespaces, b.Namespace)
+			continue
+		case refusal != "":
+			set(obj, ReasonNamespaceNotAllowed, "%s", refusal)
+			continue
 		case b.Spec.Service != nil && !c.owns(b.Namespace, b.Spec.Cluster, b.Spec.Service.Namespace):
 			set(obj, ReasonNamespaceNotOwned, "team %s does not own namespace %q in cluster %s: it cannot bind its Services", b.Namespace, b.Spec.Service.Namespace, b.Spec.Cluster)
 			continue
 		}
-		if err := validEndpoints(b); err != "" {
+		if err := validEndpoints(b, kubernetes); err != "" {
 			set(obj, ReasonInvalidEndpoints, "%s", err)
 			continue
 		}
@@ -200,6 +277,9 @@ func Resolve(c Catalog) Result {
 			continue
 		case !slices.Contains(c.Members, i.Spec.Cluster):
 			set(obj, ReasonUnknownCluster, "cluster %q is not a member of the clusterset", i.Spec.Cluster)
+			continue
+		case slices.Contains(c.RefusedNamespaces, i.Spec.LocalName.Namespace):
+			set(obj, ReasonNamespaceNotAllowed, "imports into namespace %q are refused by the mcs-controller's configuration", i.Spec.LocalName.Namespace)
 			continue
 		case !c.owns(i.Namespace, i.Spec.Cluster, i.Spec.LocalName.Namespace):
 			set(obj, ReasonNamespaceNotOwned, "team %s does not own namespace %q in cluster %s: it cannot import into it", i.Namespace, i.Spec.LocalName.Namespace, i.Spec.Cluster)
@@ -241,11 +321,46 @@ func Resolve(c Catalog) Result {
 	return res
 }
 
+// rangeIndex finds the KubernetesRange of an address: node addresses
+// (one per node) by lookup, the other ranges by a scan.
+type rangeIndex struct {
+	single map[netip.Addr]KubernetesRange
+	ranges []KubernetesRange
+}
+
+func indexRanges(ranges []KubernetesRange) rangeIndex {
+	ri := rangeIndex{single: map[netip.Addr]KubernetesRange{}}
+	for _, r := range ranges {
+		switch _, dup := ri.single[r.Prefix.Addr()]; {
+		case !r.Prefix.IsSingleIP():
+			ri.ranges = append(ri.ranges, r)
+		case !dup:
+			// The first that names it names it in messages.
+			ri.single[r.Prefix.Addr()] = r
+		}
+	}
+	return ri
+}
+
+func (ri rangeIndex) find(ip netip.Addr) (KubernetesRange, bool) {
+	if r, ok := ri.single[ip]; ok {
+		return r, true
+	}
+	for _, r := range ri.ranges {
+		if r.Prefix.Contains(ip) {
+			return r, true
+		}
+	}
+	return KubernetesRange{}, false
+}
+
 // validEndpoints says what is wrong with a binding's endpoints, if
 // anything: addresses must be unicast and not special-purpose (a binding
 // must not send a clusterset's traffic to a metadata service or a
-// loopback), port names unique.
-func validEndpoints(b *catalogv1alpha1.ServiceBinding) string {
+// loopback, nor have the controller probe them), outside Kubernetes
+// (another team's pods, nodes and Services are not the binding team's to
+// name), port names unique.
+func validEndpoints(b *catalogv1alpha1.ServiceBinding, kubernetes rangeIndex) string {
 	if len(b.Spec.Endpoints) == 0 {
 		return ""
 	}
@@ -256,6 +371,9 @@ func validEndpoints(b *catalogv1alpha1.ServiceBinding) string {
 		}
 		if name, special := proxy.SpecialPurpose(ip); special {
 			return fmt.Sprintf("endpoint address %s is a %s address, never an endpoint", ep.Address, name)
+		}
+		if r, ok := kubernetes.find(ip); ok {
+			return fmt.Sprintf("endpoint address %s is in %s (%s): bind a Service in a namespace the team owns instead", ep.Address, r.Of, r.Prefix)
 		}
 	}
 	seen := map[string]bool{}

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -222,9 +223,83 @@ func TestResolve(t *testing.T) {
 			"ServiceBinding/team-a/gone=UnknownCluster", "ServiceBinding/team-a/loopback=InvalidEndpoints",
 			"ServiceBinding/team-a/metadata=InvalidEndpoints", "ServiceImport/team-a/z=UnknownCluster",
 		},
+	}, {
+		// Team B owns namespaces in cluster-b and cluster-c only: it
+		// cannot have cluster-a's network serve (and the controller
+		// probe) addresses of its choosing as cluster-a's.
+		name: "addresses bound as a cluster the team owns nothing of",
+		cat: Catalog{
+			GlobalServices: []*catalogv1alpha1.GlobalService{global("team-b", "db", 0)},
+			Bindings: []*catalogv1alpha1.ServiceBinding{
+				bindAddresses("team-b", "as-a", 1, "db", "cluster-a", "192.0.2.10"),
+				bindAddresses("team-b", "as-b", 2, "db", "cluster-b", "192.0.2.11"),
+			},
+		},
+		want:    []string{"team-b/db: +as-b"},
+		invalid: []string{"ServiceBinding/team-b/as-a=NamespaceNotOwned"},
+	}, {
+		// The controller's refused namespaces hold in catalog mode too,
+		// for a team that owns every namespace: no Service of theirs is
+		// bound, nothing is imported into them; and a cluster limited to
+		// some namespaces provides from those only.
+		name: "namespaces the controller refuses",
+		cat: Catalog{
+			Teams:             map[string][]string{"ops": {"*"}},
+			RefusedNamespaces: []string{"kube-system", "default"},
+			ExportNamespaces:  map[string][]string{"cluster-b": {"shop"}},
+			GlobalServices: []*catalogv1alpha1.GlobalService{
+				global("ops", "web", 0),
+				global("ops", "dns", 0, func(s *catalogv1alpha1.GlobalServiceSpec) {
+					s.ImportPolicy, s.DefaultName = catalogv1alpha1.ImportAll, &catalogv1alpha1.LocalName{Namespace: "kube-system", Name: "dns"}
+				}),
+			},
+			Bindings: []*catalogv1alpha1.ServiceBinding{
+				bindService("ops", "kube-dns", 1, "web", "cluster-a", "kube-system", "kube-dns"),
+				bindService("ops", "limited", 2, "web", "cluster-b", "apps", "web"),
+				bindService("ops", "web-a", 3, "web", "cluster-a", "apps", "web"),
+			},
+			Imports: []*catalogv1alpha1.ServiceImport{
+				importOf("ops", "into-default", 4, "", "web", "cluster-c", "default", "web"),
+				importOf("ops", "web-c", 5, "", "web", "cluster-c", "apps", "web"),
+			},
+		},
+		want: []string{"ops/web: +web-a", "ops/web: cluster-c/apps/web <-ops/web-c"},
+		invalid: []string{
+			"GlobalService/ops/dns=NamespaceNotAllowed", "ServiceBinding/ops/kube-dns=NamespaceNotAllowed",
+			"ServiceBinding/ops/limited=NamespaceNotAllowed", "ServiceImport/ops/into-default=NamespaceNotAllowed",
+		},
+	}, {
+		// An address binding names endpoints outside Kubernetes: pods,
+		// nodes, Services and clusterset IPs are other teams' to serve
+		// (and not the controller's to probe for a team).
+		name: "addresses of pods, nodes, Services and clusterset IPs",
+		cat: Catalog{
+			KubernetesRanges: []KubernetesRange{
+				{Prefix: netip.MustParsePrefix("10.244.1.0/24"), Of: "the pod range of cluster-b"},
+				{Prefix: netip.MustParsePrefix("192.0.2.50/32"), Of: "a node address of cluster-a"},
+				{Prefix: netip.MustParsePrefix("10.96.0.0/16"), Of: "the Service range of cluster-a"},
+				{Prefix: netip.MustParsePrefix("fd00:250::/64"), Of: "the clusterset IP range"},
+			},
+			GlobalServices: []*catalogv1alpha1.GlobalService{global("team-a", "db", 0)},
+			Bindings: []*catalogv1alpha1.ServiceBinding{
+				bindAddresses("team-a", "pod", 1, "db", "cluster-a", "192.0.2.10", "10.244.1.7"),
+				bindAddresses("team-a", "node", 2, "db", "cluster-a", "192.0.2.50"),
+				bindAddresses("team-a", "service", 3, "db", "cluster-a", "10.96.0.10"),
+				bindAddresses("team-a", "vip", 4, "db", "cluster-a", "fd00:250::1"),
+				bindAddresses("team-a", "vms", 5, "db", "cluster-a", "192.0.2.10", "192.0.2.51"),
+			},
+		},
+		want: []string{"team-a/db: +vms"},
+		invalid: []string{
+			"ServiceBinding/team-a/node=InvalidEndpoints", "ServiceBinding/team-a/pod=InvalidEndpoints",
+			"ServiceBinding/team-a/service=InvalidEndpoints", "ServiceBinding/team-a/vip=InvalidEndpoints",
+		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.cat.Teams, tc.cat.Members = teams, members
+			if tc.cat.Teams == nil {
+				tc.cat.Teams = teams
+			}
+			tc.cat.Members = members
 			r := Resolve(tc.cat)
 			if diff := cmp.Diff(sorted(tc.want), placements(r)); diff != "" {
 				t.Errorf("placements (-want +got):\n%s", diff)

@@ -167,7 +167,8 @@ func DerivedSlice(src *discoveryv1.EndpointSlice, svc *v1.Service, name, managed
 // itself: a Service that someone else created is never adopted.
 func OwnedByImport(svc *v1.Service, si *mcsv1beta1.ServiceImport) bool {
 	for _, o := range svc.OwnerReferences {
-		if o.Kind == mcsv1beta1.ServiceImportKindName && o.Name == si.Name && o.UID == si.UID && si.UID != "" {
+		// (The apiserver refuses an owner reference without a UID.)
+		if o.Kind == mcsv1beta1.ServiceImportKindName && o.Name == si.Name && o.UID == si.UID {
 			return true
 		}
 	}

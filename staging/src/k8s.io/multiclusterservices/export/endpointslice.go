@@ -3,6 +3,7 @@ package export
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"net/netip"
 	"slices"
 
@@ -170,10 +171,11 @@ func ForMember(slice *discoveryv1.EndpointSlice, member string) {
 // KeepWithin removes, in place, the addresses of an imported slice that
 // lie outside ranges, and the endpoints left without one, and returns the
 // addresses removed. ranges are where the source cluster's pods can be
-// (its nodes' pod CIDRs and the nodes' own addresses, for host-network
-// pods); nil means they are not known, and nothing is removed. A member
-// that publishes another network's addresses under an exported name would
-// otherwise send every other member's clients there.
+// (its nodes' pod CIDRs or the ranges configured for it, and the nodes'
+// own addresses, for host-network pods); nil means they are not known,
+// and nothing is removed: the caller then keeps only what Vouched keeps.
+// A member that publishes another network's addresses under an exported
+// name would otherwise send every other member's clients there.
 func KeepWithin(slice *discoveryv1.EndpointSlice, ranges []netip.Prefix) []string {
 	if len(ranges) == 0 {
 		return nil
@@ -196,4 +198,123 @@ func KeepWithin(slice *discoveryv1.EndpointSlice, ranges []netip.Prefix) []strin
 	}
 	slice.Endpoints = kept
 	return dropped
+}
+
+// The endpointslice.kubernetes.io/managed-by values of Kubernetes' own
+// EndpointSlice writers: the EndpointSlice controller, which writes the
+// slices of a Service with a selector from its Pods, and the mirroring
+// controller, which copies the Endpoints of a Service without one.
+const (
+	ManagerEndpointSliceController = "endpointslice-controller.k8s.io"
+	ManagerMirroringController     = "endpointslicemirroring-controller.k8s.io"
+)
+
+// SourceRefusal says why a member's own EndpointSlice of an exported
+// Service is not mirrored to the other members. It is at once the reason
+// of the event on the export and what tests expect; "" means the slice
+// may be mirrored.
+type SourceRefusal string
+
+const (
+	// SourceUntrustedManager: its managed-by is not one of the trusted
+	// source managers.
+	SourceUntrustedManager SourceRefusal = "EndpointSliceNotMirrored"
+	// SourceNotOwned: its managed-by names a trusted manager, but it is
+	// not owned as that manager's slices are. The label is a claim any
+	// slice writer can make; the owner is what the manager really sets.
+	SourceNotOwned SourceRefusal = "EndpointSliceNotOwned"
+	// SourceWrongController: it claims the controller that Kubernetes
+	// does not run for this Service: the EndpointSlice controller for a
+	// Service without a selector (nothing would ever remove such a
+	// slice), or the mirroring controller for one with a selector.
+	SourceWrongController SourceRefusal = "EndpointSliceWrongController"
+)
+
+// CheckSource says whether src, a slice labelled with Service svc's name
+// in the source cluster, may be mirrored, and if not why, in a sentence
+// for the export's event. A slice is mirrored only when its managed-by is
+// one of managers and it is owned as that manager's slices are:
+//
+//   - the EndpointSlice controller's by svc (a controller reference of
+//     the same UID; the controller writes none for a Service without a
+//     selector);
+//   - the mirroring controller's by the Endpoints of svc's name (the
+//     mirroring controller deletes its slices of a Service with a
+//     selector). The Endpoints' UID is not checked: the controller keeps
+//     no Endpoints, and a reference of another UID is collected by the
+//     garbage collector;
+//   - any other trusted manager's by svc, as the EndpointSlice
+//     controller's, whatever the Service's selector.
+func CheckSource(src *discoveryv1.EndpointSlice, svc *v1.Service, managers []string) (SourceRefusal, string) {
+	manager := src.Labels[discoveryv1.LabelManagedBy]
+	if !slices.Contains(managers, manager) {
+		return SourceUntrustedManager, fmt.Sprintf("its endpointslice.kubernetes.io/managed-by %q is not one of %v", manager, managers)
+	}
+	switch manager {
+	case ManagerEndpointSliceController:
+		if svc.Spec.Selector == nil {
+			return SourceWrongController, fmt.Sprintf("it says the EndpointSlice controller wrote it, but Service %s has no selector and that controller writes no slices for it", svc.Name)
+		}
+	case ManagerMirroringController:
+		if svc.Spec.Selector != nil {
+			return SourceWrongController, fmt.Sprintf("it says it was mirrored from Endpoints, but Service %s has a selector and the mirroring controller deletes mirrored slices of it", svc.Name)
+		}
+		if controllerRef(src, "Endpoints", svc.Name) == nil {
+			return SourceNotOwned, fmt.Sprintf("it says it was mirrored from Endpoints, but its controller is not Endpoints %s", svc.Name)
+		}
+		return "", ""
+	}
+	if ref := controllerRef(src, "Service", svc.Name); ref == nil || ref.UID != svc.UID {
+		return SourceNotOwned, fmt.Sprintf("it says %s wrote it, but its controller is not Service %s (UID %s)", manager, svc.Name, svc.UID)
+	}
+	return "", ""
+}
+
+// controllerRef returns s's controller reference when it names the
+// core/v1 object kind/name, else nil.
+func controllerRef(s *discoveryv1.EndpointSlice, kind, name string) *metav1.OwnerReference {
+	if ref := metav1.GetControllerOfNoCopy(s); ref != nil && ref.APIVersion == "v1" && ref.Kind == kind && ref.Name == name {
+		return ref
+	}
+	return nil
+}
+
+// Vouched returns what of src, a slice of Service svc that CheckSource
+// accepts, may be mirrored while its source cluster's endpoint ranges are
+// unknown, and the addresses left out (src itself when nothing is). With
+// no range to check an address against, only the writer can vouch for it:
+//
+//   - for a Service with a selector, the EndpointSlice controller (or
+//     another trusted manager) writes the addresses of Pods, and names
+//     the Pod as the endpoint's target; an endpoint that names no Pod of
+//     src's namespace is left out. (A target with no namespace is one of
+//     src's own, as for any namespaced reference.)
+//   - for a Service without one, the mirroring controller (or whoever
+//     writes its slices) copies whatever someone wrote into an Endpoints
+//     object, any address at all: nothing is kept.
+//
+// The Pods are not looked up (the controller keeps none of them, the
+// largest and busiest objects of a cluster): a writer who forges the
+// EndpointSlice controller's label, owner and targets is stopped by the
+// admission policy that reserves its label, and undone by the
+// EndpointSlice controller itself, which rewrites the slices it owns.
+func Vouched(src *discoveryv1.EndpointSlice, svc *v1.Service) (*discoveryv1.EndpointSlice, []string) {
+	vouched := func(ep discoveryv1.Endpoint) bool {
+		ref := ep.TargetRef
+		return svc.Spec.Selector != nil && ref != nil && ref.Kind == "Pod" && (ref.Namespace == "" || ref.Namespace == src.Namespace)
+	}
+	if !slices.ContainsFunc(src.Endpoints, func(ep discoveryv1.Endpoint) bool { return !vouched(ep) }) {
+		return src, nil
+	}
+	out := *src
+	out.Endpoints = nil
+	var dropped []string
+	for _, ep := range src.Endpoints {
+		if vouched(ep) {
+			out.Endpoints = append(out.Endpoints, ep)
+		} else {
+			dropped = append(dropped, ep.Addresses...)
+		}
+	}
+	return &out, dropped
 }

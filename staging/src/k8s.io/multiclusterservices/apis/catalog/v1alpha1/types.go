@@ -167,7 +167,9 @@ type ServiceBindingSpec struct {
 	// +optional
 	Ports []BoundPort `json:"ports,omitempty"`
 	// HealthCheck makes the controller probe Endpoints over TCP: an
-	// endpoint that fails it is not ready.
+	// endpoint that fails it is not ready. The controller probes a
+	// limited number of addresses per team and in all; an address over
+	// the limits is not probed, and not ready.
 	// +optional
 	HealthCheck *HealthCheck `json:"healthCheck,omitempty"`
 }
@@ -235,7 +237,8 @@ type HealthCheck struct {
 // ServiceBindingStatus is what the controller made of a binding.
 type ServiceBindingStatus struct {
 	// Conditions: Valid (the binding may provide the service), Ready
-	// (it serves at least one ready endpoint).
+	// (it serves at least one ready endpoint), and with a health check
+	// HealthChecked (every address is probed, or ProbeLimitReached).
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -254,6 +257,9 @@ type EndpointHealth struct {
 	// LastTransitionTime is when the verdict last changed.
 	// +optional
 	LastTransitionTime metav1.Time `json:"lastTransitionTime,omitempty"`
+	// Message says whether the port answered, or why the address is not
+	// probed; never how a connection failed (that is in the controller's
+	// log).
 	// +optional
 	Message string `json:"message,omitempty"`
 }
