@@ -132,6 +132,7 @@ func runWithMultiCluster(ctx context.Context, view *optionsView, mcOpts *MultiCl
 
 	multicluster.RegisterMetrics()
 	proxier := multicluster.NewProxier(logger, server.Proxier, translation, server.Recorder)
+	proxier.SetNode(server.NodeRef)
 	server.Proxier = proxier
 	watcher := &multicluster.Watcher{
 		Proxier:       proxier,

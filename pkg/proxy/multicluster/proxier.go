@@ -34,7 +34,9 @@ type Proxier struct {
 
 	opts     *mcsproxy.Options
 	recorder events.EventRecorder
-	logger   klog.Logger
+	// node is the related object of every event (report.go).
+	node   *v1.ObjectReference
+	logger klog.Logger
 	// optsGen counts the changes of opts that change translations (the
 	// local cluster ID): a slice programmed with an older generation is
 	// translated again.
@@ -823,6 +825,7 @@ func (p *Proxier) reconcileImport(key types.NamespacedName, want *v1.Service, re
 	if st == nil {
 		return
 	}
+	newlyProgrammed := want != nil && st.programmedFrom == nil
 	switch {
 	case want == nil && st.programmedFrom != nil:
 		p.Provider.OnServiceDelete(p.translate(st.programmedFrom))
@@ -849,6 +852,9 @@ func (p *Proxier) reconcileImport(key types.NamespacedName, want *v1.Service, re
 		st.programmedFrom = st.obj
 	}
 	if st.obj != nil {
+		if newlyProgrammed {
+			p.reportProgrammed(st.obj, st.reported != "")
+		}
 		p.reportImport(st, rejection)
 	}
 }

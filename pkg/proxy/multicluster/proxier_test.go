@@ -430,10 +430,10 @@ func TestInvalidImportIsReportedOnce(t *testing.T) {
 		t.Errorf("rejection counted %v times, want 1", got)
 	}
 
-	// Fixed, it is programmed.
+	// Fixed, it is programmed, and says so.
 	f.proxier.OnServiceImportUpsert(serviceImport("ns", "evil", 0, "10.250.0.1"))
 	f.expectCalls("ServiceAdd ns/evil.clusterset")
-	f.expectEvents()
+	f.expectEvents("ServiceImport ns/evil Programmed")
 
 	for _, tc := range []struct {
 		name   string

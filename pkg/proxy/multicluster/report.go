@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
@@ -58,5 +59,41 @@ func (p *Proxier) report(r rejection) {
 	if note == "" {
 		note = r.Message
 	}
-	p.recorder.Eventf(regarding, nil, v1.EventTypeWarning, string(r.Reason), eventAction, "%s", note)
+	p.recorder.Eventf(regarding, p.nodeRef(), v1.EventTypeWarning, string(r.Reason), eventAction, "%s", note)
+}
+
+// ReasonProgrammed is the reason of the Normal event kube-proxy records on
+// a ServiceImport when it starts serving the import's clusterset IPs on
+// its node (kubectl mcs diagnose reads it, with the rejections, per node).
+const ReasonProgrammed = "Programmed"
+
+// reportProgrammed records that si is now programmed on this node. Only
+// after the first sync: at start-up every import would be new, and an
+// event per node and import at every rollout would tell nothing the
+// absence of a rejection does not. An import fixed after a rejection is
+// always reported, so that its events end on what holds now.
+func (p *Proxier) reportProgrammed(si *mcsv1beta1.ServiceImport, afterRejection bool) {
+	if p.recorder == nil || (!p.mcsSynced && !afterRejection) {
+		return
+	}
+	p.recorder.Eventf(kindServiceImport.ref(si.Namespace, si.Name, si.UID), p.nodeRef(), v1.EventTypeNormal,
+		ReasonProgrammed, eventAction, "clusterset IPs %s programmed", strings.Join(si.Spec.IPs, ","))
+}
+
+// SetNode names the node this proxy runs on: every event it records
+// names the node as its related object, as one kube-proxy per node
+// reports on the same ServiceImports.
+func (p *Proxier) SetNode(ref *v1.ObjectReference) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.node = ref
+}
+
+// nodeRef returns the related object of events: nil (no related object)
+// when the node is not known.
+func (p *Proxier) nodeRef() runtime.Object {
+	if p.node == nil {
+		return nil
+	}
+	return p.node
 }
