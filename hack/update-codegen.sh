@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Regenerates what is generated from the Go types of the staging module's
-# own APIs (today the service catalog, apis/catalog/v1alpha1): DeepCopy
-# methods (zz_generated.deepcopy.go) and the CustomResourceDefinitions
-# (crds/catalog/), with controller-gen at the version pinned here. The
+# own APIs (the service catalog, apis/catalog/v1alpha1, and the Cluster
+# Inventory API's ClusterProfile, apis/inventory/v1alpha1, written here from
+# the published API): DeepCopy methods (zz_generated.deepcopy.go) and the
+# CustomResourceDefinitions (crds/catalog/, crds/inventory/), with
+# controller-gen at the version pinned here. The
 # output is committed; `go test ./crds` in the staging module fails when
 # it is stale.
 set -o errexit -o nounset -o pipefail
@@ -15,3 +17,5 @@ cd "${STAGING}"
 export GOFLAGS=-trimpath GOWORK=off
 go run "${CONTROLLER_GEN}" object paths=./apis/catalog/...
 go run "${CONTROLLER_GEN}" crd paths=./apis/catalog/... output:crd:artifacts:config=crds/catalog
+go run "${CONTROLLER_GEN}" object paths=./apis/inventory/...
+go run "${CONTROLLER_GEN}" crd paths=./apis/inventory/... output:crd:artifacts:config=crds/inventory

@@ -49,6 +49,17 @@ func Catalog() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	return out, nil
 }
 
+//go:embed inventory/multicluster.x-k8s.io_clusterprofiles.yaml
+var clusterProfileCRD []byte
+
+// ClusterProfile returns the ClusterProfile CRD of the Cluster Inventory
+// API (KEP-4322), which only a hub holding an inventory needs; generated
+// from apis/inventory/v1alpha1 by hack/update-codegen.sh, for tests and
+// for hubs whose cluster manager does not install it.
+func ClusterProfile() (*apiextensionsv1.CustomResourceDefinition, error) {
+	return decode(clusterProfileCRD)
+}
+
 // All returns the CRDs a clusterset member needs: ServiceExport,
 // ServiceImport and ClusterProperty.
 func All() ([]*apiextensionsv1.CustomResourceDefinition, error) {

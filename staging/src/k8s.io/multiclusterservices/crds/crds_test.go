@@ -81,3 +81,54 @@ func TestCatalogCRDsMatchTheirTypes(t *testing.T) {
 		t.Errorf("no CRD for %v", types)
 	}
 }
+
+// The ClusterProfile CRD is generated from apis/inventory/v1alpha1; it
+// must hold every field of the published CRD (cluster-inventory-api
+// v1alpha1), or the apiserver would prune what a cluster manager writes
+// and tests would pass against a narrower API than the real one.
+func TestClusterProfileCRDHasThePublishedFields(t *testing.T) {
+	crd, err := ClusterProfile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if crd.Name != "clusterprofiles.multicluster.x-k8s.io" || crd.Spec.Scope != apiextensionsv1.NamespaceScoped || len(crd.Spec.Versions) != 1 ||
+		crd.Spec.Versions[0].Name != "v1alpha1" || crd.Spec.Versions[0].Subresources == nil || crd.Spec.Versions[0].Subresources.Status == nil {
+		t.Fatalf("CRD %s: scope %s, versions %+v", crd.Name, crd.Spec.Scope, crd.Spec.Versions)
+	}
+	root := crd.Spec.Versions[0].Schema.OpenAPIV3Schema
+	cluster := []string{"server", "tls-server-name", "insecure-skip-tls-verify", "certificate-authority", "certificate-authority-data", "proxy-url", "disable-compression", "extensions"}
+	paths := map[string][]string{
+		"spec":                                 {"displayName", "clusterManager"},
+		"spec.clusterManager":                  {"name"},
+		"status":                               {"conditions", "version", "properties", "accessProviders", "credentialProviders"},
+		"status.version":                       {"kubernetes"},
+		"status.properties[]":                  {"name", "value", "lastObservedTime"},
+		"status.accessProviders[]":             {"name", "cluster"},
+		"status.accessProviders[].cluster":     cluster,
+		"status.credentialProviders[].cluster": cluster,
+		"status.accessProviders[].cluster.extensions[]": {"name", "extension"},
+	}
+	for path, fields := range paths {
+		s := root
+		for _, step := range strings.Split(path, ".") {
+			name, isList := strings.CutSuffix(step, "[]")
+			p, ok := s.Properties[name]
+			if !ok {
+				t.Fatalf("no %s in the schema (at %s)", path, name)
+			}
+			s = &p
+			if isList {
+				s = s.Items.Schema
+			}
+		}
+		for _, f := range fields {
+			if _, ok := s.Properties[f]; !ok {
+				t.Errorf("%s has no field %s", path, f)
+			}
+		}
+	}
+	ext := root.Properties["status"].Properties["accessProviders"].Items.Schema.Properties["cluster"].Properties["extensions"].Items.Schema.Properties["extension"]
+	if ext.XPreserveUnknownFields == nil || !*ext.XPreserveUnknownFields || ext.XEmbeddedResource {
+		t.Errorf("an extension must keep any fields, as published: %+v", ext)
+	}
+}
