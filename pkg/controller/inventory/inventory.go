@@ -1,9 +1,13 @@
 // Package inventory keeps the member set of a running mcs-controller in
 // step with where members are listed: kubeconfig contexts given at
-// start-up and kubeconfig Secrets in the hub cluster, labelled as members.
-// A Secret added is a member joining, a Secret deleted a member leaving,
-// a changed kubeconfig new credentials for the same member, and a cluster
-// whose ID changes leaves and joins again under its new ID (KEP-2149).
+// start-up, kubeconfig Secrets in the hub cluster labelled as members, and
+// the ClusterProfiles of a Cluster Inventory (KEP-4322) in the hub, reached
+// with the operator's credential plugins (KEP-5339). A listing added is a
+// member joining, a listing deleted (or a profile that says its cluster is
+// not joined or not healthy) a member leaving, changed credentials new
+// clients for the same member, and a cluster whose ID changes leaves and
+// joins again under its new ID (KEP-2149). The three sources share one
+// path (sync): one place decides join, leave and refuse.
 package inventory
 
 import (
@@ -18,8 +22,12 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -32,6 +40,7 @@ import (
 	"k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
 	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
+	inventoryv1alpha1 "k8s.io/multiclusterservices/apis/inventory/v1alpha1"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/topology"
 )
@@ -84,15 +93,30 @@ type Config struct {
 	// again, and a pending or refused member tried again.
 	RecheckPeriod time.Duration
 	// AllowProxy accepts a proxy-url in member Secrets' kubeconfigs
-	// (ConfigFromKubeconfig).
+	// (ConfigFromKubeconfig) and profiles' access providers.
 	AllowProxy bool
+
+	// Profiles reaches the hub's ClusterProfiles; nil lists no profiles.
+	Profiles dynamic.Interface
+	// ProfileNamespace is the inventory: the hub namespace of the
+	// ClusterProfiles.
+	ProfileNamespace string
+	// ProfileSelector selects the ClusterProfiles that are member
+	// candidates (e.g. by x-k8s.io/cluster-manager).
+	ProfileSelector labels.Selector
+	// AccessProviders are the operator's credential plugins for profiles.
+	AccessProviders AccessProviders
 }
 
 // entry is one listed member.
 type entry struct {
-	key    string // "context/<name>" or "secret/<namespace>/<name>"
-	secret *v1.Secret
-	hash   string
+	key string // "context/<name>", "secret/<namespace>/<name>" or "profile/<namespace>/<name>"
+	// obj is the listing's object (Secret, ClusterProfile), which events
+	// are about; nil for a context.
+	obj  runtime.Object
+	hash string
+	// config reaches the member, once joined.
+	config *rest.Config
 	// id is the cluster ID it is a member as; "" when not joined.
 	id      string
 	state   State
@@ -106,6 +130,9 @@ type Inventory struct {
 	informer cache.SharedIndexInformer
 	queue    workqueue.TypedRateLimitingInterface[string]
 	recorder record.EventRecorder
+
+	profiles        cache.GenericLister
+	profileInformer cache.SharedIndexInformer
 
 	mu      sync.Mutex
 	entries map[string]*entry
@@ -131,8 +158,18 @@ func New(cfg Config, joined map[string]string) *Inventory {
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = cfg.Selector.String() }))
 		inv.informer = f.Core().V1().Secrets().Informer()
 		inv.secrets = f.Core().V1().Secrets().Lister()
+	}
+	if cfg.Profiles != nil {
+		f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(cfg.Profiles, 0, cfg.ProfileNamespace,
+			func(o *metav1.ListOptions) { o.LabelSelector = cfg.ProfileSelector.String() })
+		gi := f.ForResource(inventoryv1alpha1.Resource)
+		inv.profileInformer, inv.profiles = gi.Informer(), gi.Lister()
+	}
+	if cfg.Hub != nil {
+		// Events go to the namespace of the object they are about
+		// (the Secret's, the profile's).
 		b := record.NewBroadcaster()
-		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cfg.Hub.CoreV1().Events(cfg.Namespace)})
+		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cfg.Hub.CoreV1().Events("")})
 		inv.recorder = b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "mcs-controller"})
 	}
 	return inv
@@ -142,7 +179,11 @@ func New(cfg Config, joined map[string]string) *Inventory {
 const (
 	contextPrefix = "context/"
 	secretPrefix  = "secret/"
+	profilePrefix = "profile/"
 )
+
+// ProfileKey is the key of a member given as a ClusterProfile.
+func ProfileKey(namespace, name string) string { return profilePrefix + namespace + "/" + name }
 
 // ContextKey is the key of a member given as a kubeconfig context.
 func ContextKey(name string) string { return contextPrefix + name }
@@ -173,11 +214,12 @@ func (inv *Inventory) Initial(ctx context.Context) []topology.Member {
 	var wg sync.WaitGroup
 	for i := range list.Items {
 		s := &list.Items[i]
-		results[i].e = &entry{key: SecretKey(s.Namespace, s.Name), secret: s, hash: hashOf(s.Data[KubeconfigKey])}
+		results[i].e = &entry{key: SecretKey(s.Namespace, s.Name), obj: s, hash: hashOf(s.Data[KubeconfigKey])}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i].m, results[i].err = inv.resolve(ctx, results[i].e.key, s.Data[KubeconfigKey])
+			l := inv.secretListing(s)
+			results[i].m, results[i].err = inv.resolve(ctx, results[i].e.key, l)
 		}()
 	}
 	wg.Wait()
@@ -194,7 +236,7 @@ func (inv *Inventory) Initial(ctx context.Context) []topology.Member {
 		case other != "":
 			inv.setLocked(r.e, Refused, takenMessage(r.m.ClusterID, other))
 		default:
-			r.e.id = r.m.ClusterID
+			r.e.id, r.e.config = r.m.ClusterID, r.m.Config
 			inv.setLocked(r.e, Joined, "")
 			members = append(members, *r.m)
 		}
@@ -213,21 +255,101 @@ func (inv *Inventory) Pending(contexts []string) {
 	}
 }
 
-// resolve builds the client configuration of a listed member and reads its
-// cluster ID.
-func (inv *Inventory) resolve(ctx context.Context, key string, kubeconfig []byte) (*topology.Member, error) {
-	var cfg *rest.Config
-	member := key
-	if name, ok := contextOf(key); ok {
-		cfg, member = rest.CopyConfig(inv.cfg.Contexts[name]), name
-	} else {
-		var err error
-		if cfg, err = ConfigFromKubeconfig(kubeconfig, inv.cfg.AllowProxy); err != nil {
-			return nil, err
+// listing is what the source of a listed member says of it now.
+type listing struct {
+	// gone: the member is no longer listed.
+	gone bool
+	obj  runtime.Object
+	// hash identifies the credentials and server, to tell a change.
+	hash string
+	// config builds the member's client configuration.
+	config func() (*rest.Config, error)
+	// notNow, when set, says why the source does not want the member
+	// served now (a profile's cluster not joined, or not healthy).
+	notNow string
+	// wantID is the cluster ID the source states, or "": a server that
+	// answers with another ID is refused.
+	wantID string
+}
+
+// listingOf reads what the source of key says now; an error is a
+// source that cannot be read (retried).
+func (inv *Inventory) listingOf(key string) (listing, error) {
+	switch {
+	case strings.HasPrefix(key, contextPrefix):
+		name, _ := contextOf(key)
+		return listing{hash: hashOf(nil), config: func() (*rest.Config, error) { return rest.CopyConfig(inv.cfg.Contexts[name]), nil }}, nil
+	case strings.HasPrefix(key, secretPrefix):
+		ns, name, _ := cache.SplitMetaNamespaceKey(strings.TrimPrefix(key, secretPrefix))
+		s, err := inv.secrets.Secrets(ns).Get(name)
+		if apierrors.IsNotFound(err) || err == nil && s.DeletionTimestamp != nil {
+			return listing{gone: true}, nil
 		}
-		if inv.cfg.Configure != nil {
+		if err != nil {
+			return listing{}, err
+		}
+		return inv.secretListing(s), nil
+	case strings.HasPrefix(key, profilePrefix):
+		ns, name, _ := cache.SplitMetaNamespaceKey(strings.TrimPrefix(key, profilePrefix))
+		obj, err := inv.profiles.ByNamespace(ns).Get(name)
+		if apierrors.IsNotFound(err) {
+			return listing{gone: true}, nil
+		}
+		if err != nil {
+			return listing{}, err
+		}
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok || u.GetDeletionTimestamp() != nil {
+			return listing{gone: true}, nil
+		}
+		return inv.profileListing(u), nil
+	}
+	return listing{gone: true}, nil
+}
+
+func (inv *Inventory) secretListing(s *v1.Secret) listing {
+	data := s.Data[KubeconfigKey]
+	return listing{obj: s, hash: hashOf(data), config: func() (*rest.Config, error) {
+		cfg, err := ConfigFromKubeconfig(data, inv.cfg.AllowProxy)
+		if err == nil && inv.cfg.Configure != nil {
 			inv.cfg.Configure(cfg)
 		}
+		return cfg, err
+	}}
+}
+
+func (inv *Inventory) profileListing(u *unstructured.Unstructured) listing {
+	l := listing{obj: u}
+	cp := &inventoryv1alpha1.ClusterProfile{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, cp); err != nil {
+		l.config = func() (*rest.Config, error) { return nil, fmt.Errorf("%w: %v", ErrInvalidProfile, err) }
+		return l
+	}
+	if ok, why := ProfileSaysServe(cp); !ok {
+		l.notNow = why
+	}
+	l.wantID = profileClusterID(cp)
+	cfg, hash, err := ConfigFromProfile(cp, inv.cfg.AccessProviders, inv.cfg.AllowProxy)
+	l.hash = hash
+	l.config = func() (*rest.Config, error) {
+		if err == nil && inv.cfg.Configure != nil {
+			inv.cfg.Configure(cfg)
+		}
+		return cfg, err
+	}
+	return l
+}
+
+// resolve builds the client configuration of a listed member and reads its
+// cluster ID.
+func (inv *Inventory) resolve(ctx context.Context, key string, l listing) (*topology.Member, error) {
+	cfg, err := l.config()
+	if err != nil {
+		return nil, err
+	}
+	member := key
+	if name, ok := contextOf(key); ok {
+		member = name
 	}
 	id, err := topology.ClusterID(ctx, cfg, inv.cfg.ClusterIDTimeout)
 	if err != nil {
@@ -236,8 +358,18 @@ func (inv *Inventory) resolve(ctx context.Context, key string, kubeconfig []byte
 		inv.logger.V(4).Info("Reading a member's cluster ID failed", "member", key, "err", truncate(err.Error(), maxLoggedReply))
 		return nil, &readError{err: err}
 	}
+	if l.wantID != "" && id != l.wantID {
+		// The listing names one cluster and its server is another's:
+		// serving it would put the other cluster's endpoints under
+		// this listing's name, or take the ID it names from its owner.
+		return nil, fmt.Errorf("%w: its property %s says cluster %q, but its server holds cluster ID %q", ErrIDMismatch, clusterIDProperty, l.wantID, id)
+	}
 	return &topology.Member{Context: member, ClusterID: id, Config: cfg}, nil
 }
+
+// ErrIDMismatch is why a listing whose server answers for another cluster
+// than the one it names is refused.
+var ErrIDMismatch = errors.New("the server is another cluster's")
 
 // readError is why a listed member's cluster ID could not be read, said
 // (Error) in words that carry nothing its server chose: whoever writes a
@@ -320,6 +452,30 @@ func (inv *Inventory) Run(ctx context.Context, m Membership) {
 			return
 		}
 	}
+	if inv.profileInformer != nil {
+		enqueue := func(obj any) {
+			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+				inv.queue.Add(profilePrefix + key)
+			}
+		}
+		_, _ = inv.profileInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: enqueue,
+			UpdateFunc: func(old, cur any) {
+				// The controller's own condition write comes back as an
+				// update: only a change of what the cluster manager
+				// owns (spec, labels, its conditions, properties,
+				// access providers) is work.
+				if !onlyOurCondition(old, cur) {
+					enqueue(cur)
+				}
+			},
+			DeleteFunc: enqueue,
+		})
+		go inv.profileInformer.Run(ctx.Done())
+		if !cache.WaitForCacheSync(ctx.Done(), inv.profileInformer.HasSynced) {
+			return
+		}
+	}
 	inv.mu.Lock()
 	for key := range inv.entries {
 		inv.queue.Add(key)
@@ -364,63 +520,67 @@ func (inv *Inventory) listed(key string) bool {
 }
 
 // sync brings one listed member in step; it returns whether to retry soon.
+// It is the one place that decides, for every source alike, whether a
+// listed member joins, stays, leaves or is refused.
 func (inv *Inventory) sync(ctx context.Context, m Membership, key string) bool {
 	inv.mu.Lock()
 	e := inv.entries[key]
 	inv.mu.Unlock()
 
-	var kubeconfig []byte
-	var secret *v1.Secret
-	if _, isContext := contextOf(key); !isContext {
-		ns, name, _ := cache.SplitMetaNamespaceKey(strings.TrimPrefix(key, secretPrefix))
-		s, err := inv.secrets.Secrets(ns).Get(name)
-		if apierrors.IsNotFound(err) || err == nil && s.DeletionTimestamp != nil {
-			// Delisted: the member leaves.
-			if e != nil {
-				inv.leave(ctx, m, e, "its Secret was deleted")
-				inv.mu.Lock()
-				delete(inv.entries, key)
-				inv.mu.Unlock()
-			}
-			return false
+	l, err := inv.listingOf(key)
+	switch {
+	case err != nil:
+		return true
+	case l.gone:
+		// Delisted: the member leaves.
+		if e != nil {
+			inv.leave(ctx, m, e, "its "+sourceOf(key)+" was deleted")
+			inv.mu.Lock()
+			delete(inv.entries, key)
+			inv.mu.Unlock()
 		}
-		if err != nil {
-			return true
-		}
-		secret, kubeconfig = s, s.Data[KubeconfigKey]
-		inv.mu.Lock()
-		if e == nil {
-			e = &entry{key: key}
-			inv.entries[key] = e
-		}
-		e.secret = secret
-		inv.mu.Unlock()
-	} else if e == nil {
+		return false
+	case e == nil && strings.HasPrefix(key, contextPrefix):
 		return false
 	}
+	inv.mu.Lock()
+	if e == nil {
+		e = &entry{key: key}
+		inv.entries[key] = e
+	}
+	e.obj = l.obj
+	inv.mu.Unlock()
+	defer inv.writeCondition(ctx, key)
 
-	hash := hashOf(kubeconfig)
-	mb, err := inv.resolve(ctx, key, kubeconfig)
+	if l.notNow != "" {
+		// The source says not now: served no more, and tried again when
+		// its listing changes.
+		inv.leave(ctx, m, e, l.notNow)
+		inv.set(e, Pending, l.notNow)
+		return false
+	}
+	mb, err := inv.resolve(ctx, key, l)
 	switch {
 	case err == nil:
-	case e.id != "" && errors.Is(err, topology.ErrNoClusterID):
-		// A cluster without a (valid) ID cannot be a member (KEP-2149).
+	case e.id != "" && (errors.Is(err, topology.ErrNoClusterID) || errors.Is(err, ErrIDMismatch)):
+		// A cluster without a (valid) ID cannot be a member (KEP-2149),
+		// nor one that is not the cluster its listing names.
 		inv.leave(ctx, m, e, err.Error())
 		inv.set(e, Refused, err.Error())
 		return false
-	case e.id != "" && e.hash == hash:
+	case e.id != "" && e.hash == l.hash:
 		// Unreachable, or forbidden for a moment: the member's own probe
 		// and endpoint TTL deal with it; membership does not change.
 		inv.logger.V(2).Info("Cannot read a member's cluster ID; it stays a member", "member", key, "cluster", e.id, "err", err)
 		return false
 	default:
-		// A new kubeconfig that does not work leaves the member it
-		// replaces as it was.
+		// New credentials that do not work leave the member they
+		// replace as it was.
 		inv.set(e, stateOf(err), err.Error())
 		return stateOf(err) == Pending
 	}
 	inv.mu.Lock()
-	unchanged := e.id == mb.ClusterID && e.hash == hash && e.state == Joined
+	unchanged := e.id == mb.ClusterID && e.hash == l.hash && e.state == Joined
 	inv.mu.Unlock()
 	if unchanged {
 		return false
@@ -447,10 +607,19 @@ func (inv *Inventory) sync(ctx context.Context, m Membership, key string) bool {
 		return state == Pending
 	}
 	inv.mu.Lock()
-	e.id, e.hash = mb.ClusterID, hash
+	e.id, e.hash, e.config = mb.ClusterID, l.hash, mb.Config
 	inv.setLocked(e, Joined, fmt.Sprintf("cluster %s is a member of the clusterset", mb.ClusterID))
 	inv.mu.Unlock()
 	return false
+}
+
+// sourceOf names where key is listed, for people and metrics.
+func sourceOf(key string) string {
+	src, _, _ := strings.Cut(key, "/")
+	if src == "profile" {
+		return "ClusterProfile"
+	}
+	return src
 }
 
 // holder returns the key of the listed member other than key that holds
@@ -483,7 +652,7 @@ func (inv *Inventory) leave(ctx context.Context, m Membership, e *entry, why str
 	err := m.Leave(lctx, id)
 	cancel()
 	inv.mu.Lock()
-	e.id, e.hash = "", ""
+	e.id, e.hash, e.config = "", "", nil
 	inv.mu.Unlock()
 	if err != nil {
 		inv.logger.Error(err, "Member left the clusterset but could not be cleaned", "member", e.key, "cluster", id)
@@ -518,8 +687,8 @@ func (inv *Inventory) setLocked(e *entry, s State, message string) {
 }
 
 func (inv *Inventory) event(e *entry, kind, reason, message string) {
-	if inv.recorder != nil && e.secret != nil {
-		inv.recorder.Event(e.secret, kind, reason, message)
+	if inv.recorder != nil && e.obj != nil {
+		inv.recorder.Event(e.obj, kind, reason, message)
 	}
 }
 
@@ -535,7 +704,7 @@ func (inv *Inventory) States() map[string]State {
 }
 
 var membersDesc = metrics.NewDesc("mcs_controller_inventory_members",
-	"Listed member clusters by source (context, secret) and state (joined, pending, refused).", []string{"source", "state"}, nil, metrics.ALPHA, "")
+	"Listed member clusters by source (context, secret, profile) and state (joined, pending, refused).", []string{"source", "state"}, nil, metrics.ALPHA, "")
 
 // Collector returns the inventory's metrics, a component-base collector.
 func (inv *Inventory) Collector() metrics.StableCollector { return &inventoryCollector{inv: inv} }
@@ -550,16 +719,13 @@ func (ic *inventoryCollector) DescribeWithStability(ch chan<- *metrics.Desc) { c
 func (ic *inventoryCollector) CollectWithStability(ch chan<- metrics.Metric) {
 	inv := ic.inv
 	counts := map[[2]string]int{}
-	for _, src := range []string{"context", "secret"} {
+	for _, src := range []string{"context", "secret", "profile"} {
 		for _, s := range []State{Joined, Pending, Refused} {
 			counts[[2]string{src, string(s)}] = 0
 		}
 	}
 	for k, s := range inv.States() {
-		src := "secret"
-		if _, ok := contextOf(k); ok {
-			src = "context"
-		}
+		src, _, _ := strings.Cut(k, "/")
 		counts[[2]string{src, string(s)}]++
 	}
 	for k, n := range counts {

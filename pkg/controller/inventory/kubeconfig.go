@@ -10,7 +10,20 @@ import (
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/yaml"
+
+	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
 )
+
+// clusterIDProperty is the ClusterProperty holding a cluster's ID.
+const clusterIDProperty = aboutv1alpha1.ClusterIDProperty
+
+// yamlOrJSON decodes an operator's file strictly: a misspelt field is
+// an error, not a default.
+func yamlOrJSON(data []byte, into any) error {
+	return yaml.UnmarshalStrict(data, into)
+}
 
 // KubeconfigKey is the key of a member Secret's data that holds the
 // member's kubeconfig (its current context is used).
@@ -55,16 +68,7 @@ func ConfigFromKubeconfig(data []byte, allowProxy bool) (*rest.Config, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: context %q names no cluster of the kubeconfig", ErrInvalidKubeconfig, name)
 	}
-	if cluster.CertificateAuthority != "" {
-		return nil, fmt.Errorf("%w: certificate-authority is a file path; give certificate-authority-data", ErrInvalidKubeconfig)
-	}
-	if cluster.InsecureSkipTLSVerify {
-		return nil, fmt.Errorf("%w: insecure-skip-tls-verify is not accepted (anyone on the path could take the member's credentials); give certificate-authority-data", ErrInvalidKubeconfig)
-	}
-	if cluster.ProxyURL != "" && !allowProxy {
-		return nil, fmt.Errorf("%w: proxy-url is not accepted unless the controller runs with --member-secret-allow-proxy", ErrInvalidKubeconfig)
-	}
-	if err := checkServer(cluster.Server); err != nil {
+	if err := checkCluster(cluster.Server, cluster.CertificateAuthority, cluster.InsecureSkipTLSVerify, cluster.ProxyURL, allowProxy); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidKubeconfig, err)
 	}
 	if user, ok := kc.AuthInfos[kctx.AuthInfo]; ok {
@@ -81,13 +85,39 @@ func ConfigFromKubeconfig(data []byte, allowProxy bool) (*rest.Config, error) {
 	} else if kctx.AuthInfo != "" {
 		return nil, fmt.Errorf("%w: context %q names no user of the kubeconfig", ErrInvalidKubeconfig, name)
 	}
-	// No loading rules: nothing of the controller's own environment
-	// ($KUBECONFIG, in-cluster credentials) is merged into a member's.
-	cfg, err := clientcmd.NewNonInteractiveClientConfig(*kc, name, &clientcmd.ConfigOverrides{}, nil).ClientConfig()
+	kc.CurrentContext = name
+	cfg, err := clientConfig(kc)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidKubeconfig, err)
 	}
 	return cfg, nil
+}
+
+// clientConfig turns a kubeconfig into a client configuration with no
+// loading rules: nothing of the controller's own environment
+// ($KUBECONFIG, in-cluster credentials) is merged into a member's.
+func clientConfig(kc *clientcmdapi.Config) (*rest.Config, error) {
+	return clientcmd.NewNonInteractiveClientConfig(*kc, kc.CurrentContext, &clientcmd.ConfigOverrides{}, nil).ClientConfig()
+}
+
+// checkCluster holds a member's cluster entry, from a Secret's kubeconfig
+// or a ClusterProfile's access provider, to what a clusterset's
+// administrator would mean by a member's apiserver: a CA given inline
+// (a path would make the controller read its own files), the server's
+// certificate checked (insecure-skip-tls-verify would hand the member's
+// credentials to whoever sits on the path), no proxy unless allowed (it
+// would send every request and the credentials through a host of the
+// writer's choosing), and a plain https server (checkServer).
+func checkCluster(server, caFile string, insecure bool, proxyURL string, allowProxy bool) error {
+	switch {
+	case caFile != "":
+		return errors.New("certificate-authority is a file path; give certificate-authority-data")
+	case insecure:
+		return errors.New("insecure-skip-tls-verify is not accepted (anyone on the path could take the member's credentials); give certificate-authority-data")
+	case proxyURL != "" && !allowProxy:
+		return errors.New("proxy-url is not accepted unless the controller runs with --member-secret-allow-proxy")
+	}
+	return checkServer(server)
 }
 
 // checkServer refuses a server URL that a clusterset's administrator
