@@ -51,8 +51,17 @@ type Options struct {
 	HubContext             string
 	MemberRecheckPeriod    time.Duration
 	// MemberSecretAllowProxy accepts a proxy-url in member Secrets'
-	// kubeconfigs.
+	// kubeconfigs (and in ClusterProfiles' access providers).
 	MemberSecretAllowProxy bool
+
+	// InventoryNamespace, in the hub, holds the ClusterProfiles of the
+	// Cluster Inventory (KEP-4322) whose clusters are members; empty
+	// reads no profiles.
+	InventoryNamespace string
+	InventorySelector  string
+	// InventoryAccessProviders is the operator's file of credential
+	// plugins per access provider (KEP-5339).
+	InventoryAccessProviders string
 
 	// HealthProbesPerTeam and HealthProbes bound the addresses that
 	// ServiceBindings' health checks probe (catalog mode).
@@ -117,6 +126,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.Contexts, "contexts", o.Contexts, "Kubeconfig contexts of the member clusters, comma separated (default: every context). Each member needs the ClusterProperty cluster.clusterset.k8s.io holding its cluster ID.")
 	fs.StringVar(&o.MemberSecretsNamespace, "member-secrets-namespace", o.MemberSecretsNamespace, "Namespace of the hub cluster (--hub-context) holding one Secret per member cluster, with its kubeconfig under the key \"kubeconfig\" (inline credentials only: no exec plugins or file paths). Members join and leave as Secrets are created and deleted. With it, --contexts lists only the members given as contexts (default none).")
 	fs.StringVar(&o.MemberSecretsSelector, "member-secrets-selector", o.MemberSecretsSelector, "Label selector of the member Secrets.")
+	fs.StringVar(&o.InventoryNamespace, "inventory-namespace", o.InventoryNamespace, "Namespace of the hub cluster (--hub-context) holding a Cluster Inventory: ClusterProfiles (multicluster.x-k8s.io/v1alpha1, KEP-4322), each a member candidate, serving while the profile says Joined and ControlPlaneHealthy. The controller reaches each with a credential plugin of --inventory-access-providers for one of the profile's status.accessProviders. With it, --contexts lists only the members given as contexts (default none).")
+	fs.StringVar(&o.InventorySelector, "inventory-selector", o.InventorySelector, "Label selector of the ClusterProfiles that are member candidates, e.g. x-k8s.io/cluster-manager=ocm (default: every profile of --inventory-namespace).")
+	fs.StringVar(&o.InventoryAccessProviders, "inventory-access-providers", o.InventoryAccessProviders, "File naming, per access provider, the exec credential plugin that gives the controller credentials for the clusters of ClusterProfiles (KEP-5339): {\"providers\": [{\"name\": \"<access provider>\", \"execConfig\": {\"apiVersion\": \"client.authentication.k8s.io/v1\", \"command\": \"/path/to/plugin\", \"args\": [...], \"provideClusterInfo\": true}}]}. The only place exec plugins are accepted from: keep it where only the operator writes. Required with --inventory-namespace.")
 	fs.StringVar(&o.HubContext, "hub-context", o.HubContext, "Kubeconfig context of the hub cluster holding the member Secrets and, unless --leader-elect-context says otherwise, the leader election Lease (default: the current context).")
 	fs.BoolVar(&o.MemberSecretAllowProxy, "member-secret-allow-proxy", o.MemberSecretAllowProxy, "Accept a proxy-url in member Secrets' kubeconfigs. Off by default: whoever writes a member Secret would send the controller's requests, and the member's credentials, through a host of their choosing.")
 	fs.DurationVar(&o.MemberRecheckPeriod, "member-recheck-period", o.MemberRecheckPeriod, "How often every member's cluster ID is read again (a changed ID is a member leaving and another joining, KEP-2149) and a member not yet served is tried again.")
@@ -195,6 +207,12 @@ func (o *Options) Validate() error {
 	}
 	if _, err := labels.Parse(o.MemberSecretsSelector); err != nil {
 		return fmt.Errorf("--member-secrets-selector: %w", err)
+	}
+	if _, err := labels.Parse(o.InventorySelector); err != nil {
+		return fmt.Errorf("--inventory-selector: %w", err)
+	}
+	if (o.InventoryNamespace == "") != (o.InventoryAccessProviders == "") {
+		return fmt.Errorf("--inventory-namespace and --inventory-access-providers go together: the profiles say where each cluster is, the operator's file how to get its credentials")
 	}
 	if len(o.SourceManagers) == 0 {
 		return fmt.Errorf("--source-endpointslice-managers must name at least one manager")

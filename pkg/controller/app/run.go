@@ -61,7 +61,7 @@ func Run(ctx context.Context, o *Options) error {
 	// named (the hub is a member only if it is listed).
 	var configs map[string]*rest.Config
 	var order []string
-	if len(o.Contexts) > 0 || o.MemberSecretsNamespace == "" {
+	if len(o.Contexts) > 0 || o.MemberSecretsNamespace == "" && o.InventoryNamespace == "" {
 		if configs, order, err = topology.Contexts(o.Kubeconfig, o.Contexts); err != nil {
 			return err
 		}
@@ -90,7 +90,7 @@ func Run(ctx context.Context, o *Options) error {
 	// The hub holds the member Secrets and, by default, the leader
 	// election Lease.
 	var hubCfg *rest.Config
-	if o.MemberSecretsNamespace != "" {
+	if o.MemberSecretsNamespace != "" || o.InventoryNamespace != "" {
 		if hubCfg, err = topology.Context(o.Kubeconfig, o.HubContext); err != nil {
 			return fmt.Errorf("--hub-context: %w", err)
 		}
@@ -98,9 +98,23 @@ func Run(ctx context.Context, o *Options) error {
 		if invCfg.Hub, err = kubernetes.NewForConfig(hubCfg); err != nil {
 			return err
 		}
+	}
+	if o.MemberSecretsNamespace != "" {
 		invCfg.Namespace = o.MemberSecretsNamespace
 		if invCfg.Selector, err = labels.Parse(o.MemberSecretsSelector); err != nil {
 			return fmt.Errorf("--member-secrets-selector: %w", err)
+		}
+	}
+	if o.InventoryNamespace != "" {
+		if invCfg.AccessProviders, err = inventory.LoadAccessProviders(o.InventoryAccessProviders); err != nil {
+			return fmt.Errorf("--inventory-access-providers: %w", err)
+		}
+		if invCfg.Profiles, err = dynamic.NewForConfig(hubCfg); err != nil {
+			return err
+		}
+		invCfg.ProfileNamespace = o.InventoryNamespace
+		if invCfg.ProfileSelector, err = labels.Parse(o.InventorySelector); err != nil {
+			return fmt.Errorf("--inventory-selector: %w", err)
 		}
 	}
 	// In catalog mode the hub holds the catalog.

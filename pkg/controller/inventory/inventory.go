@@ -153,7 +153,7 @@ func New(cfg Config, joined map[string]string) *Inventory {
 	for key, id := range joined {
 		inv.entries[key] = &entry{key: key, id: id, state: Joined, hash: hashOf(nil)}
 	}
-	if cfg.Hub != nil {
+	if cfg.Hub != nil && cfg.Namespace != "" {
 		f := informers.NewSharedInformerFactoryWithOptions(cfg.Hub, 0, informers.WithNamespace(cfg.Namespace),
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = cfg.Selector.String() }))
 		inv.informer = f.Core().V1().Secrets().Informer()
@@ -197,7 +197,7 @@ func SecretKey(namespace, name string) string { return secretPrefix + namespace 
 // cannot be used is recorded and retried by Run; none stops the start.
 func (inv *Inventory) Initial(ctx context.Context) []topology.Member {
 	inv.logger = klog.FromContext(ctx).WithName("inventory")
-	if inv.cfg.Hub == nil {
+	if inv.cfg.Hub == nil || inv.cfg.Namespace == "" {
 		return nil
 	}
 	list, err := inv.cfg.Hub.CoreV1().Secrets(inv.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: inv.cfg.Selector.String()})
