@@ -1,0 +1,24 @@
+// kubectl-mcs is the kubectl plugin of multi-cluster Services: `kubectl mcs
+// status`, `kubectl mcs get exports|imports`, `kubectl mcs diagnose
+// service NS/NAME`. Installed on the PATH (go install ./cmd/kubectl-mcs),
+// kubectl finds it as `kubectl mcs`.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/kubectlmcs"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+)
+
+func main() {
+	cmd := kubectlmcs.NewCommand(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
+	if err := cmd.Execute(); err != nil {
+		if !errors.Is(err, kubectlmcs.ErrChecksFailed) {
+			fmt.Fprintln(os.Stderr, "error:", err)
+		}
+		os.Exit(1)
+	}
+}

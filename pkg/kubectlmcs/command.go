@@ -1,0 +1,300 @@
+package kubectlmcs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/yaml"
+)
+
+// ErrChecksFailed is what diagnose returns when a check failed: the
+// command exits 1 without printing it again.
+var ErrChecksFailed = errors.New("a check failed")
+
+type options struct {
+	flags         *genericclioptions.ConfigFlags
+	streams       genericiooptions.IOStreams
+	contexts      []string
+	allNamespaces bool
+	output        string
+	timeout       time.Duration
+
+	leaseNamespace       string
+	kubeProxyMetricsPort int
+	dnsPod               string
+	from                 []string
+}
+
+// NewCommand is kubectl-mcs's root command.
+func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
+	o := &options{flags: genericclioptions.NewConfigFlags(true), streams: streams}
+	cmd := &cobra.Command{
+		Use:   "kubectl-mcs",
+		Short: "See every member of a clusterset at once, and find out why a multi-cluster Service is not reachable",
+		Annotations: map[string]string{
+			cobra.CommandDisplayNameAnnotation: "kubectl mcs",
+		},
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	o.flags.AddFlags(cmd.PersistentFlags())
+	pf := cmd.PersistentFlags()
+	pf.StringSliceVar(&o.contexts, "contexts", nil, "Kubeconfig contexts of the members (default: --context, else every context of the kubeconfig)")
+	pf.DurationVar(&o.timeout, "member-timeout", 5*time.Second, "How long a member's API may take to answer before it counts as unreachable")
+	pf.StringVar(&o.leaseNamespace, "lease-namespace", "kube-system", "Namespace of the mcs-controller's Leases (its --lease-namespace)")
+	pf.IntVar(&o.kubeProxyMetricsPort, "kube-proxy-metrics-port", 10249, "Port of kube-proxy's metrics on each node, read through the node proxy (0: do not read)")
+	_ = cmd.RegisterFlagCompletionFunc("contexts", o.completeContexts)
+	_ = cmd.RegisterFlagCompletionFunc("context", o.completeContexts)
+
+	cmd.AddCommand(o.statusCommand(), o.getCommand(), o.diagnoseCommand())
+	return cmd
+}
+
+func (o *options) addOutput(cmd *cobra.Command, formats string) {
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "Output format: "+formats)
+	_ = cmd.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return strings.Split(formats, "|"), cobra.ShellCompDirectiveNoFileComp
+	})
+}
+
+func (o *options) checkOutput(allowed ...string) error {
+	for _, a := range allowed {
+		if o.output == a {
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown output format %q: want one of %q", o.output, allowed)
+}
+
+func (o *options) connect(ctx context.Context) ([]*member, error) {
+	contexts, err := memberContexts(o.flags, o.contexts)
+	if err != nil {
+		return nil, err
+	}
+	return connect(ctx, o.flags, contexts, o.timeout)
+}
+
+func (o *options) namespace() string {
+	if o.allNamespaces {
+		return metav1.NamespaceAll
+	}
+	if o.flags.Namespace != nil && *o.flags.Namespace != "" {
+		return *o.flags.Namespace
+	}
+	if ns, _, err := o.flags.ToRawKubeConfigLoader().Namespace(); err == nil && ns != "" {
+		return ns
+	}
+	return metav1.NamespaceDefault
+}
+
+func (o *options) statusCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Every member: reachable, version, MCS APIs and policies, kube-proxy gate, served model, counts; the mcs-controller's leader",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.checkOutput("", "json", "yaml"); err != nil {
+				return err
+			}
+			members, err := o.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			status := gatherStatus(cmd.Context(), members, o)
+			if o.output != "" {
+				return o.printObject(status)
+			}
+			return printLines(o.streams.Out, StatusLines(status))
+		},
+	}
+	o.addOutput(cmd, "json|yaml")
+	return cmd
+}
+
+func (o *options) getCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:       "get exports|imports",
+		Short:     "One table of the ServiceExports or ServiceImports of every member",
+		Args:      cobra.ExactArgs(1),
+		ValidArgs: []string{"exports", "imports"},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.checkOutput("", "wide", "json", "yaml"); err != nil {
+				return err
+			}
+			members, err := o.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			ns, wide, now := o.namespace(), o.output == "wide", time.Now()
+			var rows [][]string
+			var errs []string
+			var objects any
+			switch args[0] {
+			case "exports", "export", "serviceexports", "serviceexport", "svcex":
+				var list []ClusterExport
+				list, errs = listExports(cmd.Context(), members, ns)
+				rows, objects = ExportRows(list, o.allNamespaces, wide, now), list
+			case "imports", "import", "serviceimports", "serviceimport", "svcim":
+				var list []ClusterImport
+				list, errs = listImports(cmd.Context(), members, ns)
+				rows, objects = ImportRows(list, o.allNamespaces, wide, now), list
+			default:
+				return fmt.Errorf("unknown resource %q: want exports or imports", args[0])
+			}
+			for _, e := range errs {
+				for _, line := range wrap("warning: "+e, width, "  ") {
+					fmt.Fprintln(o.streams.ErrOut, line)
+				}
+			}
+			if o.output == "json" || o.output == "yaml" {
+				return o.printObject(objects)
+			}
+			if len(rows) == 1 {
+				fmt.Fprintf(o.streams.ErrOut, "No resources found%s.\n", inNamespace(ns))
+				return nil
+			}
+			return printLines(o.streams.Out, table(rows))
+		},
+	}
+	cmd.Flags().BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "List across all namespaces")
+	o.addOutput(cmd, "wide|json|yaml")
+	return cmd
+}
+
+func inNamespace(ns string) string {
+	if ns == "" {
+		return ""
+	}
+	return " in " + ns + " namespace"
+}
+
+func (o *options) diagnoseCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "diagnose service NAMESPACE/NAME",
+		Short: "Walk the path of an exported Service and print a checklist; exit 1 when a check fails",
+		Long: `Checks, in every member, the Service and its ServiceExport (conditions,
+conflicts and the field that conflicts), then in each importing member
+(--from, default every member) the ServiceImport (IPs, ports, source
+clusters), the MCS EndpointSlices of each source cluster and their ready
+endpoints, the source Leases, what kube-proxy on each node reported for
+the import (programmed, or refused and why), and what DNS answers for
+NAME.NAMESPACE.svc.clusterset.local: asked with dig from --dns-pod by pod
+exec, or else the objects CoreDNS serves from (labelled "objects only").`,
+		Args: cobra.ExactArgs(2),
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+			if len(args) == 0 {
+				return []string{"service"}, cobra.ShellCompDirectiveNoFileComp
+			}
+			return o.completeImports(cmd)
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if args[0] != "service" && args[0] != "svc" {
+				return fmt.Errorf("diagnose %s: only services can be diagnosed", args[0])
+			}
+			if err := o.checkOutput("", "json", "yaml"); err != nil {
+				return err
+			}
+			ns, name, ok := strings.Cut(args[1], "/")
+			if !ok {
+				ns, name = o.namespace(), args[1]
+			}
+			members, err := o.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			importers := o.from
+			if len(importers) == 0 {
+				for _, m := range members {
+					importers = append(importers, m.Context)
+				}
+			}
+			checks := Diagnose(gatherService(cmd.Context(), members, ns, name, importers, o))
+			if o.output != "" {
+				if err := o.printObject(checks); err != nil {
+					return err
+				}
+			} else {
+				title := fmt.Sprintf("diagnose service %s/%s (importing: %s)", ns, name, strings.Join(importers, ","))
+				if err := printLines(o.streams.Out, ChecklistLines(title, checks)); err != nil {
+					return err
+				}
+			}
+			if Failed(checks) > 0 {
+				return ErrChecksFailed
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringSliceVar(&o.from, "from", nil, "Contexts of the importing members to check (default: every member)")
+	cmd.Flags().StringVar(&o.dnsPod, "dns-pod", "", "NAMESPACE/POD with dig, in the importing members, to ask DNS from (by pod exec)")
+	_ = cmd.RegisterFlagCompletionFunc("from", o.completeContexts)
+	o.addOutput(cmd, "json|yaml")
+	return cmd
+}
+
+func (o *options) printObject(v any) error {
+	var out []byte
+	var err error
+	if o.output == "json" {
+		out, err = json.MarshalIndent(v, "", "    ")
+		out = append(out, '\n')
+	} else {
+		out, err = yaml.Marshal(v)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = o.streams.Out.Write(out)
+	return err
+}
+
+func printLines(w io.Writer, lines []string) error {
+	for _, l := range lines {
+		if _, err := fmt.Fprintln(w, l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o *options) completeContexts(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	raw, err := o.flags.ToRawKubeConfigLoader().RawConfig()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveError
+	}
+	var out []string
+	for name := range raw.Contexts {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out, cobra.ShellCompDirectiveNoFileComp
+}
+
+// completeImports offers NAMESPACE/NAME of the imports of every member.
+func (o *options) completeImports(cmd *cobra.Command) ([]string, cobra.ShellCompDirective) {
+	members, err := o.connect(cmd.Context())
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveError
+	}
+	imports, _ := listImports(cmd.Context(), members, metav1.NamespaceAll)
+	seen := map[string]bool{}
+	var out []string
+	for _, i := range imports {
+		key := i.Import.Namespace + "/" + i.Import.Name
+		if !seen[key] {
+			seen[key] = true
+			out = append(out, key)
+		}
+	}
+	return out, cobra.ShellCompDirectiveNoFileComp
+}

@@ -1,0 +1,188 @@
+package kubectlmcs
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// ClusterExport is an export and the member it was read from.
+type ClusterExport struct {
+	Cluster string                   `json:"cluster"`
+	Export  mcsv1beta1.ServiceExport `json:"serviceExport"`
+}
+
+// ClusterImport is an import and the member it was read from.
+type ClusterImport struct {
+	Cluster string                   `json:"cluster"`
+	Import  mcsv1beta1.ServiceImport `json:"serviceImport"`
+}
+
+func listExports(ctx context.Context, members []*member, ns string) ([]ClusterExport, []string) {
+	var out []ClusterExport
+	var errs []string
+	for _, m := range members {
+		if m.Err != nil {
+			errs = append(errs, fmt.Sprintf("%s: unreachable: %v", m.Context, m.Err))
+			continue
+		}
+		list, err := m.MCS.MulticlusterV1beta1().ServiceExports(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %v", m.Context, err))
+			continue
+		}
+		for _, e := range list.Items {
+			out = append(out, ClusterExport{Cluster: m.Context, Export: e})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i].Export, out[j].Export
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		if a.Name != b.Name {
+			return a.Name < b.Name
+		}
+		return out[i].Cluster < out[j].Cluster
+	})
+	return out, errs
+}
+
+func listImports(ctx context.Context, members []*member, ns string) ([]ClusterImport, []string) {
+	var out []ClusterImport
+	var errs []string
+	for _, m := range members {
+		if m.Err != nil {
+			errs = append(errs, fmt.Sprintf("%s: unreachable: %v", m.Context, m.Err))
+			continue
+		}
+		list, err := m.MCS.MulticlusterV1beta1().ServiceImports(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %v", m.Context, err))
+			continue
+		}
+		for _, i := range list.Items {
+			out = append(out, ClusterImport{Cluster: m.Context, Import: i})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i].Import, out[j].Import
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		if a.Name != b.Name {
+			return a.Name < b.Name
+		}
+		return out[i].Cluster < out[j].Cluster
+	})
+	return out, errs
+}
+
+// ExportStatus says an export's conditions in words: "valid, ready",
+// "invalid: NoService", "conflict: PortConflict", "pending".
+func ExportStatus(conds []metav1.Condition) string {
+	valid := meta.FindStatusCondition(conds, string(mcsv1beta1.ServiceExportConditionValid))
+	if valid == nil {
+		return "pending"
+	}
+	if valid.Status != metav1.ConditionTrue {
+		return "invalid: " + valid.Reason
+	}
+	words := []string{"valid"}
+	if c := meta.FindStatusCondition(conds, string(mcsv1beta1.ServiceExportConditionReady)); c != nil {
+		if c.Status == metav1.ConditionTrue {
+			words = append(words, "ready")
+		} else {
+			words = append(words, "not ready: "+c.Reason)
+		}
+	}
+	if c := meta.FindStatusCondition(conds, string(mcsv1beta1.ServiceExportConditionConflict)); c != nil && c.Status == metav1.ConditionTrue {
+		words = append(words, "conflict: "+c.Reason)
+	}
+	return strings.Join(words, ", ")
+}
+
+// exportMessage is the message of the condition that is not fine, if any.
+func exportMessage(conds []metav1.Condition) string {
+	for _, t := range []mcsv1beta1.ServiceExportConditionType{mcsv1beta1.ServiceExportConditionValid, mcsv1beta1.ServiceExportConditionConflict, mcsv1beta1.ServiceExportConditionReady} {
+		c := meta.FindStatusCondition(conds, string(t))
+		if c == nil {
+			continue
+		}
+		bad := c.Status != metav1.ConditionTrue
+		if t == mcsv1beta1.ServiceExportConditionConflict {
+			bad = c.Status == metav1.ConditionTrue
+		}
+		if bad {
+			return c.Message
+		}
+	}
+	return ""
+}
+
+// ExportRows is the table of get exports; wide adds the message of the
+// condition that is not fine.
+func ExportRows(exports []ClusterExport, allNamespaces, wide bool, now time.Time) [][]string {
+	head := []string{"CLUSTER", "NAME", "STATUS", "AGE"}
+	if allNamespaces {
+		head = append([]string{"NAMESPACE"}, head...)
+	}
+	if wide {
+		head = append(head, "MESSAGE")
+	}
+	rows := [][]string{head}
+	for _, e := range exports {
+		r := []string{e.Cluster, e.Export.Name, ExportStatus(e.Export.Status.Conditions), age(e.Export.CreationTimestamp, now)}
+		if allNamespaces {
+			r = append([]string{e.Export.Namespace}, r...)
+		}
+		if wide {
+			r = append(r, orDash(exportMessage(e.Export.Status.Conditions)))
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// ImportRows is the table of get imports; wide adds the session affinity
+// and the IP families.
+func ImportRows(imports []ClusterImport, allNamespaces, wide bool, now time.Time) [][]string {
+	head := []string{"CLUSTER", "NAME", "TYPE", "IPS", "PORTS", "SOURCES", "AGE"}
+	if allNamespaces {
+		head = append([]string{"NAMESPACE"}, head...)
+	}
+	if wide {
+		head = append(head, "AFFINITY", "FAMILIES")
+	}
+	rows := [][]string{head}
+	for _, i := range imports {
+		si := i.Import
+		r := []string{i.Cluster, si.Name, string(si.Spec.Type), orDash(strings.Join(si.Spec.IPs, ",")),
+			importPorts(si.Spec.Ports), orNone(importSources(&si)), age(si.CreationTimestamp, now)}
+		if allNamespaces {
+			r = append([]string{si.Namespace}, r...)
+		}
+		if wide {
+			families := []string{}
+			for _, f := range si.Spec.IPFamilies {
+				families = append(families, string(f))
+			}
+			r = append(r, orDash(string(si.Spec.SessionAffinity)), orDash(strings.Join(families, ",")))
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+func age(t metav1.Time, now time.Time) string {
+	if t.IsZero() {
+		return "<unknown>"
+	}
+	return shortDuration(now.Sub(t.Time))
+}

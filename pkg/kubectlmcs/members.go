@@ -1,0 +1,149 @@
+package kubectlmcs
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
+	mcsclientset "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
+)
+
+// member is one context of the kubeconfig, with its clients.
+type member struct {
+	Context   string
+	ClusterID string
+	// Err is why the member's API did not answer; nil when it did.
+	Err     error
+	Version string
+	Config  *rest.Config
+	Kube    kubernetes.Interface
+	MCS     mcsclientset.Interface
+	Dynamic dynamic.Interface
+}
+
+// memberContexts lists the contexts to read: --contexts, else --context,
+// else every context of the kubeconfig.
+func memberContexts(flags *genericclioptions.ConfigFlags, contexts []string) ([]string, error) {
+	if len(contexts) > 0 {
+		return contexts, nil
+	}
+	if flags.Context != nil && *flags.Context != "" {
+		return []string{*flags.Context}, nil
+	}
+	raw, err := flags.ToRawKubeConfigLoader().RawConfig()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for name := range raw.Contexts {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	if len(out) == 0 {
+		return nil, fmt.Errorf("the kubeconfig has no context")
+	}
+	return out, nil
+}
+
+// connect builds the clients of every context and asks each for its
+// version and cluster ID, all at once; a member that does not answer
+// within timeout keeps the reason in Err.
+func connect(ctx context.Context, flags *genericclioptions.ConfigFlags, contexts []string, timeout time.Duration) ([]*member, error) {
+	raw, err := flags.ToRawKubeConfigLoader().RawConfig()
+	if err != nil {
+		return nil, err
+	}
+	members := make([]*member, len(contexts))
+	done := make(chan struct{}, len(contexts))
+	for i, name := range contexts {
+		m := &member{Context: name}
+		members[i] = m
+		if _, ok := raw.Contexts[name]; !ok {
+			m.Err = fmt.Errorf("no context %q in the kubeconfig", name)
+			done <- struct{}{}
+			continue
+		}
+		overrides := &clientcmd.ConfigOverrides{CurrentContext: name}
+		if flags.Impersonate != nil {
+			overrides.AuthInfo.Impersonate = *flags.Impersonate
+		}
+		config, err := clientcmd.NewNonInteractiveClientConfig(raw, name, overrides, nil).ClientConfig()
+		if err != nil {
+			m.Err = err
+			done <- struct{}{}
+			continue
+		}
+		config.Timeout = timeout
+		config.QPS, config.Burst = 50, 100
+		config.UserAgent = "kubectl-mcs"
+		m.Config = config
+		go func() {
+			defer func() { done <- struct{}{} }()
+			m.Err = m.dial(ctx)
+		}()
+	}
+	for range contexts {
+		<-done
+	}
+	return members, nil
+}
+
+func (m *member) dial(ctx context.Context) error {
+	var err error
+	if m.Kube, err = kubernetes.NewForConfig(m.Config); err != nil {
+		return err
+	}
+	if m.MCS, err = mcsclientset.NewForConfig(m.Config); err != nil {
+		return err
+	}
+	if m.Dynamic, err = dynamic.NewForConfig(m.Config); err != nil {
+		return err
+	}
+	v, err := m.Kube.Discovery().ServerVersion()
+	if err != nil {
+		return shortError(err)
+	}
+	m.Version = v.GitVersion
+	cp, err := m.Dynamic.Resource(aboutv1alpha1.Resource).Get(ctx, aboutv1alpha1.ClusterIDProperty, metav1.GetOptions{})
+	if err == nil {
+		m.ClusterID, _, _ = unstructured.NestedString(cp.Object, "spec", "value")
+	}
+	return nil
+}
+
+// shortError keeps the last, most specific part of a chain of errors
+// ("Get ...: dial tcp ...: connect: connection refused"): what fits a line.
+func shortError(err error) error {
+	s := err.Error()
+	if i := strings.LastIndex(s, ": "); i >= 0 && strings.HasPrefix(s, "Get ") {
+		return fmt.Errorf("%s", s[i+2:])
+	}
+	return err
+}
+
+func reachable(members []*member) []*member {
+	var out []*member
+	for _, m := range members {
+		if m.Err == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func (m *member) name() string {
+	if m.ClusterID != "" {
+		return m.ClusterID
+	}
+	return "?"
+}

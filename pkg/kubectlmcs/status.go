@@ -1,0 +1,255 @@
+package kubectlmcs
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/multiclusterservices/catalog"
+	mcsproxy "k8s.io/multiclusterservices/proxy"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// admissionPolicies are the ValidatingAdmissionPolicies of
+// deploy/member/mcs-admission-policy.yaml, each with a binding of its name.
+var admissionPolicies = []string{
+	"multicluster.x-k8s.io-controller-writes-imports",
+	"multicluster.x-k8s.io-exported-metadata",
+	"multicluster.x-k8s.io-clusterset-ip-ranges",
+	"multicluster.x-k8s.io-controller-scope",
+}
+
+// mcsResources are the APIs a member serves for multi-cluster Services.
+var mcsResources = []struct{ groupVersion, resource string }{
+	{mcsv1beta1.GroupVersion.String(), "serviceexports"},
+	{mcsv1beta1.GroupVersion.String(), "serviceimports"},
+	{"about.k8s.io/v1alpha1", "clusterproperties"},
+}
+
+// leaderLease is the mcs-controller's leader election Lease.
+const leaderLease = "mcs-controller"
+
+// MemberStatus is one member as status shows it.
+type MemberStatus struct {
+	Context     string `json:"context"`
+	ClusterID   string `json:"clusterID"`
+	Unreachable string `json:"unreachable,omitempty"`
+	Version     string `json:"version,omitempty"`
+	CRDs        int    `json:"crds"`
+	Policies    int    `json:"policies"`
+	// Nodes is the number of nodes; GateOn those whose kube-proxy has the
+	// gate on, GateKnown those whose gate could be read.
+	Nodes     int      `json:"nodes"`
+	GateOn    int      `json:"gateOn"`
+	GateKnown int      `json:"gateKnown"`
+	Model     string   `json:"model"`
+	Exports   int      `json:"exports"`
+	Imports   int      `json:"imports"`
+	Conflicts int      `json:"conflicts"`
+	Stale     []string `json:"staleSources,omitempty"`
+	// Leader is the mcs-controller's leader election Lease, where this
+	// member holds it.
+	Leader *LeaderStatus `json:"leader,omitempty"`
+}
+
+// LeaderStatus is the mcs-controller's leader as its Lease says.
+type LeaderStatus struct {
+	Holder  string `json:"holder"`
+	Healthy bool   `json:"healthy"`
+	Detail  string `json:"detail"`
+}
+
+func gatherStatus(ctx context.Context, members []*member, o *options) []MemberStatus {
+	out := make([]MemberStatus, len(members))
+	done := make(chan struct{}, len(members))
+	now := time.Now()
+	for i, m := range members {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			out[i] = memberStatus(ctx, m, o, now)
+		}()
+	}
+	for range members {
+		<-done
+	}
+	return out
+}
+
+func memberStatus(ctx context.Context, m *member, o *options, now time.Time) MemberStatus {
+	s := MemberStatus{Context: m.Context, ClusterID: m.ClusterID, Version: m.Version}
+	if m.Err != nil {
+		s.Unreachable = m.Err.Error()
+		return s
+	}
+	for _, r := range mcsResources {
+		list, err := m.Kube.Discovery().ServerResourcesForGroupVersion(r.groupVersion)
+		if err == nil && slices.ContainsFunc(list.APIResources, func(a metav1.APIResource) bool { return a.Name == r.resource }) {
+			s.CRDs++
+		}
+	}
+	policies, _ := m.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicies().List(ctx, metav1.ListOptions{})
+	bindings, _ := m.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().List(ctx, metav1.ListOptions{})
+	if policies != nil && bindings != nil {
+		for _, name := range admissionPolicies {
+			hasPolicy := slices.ContainsFunc(policies.Items, func(p admissionPolicy) bool { return p.Name == name })
+			hasBinding := slices.ContainsFunc(bindings.Items, func(b admissionBinding) bool { return b.Spec.PolicyName == name })
+			if hasPolicy && hasBinding {
+				s.Policies++
+			}
+		}
+	}
+	if nodes, err := m.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err == nil {
+		s.Nodes = len(nodes.Items)
+		gated := nodesWithImportEvents(ctx, m)
+		for _, n := range nodes.Items {
+			switch gateOf(ctx, m, n.Name, o.kubeProxyMetricsPort) {
+			case "on":
+				s.GateOn++
+				s.GateKnown++
+			case "off":
+				s.GateKnown++
+			default:
+				// Events from its kube-proxy about imports say the gate is on.
+				if gated[n.Name] {
+					s.GateOn++
+					s.GateKnown++
+				}
+			}
+		}
+	}
+	var imports []mcsv1beta1.ServiceImport
+	if list, err := m.MCS.MulticlusterV1beta1().ServiceImports(v1.NamespaceAll).List(ctx, metav1.ListOptions{}); err == nil {
+		imports = list.Items
+	}
+	var exports []mcsv1beta1.ServiceExport
+	if list, err := m.MCS.MulticlusterV1beta1().ServiceExports(v1.NamespaceAll).List(ctx, metav1.ListOptions{}); err == nil {
+		exports = list.Items
+	}
+	s.Imports, s.Exports = len(imports), len(exports)
+	for _, e := range exports {
+		if meta.IsStatusConditionTrue(e.Status.Conditions, string(mcsv1beta1.ServiceExportConditionConflict)) {
+			s.Conflicts++
+		}
+	}
+	s.Model = servedModel(imports)
+	if leases, err := m.Kube.CoordinationV1().Leases(o.leaseNamespace).List(ctx, metav1.ListOptions{}); err == nil {
+		s.Stale = staleLeases(leases.Items, now)
+		for _, l := range leases.Items {
+			if l.Name == leaderLease {
+				s.Leader = leaderStatus(l, now)
+			}
+		}
+	}
+	return s
+}
+
+// nodesWithImportEvents are the nodes whose kube-proxy recorded an event
+// on some ServiceImport: only a kube-proxy with the gate on does.
+func nodesWithImportEvents(ctx context.Context, m *member) map[string]bool {
+	out := map[string]bool{}
+	events, err := m.Kube.CoreV1().Events(v1.NamespaceAll).List(ctx, metav1.ListOptions{
+		FieldSelector: "involvedObject.kind=" + mcsv1beta1.ServiceImportKindName})
+	if err != nil {
+		return out
+	}
+	for _, e := range events.Items {
+		if e.ReportingController == "kube-proxy" && e.Related != nil && e.Related.Kind == "Node" {
+			out[e.Related.Name] = true
+		}
+	}
+	return out
+}
+
+// servedModel says how a member is served, from what its imports carry:
+// catalog or namespace sameness, then derived Services and native names.
+func servedModel(imports []mcsv1beta1.ServiceImport) string {
+	model := "sameness"
+	var extra []string
+	derived, native := false, false
+	for _, si := range imports {
+		if si.Annotations[catalog.AnnotationGlobalService] != "" {
+			model = "catalog"
+		}
+		derived = derived || si.Annotations[mcsproxy.AnnotationDerivedService] != ""
+		native = native || si.Annotations[mcsproxy.AnnotationNativeNames] != ""
+	}
+	if derived {
+		extra = append(extra, "derived")
+	}
+	if native {
+		extra = append(extra, "native")
+	}
+	return strings.Join(append([]string{model}, extra...), "+")
+}
+
+func leaderStatus(l coordinationv1.Lease, now time.Time) *LeaderStatus {
+	holder := ""
+	if l.Spec.HolderIdentity != nil {
+		holder = *l.Spec.HolderIdentity
+	}
+	fresh, detail := leaseFreshness(l, now)
+	return &LeaderStatus{Holder: holder, Healthy: fresh && holder != "", Detail: detail}
+}
+
+// StatusLines renders status: a table of members, then the controller's
+// leader and every unreachable member with its reason.
+func StatusLines(members []MemberStatus) []string {
+	rows := [][]string{{"CONTEXT", "CLUSTER", "REACHABLE", "VERSION", "CRDS", "POLICIES", "GATE-ON", "MODEL", "EXP", "IMP", "CONFL", "STALE"}}
+	var notes []string
+	leaders := 0
+	for _, m := range members {
+		if m.Unreachable != "" {
+			rows = append(rows, []string{m.Context, orDash(m.ClusterID), "no", "-", "-", "-", "-", "-", "-", "-", "-", "-"})
+			notes = append(notes, fmt.Sprintf("%s: unreachable: %s", m.Context, m.Unreachable))
+			continue
+		}
+		gate := fmt.Sprintf("%d/%d", m.GateOn, m.Nodes)
+		if m.GateKnown < m.Nodes {
+			gate += "?"
+		}
+		rows = append(rows, []string{m.Context, orDash(m.ClusterID), "yes", m.Version,
+			fmt.Sprintf("%d/%d", m.CRDs, len(mcsResources)), fmt.Sprintf("%d/%d", m.Policies, len(admissionPolicies)),
+			gate, m.Model, fmt.Sprint(m.Exports), fmt.Sprint(m.Imports), fmt.Sprint(m.Conflicts), fmt.Sprint(len(m.Stale))})
+		if len(m.Stale) > 0 {
+			notes = append(notes, fmt.Sprintf("%s: stale source leases: %s", m.Context, strings.Join(m.Stale, ",")))
+		}
+		if m.GateKnown < m.Nodes {
+			notes = append(notes, fmt.Sprintf("%s: gate of %d node(s) unknown (kube-proxy metrics not readable through the node proxy, no import events)", m.Context, m.Nodes-m.GateKnown))
+		}
+		if l := m.Leader; l != nil {
+			leaders++
+			health := "healthy"
+			if !l.Healthy {
+				health = "unhealthy"
+			}
+			notes = append(notes, fmt.Sprintf("mcs-controller: leader %s (Lease in %s, %s): %s", orDash(l.Holder), m.Context, l.Detail, health))
+		}
+	}
+	if leaders == 0 {
+		notes = append(notes, "mcs-controller: no leader election Lease in any reachable member")
+	}
+	out := table(rows)
+	for _, n := range notes {
+		out = append(out, wrap(n, width, "  ")...)
+	}
+	return out
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+type (
+	admissionPolicy  = admissionregistrationv1.ValidatingAdmissionPolicy
+	admissionBinding = admissionregistrationv1.ValidatingAdmissionPolicyBinding
+)
