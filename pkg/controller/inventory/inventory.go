@@ -299,7 +299,10 @@ func (inv *Inventory) listingOf(key string) (listing, error) {
 			return listing{}, err
 		}
 		u, ok := obj.(*unstructured.Unstructured)
-		if !ok || u.GetDeletionTimestamp() != nil {
+		// The informer lists by the selector already; a profile
+		// relabelled out of it is, to the cache, deleted. Checked
+		// here too, so that no cache's view decides alone.
+		if !ok || u.GetDeletionTimestamp() != nil || !inv.cfg.ProfileSelector.Matches(labels.Set(u.GetLabels())) {
 			return listing{gone: true}, nil
 		}
 		return inv.profileListing(u), nil
@@ -658,6 +661,15 @@ func (inv *Inventory) leave(ctx context.Context, m Membership, e *entry, why str
 		inv.logger.Error(err, "Member left the clusterset but could not be cleaned", "member", e.key, "cluster", id)
 	}
 	inv.logger.Info("Member left the clusterset", "member", e.key, "cluster", id, "why", why)
+	// Its ID is free: a listing refused for holding it may join now,
+	// without waiting for the recheck period.
+	inv.mu.Lock()
+	for k, other := range inv.entries {
+		if other.state == Refused {
+			inv.queue.Add(k)
+		}
+	}
+	inv.mu.Unlock()
 	inv.event(e, v1.EventTypeNormal, "MemberLeft", fmt.Sprintf("cluster %s left the clusterset: %s", id, why))
 }
 
