@@ -18,9 +18,9 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
-// reasonProgrammed is the reason of kube-proxy's Normal event on an import
+// ReasonProgrammed is the reason of kube-proxy's Normal event on an import
 // it programmed (pkg/proxy/multicluster.ReasonProgrammed).
-const reasonProgrammed = "Programmed"
+const ReasonProgrammed = "Programmed"
 
 // Check is one line of diagnose's checklist.
 type Check struct {
@@ -368,7 +368,7 @@ func nodeChecks(m MemberState) []Check {
 		case n.Last != nil && n.Last.Type == v1.EventTypeWarning:
 			c.Detail = fmt.Sprintf("refused (%s): %s", n.Last.Reason, n.Last.Note)
 			c.Fix = refusalFix(n.Last.Reason)
-		case n.Last != nil && n.Last.Reason == reasonProgrammed:
+		case n.Last != nil && n.Last.Reason == ReasonProgrammed:
 			c.Passed, c.Detail = true, "programmed"
 		case n.Gate == "on":
 			c.Passed, c.Detail = true, "gate on, no refusal reported"
@@ -401,6 +401,11 @@ func dnsCheck(m MemberState, ref string, headless bool) Check {
 		want = readyAddresses(m.Slices)
 	}
 	d := m.DNS
+	if d.Queried && len(want) > 0 {
+		// One question, of the primary family: the addresses of that family.
+		v6 := strings.Contains(want[0], ":")
+		want = slices.DeleteFunc(slices.Clone(want), func(a string) bool { return strings.Contains(a, ":") != v6 })
+	}
 	if !d.Queried {
 		// No pod to ask from: what CoreDNS's multicluster option serves.
 		c.Subject = "DNS (objects only)"

@@ -68,7 +68,19 @@ func gatherImportSide(ctx context.Context, m *member, st *MemberState, ns, name 
 	if si.Spec.Type != mcsv1beta1.Headless {
 		st.Nodes = nodeReports(ctx, m, ns, name, o)
 	}
-	st.DNS = askDNS(ctx, m, ns, name, o)
+	st.DNS = askDNS(ctx, m, ns, name, questionType(si), o)
+}
+
+// questionType is the DNS question for an import: AAAA when its primary
+// family is IPv6, else A.
+func questionType(si *mcsv1beta1.ServiceImport) string {
+	if len(si.Spec.IPFamilies) > 0 && si.Spec.IPFamilies[0] == v1.IPv6Protocol {
+		return "AAAA"
+	}
+	if len(si.Spec.IPs) > 0 && strings.Contains(si.Spec.IPs[0], ":") {
+		return "AAAA"
+	}
+	return "A"
 }
 
 // nodeReports reads, per node, kube-proxy's gate (its metrics, through the
@@ -152,7 +164,7 @@ func gateFromMetrics(body []byte) string {
 
 // askDNS asks the member's DNS for the clusterset name from --dns-pod
 // (dig, by pod exec) when that pod exists in the member.
-func askDNS(ctx context.Context, m *member, ns, name string, o *options) DNSResult {
+func askDNS(ctx context.Context, m *member, ns, name, qtype string, o *options) DNSResult {
 	if o.dnsPod == "" {
 		return DNSResult{}
 	}
@@ -166,7 +178,7 @@ func askDNS(ctx context.Context, m *member, ns, name string, o *options) DNSResu
 	fqdn := name + "." + ns + ".svc.clusterset.local"
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	out, err := podExec(ctx, m, podNS, pod, "dig", "+short", "+time=2", "+tries=2", fqdn, "A")
+	out, err := podExec(ctx, m, podNS, pod, "dig", "+short", "+time=2", "+tries=2", fqdn, qtype)
 	r := DNSResult{Queried: true, From: "pod " + o.dnsPod}
 	for _, line := range strings.Split(string(out), "\n") {
 		if ip, perr := netip.ParseAddr(strings.TrimSpace(line)); perr == nil {

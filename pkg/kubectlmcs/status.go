@@ -201,7 +201,7 @@ func leaderStatus(l coordinationv1.Lease, now time.Time) *LeaderStatus {
 // StatusLines renders status: a table of members, then the controller's
 // leader and every unreachable member with its reason.
 func StatusLines(members []MemberStatus) []string {
-	rows := [][]string{{"CONTEXT", "CLUSTER", "REACHABLE", "VERSION", "CRDS", "POLICIES", "GATE-ON", "MODEL", "EXP", "IMP", "CONFL", "STALE"}}
+	rows := [][]string{{"CONTEXT", "CLUSTER", "REACH", "VERSION", "CRDS", "POLICY", "GATE-ON", "MODEL", "EXP", "IMP", "CONFL", "STALE"}}
 	var notes []string
 	leaders := 0
 	for _, m := range members {

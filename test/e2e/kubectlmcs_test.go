@@ -1,0 +1,269 @@
+package e2e
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/kubectlmcs"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/clusterset"
+)
+
+var updateGolden = flag.Bool("update", false, "rewrite the golden files of TestKubectlMCS")
+
+// TestKubectlMCS runs every command of kubectl-mcs against one local
+// clusterset (the real mcs-controller, kube-proxy and CoreDNS) and
+// compares its output with testdata/kubectlmcs/*.golden (ages and
+// addresses that change between runs masked), with each failure diagnose
+// explains provoked for real: no export, an invalid export, a port
+// conflict, an import kube-proxy refuses, DNS not answering, a member
+// unreachable with its source lease gone stale.
+func TestKubectlMCS(t *testing.T) {
+	// IPv6: the clusterset's addresses stay clear of IPv4 networks a
+	// machine running kind beside it may have (172.30.0.0/16).
+	l := upLocalOpts(t, clusterset.Options{Clusters: 2, Prefix: "e2ekmcs", IPFamily: clusterset.IPv6}, false)
+	ms := l.members()
+	s := &suite{p: l, a: ms[0], b: ms[1], top: t}
+	sp := s.space(t, "kmcs")
+	kubeconfig := l.cs.Kubeconfig()
+	run := func(t *testing.T, golden string, wantExit int, args ...string) {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		cmd := kubectlmcs.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+		cmd.SetArgs(append([]string{"--kubeconfig=" + kubeconfig, "--contexts=cluster-a,cluster-b"}, args...))
+		exit := 0
+		if err := cmd.Execute(); errors.Is(err, kubectlmcs.ErrChecksFailed) {
+			exit = 1
+		} else if err != nil {
+			t.Fatalf("kubectl mcs %v: %v\n%s", args, err, errOut.String())
+		}
+		got := out.String()
+		t.Logf("kubectl mcs %s (exit %d):\n%s%s", strings.Join(args, " "), exit, got, errOut.String())
+		if exit != wantExit {
+			t.Errorf("kubectl mcs %v: exit %d, want %d", args, exit, wantExit)
+		}
+		for i, line := range strings.Split(got, "\n") {
+			if len(line) > 100 {
+				t.Errorf("line %d is %d columns wide: %q", i+1, len(line), line)
+			}
+		}
+		compareGolden(t, golden, maskVolatile(got))
+	}
+
+	// web: exported from a (one pod), reached from b's client.
+	sp.service(s.a, "web", nil)
+	sp.echoPods(s.a, "web", "web-a-1")
+	client := sp.client(s.b, "client")
+	sp.export(s.a, "web")
+	vip := sp.vip(s.b, "web")
+	waitAnswers(t, client, "tcp", hostPort(vip, 80), 10, []string{"web-a-1"})
+	waitKubeProxyEvent(t, s.b, sp.name, "web", kubectlmcs.ReasonProgrammed)
+	waitKubeProxyEvent(t, s.a, sp.name, "web", kubectlmcs.ReasonProgrammed)
+	dnsPod := "--dns-pod=" + sp.name + "/client"
+
+	t.Run("status", func(t *testing.T) { run(t, "status", 0, "status") })
+	t.Run("get exports", func(t *testing.T) { run(t, "get-exports", 0, "get", "exports", "-A") })
+	t.Run("get imports", func(t *testing.T) { run(t, "get-imports", 0, "get", "imports", "-n", sp.name, "-o", "wide") })
+	t.Run("diagnose passes", func(t *testing.T) {
+		run(t, "diagnose-ok", 0, "diagnose", "service", sp.name+"/web", "--from=cluster-b", dnsPod)
+	})
+	t.Run("diagnose without a pod checks the objects DNS serves", func(t *testing.T) {
+		run(t, "diagnose-objects", 0, "diagnose", "service", sp.name+"/web")
+	})
+
+	t.Run("no export", func(t *testing.T) {
+		sp.service(s.a, "lonely", nil)
+		run(t, "diagnose-no-export", 1, "diagnose", "service", sp.name+"/lonely", "--from=cluster-b")
+	})
+
+	t.Run("invalid export", func(t *testing.T) {
+		sp.service(s.a, "ext", func(spec *v1.ServiceSpec) {
+			*spec = v1.ServiceSpec{Type: v1.ServiceTypeExternalName, ExternalName: "example.invalid"}
+		})
+		sp.export(s.a, "ext")
+		eventually(t, 30*time.Second, "ext's export to be invalid", func() (bool, string) {
+			got := sp.exportConditions(s.a, "ext")
+			return strings.Contains(got, "Valid=False"), got
+		})
+		run(t, "diagnose-invalid-export", 1, "diagnose", "service", sp.name+"/ext", "--from=cluster-b")
+	})
+
+	t.Run("port conflict", func(t *testing.T) {
+		sp.service(s.a, "pc", nil)
+		sp.echoPods(s.a, "pc", "pc-a-1")
+		sp.export(s.a, "pc")
+		sp.vip(s.b, "pc")
+		sp.service(s.b, "pc", func(spec *v1.ServiceSpec) { spec.Ports[0].Port = 81 })
+		sp.export(s.b, "pc")
+		eventually(t, 30*time.Second, "pc's exports to conflict", func() (bool, string) {
+			got := sp.exportConditions(s.b, "pc")
+			return strings.Contains(got, "Conflict=True/PortConflict"), got
+		})
+		run(t, "diagnose-port-conflict", 1, "diagnose", "service", sp.name+"/pc", "--from=cluster-b")
+		run(t, "get-exports-conflict", 0, "get", "exports", "-n", sp.name, "-o", "wide")
+	})
+
+	t.Run("import refused by kube-proxy", func(t *testing.T) {
+		// An import nobody trusted wrote (the admission policy that keeps
+		// everyone but the controller from writing imports unbound for it):
+		// kube-proxy refuses it on b's node and says why.
+		bindings := s.b.Client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
+		b, err := bindings.Get(t.Context(), importPolicyBinding, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := bindings.Delete(t.Context(), importPolicyBinding, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			restored := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: b.Name, Labels: b.Labels}, Spec: b.Spec}
+			if _, err := bindings.Create(t.Context(), restored, metav1.CreateOptions{}); err != nil {
+				t.Error(err)
+			}
+		}()
+		rogue := &mcsv1beta1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Name: "rogue"},
+			Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, IPs: []string{"fd00:10:250::c8c8"}, IPFamilies: []v1.IPFamily{v1.IPv6Protocol},
+				Ports: []mcsv1beta1.ServicePort{{Name: "tcp", Protocol: v1.ProtocolTCP, Port: 80}}}}
+		eventually(t, 30*time.Second, "the rogue import to be written", func() (bool, string) {
+			_, err := s.b.MCS.MulticlusterV1beta1().ServiceImports(sp.name).Create(t.Context(), rogue, metav1.CreateOptions{})
+			return err == nil, errString(err)
+		})
+		defer func() {
+			_ = s.b.MCS.MulticlusterV1beta1().ServiceImports(sp.name).Delete(t.Context(), "rogue", metav1.DeleteOptions{})
+		}()
+		waitKubeProxyEvent(t, s.b, sp.name, "rogue", "UntrustedManager")
+		run(t, "diagnose-refused", 1, "diagnose", "service", sp.name+"/rogue", "--from=cluster-b")
+	})
+
+	t.Run("DNS not answering", func(t *testing.T) {
+		pid := coreDNSPid(t, filepath.Join(l.cs.Dir(), "cluster-b", "Corefile"))
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = syscall.Kill(pid, syscall.SIGCONT) }()
+		run(t, "diagnose-dns", 1, "diagnose", "service", sp.name+"/web", "--from=cluster-b", dnsPod)
+	})
+
+	t.Run("member unreachable and stale leases", func(t *testing.T) {
+		start := l.stopAPIServer(t, s.a)
+		defer start(t)
+		eventually(t, 60*time.Second, "cluster-a's source lease in cluster-b to go stale", func() (bool, string) {
+			lease, err := s.b.Client.CoordinationV1().Leases("kube-system").Get(t.Context(), kubectlmcs.SourceLeasePrefix+s.a.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			return leaseStale(lease), "fresh"
+		})
+		run(t, "status-unreachable", 0, "status")
+		run(t, "diagnose-unreachable", 1, "diagnose", "service", sp.name+"/web", "--from=cluster-b")
+	})
+}
+
+func leaseStale(l *coordinationv1.Lease) bool {
+	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
+		return true
+	}
+	return time.Since(l.Spec.RenewTime.Time) > time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second+time.Second
+}
+
+// waitKubeProxyEvent waits for kube-proxy's event of reason on import
+// ns/name in m.
+func waitKubeProxyEvent(t *testing.T, m *member, ns, name, reason string) {
+	t.Helper()
+	eventually(t, 60*time.Second, "kube-proxy's "+reason+" event on "+ns+"/"+name+" in "+m.Name, func() (bool, string) {
+		events, err := m.Client.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+		if err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, e := range events.Items {
+			if e.ReportingController == "kube-proxy" && e.Reason == reason && e.Related != nil {
+				return true, ""
+			}
+			seen = append(seen, e.ReportingController+"/"+e.Reason)
+		}
+		return false, strings.Join(seen, ",")
+	})
+}
+
+// coreDNSPid finds the CoreDNS process the harness runs with corefile.
+func coreDNSPid(t *testing.T, corefile string) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if len(args) > 2 && filepath.Base(args[0]) == "coredns" && args[1] == "-conf" && args[2] == corefile {
+			return pid
+		}
+	}
+	t.Fatalf("no CoreDNS process runs with %s", corefile)
+	return 0
+}
+
+var volatile = []struct {
+	re   *regexp.Regexp
+	with string
+}{
+	{regexp.MustCompile(`127\.0\.0\.1:\d+`), "127.0.0.1:PORT"},
+	{regexp.MustCompile(`\bfd00:[0-9a-f:]*[0-9a-f]\b`), "IPV6"},
+	{regexp.MustCompile(`\b\d+[smhd]\b`), "AGE"},
+	{regexp.MustCompile(`\b10\.2[0-9][0-9]\.\d+\.\d+\b`), "IP"},
+	{regexp.MustCompile(`\b10\.9[0-9]\.\d+\.\d+\b`), "SVCIP"},
+}
+
+// maskVolatile replaces what changes between runs; columns are realigned
+// by collapsing runs of spaces, so that a wider age does not move them.
+func maskVolatile(s string) string {
+	for _, v := range volatile {
+		s = v.re.ReplaceAllString(s, v.with)
+	}
+	return regexp.MustCompile(` {2,}`).ReplaceAllString(s, "  ")
+}
+
+func compareGolden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", "kubectlmcs", name+".golden")
+	if *updateGolden {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to write it)", err)
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", path, diff)
+	}
+}
