@@ -598,12 +598,14 @@ func (inv *Inventory) sync(ctx context.Context, m Membership, key string) bool {
 	}
 	jctx, cancel := context.WithTimeout(ctx, inv.cfg.SyncTimeout)
 	err = m.Join(jctx, *mb)
+	// Read before cancel, which would make every refusal look timed out.
+	timedOut := jctx.Err() != nil
 	cancel()
 	if err != nil {
 		// Caches that did not sync in time are retried; a refusal (the
 		// ID taken, overlapping Service ranges) waits for a change.
 		state := Refused
-		if jctx.Err() != nil {
+		if timedOut {
 			state = Pending
 		}
 		inv.set(e, state, err.Error())
