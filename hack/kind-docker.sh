@@ -170,7 +170,11 @@ ensure_privileged() {
   local why
   why=$(privileged_fails)
   if [[ -z "${why}" ]]; then
-    say "privileged containers start: no runtime workaround needed"
+    if [[ "$(cat "${STATE_DIR}/capfilter" 2>/dev/null)" == true ]]; then
+      say "privileged containers start (with the runtime wrapper runc-capfilter, installed when they did not)"
+    else
+      say "privileged containers start: no runtime workaround needed"
+    fi
     return
   fi
   if ! grep -q "unable to apply caps" <<<"${why}"; then
@@ -201,9 +205,13 @@ ensure_network() {
       -o com.docker.network.bridge.enable_ip_masquerade=false "${NETWORK}" >/dev/null
   fi
   # Anything the kind network routes through this host (its nodes' default
-  # route) that is not for the host itself is dropped here and counted:
-  # no packet of the clusters leaves the machine. Bridged frames between
-  # nodes (cluster to cluster) are not the host's (pkttype) and pass.
+  # route: frames to the bridge's own address) that is not for the host
+  # itself is dropped here and counted: no packet of the clusters leaves
+  # the machine. Frames bridged between nodes (node to node, cluster to
+  # cluster) are addressed to another node and pass; with br_netfilter
+  # they also cross these hooks, as the host's (pkttype cannot tell).
+  local mac
+  mac=$(cat "/sys/class/net/${BRIDGE}/address")
   sudo_ nft -f - <<EOF
 table inet ${TABLE}
 delete table inet ${TABLE}
@@ -211,7 +219,7 @@ table inet ${TABLE} {
   counter beyond_machine {}
   chain prerouting {
     type filter hook prerouting priority raw; policy accept;
-    iifname "${BRIDGE}" meta pkttype host fib daddr type != local counter name beyond_machine drop
+    iifname "${BRIDGE}" ether daddr ${mac} fib daddr type != local counter name beyond_machine drop
   }
   chain forward {
     type filter hook forward priority filter; policy accept;
@@ -225,7 +233,11 @@ EOF
 up() {
   mkdir -p "${STATE_DIR}"
   if docker_answers; then
-    say "using the Docker daemon that answers (its configuration is left as it is)"
+    if [[ "$(cat "${STATE_DIR}/started" 2>/dev/null)" == true ]]; then
+      say "dockerd of an earlier run answers (${CONFIG})"
+    else
+      say "using the Docker daemon that answers (its configuration is left as it is)"
+    fi
   else
     install_docker
     start_dockerd

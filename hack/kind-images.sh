@@ -15,7 +15,10 @@
 #   mcs-kube-proxy/echoserver:dev  the suites' test image
 #                                  (kind-config/Dockerfile)
 #
-# Usage: hack/kind-images.sh            (needs a Docker daemon: hack/kind-docker.sh up)
+# Usage: hack/kind-images.sh [--no-build | --remove]   (needs a Docker daemon: hack/kind-docker.sh up)
+#   --no-build   take the project's binaries in _output/bin as they are
+#                (built already, e.g. by `make binaries`)
+#   --remove     delete every image it builds instead
 #
 # The binaries come from the project's own builds and build cache
 # (hack/build.sh, hack/build-tools.sh, the same go_build for kubelet,
@@ -56,6 +59,15 @@ hash_of() { cat "$@" | sha256sum | cut -d' ' -f1; }
 # --- binaries ----------------------------------------------------------
 
 binaries() {
+  if [[ "${NO_BUILD}" == true ]]; then
+    step "Binaries: those of _output/bin as they are (--no-build)"
+    local b
+    for b in kube-proxy kube-proxy-upstream mcs-controller echoserver kube-apiserver kube-controller-manager kubectl kubelet kubeadm kube-scheduler etcd coredns; do
+      [[ -x "${BIN}/${b}" ]] || { echo "--no-build: ${BIN}/${b} is missing" >&2; exit 1; }
+    done
+    runtime_binaries
+    return
+  fi
   step "Binaries (the project's build cache; only what changed compiles)"
   hack/build.sh kube-proxy kube-proxy-upstream mcs-controller echoserver kube-apiserver kube-controller-manager kubectl
   # The node's own Kubernetes binaries, from this module's graph
@@ -342,7 +354,24 @@ EOF
   rm -rf "${tmp}"
 }
 
+# remove deletes every image this script builds (hack/kind-e2e.sh
+# --clean-images on a Docker daemon that is not hack/kind-docker.sh's).
+remove() {
+  local images
+  images=$(docker images --format '{{.Repository}}:{{.Tag}}' --filter "label=${LABEL}")
+  # shellcheck disable=SC2086
+  docker rmi -f ${images} "${PROJECT_IMAGES[@]}" mcs-kind/probe:latest >/dev/null 2>&1 || true
+}
+PROJECT_IMAGES=(mcs-kube-proxy:dev mcs-controller:dev mcs-kube-proxy/echoserver:dev)
+
+NO_BUILD=false
 main() {
+  case "${1:-}" in
+    --remove) remove; return ;;
+    --no-build) NO_BUILD=true ;;
+    "") ;;
+    *) echo "usage: $0 [--no-build | --remove]" >&2; exit 2 ;;
+  esac
   local start=${SECONDS}
   if ! docker info >/dev/null 2>&1; then
     echo "no Docker daemon answers: run hack/kind-docker.sh up" >&2
