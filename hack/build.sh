@@ -2,8 +2,8 @@
 # Builds the binaries of this module into _output/bin/:
 #   kube-proxy               upstream kube-proxy plus the MultiClusterServices gate
 #   kube-proxy-upstream      the unmodified upstream command (the tests compare)
-#   every command under cmd/ (mcs-controller, ...) and test/cmd/ (echoserver,
-#   clusterset, ...)
+#   every command under cmd/ (mcs-controller, kubectl-mcs, ...) and test/cmd/
+#   (echoserver, clusterset, ...)
 #   kube-apiserver, kube-controller-manager, kubectl
 #                            the pinned Kubernetes version (the `tool`s of go.mod)
 #
