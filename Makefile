@@ -61,9 +61,13 @@ bench: deps build
 bench-memory: deps binaries
 	hack/bench-kube-proxy-memory.sh
 
-# Needs Docker, kind and kubectl; see README.md "kind".
-kind-e2e:
-	hack/kind-e2e.sh
+# kind clusters on this machine, offline (see README.md "kind"): as root,
+# starts Docker if none answers (hack/kind-docker.sh), builds every image
+# here (hack/kind-images.sh), runs the suite on two single-node clusters
+# and removes everything again. KIND_E2E_FLAGS: e.g. --keep, --clean-images.
+KIND_E2E_FLAGS ?=
+kind-e2e: deps
+	hack/kind-e2e.sh $(KIND_E2E_FLAGS)
 
 clean:
 	rm -rf _output

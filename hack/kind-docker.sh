@@ -29,6 +29,9 @@ DOCKER_ROOT=${MCS_KIND_DOCKER_ROOT:-/var/lib/mcs-kind/docker}
 STATE_DIR=/run/mcs-kind
 CONFIG="${STATE_DIR}/daemon.json"
 PIDFILE="${STATE_DIR}/dockerd.pid"
+# Whether /run/docker existed before our dockerd made it (outside
+# STATE_DIR, which down removes first).
+HOST_STATE=/run/mcs-kind-docker.state
 LOG="${STATE_DIR}/dockerd.log"
 # kind uses the network named by KIND_EXPERIMENTAL_DOCKER_NETWORK if it
 # exists; ours has a bridge name the host rule can match.
@@ -93,6 +96,7 @@ EOF
 start_dockerd() {
   write_config ""
   say "starting dockerd (data ${DOCKER_ROOT}, log ${LOG})"
+  if [[ -e /run/docker ]]; then echo existed >"${HOST_STATE}"; else echo absent >"${HOST_STATE}"; fi
   # The proxy is a closed local port: dockerd sends a registry request
   # (a pull, or the lookup it makes when asked to run a missing tag) there
   # and fails at once. The containers' DNS is 127.0.0.1 (above), so the
@@ -268,6 +272,11 @@ down() {
       sudo_ rm -rf "${DOCKER_ROOT}"
     fi
     sudo_ rm -rf "${STATE_DIR}"
+    # dockerd keeps its plugin sockets here whatever its exec-root.
+    if [[ "$(cat "${HOST_STATE}" 2>/dev/null)" == absent ]]; then
+      sudo_ rm -rf /run/docker
+    fi
+    sudo_ rm -f "${HOST_STATE}"
     say "dockerd stopped; its configuration and runtime wrapper removed"
   elif [[ "${clean_images}" == true ]]; then
     say "the Docker daemon is not ours: hack/kind-e2e.sh removes the images it built, nothing else" >&2

@@ -13,7 +13,9 @@
 # tests (test/e2e/kind*_test.go). Everything it applies is in kind-config/.
 #
 # Usage: hack/kind-e2e.sh [--clusters N] [--keep] [--skip-tests] [--clean-images] [--no-build]
+#        hack/kind-e2e.sh --down [--clusters N] [--clean-images]
 #   --clusters N      2 (default) or 3
+#   --down            only the clean-up (after --keep)
 #   --no-build        image the binaries of _output/bin as they are
 #   --keep            leave the clusters (and Docker) running afterwards
 #   --skip-tests      set the clusterset up and stop
@@ -37,10 +39,12 @@ KEEP=false
 TESTS=true
 CLEAN_IMAGES=false
 IMAGES_ARGS=()
+DOWN=false
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --clusters) CLUSTERS=$2; shift 2 ;;
     --keep) KEEP=true; shift ;;
+    --down) DOWN=true; shift ;;
     --skip-tests) TESTS=false; shift ;;
     --clean-images) CLEAN_IMAGES=true; shift ;;
     --no-build) IMAGES_ARGS=(--no-build); shift ;;
@@ -68,23 +72,38 @@ step() { echo "==> $* ($(date +%T))"; }
 ctx() { echo "kind-$1"; }
 kc() { local c=$1; shift; kubectl --context "$(ctx "${c}")" "$@"; }
 
-# Host state kind and the kubelets change, to put back.
+# Host state kind and the kubelets change, to put back: recorded before
+# the first cluster of a run (or of an earlier --keep run, whose kubelets
+# have changed it already) and restored at clean-up.
 SYSCTLS=(fs.inotify.max_user_instances vm.overcommit_memory kernel.panic kernel.panic_on_oops)
-declare -A SYSCTL_WAS
-for s in "${SYSCTLS[@]}"; do SYSCTL_WAS[${s}]=$(sysctl -n "${s}"); done
-LIB_MODULES_EXISTED=false
-[[ -e /lib/modules ]] && LIB_MODULES_EXISTED=true
+HOST_STATE=/run/mcs-kind-host.state
+if [[ ! -f "${HOST_STATE}" ]]; then
+  {
+    for s in "${SYSCTLS[@]}"; do echo "${s}=$(sysctl -n "${s}")"; done
+    [[ -e /lib/modules ]] && echo "lib-modules=existed" || echo "lib-modules=absent"
+  } >"${HOST_STATE}"
+fi
+restore_host() {
+  local line
+  while IFS= read -r line; do
+    case "${line}" in
+      lib-modules=absent) rmdir /lib/modules 2>/dev/null || true ;;
+      lib-modules=*) ;;
+      *) sysctl -qw "${line}" || true ;;
+    esac
+  done <"${HOST_STATE}"
+  rm -f "${HOST_STATE}"
+}
 
 cleanup() {
   local status=$?
   if [[ "${KEEP}" == true ]]; then
-    echo "kept: clusters ${NAMES[*]}; remove with: hack/kind-e2e.sh --clusters ${CLUSTERS} --skip-tests (then clean-up runs), or kind delete clusters ${NAMES[*]} && hack/kind-docker.sh down"
+    echo "kept: clusters ${NAMES[*]}; remove them and the rest with: hack/kind-e2e.sh --down --clusters ${CLUSTERS}"
     exit "${status}"
   fi
   step "Clean-up"
   for name in "${NAMES[@]}"; do kind delete cluster --name "${name}" >/dev/null 2>&1 || true; done
-  for s in "${SYSCTLS[@]}"; do sysctl -qw "${s}=${SYSCTL_WAS[${s}]}" || true; done
-  if [[ "${LIB_MODULES_EXISTED}" == false ]]; then rmdir /lib/modules 2>/dev/null || true; fi
+  restore_host
   if [[ "${CLEAN_IMAGES}" == true ]]; then
     hack/kind-images.sh --remove >/dev/null 2>&1 || true
     hack/kind-docker.sh down --clean-images
@@ -94,6 +113,10 @@ cleanup() {
   exit "${status}"
 }
 trap cleanup EXIT
+if [[ "${DOWN}" == true ]]; then
+  KEEP=false
+  exit 0
+fi
 
 step "Docker"
 hack/kind-docker.sh up
@@ -103,7 +126,7 @@ hack/kind-images.sh "${IMAGES_ARGS[@]}" 2>&1 | grep -v -e 'DEPRECATED: The legac
 echo "images: $((SECONDS - start))s"
 
 # kind's nodes watch many files (kind asks for 512 inotify instances).
-if [[ "${SYSCTL_WAS[fs.inotify.max_user_instances]}" -lt 512 ]]; then
+if [[ "$(sysctl -n fs.inotify.max_user_instances)" -lt 512 ]]; then
   sysctl -qw fs.inotify.max_user_instances=512
 fi
 for name in "${NAMES[@]}"; do
