@@ -44,10 +44,15 @@ func table(rows [][]string) []string {
 // wrap breaks s into lines of at most w columns at spaces; lines after
 // the first start with indent.
 func wrap(s string, w int, indent string) []string {
+	return wrapFrom("", s, w, indent)
+}
+
+// wrapFrom is wrap with a first line that starts with first.
+func wrapFrom(first, s string, w int, indent string) []string {
 	var out []string
 	line := ""
 	for _, word := range strings.Fields(s) {
-		prefix := ""
+		prefix := first
 		if len(out) > 0 {
 			prefix = indent
 		}
@@ -82,7 +87,7 @@ func ChecklistLines(title string, checks []Check) []string {
 		}
 		out = append(out, wrap(fmt.Sprintf("%s %s  %s: %s", mark, c.Cluster, c.Subject, c.Detail), width, "       ")...)
 		if !c.Passed && c.Fix != "" {
-			out = append(out, wrap("       fix: "+c.Fix, width, "            ")...)
+			out = append(out, wrapFrom("       fix: ", c.Fix, width, "            ")...)
 		}
 	}
 	failed := Failed(checks)

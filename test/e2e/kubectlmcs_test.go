@@ -66,13 +66,15 @@ func TestKubectlMCS(t *testing.T) {
 		compareGolden(t, golden, maskVolatile(got))
 	}
 
-	// web: exported from a (one pod), reached from b's client.
+	// web: exported from a (one pod), imported by b, where the client
+	// asks DNS from.
 	sp.service(s.a, "web", nil)
 	sp.echoPods(s.a, "web", "web-a-1")
-	client := sp.client(s.b, "client")
+	sp.client(s.b, "client")
 	sp.export(s.a, "web")
-	vip := sp.vip(s.b, "web")
-	waitAnswers(t, client, "tcp", hostPort(vip, 80), 10, []string{"web-a-1"})
+	sp.vip(s.b, "web")
+	waitImportedSlices(t, s.b, sp.name, "web")
+	waitImportedSlices(t, s.a, sp.name, "web")
 	waitKubeProxyEvent(t, s.b, sp.name, "web", kubectlmcs.ReasonProgrammed)
 	waitKubeProxyEvent(t, s.a, sp.name, "web", kubectlmcs.ReasonProgrammed)
 	dnsPod := "--dns-pod=" + sp.name + "/client"
@@ -111,6 +113,7 @@ func TestKubectlMCS(t *testing.T) {
 		sp.vip(s.b, "pc")
 		sp.service(s.b, "pc", func(spec *v1.ServiceSpec) { spec.Ports[0].Port = 81 })
 		sp.export(s.b, "pc")
+		waitImportedSlices(t, s.b, sp.name, "pc")
 		eventually(t, 30*time.Second, "pc's exports to conflict", func() (bool, string) {
 			got := sp.exportConditions(s.b, "pc")
 			return strings.Contains(got, "Conflict=True/PortConflict"), got
@@ -182,6 +185,18 @@ func leaseStale(l *coordinationv1.Lease) bool {
 	return time.Since(l.Spec.RenewTime.Time) > time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second+time.Second
 }
 
+// waitImportedSlices waits until m holds MCS EndpointSlices of import ns/name.
+func waitImportedSlices(t *testing.T, m *member, ns, name string) {
+	t.Helper()
+	eventually(t, 60*time.Second, "the EndpointSlices of "+ns+"/"+name+" in "+m.Name, func() (bool, string) {
+		slices, err := m.Client.DiscoveryV1().EndpointSlices(ns).List(t.Context(), metav1.ListOptions{LabelSelector: mcsv1beta1.LabelServiceName + "=" + name})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(slices.Items) > 0, ""
+	})
+}
+
 // waitKubeProxyEvent waits for kube-proxy's event of reason on import
 // ns/name in m.
 func waitKubeProxyEvent(t *testing.T, m *member, ns, name, reason string) {
@@ -232,19 +247,21 @@ var volatile = []struct {
 	with string
 }{
 	{regexp.MustCompile(`127\.0\.0\.1:\d+`), "127.0.0.1:PORT"},
+	{regexp.MustCompile(`leader \S+ \(`), "leader HOLDER ("},
 	{regexp.MustCompile(`\bfd00:[0-9a-f:]*[0-9a-f]\b`), "IPV6"},
 	{regexp.MustCompile(`\b\d+[smhd]\b`), "AGE"},
 	{regexp.MustCompile(`\b10\.2[0-9][0-9]\.\d+\.\d+\b`), "IP"},
 	{regexp.MustCompile(`\b10\.9[0-9]\.\d+\.\d+\b`), "SVCIP"},
 }
 
-// maskVolatile replaces what changes between runs; columns are realigned
-// by collapsing runs of spaces, so that a wider age does not move them.
+// maskVolatile replaces what changes between runs; table columns are
+// compared with the runs of spaces between them collapsed, so that a wider
+// age does not move them (indentation is kept).
 func maskVolatile(s string) string {
 	for _, v := range volatile {
 		s = v.re.ReplaceAllString(s, v.with)
 	}
-	return regexp.MustCompile(` {2,}`).ReplaceAllString(s, "  ")
+	return regexp.MustCompile(`(\S) {2,}`).ReplaceAllString(s, "$1  ")
 }
 
 func compareGolden(t *testing.T, name, got string) {
