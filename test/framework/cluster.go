@@ -146,9 +146,13 @@ func (c *Cluster) writeCredentials(extra []User) error {
 	if err != nil {
 		return err
 	}
-	users := []User{{Name: AdminUser, Groups: []string{"system:masters"}, Token: token}}
+	kcmToken, err := randomToken()
+	if err != nil {
+		return err
+	}
+	users := []User{{Name: AdminUser, Groups: []string{"system:masters"}, Token: token}, {Name: ControllerManagerUser, Token: kcmToken}}
 	for _, u := range extra {
-		if u.Name == "" || u.Name == AdminUser {
+		if u.Name == "" || u.Name == AdminUser || u.Name == ControllerManagerUser {
 			return fmt.Errorf("invalid extra user name %q", u.Name)
 		}
 		if u.Token == "" {

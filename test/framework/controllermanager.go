@@ -38,8 +38,9 @@ type ControllerManager struct {
 	proc *childProcess
 }
 
-// StartControllerManager runs kube-controller-manager against c as the
-// admin, without leader election or a serving port, logging to
+// StartControllerManager runs kube-controller-manager against c as
+// production runs it (ControllerManagerUser, each controller with its own
+// service account), without leader election or a serving port, logging to
 // <c.Dir()>/kube-controller-manager.log.
 //
 // With the serviceaccount controller it returns once the "default"
@@ -56,8 +57,13 @@ func StartControllerManager(ctx context.Context, c *Cluster, opts ControllerMana
 	if opts.StartTimeout == 0 {
 		opts.StartTimeout = defaultStartTimeout
 	}
+	kubeconfig, err := c.KubeconfigFor(ControllerManagerUser)
+	if err != nil {
+		return nil, err
+	}
 	args := []string{
-		"--kubeconfig=" + c.Kubeconfig(),
+		"--kubeconfig=" + kubeconfig,
+		"--use-service-account-credentials=true",
 		"--controllers=" + strings.Join(opts.Controllers, ","),
 		"--leader-elect=false",
 		// No kubelet or kubectl talks to it; a port would only be one

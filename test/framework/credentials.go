@@ -25,6 +25,14 @@ type User struct {
 // AdminUser is the name of the built-in admin, a member of system:masters.
 const AdminUser = "admin"
 
+// ControllerManagerUser is kube-controller-manager's identity, as kubeadm
+// and every production control plane give it: the bootstrap RBAC binds it
+// the system:kube-controller-manager role, and with
+// --use-service-account-credentials each controller then acts as its own
+// service account in kube-system (the EndpointSlice controller as
+// endpointslice-controller), which is what admission policies see.
+const ControllerManagerUser = "system:kube-controller-manager"
+
 // randomToken returns 32 random hex characters.
 func randomToken() (string, error) {
 	b := make([]byte, 16)
