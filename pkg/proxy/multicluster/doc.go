@@ -7,9 +7,24 @@
 // EndpointSlice of that import. The proxier's own change trackers then do
 // the rest: load-balancing, readiness, session affinity, traffic policy.
 //
-// Proxier also decides what may be programmed: an import whose clusterset
-// IP belongs to a local Service (or to an older import) is never programmed,
-// so an import cannot take traffic that is not its own. Watcher drives
-// Proxier from ServiceImport and EndpointSlice informers that run only
-// while the ServiceImport CRD is served.
+// The Proxier reads as upstream's proxier does, handlers that record and
+// one place that decides:
+//
+//   - route.go: what kube-proxy's own informers deliver (local Services,
+//     and EndpointSlices: a local Service's, an MCS slice, or one that
+//     names an import's synthetic Service and is dropped);
+//   - imports.go: ServiceImports (from Watcher) and MCS slices, the
+//     cluster ID, resets;
+//   - decide.go: what the wrapped Provider holds for each import and slice,
+//     and a full re-decision every --config-sync-period (Redecide);
+//   - claims.go: who owns a clusterset IP on this node (a local Service,
+//     or the oldest import), so an import cannot take traffic that is not
+//     its own;
+//   - native.go: native names (an import's remote endpoints for the local
+//     Service of its name);
+//   - report.go, metrics.go: events and metrics of every refusal.
+//
+// Watcher runs the ServiceImport informer while the ServiceImport CRD is
+// served; MCS slices come through kube-proxy's own EndpointSlice informer,
+// which lists them anyway.
 package multicluster

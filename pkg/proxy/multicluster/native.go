@@ -358,7 +358,7 @@ func (p *Proxier) nativePolicy(key types.NamespacedName) (mcsproxy.NativeNamesPo
 		if ss.native == nil || ss.native.from != ss.obj || ss.native.gen != p.optsGen {
 			// One copy per slice and options, so that an unchanged slice
 			// is the same object at every decision.
-			translated := p.translationOf(ss)
+			translated := p.translationOf(ss, nil)
 			if translated == nil {
 				continue
 			}

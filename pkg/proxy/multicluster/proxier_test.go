@@ -832,3 +832,42 @@ func TestLocalClusterID(t *testing.T) {
 		t.Errorf("node names programmed after the cluster ID went: %v", got)
 	}
 }
+
+// A full re-decision of what is right hands the Provider nothing; of a
+// decision that went wrong (here: the Provider's import and a slice
+// withdrawn behind the Proxier's back, as a lost event would leave it), it
+// puts it right.
+func TestRedecide(t *testing.T) {
+	f := newFixture(t)
+	p := f.proxier
+	p.SetLocalClusterID("cluster-local")
+	p.OnEndpointSliceAdd(localSlice("ns", "web-own", "web", false, "10.3.0.1"))
+	si := serviceImport("ns", "web", 0, "10.250.0.10")
+	si.Annotations = map[string]string{mcsproxy.AnnotationNativeNames: string(mcsproxy.RemoteAndLocal)}
+	p.OnServiceImportUpsert(si)
+	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1"))
+	f.provider.takeCalls()
+	f.events.take()
+
+	p.Redecide()
+	f.expectCalls()
+	f.expectEvents()
+
+	p.mu.Lock()
+	st := p.imports[types.NamespacedName{Namespace: "ns", Name: "web"}]
+	st.programmedFrom = nil
+	st.slices[0].programmedFrom = nil
+	p.mu.Unlock()
+	f.provider.OnServiceDelete(f.provider.services["ns/web.clusterset"])
+	f.provider.OnEndpointSliceDelete(f.provider.slices["ns/web-a"])
+	f.provider.takeCalls()
+
+	p.Redecide()
+	f.expectCalls("SliceAdd ns/web-a", "ServiceAdd ns/web.clusterset")
+	if got := f.provider.endpointsOf("ns/web.clusterset"); !slices.Equal(got, []string{"10.1.0.1"}) {
+		t.Errorf("after a re-decision the import has endpoints %v", got)
+	}
+	if got := f.provider.endpointsOf("ns/web"); !slices.Equal(got, []string{"10.1.0.1", "10.3.0.1"}) {
+		t.Errorf("after a re-decision the native name has endpoints %v", got)
+	}
+}

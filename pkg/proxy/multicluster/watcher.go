@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -199,6 +200,11 @@ func (w *Watcher) run(ctx context.Context, version string) {
 		w.clusterID.wait(ctx)
 		logger.Info("ServiceImports synced", "version", version)
 		w.Proxier.MultiClusterSynced()
+		// Every --config-sync-period, as kube-proxy's informers resync,
+		// every decision is made again from scratch (Redecide).
+		if w.ResyncPeriod > 0 {
+			go wait.UntilWithContext(ctx, func(context.Context) { w.Proxier.Redecide() }, w.ResyncPeriod)
+		}
 	}
 	<-ctx.Done()
 	// Shutdown waits for the informers' goroutines, so no event handler

@@ -1,0 +1,279 @@
+package multicluster
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+	mcsproxy "k8s.io/multiclusterservices/proxy"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// This file decides what the wrapped Provider holds for each import and
+// MCS slice, and hands it over: an import is programmed when it is valid
+// and owns its clusterset IPs (claims.go); a slice when its import is.
+
+// reconcileImports decides each of keys once, then applies the decisions,
+// withdrawals first, so that an IP handed from one import to another is
+// never programmed twice.
+// importTranslation is an import's Service as the event being handled
+// translated it (st nil: none), handed down so that an import is
+// translated once per event.
+type importTranslation struct {
+	st  *importState
+	svc *v1.Service
+}
+
+func (p *Proxier) reconcileImports(keys sets.Set[types.NamespacedName], fresh importTranslation) {
+	type decision struct {
+		key       types.NamespacedName
+		want      *v1.Service
+		rejection *mcsproxy.RejectionError
+	}
+	decisions := make([]decision, 0, keys.Len())
+	for _, key := range sortedKeys(keys) {
+		want, rejection := p.desired(key, fresh)
+		decisions = append(decisions, decision{key, want, rejection})
+	}
+	slices.SortStableFunc(decisions, func(a, b decision) int {
+		return cmp.Compare(boolInt(a.want != nil), boolInt(b.want != nil))
+	})
+	for _, d := range decisions {
+		programmed := p.imports[d.key] != nil && p.imports[d.key].programmedFrom != nil
+		p.reconcileImport(d.key, d.want, d.rejection)
+		if now := p.imports[d.key] != nil && p.imports[d.key].programmedFrom != nil; now != programmed {
+			// An import that wins or loses its IPs gains or loses its
+			// native names too (nativePolicy).
+			p.reconcileNative(d.key)
+		}
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// desired returns the Service that should be programmed for an import,
+// or nil and the reason it must not be.
+func (p *Proxier) desired(key types.NamespacedName, fresh importTranslation) (*v1.Service, *mcsproxy.RejectionError) {
+	st := p.imports[key]
+	if st == nil || st.obj == nil {
+		return nil, nil
+	}
+	if st.invalid != nil {
+		if p.servedByDerivedService(key, st) {
+			// Derived mode: the import's IPs are its derived Service's
+			// cluster IPs (outside the clusterset ranges), which the
+			// Service path programs. Nothing to do, nothing to report.
+			return nil, nil
+		}
+		return nil, st.invalid
+	}
+	if rejection := p.claims.decide(&st.claim); rejection != nil {
+		return nil, rejection
+	}
+	svc := fresh.svc
+	if fresh.st != st || svc == nil {
+		svc = p.translate(st.obj)
+	}
+	return svc, nil // nil: headless, DNS serves it
+}
+
+// servedByDerivedService tells whether import key is, in derived mode,
+// served by the local Service its annotation names: a trusted import whose
+// only fault is IPs outside the clusterset ranges, all of them that
+// Service's cluster IPs.
+func (p *Proxier) servedByDerivedService(key types.NamespacedName, st *importState) bool {
+	service, ok := p.derivedOf[key]
+	if !ok || st.invalid.Reason != mcsproxy.ReasonIPOutsideClusterSetCIDR || len(st.obj.Spec.IPs) == 0 {
+		return false
+	}
+	used := p.claims.ipsOfService(service)
+	for _, s := range st.obj.Spec.IPs {
+		ip, err := netip.ParseAddr(s)
+		if err != nil || !slices.Contains(used, ip.Unmap()) {
+			return false
+		}
+	}
+	return true
+}
+
+// trackDerivedService records which local Service import key names as its
+// derived Service, if any, so that a change of that Service decides the
+// import again.
+func (p *Proxier) trackDerivedService(key types.NamespacedName, si *mcsv1beta1.ServiceImport) {
+	if old, ok := p.derivedOf[key]; ok {
+		if p.derivedBy[old].Delete(key).Len() == 0 {
+			delete(p.derivedBy, old)
+		}
+		delete(p.derivedOf, key)
+	}
+	if si == nil {
+		return
+	}
+	if name := si.Annotations[mcsproxy.AnnotationDerivedService]; name != "" {
+		service := types.NamespacedName{Namespace: key.Namespace, Name: name}
+		p.derivedOf[key] = service
+		if p.derivedBy[service] == nil {
+			p.derivedBy[service] = sets.New[types.NamespacedName]()
+		}
+		p.derivedBy[service].Insert(key)
+	}
+}
+
+// translate is the Service the Provider gets for si, nil when it gets none.
+func (p *Proxier) translate(si *mcsv1beta1.ServiceImport) *v1.Service {
+	if si == nil {
+		return nil
+	}
+	svc, _ := mcsproxy.ServiceForImport(si, p.opts)
+	return svc
+}
+
+func (p *Proxier) reconcileImport(key types.NamespacedName, want *v1.Service, rejection *mcsproxy.RejectionError) {
+	st := p.imports[key]
+	if st == nil {
+		return
+	}
+	newlyProgrammed := want != nil && st.programmedFrom == nil
+	switch {
+	case want == nil && st.programmedFrom != nil:
+		p.Provider.OnServiceDelete(p.translate(st.programmedFrom))
+		st.programmedFrom = nil
+		programmedImports.Dec()
+		for _, slice := range st.slices {
+			p.reconcileSlice(slice, nil)
+		}
+	case want != nil && st.programmedFrom == nil:
+		// Endpoints first, so the first sync that sees the VIP already
+		// has somewhere to send it.
+		st.programmedFrom = st.obj
+		for _, slice := range st.slices {
+			p.reconcileSlice(slice, nil)
+		}
+		p.Provider.OnServiceAdd(want)
+		programmedImports.Inc()
+	case want != nil && st.programmedFrom != st.obj:
+		// The same object translates the same: only a new one (an update
+		// of the import) can change what the Provider holds.
+		if programmed := p.translate(st.programmedFrom); !apiequality.Semantic.DeepEqual(want, programmed) {
+			p.Provider.OnServiceUpdate(programmed, want)
+		}
+		st.programmedFrom = st.obj
+	}
+	if st.obj != nil {
+		if newlyProgrammed {
+			p.reportProgrammed(st.obj, st.reported != "")
+		}
+		p.reportImport(st, rejection)
+	}
+}
+
+func (p *Proxier) reconcileSlice(st *sliceState, fresh *discoveryv1.EndpointSlice) {
+	var imp *importState
+	if st.obj != nil {
+		imp = p.imports[importKeyOf(st.obj)]
+	}
+	want := st.obj != nil && st.invalid == nil && imp != nil && imp.programmedFrom != nil
+	current := st.programmedFrom != nil && st.programmedFrom == st.obj && st.programmedGen == p.optsGen
+	switch {
+	case !want && st.programmedFrom != nil:
+		p.Provider.OnEndpointSliceDelete(p.programmedTranslation(st))
+		st.programmedFrom = nil
+	case want && st.programmedFrom == nil:
+		p.Provider.OnEndpointSliceAdd(p.translationOf(st, fresh))
+		st.programmedFrom, st.programmedGen = st.obj, p.optsGen
+	case want && !current:
+		p.Provider.OnEndpointSliceUpdate(p.programmedTranslation(st), p.translationOf(st, fresh))
+		st.programmedFrom, st.programmedGen = st.obj, p.optsGen
+	}
+	if st.obj != nil {
+		p.reportSlice(st, imp)
+	}
+}
+
+func (p *Proxier) reportImport(st *importState, rejected *mcsproxy.RejectionError) {
+	if rejected == nil {
+		if st.reported != "" {
+			p.logger.Info("ServiceImport is programmed again", "serviceImport", klog.KObj(st.obj))
+		}
+		st.reported = ""
+		return
+	}
+	if st.reported == rejected.Reason {
+		return
+	}
+	st.reported = rejected.Reason
+	p.report(rejection{kind: kindServiceImport, obj: st.obj, RejectionError: rejected})
+}
+
+func (p *Proxier) reportSlice(st *sliceState, imp *importState) {
+	rejected := st.invalid
+	if rejected == nil && (imp == nil || imp.obj == nil) && p.mcsSynced && !ownedByServiceImport(st.obj) {
+		// A slice owned by a deleted import is about to be collected:
+		// only a slice nobody will clean up is worth a report.
+		rejected = &mcsproxy.RejectionError{
+			Reason:  mcsproxy.ReasonNoServiceImport,
+			Message: fmt.Sprintf("no ServiceImport %s exists for this EndpointSlice", importKeyOf(st.obj)),
+		}
+	}
+	if rejected == nil {
+		st.reported = ""
+		return
+	}
+	if st.reported == rejected.Reason {
+		return
+	}
+	st.reported = rejected.Reason
+	r := rejection{kind: kindEndpointSlice, obj: st.obj, RejectionError: rejected}
+	if imp != nil && imp.obj != nil {
+		// Users look at the import; the slice is named in the note.
+		r.regarding = kindServiceImport.ref(imp.obj.Namespace, imp.obj.Name, imp.obj.UID)
+		r.note = fmt.Sprintf("EndpointSlice %s: %s", st.obj.Name, rejected.Message)
+	}
+	p.report(r)
+}
+
+func claimIPs(svc *v1.Service) []netip.Addr {
+	if svc == nil {
+		return nil
+	}
+	var out []netip.Addr
+	for _, s := range svc.Spec.ClusterIPs {
+		if ip, err := netip.ParseAddr(s); err == nil {
+			out = append(out, ip)
+		}
+	}
+	return out
+}
+
+// Redecide decides every import, MCS slice and native name again from
+// what the Proxier holds. Handlers decide only what an event can change,
+// and an unchanged import's resync is skipped; so a decision made wrong
+// (a bug, a lost event) would otherwise be kept until its import changes.
+// Deciding again what is right hands the Provider nothing.
+func (p *Proxier) Redecide() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	keys := sets.New[types.NamespacedName]()
+	for key, st := range p.imports {
+		if st.obj != nil || st.programmedFrom != nil {
+			keys.Insert(key)
+		}
+	}
+	p.reconcileImports(keys, importTranslation{})
+	p.reconcileAllSlices()
+	for key := range p.imports {
+		p.reconcileNative(key)
+	}
+}

@@ -1,0 +1,243 @@
+package multicluster
+
+import (
+	"errors"
+	"slices"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	mcsproxy "k8s.io/multiclusterservices/proxy"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// This file records ServiceImports and MCS EndpointSlices, the cluster ID
+// that decides how they translate, and the watcher's resets.
+
+// OnServiceImportUpsert records a ServiceImport and programs it if it is
+// valid and owns its clusterset IPs.
+func (p *Proxier) OnServiceImportUpsert(si *mcsv1beta1.ServiceImport) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	key := types.NamespacedName{Namespace: si.Namespace, Name: si.Name}
+	st := p.importEntry(key)
+	if st.obj == si || st.obj != nil && si.ResourceVersion != "" && st.obj.ResourceVersion == si.ResourceVersion && st.obj.UID == si.UID {
+		// A resync: nothing changed, so no decision can.
+		return
+	}
+	st.obj = si
+	st.invalid = nil
+	p.trackDerivedService(key, si)
+	svc, err := mcsproxy.ServiceForImport(si, p.opts)
+	if err != nil && !errors.As(err, &st.invalid) {
+		st.invalid = &mcsproxy.RejectionError{Reason: mcsproxy.ReasonInvalidType, Message: err.Error()}
+	}
+	affected := p.claims.setImport(&st.claim, claim{key: key, created: si.CreationTimestamp.Unix()}, claimIPs(svc))
+	p.reconcileImports(affected, importTranslation{st: st, svc: svc})
+	p.reconcileNative(key)
+}
+
+// OnServiceImportDelete forgets a ServiceImport and removes its rules.
+func (p *Proxier) OnServiceImportDelete(si *mcsv1beta1.ServiceImport) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	key := types.NamespacedName{Namespace: si.Namespace, Name: si.Name}
+	st := p.imports[key]
+	if st == nil || st.obj == nil {
+		return
+	}
+	affected := p.claims.setImport(&st.claim, claim{key: key}, nil)
+	st.obj, st.invalid = nil, nil
+	p.trackDerivedService(key, nil)
+	p.reconcileImports(affected, importTranslation{})
+	// The entry stays while its slices do: as a new one, had it gone.
+	st.reported, st.nativeReported = "", ""
+	for _, slice := range p.slicesOf(key) {
+		p.reconcileSlice(slice, nil)
+	}
+	p.reconcileNative(key)
+	p.forgetImport(key)
+}
+
+// OnMultiClusterEndpointSliceUpsert records an MCS EndpointSlice (added,
+// or changed within the same import: a slice moved to another import is
+// first deleted from the old one, as routeSlice does) and programs it if
+// its import is programmed.
+func (p *Proxier) OnMultiClusterEndpointSliceUpsert(slice *discoveryv1.EndpointSlice) {
+	if !mcsproxy.IsMultiClusterEndpointSlice(slice) {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	importKey := importKeyOf(slice)
+	imp := p.importEntry(importKey)
+	i, found := imp.findSlice(slice.Name)
+	var st *sliceState
+	if found {
+		st = imp.slices[i]
+	} else {
+		st = &sliceState{}
+		imp.slices = slices.Insert(imp.slices, i, st)
+	}
+	st.obj = slice
+	var translated *discoveryv1.EndpointSlice
+	translated, st.invalid = p.translateEndpointSlice(slice)
+	p.reconcileSlice(st, translated)
+	p.reconcileNative(importKey)
+}
+
+func (p *Proxier) translateEndpointSlice(slice *discoveryv1.EndpointSlice) (*discoveryv1.EndpointSlice, *mcsproxy.RejectionError) {
+	translated, err := mcsproxy.EndpointSliceForImport(slice, p.opts)
+	if err == nil {
+		return translated, nil
+	}
+	var invalid *mcsproxy.RejectionError
+	if !errors.As(err, &invalid) {
+		invalid = &mcsproxy.RejectionError{Reason: mcsproxy.ReasonInvalidEndpoint, Message: err.Error()}
+	}
+	return nil, invalid
+}
+
+// translationOf returns the translation of st.obj: fresh, when the
+// caller has just made it (one translation per event), else made again
+// (EndpointSliceForImport is a pure function of the slice and the options).
+func (p *Proxier) translationOf(st *sliceState, fresh *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+	if fresh != nil {
+		return fresh
+	}
+	translated, _ := p.translateEndpointSlice(st.obj)
+	return translated
+}
+
+// programmedTranslation gives again what the Provider holds for st: the
+// translation of programmedFrom with today's options, which names the same
+// slice of the same Service (all the Provider keys it by). A slice that no
+// longer translates is named by a stub.
+func (p *Proxier) programmedTranslation(st *sliceState) *discoveryv1.EndpointSlice {
+	from := st.programmedFrom
+	if translated, _ := p.translateEndpointSlice(from); translated != nil {
+		return translated
+	}
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: from.Namespace,
+			Name:      from.Name,
+			Labels:    p.labelsOf(from.Namespace, mcsproxy.ImportNameOf(from)),
+		},
+		AddressType: from.AddressType,
+	}
+}
+
+// SetLocalClusterID tells the proxier which cluster it runs in ("" when
+// that is not known): the endpoints of that cluster's own exports keep
+// their node names and node hints (internalTrafficPolicy Local,
+// PreferSameNode), every other cluster's lose them. Every MCS EndpointSlice
+// is translated again when the ID changes.
+func (p *Proxier) SetLocalClusterID(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.opts.LocalClusterID == id {
+		return
+	}
+	p.logger.Info("Local cluster ID changed", "clusterID", id, "previous", p.opts.LocalClusterID)
+	before := p.opts
+	opts := *p.opts
+	opts.LocalClusterID = id
+	p.opts = &opts
+	p.optsGen++
+	for st := range p.allSlices() {
+		if st.programmedFrom == nil {
+			continue
+		}
+		if st.programmedFrom == st.obj && st.programmedGen == p.optsGen-1 {
+			old, _ := mcsproxy.EndpointSliceForImport(st.obj, before)
+			if now, _ := mcsproxy.EndpointSliceForImport(st.obj, p.opts); old != nil && apiequality.Semantic.DeepEqual(old, now) {
+				// Another cluster's slice: the same with either ID. The
+				// programmed object stands, sparing the proxier a change.
+				st.programmedGen = p.optsGen
+				continue
+			}
+		}
+		p.reconcileSlice(st, nil)
+	}
+	for key := range p.native {
+		p.reconcileNative(key)
+	}
+}
+
+// trustedManagers are the managers whose imports and slices are trusted.
+func (p *Proxier) trustedManagers() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.opts.TrustedManagers)
+}
+
+// LocalClusterID is the cluster ID the proxier last learnt.
+func (p *Proxier) LocalClusterID() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.opts.LocalClusterID
+}
+
+// OnMultiClusterEndpointSliceDelete forgets an MCS EndpointSlice.
+func (p *Proxier) OnMultiClusterEndpointSliceDelete(slice *discoveryv1.EndpointSlice) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	importKey := importKeyOf(slice)
+	imp := p.imports[importKey]
+	if imp == nil {
+		return
+	}
+	i, found := imp.findSlice(slice.Name)
+	if !found {
+		return
+	}
+	st := imp.slices[i]
+	st.obj, st.invalid = nil, nil
+	p.reconcileSlice(st, nil)
+	imp.slices = slices.Delete(imp.slices, i, i+1)
+	p.forgetImport(importKey)
+	p.reconcileNative(importKey)
+}
+
+// RetainImports forgets every ServiceImport not in keep, as if deleted:
+// those deleted while no informer watched them (between the watches of
+// two served versions).
+func (p *Proxier) RetainImports(keep sets.Set[types.NamespacedName]) {
+	p.mu.Lock()
+	var gone []*mcsv1beta1.ServiceImport
+	for key, st := range p.imports {
+		if st.obj != nil && !keep.Has(key) {
+			gone = append(gone, st.obj)
+		}
+	}
+	p.mu.Unlock()
+	for _, si := range gone {
+		p.OnServiceImportDelete(si)
+	}
+}
+
+// Reset forgets every ServiceImport and removes the rules of imports and
+// their slices; it is called when the ServiceImport API stops being served.
+// MCS EndpointSlices stay, unprogrammed: kube-proxy's EndpointSlice
+// informer, which delivers them, goes on and will not deliver them again
+// when imports come back.
+func (p *Proxier) Reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for key, st := range p.imports {
+		p.claims.setImport(&st.claim, claim{key: key}, nil)
+		st.obj, st.invalid = nil, nil
+		p.reconcileImport(key, nil, nil)
+		st.reported, st.nativeReported = "", ""
+		p.forgetImport(key)
+	}
+	clear(p.derivedOf)
+	clear(p.derivedBy)
+	p.reconcileAllSlices()
+	for key := range p.native {
+		p.reconcileNative(key)
+	}
+}

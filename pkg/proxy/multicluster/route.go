@@ -1,0 +1,284 @@
+package multicluster
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+	mcsproxy "k8s.io/multiclusterservices/proxy"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// This file routes what kube-proxy's own informers deliver: local
+// Services (admitted, their IPs claimed), and EndpointSlices, each of
+// which is a local Service's (forwarded, or joined by native names), an
+// MCS slice (recorded for its import), or a slice that names an import's
+// synthetic Service (dropped).
+
+// OnServiceAdd is called by kube-proxy's Service informer.
+func (p *Proxier) OnServiceAdd(service *v1.Service) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	service = p.admitService(service)
+	p.setServiceClaims(service, localServiceIPs(service))
+	p.Provider.OnServiceAdd(service)
+}
+
+// OnServiceUpdate is called by kube-proxy's Service informer.
+func (p *Proxier) OnServiceUpdate(oldService, service *v1.Service) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	oldService, service = mcsproxy.WithoutReservedIPs(oldService, p.opts), p.admitService(service)
+	// Claim old and new IPs while the proxier switches, so an import never
+	// shares an IP with the Service in one ruleset in either direction.
+	key := types.NamespacedName{Namespace: service.Namespace, Name: service.Name}
+	newIPs := localServiceIPs(service)
+	p.setServiceClaims(service, slices.Concat(p.claims.ipsOfService(key), newIPs))
+	p.Provider.OnServiceUpdate(oldService, service)
+	p.setServiceClaims(service, newIPs)
+}
+
+// OnServiceDelete is called by kube-proxy's Service informer.
+func (p *Proxier) OnServiceDelete(service *v1.Service) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// The local Service's rules go first, so that an import waiting for
+	// its IP never shares it with the Service in one ruleset.
+	p.Provider.OnServiceDelete(mcsproxy.WithoutReservedIPs(service, p.opts))
+	p.setServiceClaims(service, nil)
+	delete(p.reservedReported, types.NamespacedName{Namespace: service.Namespace, Name: service.Name})
+}
+
+// admitService returns service as the proxier may program it: without the
+// externalIPs and load-balancer IPs inside the clusterset ranges, which
+// are reserved for imports. Any user who may set spec.externalIPs (all of
+// them, unless DenyServiceExternalIPs is on) could otherwise take a
+// clusterset IP from its import on every node. Each change of what is
+// left out is reported once.
+func (p *Proxier) admitService(service *v1.Service) *v1.Service {
+	admitted := mcsproxy.WithoutReservedIPs(service, p.opts)
+	key := types.NamespacedName{Namespace: service.Namespace, Name: service.Name}
+	reserved := strings.Join(mcsproxy.ReservedIPs(service, p.opts), ", ")
+	if reserved == p.reservedReported[key] {
+		return admitted
+	}
+	if reserved == "" {
+		delete(p.reservedReported, key)
+		return admitted
+	}
+	p.reservedReported[key] = reserved
+	p.report(rejection{kind: kindService, obj: service, RejectionError: &mcsproxy.RejectionError{
+		Reason:  mcsproxy.ReasonReservedIP,
+		Message: fmt.Sprintf("external or load-balancer IPs %s lie in the clusterset IP ranges, which are reserved for ServiceImports; they are not programmed", reserved),
+	}})
+	return admitted
+}
+
+// OnServiceSynced is called by kube-proxy's Service informer.
+func (p *Proxier) OnServiceSynced() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.servicesSynced = true
+	p.forwardSynced()
+}
+
+// sliceRoute says where kube-proxy's EndpointSlice informer's slices go.
+type sliceRoute int
+
+const (
+	// routeNone: no slice (the old side of an add, the new of a delete).
+	routeNone sliceRoute = iota
+	// routeLocal: a local Service's slice, for the wrapped Provider as is.
+	routeLocal
+	// routeMultiCluster: an MCS EndpointSlice, checked and translated
+	// here before its import's rules get it.
+	routeMultiCluster
+	// routeDropped: a plain slice that names an import's synthetic
+	// Service. It would reach the import's rules without any check.
+	routeDropped
+)
+
+func routeOf(slice *discoveryv1.EndpointSlice) sliceRoute {
+	switch {
+	case slice == nil:
+		return routeNone
+	case mcsproxy.ClaimsImportService(slice):
+		return routeDropped
+	case mcsproxy.IsMultiClusterEndpointSlice(slice):
+		return routeMultiCluster
+	default:
+		return routeLocal
+	}
+}
+
+// OnEndpointSliceAdd is called by kube-proxy's EndpointSlice informer,
+// which delivers the MCS EndpointSlices too: they are held here until their
+// import is programmed, so that kube-proxy caches each slice once.
+func (p *Proxier) OnEndpointSliceAdd(slice *discoveryv1.EndpointSlice) {
+	p.routeSlice(nil, slice)
+}
+
+// OnEndpointSliceUpdate is called by kube-proxy's EndpointSlice informer.
+func (p *Proxier) OnEndpointSliceUpdate(oldSlice, slice *discoveryv1.EndpointSlice) {
+	p.routeSlice(oldSlice, slice)
+}
+
+// OnEndpointSliceDelete is called by kube-proxy's EndpointSlice informer.
+func (p *Proxier) OnEndpointSliceDelete(slice *discoveryv1.EndpointSlice) {
+	p.routeSlice(slice, nil)
+}
+
+// routeSlice delivers a change from old to slice (either nil for an add or
+// a delete) to where each belongs; a slice relabelled from one route to
+// another leaves the old one first. Native names follow every change of a
+// local Service's slices.
+func (p *Proxier) routeSlice(old, slice *discoveryv1.EndpointSlice) {
+	from, to := routeOf(old), routeOf(slice)
+	if from == routeMultiCluster && to == routeMultiCluster && importKeyOf(old) != importKeyOf(slice) {
+		// Moved to another import: it leaves the old one first.
+		p.OnMultiClusterEndpointSliceDelete(old)
+	}
+	if from != to {
+		switch from {
+		case routeMultiCluster:
+			p.OnMultiClusterEndpointSliceDelete(old)
+		case routeDropped:
+			p.forgetDroppedSlice(old)
+		}
+	}
+	switch to {
+	case routeMultiCluster:
+		p.OnMultiClusterEndpointSliceUpsert(slice)
+	case routeDropped:
+		p.dropSlice(slice)
+	}
+	if from == routeLocal || to == routeLocal {
+		var localOld, localNew *discoveryv1.EndpointSlice
+		if from == routeLocal {
+			localOld = old
+		}
+		if to == routeLocal {
+			localNew = slice
+		}
+		// The local Service's own change goes to the Provider in the
+		// middle of its native name's, as the slice itself or carrying
+		// remote endpoints (localSliceChanged).
+		p.localSliceChanged(localOld, localNew)
+	}
+}
+
+// forwardLocal hands the Provider a change of a local Service's slice.
+func (p *Proxier) forwardLocal(old, cur *discoveryv1.EndpointSlice) {
+	switch {
+	case old == nil:
+		p.Provider.OnEndpointSliceAdd(cur)
+	case cur == nil:
+		p.Provider.OnEndpointSliceDelete(old)
+	default:
+		p.Provider.OnEndpointSliceUpdate(old, cur)
+	}
+}
+
+// dropSlice reports, once per slice, a plain EndpointSlice that names an
+// import's synthetic Service.
+func (p *Proxier) dropSlice(slice *discoveryv1.EndpointSlice) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	key := types.NamespacedName{Namespace: slice.Namespace, Name: slice.Name}
+	if p.droppedSlices.Has(key) {
+		return
+	}
+	p.droppedSlices.Insert(key)
+	p.report(rejection{kind: kindEndpointSlice, obj: slice, RejectionError: &mcsproxy.RejectionError{
+		Reason: mcsproxy.ReasonReservedServiceName,
+		Message: fmt.Sprintf("label %s=%q names the synthetic Service of a ServiceImport; only MCS EndpointSlices (label %s) reach an import",
+			discoveryv1.LabelServiceName, slice.Labels[discoveryv1.LabelServiceName], mcsv1beta1.LabelServiceName),
+	}})
+}
+
+func (p *Proxier) forgetDroppedSlice(slice *discoveryv1.EndpointSlice) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.droppedSlices.Delete(types.NamespacedName{Namespace: slice.Namespace, Name: slice.Name})
+}
+
+// OnEndpointSlicesSynced is called by kube-proxy's EndpointSlice informer.
+func (p *Proxier) OnEndpointSlicesSynced() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.endpointSlicesSynced = true
+	p.forwardSynced()
+}
+
+// MultiClusterSynced tells the Proxier that the ServiceImports that
+// existed at start-up have all been delivered, or that there are none to
+// wait for. (MCS EndpointSlices come with kube-proxy's own EndpointSlice
+// informer, whose sync OnEndpointSlicesSynced reports.)
+func (p *Proxier) MultiClusterSynced() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mcsSynced {
+		return
+	}
+	p.mcsSynced = true
+	p.reconcileAllSlices()
+	p.forwardSynced()
+}
+
+func (p *Proxier) forwardSynced() {
+	if !p.mcsSynced {
+		return
+	}
+	if p.servicesSynced && !p.forwardedServicesSynced {
+		p.forwardedServicesSynced = true
+		p.Provider.OnServiceSynced()
+	}
+	if p.endpointSlicesSynced && !p.forwardedSlicesSynced {
+		p.forwardedSlicesSynced = true
+		p.Provider.OnEndpointSlicesSynced()
+	}
+}
+
+func ownedByServiceImport(slice *discoveryv1.EndpointSlice) bool {
+	for _, ref := range slice.OwnerReferences {
+		if ref.Kind == mcsv1beta1.ServiceImportKindName {
+			return true
+		}
+	}
+	return false
+}
+
+// setServiceClaims records the IPs a local Service uses and decides again
+// every import that owned one of its old or new IPs.
+func (p *Proxier) setServiceClaims(service *v1.Service, ips []netip.Addr) {
+	key := types.NamespacedName{Namespace: service.Namespace, Name: service.Name}
+	affected := p.claims.setService(key, ips)
+	// The imports that name this Service as their derived Service.
+	affected = affected.Union(p.derivedBy[key])
+	p.reconcileImports(affected, importTranslation{})
+}
+
+// localServiceIPs returns every IP on which the proxier programs rules for
+// a local Service: an import on any of them would share its rules.
+func localServiceIPs(service *v1.Service) []netip.Addr {
+	var raw []string
+	raw = append(raw, service.Spec.ClusterIPs...)
+	if len(service.Spec.ClusterIPs) == 0 {
+		raw = append(raw, service.Spec.ClusterIP)
+	}
+	raw = append(raw, service.Spec.ExternalIPs...)
+	for _, ing := range service.Status.LoadBalancer.Ingress {
+		raw = append(raw, ing.IP)
+	}
+	var out []netip.Addr
+	for _, s := range raw {
+		if ip, err := netip.ParseAddr(s); err == nil {
+			out = append(out, ip.Unmap())
+		}
+	}
+	return out
+}
