@@ -309,7 +309,10 @@ func serve(ctx context.Context, addr, pattern string, handler http.Handler) erro
 }
 
 // health answers /healthz and /readyz: healthy while leader election (if
-// any) is renewing; ready when leading with every member's caches synced.
+// any) is renewing; ready when leading with every member's caches synced,
+// and ready as a standby: a replica waiting to lead is healthy, and a
+// Deployment whose standbys were never ready would never be Available (a
+// rollout with maxUnavailable 0 would stall on them).
 type health struct {
 	mu       sync.Mutex
 	ctrl     *mcs.Controller
@@ -349,8 +352,12 @@ func (h *health) readyz(w http.ResponseWriter, _ *http.Request) {
 	h.mu.Lock()
 	ctrl, leading := h.ctrl, h.leading
 	h.mu.Unlock()
-	if ctrl == nil || !leading {
-		http.Error(w, "standby: another replica leads", http.StatusServiceUnavailable)
+	if ctrl == nil {
+		http.Error(w, "starting: connecting to the members", http.StatusServiceUnavailable)
+		return
+	}
+	if !leading {
+		fmt.Fprintln(w, "ok: standby, another replica leads")
 		return
 	}
 	select {
