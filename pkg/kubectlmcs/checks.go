@@ -52,8 +52,13 @@ type MemberState struct {
 	// Unreachable says why the member's API did not answer; empty when it did.
 	Unreachable string
 	Service     *v1.Service
-	Export      *mcsv1beta1.ServiceExport
-	Import      *mcsv1beta1.ServiceImport
+	// ServiceSlices are the Service's own EndpointSlices (exporters only).
+	ServiceSlices []discoveryv1.EndpointSlice
+	// ServiceWarning is the Service's latest Warning event ("Reason:
+	// message"), what says why it has no EndpointSlice.
+	ServiceWarning string
+	Export         *mcsv1beta1.ServiceExport
+	Import         *mcsv1beta1.ServiceImport
 	// Slices are the MCS EndpointSlices of the import in this member.
 	Slices []discoveryv1.EndpointSlice
 	// Leases are the source Leases (mcs-source-<cluster>) in this member.
@@ -153,6 +158,9 @@ func exportChecks(m MemberState, ref string) []Check {
 			Fix: "create the Service, or delete the ServiceExport"})
 	} else {
 		out = append(out, Check{Cluster: m.Context, Subject: "Service", Passed: true, Detail: describeService(m.Service)})
+		if m.Service.Spec.Type != v1.ServiceTypeExternalName {
+			out = append(out, serviceEndpointsCheck(m))
+		}
 	}
 	conds := m.Export.Status.Conditions
 	valid := meta.FindStatusCondition(conds, string(mcsv1beta1.ServiceExportConditionValid))
@@ -180,6 +188,35 @@ func exportChecks(m MemberState, ref string) []Check {
 	}
 	out = append(out, Check{Cluster: m.Context, Subject: "ServiceExport", Passed: true, Detail: "valid, no conflict" + readyWord(ready)})
 	return out
+}
+
+// serviceEndpointsCheck: the endpoints the exporting cluster has to give,
+// in the Service's own EndpointSlices.
+func serviceEndpointsCheck(m MemberState) Check {
+	c := Check{Cluster: m.Context, Subject: "Service endpoints"}
+	ready, total := 0, 0
+	for _, s := range m.ServiceSlices {
+		for _, ep := range s.Endpoints {
+			total += len(ep.Addresses)
+			if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
+				ready += len(ep.Addresses)
+			}
+		}
+	}
+	switch {
+	case len(m.ServiceSlices) == 0:
+		c.Detail = "no EndpointSlice"
+		if m.ServiceWarning != "" {
+			c.Detail += "; last warning: " + m.ServiceWarning
+		}
+		c.Fix = "kube-controller-manager writes them: see the Service's events"
+	case ready == 0:
+		c.Detail = fmt.Sprintf("0 ready of %d", total)
+		c.Fix = "no pod of the Service is ready here: check its selector and the pods' readiness"
+	default:
+		c.Passed, c.Detail = true, fmt.Sprintf("%d ready of %d", ready, total)
+	}
+	return c
 }
 
 func readyWord(ready *metav1.Condition) string {

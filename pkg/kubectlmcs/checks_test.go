@@ -68,7 +68,7 @@ func lease(source string, age time.Duration) coordinationv1.Lease {
 // healthy is a clusterset where a exports web and b imports it, all well.
 func healthy() ServiceState {
 	return ServiceState{Namespace: "ns", Name: "web", Now: now, Importers: []string{"b"}, Members: []MemberState{
-		{Context: "a", ClusterID: "a", Service: svc, Export: exportWith(validReady...)},
+		{Context: "a", ClusterID: "a", Service: svc, Export: exportWith(validReady...), ServiceSlices: []discoveryv1.EndpointSlice{slice("", true, true)}},
 		{Context: "b", ClusterID: "b", Import: imp("a"), Slices: []discoveryv1.EndpointSlice{slice("a", true, false)},
 			Leases: []coordinationv1.Lease{lease("a", 5*time.Second)},
 			Nodes:  []NodeReport{{Name: "b-node0", Last: &NodeEvent{Type: v1.EventTypeNormal, Reason: ReasonProgrammed}}},
@@ -96,6 +96,7 @@ func TestDiagnose(t *testing.T) {
 	}{
 		{name: "healthy", mutate: func(*ServiceState) {}, want: []string{
 			"ok a Service: ClusterIP 10.96.0.5, ports 80/TCP",
+			"ok a Service endpoints: 2 ready of 2",
 			"ok a ServiceExport: valid, no conflict, ready",
 			"ok b ServiceImport: ClusterSetIP 10.250.0.7, ports 80/TCP, sources a",
 			"ok b EndpointSlices from a: 1 ready of 2 endpoints",
@@ -115,6 +116,12 @@ func TestDiagnose(t *testing.T) {
 		{name: "port conflict", mutate: func(s *ServiceState) {
 			s.Members[0].Export = exportWith(validReady[0], cond(mcsv1beta1.ServiceExportConditionConflict, metav1.ConditionTrue, "PortConflict", "ports differ"))
 		}, failed: 1, want: []string{"FAIL a ServiceExport: conflict (PortConflict): ports differ"}},
+		{name: "no EndpointSlice of the exported Service", mutate: func(s *ServiceState) {
+			s.Members[0].ServiceSlices, s.Members[0].ServiceWarning = nil, "FailedToUpdateEndpointSlices: forbidden"
+		}, failed: 1, want: []string{"FAIL a Service endpoints: no EndpointSlice; last warning: FailedToUpdateEndpointSlices: forbidden"}},
+		{name: "no ready pod of the exported Service", mutate: func(s *ServiceState) {
+			s.Members[0].ServiceSlices = []discoveryv1.EndpointSlice{slice("", false)}
+		}, failed: 1, want: []string{"FAIL a Service endpoints: 0 ready of 1"}},
 		{name: "no ready endpoint", mutate: func(s *ServiceState) { s.Members[1].Slices = []discoveryv1.EndpointSlice{slice("a", false)} }, failed: 1,
 			want: []string{"FAIL b EndpointSlices from a: 0 ready of 1 endpoints"}},
 		{name: "no slice of a source", mutate: func(s *ServiceState) { s.Members[1].Slices = nil }, failed: 1,
@@ -191,7 +198,7 @@ func TestChecklistLinesFit100Columns(t *testing.T) {
 			t.Errorf("%d columns: %q", len(l), l)
 		}
 	}
-	if got, want := lines[len(lines)-1], "7 checks, 6 passed, 1 failed"; got != want {
+	if got, want := lines[len(lines)-1], "8 checks, 7 passed, 1 failed"; got != want {
 		t.Errorf("summary %q, want %q", got, want)
 	}
 }

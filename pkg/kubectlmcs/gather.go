@@ -12,6 +12,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
@@ -36,6 +37,9 @@ func gatherService(ctx context.Context, members []*member, ns, name string, impo
 		if se, err := m.MCS.MulticlusterV1beta1().ServiceExports(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
 			st.Export = se
 		}
+		if st.Service != nil && st.Export != nil {
+			st.ServiceSlices, st.ServiceWarning = serviceEndpoints(ctx, m, ns, name)
+		}
 		isImporter := false
 		for _, c := range importers {
 			isImporter = isImporter || c == m.Context
@@ -46,6 +50,28 @@ func gatherService(ctx context.Context, members []*member, ns, name string, impo
 		s.Members = append(s.Members, st)
 	}
 	return s
+}
+
+// serviceEndpoints reads a Service's own EndpointSlices and its latest
+// Warning event.
+func serviceEndpoints(ctx context.Context, m *member, ns, name string) ([]discoveryv1.EndpointSlice, string) {
+	var slices []discoveryv1.EndpointSlice
+	if list, err := m.Kube.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + name}); err == nil {
+		slices = list.Items
+	}
+	var latest *v1.Event
+	if events, err := m.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{
+		FieldSelector: "involvedObject.kind=Service,involvedObject.name=" + name + ",type=" + v1.EventTypeWarning}); err == nil {
+		for i := range events.Items {
+			if e := &events.Items[i]; latest == nil || eventTime(e).After(eventTime(latest)) {
+				latest = e
+			}
+		}
+	}
+	if latest == nil {
+		return slices, ""
+	}
+	return slices, latest.Reason + ": " + latest.Message
 }
 
 func gatherImportSide(ctx context.Context, m *member, st *MemberState, ns, name string, o *options) {

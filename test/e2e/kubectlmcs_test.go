@@ -17,6 +17,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
@@ -114,6 +115,7 @@ func TestKubectlMCS(t *testing.T) {
 		sp.service(s.b, "pc", func(spec *v1.ServiceSpec) { spec.Ports[0].Port = 81 })
 		sp.export(s.b, "pc")
 		waitImportedSlices(t, s.b, sp.name, "pc")
+		waitServiceSlices(t, s.b, sp.name, "pc")
 		eventually(t, 30*time.Second, "pc's exports to conflict", func() (bool, string) {
 			got := sp.exportConditions(s.b, "pc")
 			return strings.Contains(got, "Conflict=True/PortConflict"), got
@@ -190,6 +192,19 @@ func waitImportedSlices(t *testing.T, m *member, ns, name string) {
 	t.Helper()
 	eventually(t, 60*time.Second, "the EndpointSlices of "+ns+"/"+name+" in "+m.Name, func() (bool, string) {
 		slices, err := m.Client.DiscoveryV1().EndpointSlices(ns).List(t.Context(), metav1.ListOptions{LabelSelector: mcsv1beta1.LabelServiceName + "=" + name})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(slices.Items) > 0, ""
+	})
+}
+
+// waitServiceSlices waits until Service ns/name of m has an EndpointSlice
+// (with no endpoint, when it selects no pod).
+func waitServiceSlices(t *testing.T, m *member, ns, name string) {
+	t.Helper()
+	eventually(t, 60*time.Second, "the EndpointSlices of Service "+ns+"/"+name+" in "+m.Name, func() (bool, string) {
+		slices, err := m.Client.DiscoveryV1().EndpointSlices(ns).List(t.Context(), metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + name})
 		if err != nil {
 			return false, err.Error()
 		}
