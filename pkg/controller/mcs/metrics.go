@@ -1,6 +1,7 @@
 package mcs
 
 import (
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -225,7 +226,7 @@ func (m *Metrics) setConflicts(key string, conflicts []export.Conflict) {
 	var reasons []string
 	for _, c := range conflicts {
 		r := string(c.Reason)
-		if !containsReason(reasons, r) {
+		if !slices.Contains(reasons, r) {
 			reasons = append(reasons, r)
 		}
 	}
@@ -242,15 +243,6 @@ func (m *Metrics) setConflicts(key string, conflicts []export.Conflict) {
 	} else {
 		m.conflictsOf[key] = reasons
 	}
-}
-
-func containsReason(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // setCatalog counts the catalog's objects by kind and Valid reason.

@@ -2,6 +2,7 @@ package export
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -51,7 +52,7 @@ func ConflictCondition(conflicts []Conflict) metav1.Condition {
 	}
 	var reasons, messages []string
 	for _, x := range conflicts {
-		if !containsString(reasons, string(x.Reason)) {
+		if !slices.Contains(reasons, string(x.Reason)) {
 			reasons = append(reasons, string(x.Reason))
 		}
 		messages = append(messages, x.Message())
@@ -60,13 +61,4 @@ func ConflictCondition(conflicts []Conflict) metav1.Condition {
 	c.Reason = strings.Join(reasons, ",")
 	c.Message = strings.Join(messages, " ")
 	return c
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

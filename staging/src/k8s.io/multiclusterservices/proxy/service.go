@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/netip"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -117,7 +118,7 @@ func clusterSetIPs(si *mcsv1beta1.ServiceImport, opts *Options) ([]string, []v1.
 				return nil, nil, reject(ReasonInvalidIP, "ips has two %s addresses", family)
 			}
 		}
-		if len(si.Spec.IPFamilies) > 0 && !containsFamily(si.Spec.IPFamilies, family) {
+		if len(si.Spec.IPFamilies) > 0 && !slices.Contains(si.Spec.IPFamilies, family) {
 			return nil, nil, reject(ReasonIPFamilyMismatch, "ip %s is %s but ipFamilies is %v", ip, family, si.Spec.IPFamilies)
 		}
 		ips = append(ips, ip.String())
@@ -182,15 +183,6 @@ func familyOf(ip netip.Addr) v1.IPFamily {
 		return v1.IPv4Protocol
 	}
 	return v1.IPv6Protocol
-}
-
-func containsFamily(families []v1.IPFamily, f v1.IPFamily) bool {
-	for _, x := range families {
-		if x == f {
-			return true
-		}
-	}
-	return false
 }
 
 func ptrTo[T any](v T) *T { return &v }
