@@ -59,6 +59,8 @@ type MemberState struct {
 	ServiceWarning string
 	Export         *mcsv1beta1.ServiceExport
 	Import         *mcsv1beta1.ServiceImport
+	// DerivedService is the Service a derived import names, in this member.
+	DerivedService *v1.Service
 	// Slices are the MCS EndpointSlices of the import in this member.
 	Slices []discoveryv1.EndpointSlice
 	// Leases are the source Leases (mcs-source-<cluster>) in this member.
@@ -181,6 +183,11 @@ func exportChecks(m MemberState, ref string) []Check {
 		return out
 	}
 	ready := meta.FindStatusCondition(conds, string(mcsv1beta1.ServiceExportConditionReady))
+	if ready != nil && ready.Status != metav1.ConditionTrue && ready.Reason == export.ReasonNotAProvider {
+		// Cluster selection decided it: a choice, not a fault.
+		out = append(out, Check{Cluster: m.Context, Subject: "ServiceExport", Passed: true, Detail: "valid, not a provider: " + ready.Message})
+		return out
+	}
 	if ready != nil && ready.Status != metav1.ConditionTrue {
 		out = append(out, Check{Cluster: m.Context, Subject: "ServiceExport", Detail: fmt.Sprintf("not ready (%s): %s", ready.Reason, ready.Message),
 			Fix: "see the export's events (kubectl describe serviceexport)"})
@@ -291,6 +298,10 @@ func importSources(si *mcsv1beta1.ServiceImport) []string {
 func importChecks(m MemberState, s ServiceState, ref string) []Check {
 	var out []Check
 	if m.Import == nil {
+		if annotations, ok := selection(s); ok && !export.Consumes(annotations, m.ClusterID) {
+			return append(out, Check{Cluster: m.Context, Subject: "ServiceImport", Passed: true,
+				Detail: "none: not a consumer cluster (" + export.AnnotationConsumerClusters + "=" + annotations[export.AnnotationConsumerClusters] + ")"})
+		}
 		return append(out, Check{Cluster: m.Context, Subject: "ServiceImport", Detail: "no ServiceImport " + ref,
 			Fix: "export " + ref + " from a member, and check that the mcs-controller serves " + m.Context})
 	}
@@ -313,12 +324,59 @@ func importChecks(m MemberState, s ServiceState, ref string) []Check {
 		c.Passed = true
 	}
 	out = append(out, c)
+	out = append(out, modeChecks(m, ref)...)
 	out = append(out, sliceChecks(m, sources)...)
 	out = append(out, leaseChecks(m, sources, s.Now)...)
 	if !headless {
 		out = append(out, nodeChecks(m)...)
 	}
 	out = append(out, dnsCheck(m, ref, headless))
+	return out
+}
+
+// selection returns the exportedAnnotations of the exports, where one
+// limits the consumer clusters.
+func selection(s ServiceState) (map[string]string, bool) {
+	for _, m := range s.Members {
+		if m.Export == nil {
+			continue
+		}
+		if _, ok := m.Export.Spec.ExportedAnnotations[export.AnnotationConsumerClusters]; ok {
+			return m.Export.Spec.ExportedAnnotations, true
+		}
+	}
+	return nil, false
+}
+
+// modeChecks say what derived mode and native names decided for the
+// import in this member.
+func modeChecks(m MemberState, ref string) []Check {
+	var out []Check
+	si := m.Import
+	if name := si.Annotations[mcsproxy.AnnotationDerivedService]; name != "" {
+		c := Check{Cluster: m.Context, Subject: "derived Service " + name}
+		switch {
+		case m.DerivedService == nil:
+			c.Detail = "missing: this member is served in derived mode, its clients need that Service"
+			c.Fix = "the mcs-controller writes it (--derived-members): check its events on the import"
+		case !sameAddresses(m.DerivedService.Spec.ClusterIPs, si.Spec.IPs):
+			c.Detail = fmt.Sprintf("cluster IPs %s, the import says %s", orNone(m.DerivedService.Spec.ClusterIPs), orNone(si.Spec.IPs))
+			c.Fix = "the mcs-controller writes the import's IPs after the Service: wait, or check its log"
+		default:
+			c.Passed, c.Detail = true, "cluster IPs "+strings.Join(si.Spec.IPs, ",")+" (served by upstream kube-proxy's Service path)"
+		}
+		out = append(out, c)
+	}
+	if mode := si.Annotations[mcsproxy.AnnotationNativeNames]; mode != "" {
+		c := Check{Cluster: m.Context, Subject: "native names (" + mode + ")"}
+		if m.Service == nil {
+			c.Detail = "no Service " + ref + " here to answer the cluster.local name"
+			c.Fix = "the mcs-controller creates a selector-less one: check its events on the import"
+		} else {
+			c.Passed, c.Detail = true, "Service "+ref+" "+m.Service.Spec.ClusterIP+" serves the clusterset's endpoints (decided per node by kube-proxy)"
+		}
+		out = append(out, c)
+	}
 	return out
 }
 

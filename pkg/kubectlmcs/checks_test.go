@@ -122,6 +122,33 @@ func TestDiagnose(t *testing.T) {
 		{name: "no ready pod of the exported Service", mutate: func(s *ServiceState) {
 			s.Members[0].ServiceSlices = []discoveryv1.EndpointSlice{slice("", false)}
 		}, failed: 1, want: []string{"FAIL a Service endpoints: 0 ready of 1"}},
+		{name: "not a consumer cluster", mutate: func(s *ServiceState) {
+			s.Members[0].Export.Spec.ExportedAnnotations = map[string]string{"multiclusterservices.k8s.io/consumer-clusters": "a"}
+			s.Members[1].Import = nil
+		}, want: []string{"ok b ServiceImport: none: not a consumer cluster (multiclusterservices.k8s.io/consumer-clusters=a)"}},
+		{name: "a consumer cluster without its import", mutate: func(s *ServiceState) {
+			s.Members[0].Export.Spec.ExportedAnnotations = map[string]string{"multiclusterservices.k8s.io/consumer-clusters": "a,b"}
+			s.Members[1].Import = nil
+		}, failed: 1, want: []string{"FAIL b ServiceImport: no ServiceImport ns/web"}},
+		{name: "not a provider", mutate: func(s *ServiceState) {
+			s.Members[0].Export = exportWith(validReady[0], cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionFalse, "NotAProvider", "not exported"))
+		}, want: []string{"ok a ServiceExport: valid, not a provider: not exported"}},
+		{name: "derived member with its Service", mutate: func(s *ServiceState) {
+			s.Members[1].Import.Annotations = map[string]string{"multicluster.kubernetes.io/derived-service": "derived-x"}
+			s.Members[1].Import.Spec.IPs = []string{"10.97.0.40"}
+			s.Members[1].DerivedService = &v1.Service{Spec: v1.ServiceSpec{ClusterIPs: []string{"10.97.0.40"}}}
+			s.Members[1].DNS.Answer = []string{"10.97.0.40"}
+		}, want: []string{
+			"ok b ServiceImport: ClusterSetIP 10.97.0.40, ports 80/TCP, sources a",
+			"ok b derived Service derived-x: cluster IPs 10.97.0.40 (served by upstream kube-proxy's Service path)",
+			"ok b DNS web.ns.svc.clusterset.local: 10.97.0.40 (asked from pod ns/client)",
+		}},
+		{name: "derived member without its Service", mutate: func(s *ServiceState) {
+			s.Members[1].Import.Annotations = map[string]string{"multicluster.kubernetes.io/derived-service": "derived-x"}
+		}, failed: 1, want: []string{"FAIL b derived Service derived-x: missing: this member is served in derived mode, its clients need that Service"}},
+		{name: "native names without the local Service", mutate: func(s *ServiceState) {
+			s.Members[1].Import.Annotations = map[string]string{"multiclusterservices.k8s.io/native-names": "RemoteAndLocal"}
+		}, failed: 1, want: []string{"FAIL b native names (RemoteAndLocal): no Service ns/web here to answer the cluster.local name"}},
 		{name: "no ready endpoint", mutate: func(s *ServiceState) { s.Members[1].Slices = []discoveryv1.EndpointSlice{slice("a", false)} }, failed: 1,
 			want: []string{"FAIL b EndpointSlices from a: 0 ready of 1 endpoints"}},
 		{name: "no slice of a source", mutate: func(s *ServiceState) { s.Members[1].Slices = nil }, failed: 1,

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
+	mcsproxy "k8s.io/multiclusterservices/proxy"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
@@ -80,6 +81,11 @@ func gatherImportSide(ctx context.Context, m *member, st *MemberState, ns, name 
 		return
 	}
 	st.Import = si
+	if derived := si.Annotations[mcsproxy.AnnotationDerivedService]; derived != "" {
+		if svc, err := m.Kube.CoreV1().Services(ns).Get(ctx, derived, metav1.GetOptions{}); err == nil {
+			st.DerivedService = svc
+		}
+	}
 	slices, err := m.Kube.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: mcsv1beta1.LabelServiceName + "=" + name})
 	if err == nil {
 		st.Slices = slices.Items
