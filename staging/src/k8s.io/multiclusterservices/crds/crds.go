@@ -74,13 +74,28 @@ func All() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	return out, nil
 }
 
-// ServiceImport returns the ServiceImport CRD of mcs-api.
+// ServiceImport returns the ServiceImport CRD this project installs:
+// mcs-api's, plus the fields of cluster selection (KEP-5939, alpha) in
+// every served version (WithClusterSelection).
 func ServiceImport() (*apiextensionsv1.CustomResourceDefinition, error) {
+	return withClusterSelection(mcscrd.ServiceImportCRD, clusterSelectionImportCRD)
+}
+
+// ServiceExport returns the ServiceExport CRD this project installs:
+// mcs-api's, plus the fields of cluster selection (KEP-5939, alpha) in
+// every served version (WithClusterSelection).
+func ServiceExport() (*apiextensionsv1.CustomResourceDefinition, error) {
+	return withClusterSelection(mcscrd.ServiceExportCRD, clusterSelectionExportCRD)
+}
+
+// MCSAPIServiceImport and MCSAPIServiceExport return the CRDs exactly as
+// sigs.k8s.io/mcs-api publishes them, without cluster selection.
+func MCSAPIServiceImport() (*apiextensionsv1.CustomResourceDefinition, error) {
 	return decode(mcscrd.ServiceImportCRD)
 }
 
-// ServiceExport returns the ServiceExport CRD of mcs-api.
-func ServiceExport() (*apiextensionsv1.CustomResourceDefinition, error) {
+// MCSAPIServiceExport: see MCSAPIServiceImport.
+func MCSAPIServiceExport() (*apiextensionsv1.CustomResourceDefinition, error) {
 	return decode(mcscrd.ServiceExportCRD)
 }
 
