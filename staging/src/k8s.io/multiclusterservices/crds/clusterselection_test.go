@@ -1,7 +1,10 @@
 package crds
 
 import (
+	"bytes"
 	"encoding/json"
+	"flag"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -15,6 +18,7 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	mcscrd "sigs.k8s.io/mcs-api/config/crd"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
@@ -245,6 +249,32 @@ func TestClusterSelectionFieldsAreServed(t *testing.T) {
 		u, _ = admit(t, published, version, obj(1))
 		if _, kept := u["spec"].(map[string]any)["clusterSelectors"]; kept {
 			t.Errorf("%s: mcs-api's own CRD kept clusterSelectors; this test no longer shows why ours is needed", version)
+		}
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite the generated kustomize patches of clusterselection/")
+
+// deploy/crds adds the fields to mcs-api's published files with these
+// patches; they must say what withClusterSelection does.
+func TestKustomizePatchesAreGenerated(t *testing.T) {
+	for file, in := range map[string][2][]byte{
+		"clusterselection/serviceexports-patch.yaml": {mcscrd.ServiceExportCRD, clusterSelectionExportCRD},
+		"clusterselection/serviceimports-patch.yaml": {mcscrd.ServiceImportCRD, clusterSelectionImportCRD},
+	} {
+		want, err := kustomizePatch(in[0], in[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if *update {
+			if err := os.WriteFile(file, want, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		got, err := os.ReadFile(file)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s is stale (%v): run hack/update-codegen.sh", file, err)
 		}
 	}
 }
