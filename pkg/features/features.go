@@ -1,6 +1,7 @@
 // Package features registers the feature gates of this kube-proxy build in
 // kube-proxy's own feature gate, so they are set with --feature-gates or the
-// featureGates field of a KubeProxyConfiguration, like upstream gates.
+// featureGates field of a KubeProxyConfiguration, like upstream gates; and
+// gives the mcs-controller the gates it shares, for its own --feature-gates.
 package features
 
 import (
@@ -15,10 +16,23 @@ import (
 // EndpointSlices of every exporting cluster.
 const MultiClusterServices featuregate.Feature = "MultiClusterServices"
 
+// MultiClusterServiceClusterSelection is cluster selection (KEP-5939):
+// the mcs-controller resolves ServiceExport.spec.clusterSelectors into
+// ServiceImport.spec.clusterSelectors and, per importing cluster,
+// status.clusterSelectorResults; kube-proxy sends an import's traffic to
+// the first result with a usable endpoint. Off, neither reads nor writes
+// those fields. In kube-proxy it needs MultiClusterServices too.
+const MultiClusterServiceClusterSelection featuregate.Feature = "MultiClusterServiceClusterSelection"
+
 var versionedFeatureGates = map[featuregate.Feature]featuregate.VersionedSpecs{
 	MultiClusterServices: {
 		{Version: version.MustParse("1.37"), Default: false, PreRelease: featuregate.Alpha},
 	},
+	MultiClusterServiceClusterSelection: clusterSelectionSpecs,
+}
+
+var clusterSelectionSpecs = featuregate.VersionedSpecs{
+	{Version: version.MustParse("1.37"), Default: false, PreRelease: featuregate.Alpha},
 }
 
 func init() {
@@ -28,4 +42,20 @@ func init() {
 // Enabled tells whether kube-proxy programs ServiceImports.
 func Enabled() bool {
 	return utilfeature.DefaultFeatureGate.Enabled(MultiClusterServices)
+}
+
+// ClusterSelectionEnabled tells whether kube-proxy applies cluster
+// selection results; only with MultiClusterServices on.
+func ClusterSelectionEnabled() bool {
+	return Enabled() && utilfeature.DefaultFeatureGate.Enabled(MultiClusterServiceClusterSelection)
+}
+
+// NewControllerFeatureGate returns the mcs-controller's own feature gate
+// (its --feature-gates), holding the gates it shares with kube-proxy.
+func NewControllerFeatureGate() featuregate.MutableVersionedFeatureGate {
+	gate := featuregate.NewVersionedFeatureGate(version.MustParse("1.37"))
+	runtime.Must(gate.AddVersioned(map[featuregate.Feature]featuregate.VersionedSpecs{
+		MultiClusterServiceClusterSelection: clusterSelectionSpecs,
+	}))
+	return gate
 }

@@ -13,10 +13,12 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/component-base/featuregate"
 	"k8s.io/multiclusterservices/proxy"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/inventory"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/mcs"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/features"
 )
 
 // Options are the mcs-controller's flags.
@@ -81,6 +83,10 @@ type Options struct {
 	HealthzBindAddress string
 	// Profiling serves /debug/pprof beside /metrics.
 	Profiling bool
+
+	// FeatureGates is the controller's own --feature-gates
+	// (MultiClusterServiceClusterSelection).
+	FeatureGates featuregate.MutableVersionedFeatureGate
 }
 
 // The service models of --service-model.
@@ -117,6 +123,7 @@ func NewOptions() *Options {
 		LeaderElectRetryPeriod:   2 * time.Second,
 		MetricsBindAddress:       "127.0.0.1:10371",
 		HealthzBindAddress:       "127.0.0.1:10372",
+		FeatureGates:             features.NewControllerFeatureGate(),
 	}
 }
 
@@ -161,6 +168,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of the Prometheus /metrics endpoint; 0 disables it.")
 	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "Serve Go's profiles at /debug/pprof/ on --metrics-bind-address.")
 	fs.StringVar(&o.HealthzBindAddress, "healthz-bind-address", o.HealthzBindAddress, "Address of /healthz and /readyz; 0 disables it.")
+	o.FeatureGates.AddFlag(fs)
 }
 
 // Validate checks the options.

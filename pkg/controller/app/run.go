@@ -29,6 +29,7 @@ import (
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/inventory"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/mcs"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/topology"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/features"
 )
 
 // leaderLeaseName is the leader election Lease.
@@ -192,6 +193,7 @@ func Run(ctx context.Context, o *Options) error {
 		Workers:            o.Workers,
 		InitialSyncTimeout: o.InitialSyncTimeout,
 		Catalog:            catalogCfg,
+		ClusterSelection:   o.FeatureGates.Enabled(features.MultiClusterServiceClusterSelection),
 	}, metrics)
 	if err != nil {
 		return err

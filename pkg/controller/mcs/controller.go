@@ -95,6 +95,10 @@ type Config struct {
 	// InitialSyncTimeout bounds how long start-up waits for every member's
 	// caches before working with the members that did sync.
 	InitialSyncTimeout time.Duration
+	// ClusterSelection is the MultiClusterServiceClusterSelection gate:
+	// resolve exports' clusterSelectors (KEP-5939) into the imports (see
+	// clusterselection.go). Off, those fields are neither read nor written.
+	ClusterSelection bool
 }
 
 // Controller is the mcs-controller.

@@ -1,0 +1,40 @@
+package app
+
+import (
+	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/features"
+)
+
+// The controller has its own --feature-gates: cluster selection is alpha,
+// off unless asked for, and each Options has its own gate.
+func TestControllerFeatureGates(t *testing.T) {
+	parse := func(args ...string) (*Options, error) {
+		o := NewOptions()
+		fs := pflag.NewFlagSet("mcs-controller", pflag.ContinueOnError)
+		o.AddFlags(fs)
+		return o, fs.Parse(args)
+	}
+	o, err := parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.FeatureGates.Enabled(features.MultiClusterServiceClusterSelection) {
+		t.Errorf("MultiClusterServiceClusterSelection is on by default")
+	}
+	on, err := parse("--feature-gates=MultiClusterServiceClusterSelection=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !on.FeatureGates.Enabled(features.MultiClusterServiceClusterSelection) {
+		t.Errorf("--feature-gates=MultiClusterServiceClusterSelection=true did not enable it")
+	}
+	if o.FeatureGates.Enabled(features.MultiClusterServiceClusterSelection) {
+		t.Errorf("one Options' gate changed another's")
+	}
+	if _, err := parse("--feature-gates=NoSuchGate=true"); err == nil {
+		t.Errorf("an unknown gate was accepted")
+	}
+}
