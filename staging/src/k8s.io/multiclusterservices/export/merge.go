@@ -52,14 +52,7 @@ func Merge(exports []Export) Result {
 	if len(exports) == 0 {
 		return Result{}
 	}
-	ordered := slices.Clone(exports)
-	slices.SortFunc(ordered, func(a, b Export) int {
-		ta, tb := a.ServiceExport.CreationTimestamp.Time, b.ServiceExport.CreationTimestamp.Time
-		if c := ta.Compare(tb); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Cluster, b.Cluster)
-	})
+	ordered := oldestFirst(exports)
 
 	var r Result
 	for _, e := range ordered {
@@ -106,6 +99,21 @@ func Merge(exports []Export) Result {
 	r.Annotations, c = resolveMap(ordered, "exportedAnnotations", mcsv1beta1.ServiceExportReasonAnnotationsConflict, func(e Export) map[string]string { return e.ServiceExport.Spec.ExportedAnnotations })
 	r.Conflicts = append(r.Conflicts, c...)
 	return r
+}
+
+// oldestFirst orders exports as the KEP's conflict resolution does: by
+// creationTimestamp, oldest first, then by cluster ID so that equal
+// timestamps still give one answer everywhere.
+func oldestFirst(exports []Export) []Export {
+	ordered := slices.Clone(exports)
+	slices.SortFunc(ordered, func(a, b Export) int {
+		ta, tb := a.ServiceExport.CreationTimestamp.Time, b.ServiceExport.CreationTimestamp.Time
+		if c := ta.Compare(tb); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Cluster, b.Cluster)
+	})
+	return ordered
 }
 
 // resolve applies the KEP's policy to a property that cannot be merged:
