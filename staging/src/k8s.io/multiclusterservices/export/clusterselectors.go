@@ -47,6 +47,8 @@ func ValidateClusterSelectors(svc *v1.Service, selectors []csv1beta1.ClusterSele
 func MergeClusterSelectors(exports []Export, selectorsOf func(cluster string) []csv1beta1.ClusterSelector) ([]csv1beta1.ClusterSelector, []Conflict) {
 	return resolve(oldestFirst(exports), "clusterSelectors", ReasonClusterSelectorsConflict,
 		func(e Export) []csv1beta1.ClusterSelector { return selectorsOf(e.Cluster) },
-		func(a, b []csv1beta1.ClusterSelector) bool { return len(a) == 0 && len(b) == 0 || apiequality.Semantic.DeepEqual(a, b) },
+		func(a, b []csv1beta1.ClusterSelector) bool {
+			return len(a) == 0 && len(b) == 0 || apiequality.Semantic.DeepEqual(a, b)
+		},
 		func(s []csv1beta1.ClusterSelector) string { return fmt.Sprintf("%d selectors", len(s)) })
 }
