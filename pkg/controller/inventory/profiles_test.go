@@ -1,0 +1,204 @@
+package inventory
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	inventoryv1alpha1 "k8s.io/multiclusterservices/apis/inventory/v1alpha1"
+)
+
+// The operator's plugin for access provider "token": hands out the token
+// the test members accept. A shell one-liner stands in for a real plugin
+// here; test/integration builds one that expires its tokens.
+const testProviders = `{"providers": [{"name": "token", "execConfig": {"apiVersion": "client.authentication.k8s.io/v1", "command": "sh",
+  "args": ["-c", "echo '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{\"token\":\"member-token\"}}'"]}}]}`
+
+func profile(name string, m *member, mutate func(*inventoryv1alpha1.ClusterProfile)) *unstructured.Unstructured {
+	cp := &inventoryv1alpha1.ClusterProfile{
+		TypeMeta:   metav1.TypeMeta{APIVersion: inventoryv1alpha1.SchemeGroupVersion.String(), Kind: "ClusterProfile"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "fleet", Labels: map[string]string{inventoryv1alpha1.LabelClusterManager: "ocm"}},
+		Spec:       inventoryv1alpha1.ClusterProfileSpec{ClusterManager: inventoryv1alpha1.ClusterManager{Name: "ocm"}},
+		Status: inventoryv1alpha1.ClusterProfileStatus{
+			Conditions: []metav1.Condition{
+				{Type: inventoryv1alpha1.ConditionJoined, Status: metav1.ConditionTrue, Reason: "Joined", LastTransitionTime: metav1.Now()},
+				{Type: inventoryv1alpha1.ConditionControlPlaneHealthy, Status: metav1.ConditionTrue, Reason: "Healthy", LastTransitionTime: metav1.Now()},
+			},
+			AccessProviders: []inventoryv1alpha1.AccessProvider{{Name: "token", Cluster: inventoryv1alpha1.Cluster{Server: m.url, CertificateAuthorityData: m.ca}}},
+		},
+	}
+	if mutate != nil {
+		mutate(cp)
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cp)
+	if err != nil {
+		panic(err)
+	}
+	return &unstructured.Unstructured{Object: obj}
+}
+
+func setCondition(t string, s metav1.ConditionStatus) func(*inventoryv1alpha1.ClusterProfile) {
+	return func(cp *inventoryv1alpha1.ClusterProfile) {
+		meta.SetStatusCondition(&cp.Status.Conditions, metav1.Condition{Type: t, Status: s, Reason: "Test"})
+	}
+}
+
+// Profiles created, refused, marked unhealthy, relabelled and deleted
+// drive joins and leaves through the same path as Secrets, and each
+// refusal says why on the profile.
+func TestInventoryFollowsProfiles(t *testing.T) {
+	ctx := t.Context()
+	b, dup, y := newMemberAPI(t, "cluster-b"), newMemberAPI(t, "cluster-b"), newMemberAPI(t, "cluster-y")
+	providers, err := ParseAccessProviders([]byte(testProviders))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheme := runtime.NewScheme()
+	hub := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{inventoryv1alpha1.Resource: "ClusterProfileList"})
+	events := kubefake.NewSimpleClientset()
+	sel, _ := labels.Parse(inventoryv1alpha1.LabelClusterManager + "=ocm")
+	inv := New(Config{Hub: events, Profiles: hub, ProfileNamespace: "fleet", ProfileSelector: sel, AccessProviders: providers,
+		ClusterIDTimeout: time.Second, SyncTimeout: time.Second, LeaveTimeout: time.Second, RecheckPeriod: time.Hour}, nil)
+	r := &recorder{}
+	go inv.Run(ctx, r)
+	profiles := hub.Resource(inventoryv1alpha1.Resource).Namespace("fleet")
+	create := func(u *unstructured.Unstructured) {
+		t.Helper()
+		if _, err := profiles.Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	update := func(u *unstructured.Unstructured) {
+		t.Helper()
+		cur, err := profiles.Get(ctx, u.GetName(), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.SetResourceVersion(cur.GetResourceVersion())
+		if _, err := profiles.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	create(profile("b", b, nil))
+	r.waitFor(t, "join cluster-b as profile/fleet/b")
+
+	// Attacks: an ID already taken; a profile naming one cluster and
+	// pointing at another's server; TLS not checked; a plugin the
+	// operator did not configure.
+	create(profile("dup", dup, nil))
+	create(profile("liar", y, func(cp *inventoryv1alpha1.ClusterProfile) {
+		cp.Status.Properties = []inventoryv1alpha1.Property{{Name: clusterIDProperty, Value: "cluster-x"}}
+	}))
+	create(profile("insecure", y, func(cp *inventoryv1alpha1.ClusterProfile) {
+		cp.Status.AccessProviders[0].Cluster.InsecureSkipTLSVerify = true
+	}))
+	create(profile("unknown-plugin", y, func(cp *inventoryv1alpha1.ClusterProfile) {
+		cp.Status.AccessProviders[0].Name = "google"
+	}))
+	// Another cluster manager's profile: not a candidate.
+	other := profile("other-manager", y, nil)
+	other.SetLabels(map[string]string{inventoryv1alpha1.LabelClusterManager: "karmada"})
+	create(other)
+	waitState(t, inv, map[string]State{"profile/fleet/b": Joined, "profile/fleet/dup": Refused, "profile/fleet/liar": Refused,
+		"profile/fleet/insecure": Refused, "profile/fleet/unknown-plugin": Refused})
+	for name, want := range map[string]string{
+		"dup": "already the ID of member profile/fleet/b", "liar": `says cluster "cluster-x", but its server holds cluster ID "cluster-y"`,
+		"insecure": "insecure-skip-tls-verify", "unknown-plugin": "no credential plugin for its access providers google",
+		"b": "cluster cluster-b is a member",
+	} {
+		waitMemberCondition(t, profiles, name, want)
+	}
+
+	// Unhealthy: leaves; healthy again: joins. Not joined: leaves.
+	update(profile("b", b, setCondition(inventoryv1alpha1.ConditionControlPlaneHealthy, metav1.ConditionFalse)))
+	r.waitFor(t, "join cluster-b as profile/fleet/b", "leave cluster-b", "join cluster-b as profile/fleet/dup")
+	waitMemberCondition(t, profiles, "b", "ControlPlaneHealthy=False")
+	if err := profiles.Delete(ctx, "dup", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	update(profile("b", b, nil))
+	r.waitFor(t, "join cluster-b as profile/fleet/b", "leave cluster-b", "join cluster-b as profile/fleet/dup", "leave cluster-b", "join cluster-b as profile/fleet/b")
+
+	// Relabelled out of the selector: no longer a candidate, leaves.
+	relabelled := profile("b", b, nil)
+	relabelled.SetLabels(map[string]string{inventoryv1alpha1.LabelClusterManager: "karmada"})
+	update(relabelled)
+	r.waitFor(t, "join cluster-b as profile/fleet/b", "leave cluster-b", "join cluster-b as profile/fleet/dup", "leave cluster-b", "join cluster-b as profile/fleet/b", "leave cluster-b")
+
+	evs, _ := events.CoreV1().Events("fleet").List(ctx, metav1.ListOptions{})
+	var reasons []string
+	for _, e := range evs.Items {
+		reasons = append(reasons, e.InvolvedObject.Kind+"/"+e.InvolvedObject.Name+"/"+e.Reason)
+	}
+	for _, want := range []string{"ClusterProfile/b/MemberJoined", "ClusterProfile/b/MemberLeft", "ClusterProfile/liar/MemberRefused", "ClusterProfile/dup/MemberJoined"} {
+		if !strings.Contains(strings.Join(reasons, " "), want) {
+			t.Errorf("no event %s in %v", want, reasons)
+		}
+	}
+}
+
+func waitMemberCondition(t *testing.T, profiles interface {
+	Get(context.Context, string, metav1.GetOptions, ...string) (*unstructured.Unstructured, error)
+}, name, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		u, err := profiles.Get(context.Background(), name, metav1.GetOptions{})
+		var msg string
+		if err == nil {
+			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+			for _, c := range conds {
+				if m := c.(map[string]any); m["type"] == ConditionMember {
+					msg, _ = m["message"].(string)
+				}
+			}
+		}
+		if strings.Contains(msg, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("profile %s: member condition says %q, want %q", name, msg, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestMergeProperties(t *testing.T) {
+	got := MergeProperties([]inventoryv1alpha1.Property{{Name: "location", Value: "eu"}, {Name: clusterIDProperty, Value: "stale"}},
+		map[string]string{clusterIDProperty: "east", "zone": "a"})
+	want := map[string]string{"location": "eu", clusterIDProperty: "east", "zone": "a"}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: got %q, want %q (the member's own ClusterProperty wins)", k, got[k], v)
+		}
+	}
+}
+
+func TestParseAccessProviders(t *testing.T) {
+	for in, wantErr := range map[string]string{
+		testProviders:       "",
+		`{"providers": []}`: "names no provider",
+		`{"providers": [{"name": "a", "execConfig": {"apiVersion": "client.authentication.k8s.io/v1"}}]}`: "no execConfig.command",
+		`{"providers": [{"name": "a", "execConfig": {"apiVersion": "v1", "command": "x"}}]}`:              "apiVersion",
+		`{"providers": [{"name": "a", "execConfg": {}}]}`:                                                 "unknown field",
+		`{"providers": [{"name": "a", "execConfig": {"apiVersion": "client.authentication.k8s.io/v1", "command": "x"}}, {"name": "a", "execConfig": {"apiVersion": "client.authentication.k8s.io/v1", "command": "y"}}]}`: "twice",
+	} {
+		_, err := ParseAccessProviders([]byte(in))
+		if wantErr == "" && err != nil || wantErr != "" && (err == nil || !strings.Contains(err.Error(), wantErr)) {
+			t.Errorf("%s: got %v, want %q", in, err, wantErr)
+		}
+	}
+}
