@@ -42,6 +42,9 @@ SUITE=bookworm
 # The node's systemd must be older than 256 on hosts with cgroup v1:
 # bookworm's 252 boots there, trixie's does not.
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+# MCS_KIND_NODE_IMAGE names a node image of the user's (a published
+# kindest/node of the pinned version, with a registry): then it is not
+# built here.
 NODE_IMAGE=${MCS_KIND_NODE_IMAGE:-mcs-kind/node:${K8S_VERSION}}
 NET_BASE=mcs-kind/debian-net:${SUITE}
 LABEL=mcs-kind.inputs
@@ -383,7 +386,11 @@ main() {
   : >"${WORK}/node-images.list"
   control_plane_images
   project_images
-  node_image
+  if [[ -n "${MCS_KIND_NODE_IMAGE:-}" ]]; then
+    echo "node image: ${NODE_IMAGE} (MCS_KIND_NODE_IMAGE, not built here)"
+  else
+    node_image
+  fi
   echo "all kind images built in $((SECONDS - start))s"
 }
 
