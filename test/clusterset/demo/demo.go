@@ -10,8 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/clusterset"
@@ -137,7 +139,8 @@ func (d *demo) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	target := fmt.Sprintf("http://%s/hostname", vip)
+	// A literal IPv6 address goes in brackets (JoinHostPort without a port).
+	target := "http://" + strings.TrimSuffix(net.JoinHostPort(vip, ""), ":") + "/hostname"
 	if err := d.waitBothAnswer(ctx, clientNetns, target, a.Name, b.Name); err != nil {
 		return err
 	}
