@@ -39,6 +39,9 @@ test: deps binaries
 	# race detector.
 	$(RACE) $(GO_TEST_FLAGS) ./pkg/controller/...
 	$(RACE) $(GO_TEST_FLAGS) -run '^TestMCSController' ./test/integration
+	# Last, the adoption path on real kind clusters, every image built
+	# here (hack/kind-e2e.sh; it removes everything it made).
+	hack/kind-e2e.sh
 
 # Unit tests only: no root, no binaries.
 unit-test:

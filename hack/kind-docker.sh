@@ -37,7 +37,9 @@ LOG="${STATE_DIR}/dockerd.log"
 # exists; ours has a bridge name the host rule can match.
 NETWORK=mcs-kind
 BRIDGE=mcs-kind0
-SUBNET4=172.30.0.0/16
+# Not 172.30.0.0/16: the local clusterset's fabric (test/clusterset) uses
+# it, and refuses to start while the host routes it elsewhere.
+SUBNET4=172.29.0.0/16
 SUBNET6=fd00:6d63:736b::/64
 TABLE=mcs-kind
 # A privileged container that only prints and exits: the pause image's
