@@ -64,7 +64,7 @@ bench: deps build
 bench-memory: deps binaries
 	hack/bench-kube-proxy-memory.sh
 
-# kind clusters on this machine, offline (see README.md "kind"): as root,
+# kind clusters on this machine, offline (see docs/kind.md): as root,
 # starts Docker if none answers (hack/kind-docker.sh), builds every image
 # here (hack/kind-images.sh), runs the suite on two single-node clusters
 # and removes everything again. KIND_E2E_FLAGS: e.g. --keep, --clean-images.
