@@ -13,8 +13,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
@@ -23,6 +23,8 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	catalogv1alpha1 "k8s.io/multiclusterservices/apis/catalog/v1alpha1"
+	catalogclientset "k8s.io/multiclusterservices/client/catalog/clientset/versioned"
+	catalogclient "k8s.io/multiclusterservices/client/catalog/clientset/versioned/typed/catalog/v1alpha1"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/clusterset"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/kindconfig"
@@ -54,7 +56,7 @@ type catalogSuite struct {
 	*suite
 	l       *local
 	c       *member
-	hub     dynamic.Interface
+	hub     catalogclient.CatalogV1alpha1Interface
 	clients map[*member]*pod
 	// exportLatencies are the export model's, measured before the switch.
 	exportLatencies []time.Duration
@@ -72,14 +74,14 @@ func (s *catalogSuite) setUpHub(t *testing.T) {
 	if err := crds.Install(ctx, clientset.NewForConfigOrDie(hubCfg), all...); err != nil {
 		t.Fatal(err)
 	}
-	s.hub = dynamic.NewForConfigOrDie(hubCfg)
+	s.hub = catalogclientset.NewForConfigOrDie(hubCfg).CatalogV1alpha1()
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(s.a.Client.Discovery()))
 	objs, err := kindconfig.Objects(filepath.Join("..", "..", "deploy", "catalog", "catalog-rbac.yaml"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, o := range objs {
-		if err := kindconfig.Apply(ctx, s.hub, mapper, o, false); err != nil {
+		if err := kindconfig.Apply(ctx, dynamic.NewForConfigOrDie(hubCfg), mapper, o, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -104,49 +106,73 @@ func (s *catalogSuite) setUpHub(t *testing.T) {
 	}
 }
 
-// create writes a catalog object into the hub as its administrator.
-func (s *catalogSuite) create(t *testing.T, kind, resource, ns, name string, spec map[string]any) {
+// createGlobal, createBinding and createImport write a catalog object
+// into the hub as its administrator.
+func (s *catalogSuite) createGlobal(t *testing.T, ns, name string, spec catalogv1alpha1.GlobalServiceSpec) {
 	t.Helper()
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": catalogv1alpha1.SchemeGroupVersion.String(), "kind": kind,
-		"metadata": map[string]any{"namespace": ns, "name": name}, "spec": spec,
-	}}
-	if _, err := s.hub.Resource(catalogv1alpha1.SchemeGroupVersion.WithResource(resource)).Namespace(ns).Create(t.Context(), u, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating %s %s/%s: %v", kind, ns, name, err)
+	o := &catalogv1alpha1.GlobalService{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: spec}
+	if _, err := s.hub.GlobalServices(ns).Create(t.Context(), o, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating GlobalService %s/%s: %v", ns, name, err)
 	}
 }
 
-func (s *catalogSuite) deleteObj(t *testing.T, resource, ns, name string) {
+func (s *catalogSuite) createBinding(t *testing.T, ns, name string, spec catalogv1alpha1.ServiceBindingSpec) {
 	t.Helper()
-	if err := s.hub.Resource(catalogv1alpha1.SchemeGroupVersion.WithResource(resource)).Namespace(ns).Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
+	o := &catalogv1alpha1.ServiceBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: spec}
+	if _, err := s.hub.ServiceBindings(ns).Create(t.Context(), o, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating ServiceBinding %s/%s: %v", ns, name, err)
 	}
 }
 
-// condition returns "Status/Reason" of a catalog object's condition.
-func (s *catalogSuite) condition(t *testing.T, resource, ns, name, typ string) string {
+func (s *catalogSuite) createImport(t *testing.T, ns, name string, spec catalogv1alpha1.ServiceImportSpec) {
 	t.Helper()
-	u, err := s.hub.Resource(catalogv1alpha1.SchemeGroupVersion.WithResource(resource)).Namespace(ns).Get(t.Context(), name, metav1.GetOptions{})
+	o := &catalogv1alpha1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: spec}
+	if _, err := s.hub.ServiceImports(ns).Create(t.Context(), o, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating catalog ServiceImport %s/%s: %v", ns, name, err)
+	}
+}
+
+// condition returns "Status/Reason" of a catalog object's condition; kind
+// is GlobalService, ServiceBinding or ServiceImport.
+func (s *catalogSuite) condition(t *testing.T, kind, ns, name, typ string) string {
+	t.Helper()
+	var conds []metav1.Condition
+	var err error
+	switch kind {
+	case "GlobalService":
+		var o *catalogv1alpha1.GlobalService
+		if o, err = s.hub.GlobalServices(ns).Get(t.Context(), name, metav1.GetOptions{}); err == nil {
+			conds = o.Status.Conditions
+		}
+	case "ServiceBinding":
+		var o *catalogv1alpha1.ServiceBinding
+		if o, err = s.hub.ServiceBindings(ns).Get(t.Context(), name, metav1.GetOptions{}); err == nil {
+			conds = o.Status.Conditions
+		}
+	case "ServiceImport":
+		var o *catalogv1alpha1.ServiceImport
+		if o, err = s.hub.ServiceImports(ns).Get(t.Context(), name, metav1.GetOptions{}); err == nil {
+			conds = o.Status.Conditions
+		}
+	default:
+		t.Fatalf("no catalog kind %s", kind)
+	}
 	if err != nil {
 		return err.Error()
 	}
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, c := range conds {
-		cm, _ := c.(map[string]any)
-		if cm["type"] == typ {
-			return fmt.Sprintf("%v/%v", cm["status"], cm["reason"])
-		}
+	if c := meta.FindStatusCondition(conds, typ); c != nil {
+		return fmt.Sprintf("%v/%v", c.Status, c.Reason)
 	}
 	return ""
 }
 
-func bindService(cluster, ns, name string) map[string]any {
-	return map[string]any{"globalService": name, "cluster": cluster, "service": map[string]any{"namespace": ns, "name": name}}
+func bindService(cluster, ns, name string) catalogv1alpha1.ServiceBindingSpec {
+	return catalogv1alpha1.ServiceBindingSpec{GlobalService: name, Cluster: cluster, Service: &catalogv1alpha1.LocalName{Namespace: ns, Name: name}}
 }
 
-func catalogImport(globalNS, global, cluster, ns, name string) map[string]any {
-	return map[string]any{"globalService": map[string]any{"namespace": globalNS, "name": global}, "cluster": cluster,
-		"localName": map[string]any{"namespace": ns, "name": name}}
+func catalogImport(globalNS, global, cluster, ns, name string) catalogv1alpha1.ServiceImportSpec {
+	return catalogv1alpha1.ServiceImportSpec{GlobalService: catalogv1alpha1.GlobalServiceRef{Namespace: globalNS, Name: global}, Cluster: cluster,
+		LocalName: catalogv1alpha1.LocalName{Namespace: ns, Name: name}}
 }
 
 // importIn waits for m's ServiceImport ns/name written for the catalog
@@ -202,16 +228,16 @@ func (s *catalogSuite) testSwitch(t *testing.T) {
 
 	// The same in the catalog, imported everywhere under the same name;
 	// then the controller is switched.
-	s.create(t, "GlobalService", "globalservices", "team-a", "web", map[string]any{
-		"importPolicy": "All", "defaultName": map[string]any{"namespace": sp.name, "name": "web"}})
-	s.create(t, "ServiceBinding", "servicebindings", "team-a", "web-a", bindService("cluster-a", sp.name, "web"))
+	s.createGlobal(t, "team-a", "web", catalogv1alpha1.GlobalServiceSpec{
+		ImportPolicy: catalogv1alpha1.ImportAll, DefaultName: &catalogv1alpha1.LocalName{Namespace: sp.name, Name: "web"}})
+	s.createBinding(t, "team-a", "web-a", bindService("cluster-a", sp.name, "web"))
 	s.l.restartController(t, "--service-model=catalog", "--hub-context="+s.a.Name)
 	if ip := s.importIn(t, s.b, sp.name, "web", "team-a/web"); ip != vip {
 		t.Errorf("the clusterset IP changed with the switch: %s, was %s", ip, vip)
 	}
 	waitAnswers(t, client, "tcp", hostPort(vip, 80), 10, pods)
 	eventually(t, 30*time.Second, "global service web Ready", func() (bool, string) {
-		got := s.condition(t, "globalservices", "team-a", "web", "Ready")
+		got := s.condition(t, "GlobalService", "team-a", "web", "Ready")
 		return got == "True/Ready", got
 	})
 }
@@ -220,9 +246,9 @@ func (s *catalogSuite) testIndependentNames(t *testing.T) {
 	podsA := s.servePods(t, s.a, "frontend", "authz", "authz-a-1")
 	podsB := s.servePods(t, s.b, "frontend", "authz", "authz-b-1")
 	for team, m := range map[string]*member{"team-a": s.a, "team-b": s.b} {
-		s.create(t, "GlobalService", "globalservices", team, "authz", map[string]any{})
-		s.create(t, "ServiceBinding", "servicebindings", team, "authz", bindService(m.Name, "frontend", "authz"))
-		s.create(t, "ServiceImport", "serviceimports", team, "authz", catalogImport("", "authz", m.Name, "frontend", "authz"))
+		s.createGlobal(t, team, "authz", catalogv1alpha1.GlobalServiceSpec{})
+		s.createBinding(t, team, "authz", bindService(m.Name, "frontend", "authz"))
+		s.createImport(t, team, "authz", catalogImport("", "authz", m.Name, "frontend", "authz"))
 	}
 	ipA := s.importIn(t, s.a, "frontend", "authz", "team-a/authz")
 	ipB := s.importIn(t, s.b, "frontend", "authz", "team-b/authz")
@@ -250,15 +276,15 @@ func (s *catalogSuite) testShared(t *testing.T) {
 	podsA := podNames(map[string]string{"authz-a-1": ""})
 	// A shares its authz with B, who imports it into cluster-c as
 	// shop/authz-a: cluster-c has no namespace frontend.
-	u, err := s.hub.Resource(catalogv1alpha1.SchemeGroupVersion.WithResource("globalservices")).Namespace("team-a").Get(t.Context(), "authz", metav1.GetOptions{})
+	g, err := s.hub.GlobalServices("team-a").Get(t.Context(), "authz", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = unstructured.SetNestedStringSlice(u.Object, []string{"team-b"}, "spec", "consumers")
-	if _, err := s.hub.Resource(catalogv1alpha1.SchemeGroupVersion.WithResource("globalservices")).Namespace("team-a").Update(t.Context(), u, metav1.UpdateOptions{}); err != nil {
+	g.Spec.Consumers = []string{"team-b"}
+	if _, err := s.hub.GlobalServices("team-a").Update(t.Context(), g, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	s.create(t, "ServiceImport", "serviceimports", "team-b", "authz-a", catalogImport("team-a", "authz", "cluster-c", "shop", "authz-a"))
+	s.createImport(t, "team-b", "authz-a", catalogImport("team-a", "authz", "cluster-c", "shop", "authz-a"))
 	ip := s.importIn(t, s.c, "shop", "authz-a", "team-a/authz")
 	if ipA := s.importIn(t, s.a, "frontend", "authz", "team-a/authz"); ip != ipA {
 		t.Errorf("one global service, two clusterset IPs: %s in c, %s in a", ip, ipA)
@@ -266,14 +292,16 @@ func (s *catalogSuite) testShared(t *testing.T) {
 	byName := hostPort("authz-a.shop.svc.clusterset.local", 80)
 	waitAnswers(t, s.clients[s.c], "tcp", byName, 10, podsA)
 	eventually(t, 30*time.Second, "team B's import Ready", func() (bool, string) {
-		got := s.condition(t, "serviceimports", "team-b", "authz-a", "Ready")
+		got := s.condition(t, "ServiceImport", "team-b", "authz-a", "Ready")
 		return got == "True/Imported", got
 	})
 	// Withdrawn and given again at run time.
-	s.deleteObj(t, "serviceimports", "team-b", "authz-a")
+	if err := s.hub.ServiceImports("team-b").Delete(t.Context(), "authz-a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	s.noImport(t, s.c, "shop", "authz-a")
 	s.waitRules(t, s.c, 30*time.Second, nil, []string{ip})
-	s.create(t, "ServiceImport", "serviceimports", "team-b", "authz-a", catalogImport("team-a", "authz", "cluster-c", "shop", "authz-a"))
+	s.createImport(t, "team-b", "authz-a", catalogImport("team-a", "authz", "cluster-c", "shop", "authz-a"))
 	s.importIn(t, s.c, "shop", "authz-a", "team-a/authz")
 	waitAnswers(t, s.clients[s.c], "tcp", byName, 10, podsA)
 }
@@ -287,41 +315,41 @@ func (s *catalogSuite) testMachine(t *testing.T) {
 		t.Fatal(err)
 	}
 	host, _ := os.Hostname()
-	s.create(t, "GlobalService", "globalservices", "team-a", "db", map[string]any{})
-	s.create(t, "ServiceBinding", "servicebindings", "team-a", "db-vm", map[string]any{
-		"globalService": "db", "cluster": "cluster-a",
-		"endpoints": []any{map[string]any{"address": vm.IP}},
-		"ports":     []any{map[string]any{"name": "tcp", "port": int64(80), "targetPort": int64(8080)}},
+	s.createGlobal(t, "team-a", "db", catalogv1alpha1.GlobalServiceSpec{})
+	s.createBinding(t, "team-a", "db-vm", catalogv1alpha1.ServiceBindingSpec{
+		GlobalService: "db", Cluster: "cluster-a",
+		Endpoints: []catalogv1alpha1.BoundEndpoint{{Address: vm.IP}},
+		Ports:     []catalogv1alpha1.BoundPort{{Name: "tcp", Port: 80, TargetPort: 8080}},
 	})
-	s.create(t, "ServiceImport", "serviceimports", "team-a", "db", catalogImport("", "db", "cluster-b", "apps", "db"))
+	s.createImport(t, "team-a", "db", catalogImport("", "db", "cluster-b", "apps", "db"))
 	ip := s.importIn(t, s.b, "apps", "db", "team-a/db")
 	// The machine's echo server answers with the host's name (a network
 	// namespace has no name of its own).
 	waitAnswers(t, s.clients[s.b], "tcp", hostPort(ip, 80), 5, []string{host})
 	waitAnswers(t, s.clients[s.b], "tcp", hostPort("db.apps.svc.clusterset.local", 80), 5, []string{host})
 	eventually(t, 30*time.Second, "the machine's binding Ready", func() (bool, string) {
-		got := s.condition(t, "servicebindings", "team-a", "db-vm", "Ready")
+		got := s.condition(t, "ServiceBinding", "team-a", "db-vm", "Ready")
 		return got == "True/EndpointsReady", got
 	})
 
 	// A health check the machine fails takes it out, and says why. (The
 	// controller probes from the host, which the harness keeps off the
 	// clusterset's network: its probes fail as against a machine down.)
-	u, err := s.hub.Resource(catalogv1alpha1.SchemeGroupVersion.WithResource("servicebindings")).Namespace("team-a").Get(t.Context(), "db-vm", metav1.GetOptions{})
+	b, err := s.hub.ServiceBindings("team-a").Get(t.Context(), "db-vm", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = unstructured.SetNestedMap(u.Object, map[string]any{"port": "tcp", "periodSeconds": int64(1), "timeoutSeconds": int64(1), "failureThreshold": int64(1)}, "spec", "healthCheck")
-	if _, err := s.hub.Resource(catalogv1alpha1.SchemeGroupVersion.WithResource("servicebindings")).Namespace("team-a").Update(t.Context(), u, metav1.UpdateOptions{}); err != nil {
+	b.Spec.HealthCheck = &catalogv1alpha1.HealthCheck{Port: "tcp", PeriodSeconds: 1, TimeoutSeconds: 1, FailureThreshold: 1}
+	if _, err := s.hub.ServiceBindings("team-a").Update(t.Context(), b, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "the failing machine's binding not Ready, with its probe's verdict", func() (bool, string) {
-		got := s.condition(t, "servicebindings", "team-a", "db-vm", "Ready")
-		u, err := s.hub.Resource(catalogv1alpha1.SchemeGroupVersion.WithResource("servicebindings")).Namespace("team-a").Get(t.Context(), "db-vm", metav1.GetOptions{})
+		got := s.condition(t, "ServiceBinding", "team-a", "db-vm", "Ready")
+		b, err := s.hub.ServiceBindings("team-a").Get(t.Context(), "db-vm", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
-		eps, _, _ := unstructured.NestedSlice(u.Object, "status", "endpoints")
+		eps := b.Status.Endpoints
 		return got == "False/NoReadyEndpoints" && len(eps) == 1, fmt.Sprint(got, eps)
 	})
 	eventually(t, 30*time.Second, "no answer from the machine", func() (bool, string) {
@@ -334,12 +362,12 @@ func (s *catalogSuite) testDenied(t *testing.T) {
 	// Team B binds team A's Service in cluster-a under a global service of
 	// its own, and imports into team A's namespace: both refused, and
 	// neither reaches a cluster.
-	s.create(t, "GlobalService", "globalservices", "team-b", "steal", map[string]any{})
-	s.create(t, "ServiceBinding", "servicebindings", "team-b", "steal", bindService("cluster-a", "frontend", "authz"))
-	s.create(t, "ServiceImport", "serviceimports", "team-b", "steal", catalogImport("", "steal", "cluster-a", "frontend", "steal"))
+	s.createGlobal(t, "team-b", "steal", catalogv1alpha1.GlobalServiceSpec{})
+	s.createBinding(t, "team-b", "steal", bindService("cluster-a", "frontend", "authz"))
+	s.createImport(t, "team-b", "steal", catalogImport("", "steal", "cluster-a", "frontend", "steal"))
 	eventually(t, 30*time.Second, "team B's binding and import refused", func() (bool, string) {
-		b := s.condition(t, "servicebindings", "team-b", "steal", "Valid")
-		i := s.condition(t, "serviceimports", "team-b", "steal", "Valid")
+		b := s.condition(t, "ServiceBinding", "team-b", "steal", "Valid")
+		i := s.condition(t, "ServiceImport", "team-b", "steal", "Valid")
 		return b == "False/"+catalog.ReasonNamespaceNotOwned && i == "False/"+catalog.ReasonNamespaceNotOwned, b + " " + i
 	})
 	s.noImport(t, s.a, "frontend", "steal")
@@ -354,10 +382,10 @@ func (s *catalogSuite) testFigure(t *testing.T) {
 	for i := range 5 {
 		name := fmt.Sprintf("fig-%d", i)
 		s.servePods(t, s.a, "frontend", name)
-		s.create(t, "GlobalService", "globalservices", "team-a", name, map[string]any{})
-		s.create(t, "ServiceImport", "serviceimports", "team-a", name, catalogImport("", name, "cluster-b", "apps", name))
+		s.createGlobal(t, "team-a", name, catalogv1alpha1.GlobalServiceSpec{})
+		s.createImport(t, "team-a", name, catalogImport("", name, "cluster-b", "apps", name))
 		start := time.Now()
-		s.create(t, "ServiceBinding", "servicebindings", "team-a", name, bindService("cluster-a", "frontend", name))
+		s.createBinding(t, "team-a", name, bindService("cluster-a", "frontend", name))
 		latencies = append(latencies, s.untilRules(t, s.b, "apps", name, start))
 	}
 	p := func(d []time.Duration, q float64) time.Duration {

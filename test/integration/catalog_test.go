@@ -11,8 +11,6 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -22,6 +20,7 @@ import (
 	"k8s.io/multiclusterservices/crds"
 
 	catalogv1alpha1 "k8s.io/multiclusterservices/apis/catalog/v1alpha1"
+	catalogclientset "k8s.io/multiclusterservices/client/catalog/clientset/versioned"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/kindconfig"
@@ -64,26 +63,26 @@ func TestCatalogAPI(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	teamB := impersonateDynamic(t, hub, "bob", "team-b")
+	teamB := impersonateCatalog(t, hub, "bob", "team-b").CatalogV1alpha1()
 	teamBKube := impersonateKube(t, hub, "bob", "team-b")
-	controller := impersonateDynamic(t, hub, controllerUser)
-	admin := dynamic.NewForConfigOrDie(hub.RESTConfig())
+	controller := impersonateCatalog(t, hub, controllerUser).CatalogV1alpha1()
+	admin := catalogclientset.NewForConfigOrDie(hub.RESTConfig()).CatalogV1alpha1()
 
-	gvr := func(r string) schema.GroupVersionResource { return catalogv1alpha1.SchemeGroupVersion.WithResource(r) }
-	obj := func(kind, ns, name string, spec map[string]any) *unstructured.Unstructured {
-		return &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": catalogv1alpha1.SchemeGroupVersion.String(), "kind": kind,
-			"metadata": map[string]any{"namespace": ns, "name": name}, "spec": spec,
-		}}
+	global := func(ns, name string) *catalogv1alpha1.GlobalService {
+		return &catalogv1alpha1.GlobalService{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	}
-	binding := func(ns, name string) *unstructured.Unstructured {
-		return obj("ServiceBinding", ns, name, map[string]any{"globalService": "authz", "cluster": "cluster-a",
-			"service": map[string]any{"namespace": "frontend", "name": "authz"}})
+	binding := func(ns, name string) *catalogv1alpha1.ServiceBinding {
+		return &catalogv1alpha1.ServiceBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: catalogv1alpha1.ServiceBindingSpec{GlobalService: "authz", Cluster: "cluster-a",
+				Service: &catalogv1alpha1.LocalName{Namespace: "frontend", Name: "authz"}}}
 	}
-	if _, err := admin.Resource(gvr("globalservices")).Namespace("team-a").Create(ctx, obj("GlobalService", "team-a", "authz", map[string]any{}), metav1.CreateOptions{}); err != nil {
+	condition := func(typ, reason string) metav1.Condition {
+		return metav1.Condition{Type: typ, Status: metav1.ConditionTrue, Reason: reason, Message: "x", LastTransitionTime: metav1.Now()}
+	}
+	if _, err := admin.GlobalServices("team-a").Create(ctx, global("team-a", "authz"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.Resource(gvr("servicebindings")).Namespace("team-a").Create(ctx, binding("team-a", "authz"), metav1.CreateOptions{}); err != nil {
+	if _, err := admin.ServiceBindings("team-a").Create(ctx, binding("team-a", "authz"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -94,37 +93,38 @@ func TestCatalogAPI(t *testing.T) {
 		do      func() error
 	}{
 		{what: "team-b writes a global service, a binding and an import in its namespace", allowed: true, do: func() error {
-			if _, err := teamB.Resource(gvr("globalservices")).Namespace("team-b").Create(ctx, obj("GlobalService", "team-b", "authz", map[string]any{}), metav1.CreateOptions{}); err != nil {
+			if _, err := teamB.GlobalServices("team-b").Create(ctx, global("team-b", "authz"), metav1.CreateOptions{}); err != nil {
 				return err
 			}
-			if _, err := teamB.Resource(gvr("servicebindings")).Namespace("team-b").Create(ctx, binding("team-b", "authz"), metav1.CreateOptions{}); err != nil {
+			if _, err := teamB.ServiceBindings("team-b").Create(ctx, binding("team-b", "authz"), metav1.CreateOptions{}); err != nil {
 				return err
 			}
-			_, err := teamB.Resource(gvr("serviceimports")).Namespace("team-b").Create(ctx, obj("ServiceImport", "team-b", "authz-a", map[string]any{
-				"globalService": map[string]any{"namespace": "team-a", "name": "authz"}, "cluster": "cluster-c",
-				"localName": map[string]any{"namespace": "shop", "name": "authz-a"}}), metav1.CreateOptions{})
+			_, err := teamB.ServiceImports("team-b").Create(ctx, &catalogv1alpha1.ServiceImport{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "authz-a"},
+				Spec: catalogv1alpha1.ServiceImportSpec{GlobalService: catalogv1alpha1.GlobalServiceRef{Namespace: "team-a", Name: "authz"},
+					Cluster: "cluster-c", LocalName: catalogv1alpha1.LocalName{Namespace: "shop", Name: "authz-a"}}}, metav1.CreateOptions{})
 			return err
 		}},
 		{what: "team-b binds under team-a's global service", do: func() error {
-			_, err := teamB.Resource(gvr("servicebindings")).Namespace("team-a").Create(ctx, binding("team-a", "inject"), metav1.CreateOptions{})
+			_, err := teamB.ServiceBindings("team-a").Create(ctx, binding("team-a", "inject"), metav1.CreateOptions{})
 			return err
 		}},
 		{what: "team-b changes team-a's binding", do: func() error {
-			b, err := admin.Resource(gvr("servicebindings")).Namespace("team-a").Get(ctx, "authz", metav1.GetOptions{})
+			b, err := admin.ServiceBindings("team-a").Get(ctx, "authz", metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
-			_ = unstructured.SetNestedField(b.Object, "cluster-b", "spec", "cluster")
-			_, err = teamB.Resource(gvr("servicebindings")).Namespace("team-a").Update(ctx, b, metav1.UpdateOptions{})
+			b.Spec.Cluster = "cluster-b"
+			_, err = teamB.ServiceBindings("team-a").Update(ctx, b, metav1.UpdateOptions{})
 			return err
 		}},
 		{what: "team-b writes the status of its own binding", do: func() error {
-			b, err := teamB.Resource(gvr("servicebindings")).Namespace("team-b").Get(ctx, "authz", metav1.GetOptions{})
+			b, err := teamB.ServiceBindings("team-b").Get(ctx, "authz", metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
-			_ = unstructured.SetNestedSlice(b.Object, []any{map[string]any{"type": "Ready", "status": "True", "reason": "Forged", "message": "x", "lastTransitionTime": "2026-01-01T00:00:00Z"}}, "status", "conditions")
-			_, err = teamB.Resource(gvr("servicebindings")).Namespace("team-b").UpdateStatus(ctx, b, metav1.UpdateOptions{})
+			b.Status.Conditions = []metav1.Condition{condition("Ready", "Forged")}
+			_, err = teamB.ServiceBindings("team-b").UpdateStatus(ctx, b, metav1.UpdateOptions{})
 			return err
 		}},
 		{what: "team-b claims more member namespaces on its hub namespace", do: func() error {
@@ -137,33 +137,35 @@ func TestCatalogAPI(t *testing.T) {
 			return err
 		}},
 		{what: "the controller writes a binding", do: func() error {
-			_, err := controller.Resource(gvr("servicebindings")).Namespace("team-a").Create(ctx, binding("team-a", "by-controller"), metav1.CreateOptions{})
+			_, err := controller.ServiceBindings("team-a").Create(ctx, binding("team-a", "by-controller"), metav1.CreateOptions{})
 			return err
 		}},
 		{what: "the controller writes a binding's status", allowed: true, do: func() error {
-			b, err := controller.Resource(gvr("servicebindings")).Namespace("team-a").Get(ctx, "authz", metav1.GetOptions{})
+			b, err := controller.ServiceBindings("team-a").Get(ctx, "authz", metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
-			_ = unstructured.SetNestedSlice(b.Object, []any{map[string]any{"type": "Valid", "status": "True", "reason": "Valid", "message": "ok", "lastTransitionTime": "2026-01-01T00:00:00Z"}}, "status", "conditions")
-			_, err = controller.Resource(gvr("servicebindings")).Namespace("team-a").UpdateStatus(ctx, b, metav1.UpdateOptions{})
+			b.Status.Conditions = []metav1.Condition{condition("Valid", "Valid")}
+			_, err = controller.ServiceBindings("team-a").UpdateStatus(ctx, b, metav1.UpdateOptions{})
 			return err
 		}},
 		{what: "a binding with both a Service and endpoints", invalid: true, do: func() error {
 			b := binding("team-b", "both")
-			_ = unstructured.SetNestedSlice(b.Object, []any{map[string]any{"address": "192.0.2.1"}}, "spec", "endpoints")
-			_ = unstructured.SetNestedSlice(b.Object, []any{map[string]any{"name": "http", "port": int64(80)}}, "spec", "ports")
-			_, err := teamB.Resource(gvr("servicebindings")).Namespace("team-b").Create(ctx, b, metav1.CreateOptions{})
+			b.Spec.Endpoints = []catalogv1alpha1.BoundEndpoint{{Address: "192.0.2.1"}}
+			b.Spec.Ports = []catalogv1alpha1.BoundPort{{Name: "http", Port: 80}}
+			_, err := teamB.ServiceBindings("team-b").Create(ctx, b, metav1.CreateOptions{})
 			return err
 		}},
 		{what: "a binding of endpoints without ports", invalid: true, do: func() error {
-			b := obj("ServiceBinding", "team-b", "portless", map[string]any{"globalService": "authz", "cluster": "cluster-a",
-				"endpoints": []any{map[string]any{"address": "192.0.2.1"}}})
-			_, err := teamB.Resource(gvr("servicebindings")).Namespace("team-b").Create(ctx, b, metav1.CreateOptions{})
+			b := binding("team-b", "portless")
+			b.Spec.Service, b.Spec.Endpoints = nil, []catalogv1alpha1.BoundEndpoint{{Address: "192.0.2.1"}}
+			_, err := teamB.ServiceBindings("team-b").Create(ctx, b, metav1.CreateOptions{})
 			return err
 		}},
 		{what: "a global service with an unknown import policy", invalid: true, do: func() error {
-			_, err := teamB.Resource(gvr("globalservices")).Namespace("team-b").Create(ctx, obj("GlobalService", "team-b", "odd", map[string]any{"importPolicy": "Some"}), metav1.CreateOptions{})
+			g := global("team-b", "odd")
+			g.Spec.ImportPolicy = "Some"
+			_, err := teamB.GlobalServices("team-b").Create(ctx, g, metav1.CreateOptions{})
 			return err
 		}},
 	}
@@ -180,11 +182,11 @@ func TestCatalogAPI(t *testing.T) {
 	}
 	// The default import policy is Selected: a service is imported only
 	// where asked.
-	g, err := admin.Resource(gvr("globalservices")).Namespace("team-a").Get(ctx, "authz", metav1.GetOptions{})
+	g, err := admin.GlobalServices("team-a").Get(ctx, "authz", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, _, _ := unstructured.NestedString(g.Object, "spec", "importPolicy"); p != string(catalogv1alpha1.ImportSelected) {
+	if p := g.Spec.ImportPolicy; p != catalogv1alpha1.ImportSelected {
 		t.Errorf("default importPolicy %q", p)
 	}
 	// kubectl get shows the columns that matter.
@@ -223,9 +225,9 @@ func impersonateConfig(t *testing.T, hub *framework.Cluster, user string, groups
 	return path
 }
 
-func impersonateDynamic(t *testing.T, hub *framework.Cluster, user string, groups ...string) dynamic.Interface {
+func impersonateCatalog(t *testing.T, hub *framework.Cluster, user string, groups ...string) catalogclientset.Interface {
 	t.Helper()
-	return dynamic.NewForConfigOrDie(impersonateRESTConfig(t, hub, user, groups...))
+	return catalogclientset.NewForConfigOrDie(impersonateRESTConfig(t, hub, user, groups...))
 }
 
 func impersonateKube(t *testing.T, hub *framework.Cluster, user string, groups ...string) kubernetes.Interface {

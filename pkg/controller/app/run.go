@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	compmetrics "k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
+	catalogclientset "k8s.io/multiclusterservices/client/catalog/clientset/versioned"
 	"k8s.io/multiclusterservices/proxy"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/inventory"
@@ -128,7 +129,7 @@ func Run(ctx context.Context, o *Options) error {
 			configure(hubCfg)
 		}
 		catalogCfg = &mcs.CatalogConfig{HealthProbesPerTeam: o.HealthProbesPerTeam, HealthProbes: o.HealthProbes}
-		if catalogCfg.Hub, err = dynamic.NewForConfig(hubCfg); err != nil {
+		if catalogCfg.Hub, err = catalogclientset.NewForConfig(hubCfg); err != nil {
 			return err
 		}
 		if catalogCfg.HubKube, err = kubernetes.NewForConfig(hubCfg); err != nil {

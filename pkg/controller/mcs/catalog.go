@@ -15,13 +15,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -36,6 +31,9 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	catalogv1alpha1 "k8s.io/multiclusterservices/apis/catalog/v1alpha1"
+	catalogclientset "k8s.io/multiclusterservices/client/catalog/clientset/versioned"
+	cataloginformers "k8s.io/multiclusterservices/client/catalog/informers/externalversions"
+	cataloglisters "k8s.io/multiclusterservices/client/catalog/listers/catalog/v1alpha1"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/clustersetip"
 )
@@ -53,7 +51,7 @@ import (
 type CatalogConfig struct {
 	// Hub reads the catalog objects and writes their status; HubKube reads
 	// the teams' namespaces and records events.
-	Hub     dynamic.Interface
+	Hub     catalogclientset.Interface
 	HubKube kubernetes.Interface
 	// HealthProbesPerTeam and HealthProbes bound the addresses that
 	// health checks probe, of one team and in all (health.go); zero is
@@ -65,12 +63,6 @@ func init() {
 	utilruntime.Must(catalogv1alpha1.AddToScheme(scheme.Scheme))
 }
 
-var (
-	globalServicesResource = catalogv1alpha1.SchemeGroupVersion.WithResource("globalservices")
-	bindingsResource       = catalogv1alpha1.SchemeGroupVersion.WithResource("servicebindings")
-	catalogImportsResource = catalogv1alpha1.SchemeGroupVersion.WithResource("serviceimports")
-)
-
 // catalogKeyPrefix starts the clusterset IP allocator's key of a global
 // service, which can never be a namespace/name.
 const catalogKeyPrefix = "catalog:"
@@ -79,7 +71,9 @@ const catalogKeyPrefix = "catalog:"
 // its last resolution decided.
 type catalogState struct {
 	cfg      CatalogConfig
-	informer map[schema.GroupVersionResource]cache.SharedIndexInformer
+	globals  cataloglisters.GlobalServiceLister
+	bindings cataloglisters.ServiceBindingLister
+	imports  cataloglisters.ServiceImportLister
 	teams    corelisters.NamespaceLister
 	synced   []cache.InformerSynced
 	recorder record.EventRecorder
@@ -107,11 +101,10 @@ func newCatalogState(cfg CatalogConfig) *catalogState {
 		cfg.HealthProbes = DefaultHealthProbes
 	}
 	s := &catalogState{
-		cfg:      cfg,
-		informer: map[schema.GroupVersionResource]cache.SharedIndexInformer{},
-		queue:    workqueue.NewTypedRateLimitingQueueWithConfig(rateLimiter(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "catalog"}),
-		bound:    map[string]bool{},
-		placed:   map[string]bool{},
+		cfg:    cfg,
+		queue:  workqueue.NewTypedRateLimitingQueueWithConfig(rateLimiter(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "catalog"}),
+		bound:  map[string]bool{},
+		placed: map[string]bool{},
 	}
 	s.health = newHealthChecker(func() { s.queue.Add(catalogQueueKey) })
 	return s
@@ -146,28 +139,29 @@ func (c *Controller) runCatalog(ctx context.Context, run func(func(context.Conte
 // stops its event recorder.
 func (c *Controller) startCatalog(ctx context.Context) (shutdown func(), err error) {
 	s := c.catalog
-	dyn := dynamicinformer.NewDynamicSharedInformerFactory(s.cfg.Hub, 0)
+	hub := cataloginformers.NewSharedInformerFactory(s.cfg.Hub, 0)
 	kube := informers.NewSharedInformerFactory(s.cfg.HubKube, 0)
 	enqueue := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { s.queue.Add(catalogQueueKey) },
 		UpdateFunc: func(old, cur any) { s.queue.Add(catalogQueueKey) },
 		DeleteFunc: func(any) { s.queue.Add(catalogQueueKey) },
 	}
-	for _, r := range []schema.GroupVersionResource{globalServicesResource, bindingsResource, catalogImportsResource} {
-		inf := dyn.ForResource(r).Informer()
-		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc: enqueue.AddFunc, DeleteFunc: enqueue.DeleteFunc,
-			// Status writes (ours) change nothing the resolution reads.
-			UpdateFunc: func(old, cur any) {
-				o, ok1 := old.(*unstructured.Unstructured)
-				n, ok2 := cur.(*unstructured.Unstructured)
-				if ok1 && ok2 && o.GetGeneration() == n.GetGeneration() && apiequality.Semantic.DeepEqual(o.GetLabels(), n.GetLabels()) {
-					return
-				}
-				s.queue.Add(catalogQueueKey)
-			},
-		})
-		s.informer[r] = inf
+	catalogObjects := cache.ResourceEventHandlerFuncs{
+		AddFunc: enqueue.AddFunc, DeleteFunc: enqueue.DeleteFunc,
+		// Status writes (ours) change nothing the resolution reads.
+		UpdateFunc: func(old, cur any) {
+			o, ok1 := old.(metav1.Object)
+			n, ok2 := cur.(metav1.Object)
+			if ok1 && ok2 && o.GetGeneration() == n.GetGeneration() && apiequality.Semantic.DeepEqual(o.GetLabels(), n.GetLabels()) {
+				return
+			}
+			s.queue.Add(catalogQueueKey)
+		},
+	}
+	objs := hub.Catalog().V1alpha1()
+	s.globals, s.bindings, s.imports = objs.GlobalServices().Lister(), objs.ServiceBindings().Lister(), objs.ServiceImports().Lister()
+	for _, inf := range []cache.SharedIndexInformer{objs.GlobalServices().Informer(), objs.ServiceBindings().Informer(), objs.ServiceImports().Informer()} {
+		_, _ = inf.AddEventHandler(catalogObjects)
 		s.synced = append(s.synced, inf.HasSynced)
 	}
 	nsInf := kube.Core().V1().Namespaces().Informer()
@@ -177,7 +171,7 @@ func (c *Controller) startCatalog(ctx context.Context) (shutdown func(), err err
 	b := record.NewBroadcaster()
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: s.cfg.HubKube.CoreV1().Events("")})
 	s.recorder = b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "mcs-controller"})
-	dyn.Start(ctx.Done())
+	hub.Start(ctx.Done())
 	kube.Start(ctx.Done())
 	wctx, cancel := context.WithTimeout(ctx, c.cfg.InitialSyncTimeout+time.Minute)
 	defer cancel()
@@ -204,36 +198,15 @@ func (c *Controller) processCatalog(ctx context.Context) bool {
 	return true
 }
 
-// listCatalog returns every object of resource r in the hub's cache, as T.
-func listCatalog[T any](logger klog.Logger, s *catalogState, r schema.GroupVersionResource) []*T {
-	var out []*T
-	for _, o := range s.informer[r].GetStore().List() {
-		u, ok := o.(*unstructured.Unstructured)
-		if !ok {
-			continue
-		}
-		t := new(T)
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, t); err != nil {
-			logger.Info("Ignoring a catalog object that does not decode", "resource", r.Resource, "object", klog.KObj(u), "err", err)
-			continue
-		}
-		out = append(out, t)
-	}
-	return out
-}
-
 // syncCatalog resolves the catalog and records, for every local name it
 // places (and every one it placed before), what each member should hold;
 // then it writes the catalog objects' status.
 func (c *Controller) syncCatalog(ctx context.Context) error {
-	logger := klog.FromContext(ctx)
 	s := c.catalog
-	cat := catalog.Catalog{
-		GlobalServices: listCatalog[catalogv1alpha1.GlobalService](logger, s, globalServicesResource),
-		Bindings:       listCatalog[catalogv1alpha1.ServiceBinding](logger, s, bindingsResource),
-		Imports:        listCatalog[catalogv1alpha1.ServiceImport](logger, s, catalogImportsResource),
-		Teams:          map[string][]string{},
-	}
+	cat := catalog.Catalog{Teams: map[string][]string{}}
+	cat.GlobalServices, _ = s.globals.List(labels.Everything())
+	cat.Bindings, _ = s.bindings.List(labels.Everything())
+	cat.Imports, _ = s.imports.List(labels.Everything())
 	namespaces, _ := s.teams.List(labels.Everything())
 	for _, ns := range namespaces {
 		if owned := catalog.MemberNamespaces(ns.Annotations); len(owned) > 0 {

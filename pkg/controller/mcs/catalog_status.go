@@ -13,9 +13,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/multiclusterservices/catalog"
 	"k8s.io/multiclusterservices/export"
 
@@ -113,98 +112,155 @@ func (st *catalogStatus) global(svc *catalog.Service, clusters, ips []string, ip
 // and tells each object that became invalid, or valid again, in an event.
 func (st *catalogStatus) write(ctx context.Context, c *Controller) error {
 	s := c.catalog
-	var errs []error
-	for _, r := range []schema.GroupVersionResource{globalServicesResource, bindingsResource, catalogImportsResource} {
-		kind := map[schema.GroupVersionResource]string{globalServicesResource: "GlobalService", bindingsResource: "ServiceBinding", catalogImportsResource: "ServiceImport"}[r]
-		for _, o := range s.informer[r].GetStore().List() {
-			u, ok := o.(*unstructured.Unstructured)
-			if !ok {
-				continue
-			}
-			key := kind + "/" + u.GetNamespace() + "/" + u.GetName()
-			valid, known := st.res.Valid[key]
-			if !known {
-				continue
-			}
-			status, _, _ := unstructured.NestedMap(u.Object, "status")
-			var have statusFields
-			if status != nil {
-				_ = runtime.DefaultUnstructuredConverter.FromUnstructured(status, &have)
-			}
-			conds := slices.Clone(have.Conditions)
-			before := have.Conditions
-			valid.ObservedGeneration = u.GetGeneration()
-			meta.SetStatusCondition(&conds, valid)
-			ready, hasReady := st.ready[key]
-			if !hasReady && valid.Status == metav1.ConditionTrue {
-				ready = readyCondition(metav1.ConditionFalse, "NotPlaced", "not imported anywhere")
-				if kind == "ServiceBinding" {
-					ready = readyCondition(metav1.ConditionFalse, "NoReadyEndpoints", "no endpoints")
-				}
-			} else if !hasReady {
-				ready = readyCondition(metav1.ConditionFalse, valid.Reason, valid.Message)
-			}
-			ready.ObservedGeneration = u.GetGeneration()
-			meta.SetStatusCondition(&conds, ready)
-			probed, checked := st.probed[key]
-			if checked {
-				probed.ObservedGeneration = u.GetGeneration()
-				meta.SetStatusCondition(&conds, probed)
-			} else {
-				meta.RemoveStatusCondition(&conds, catalog.ConditionHealthChecked)
-			}
-
-			fields := statusFields{Conditions: conds, Clusters: st.clusters[key], Endpoints: st.health[key]}
-			if valid.Status == metav1.ConditionTrue && ready.Status == metav1.ConditionTrue {
-				fields.IPs = st.ips[key]
-			}
-			want, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&fields)
-			if err != nil {
-				return err
-			}
-			if apiequality.Semantic.DeepEqual(normalize(status), normalize(want)) {
-				continue
-			}
-			update := u.DeepCopy()
-			if err := unstructured.SetNestedField(update.Object, want, "status"); err != nil {
-				return err
-			}
-			if _, err := s.cfg.Hub.Resource(r).Namespace(u.GetNamespace()).UpdateStatus(ctx, update, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				errs = append(errs, fmt.Errorf("updating the status of %s: %w", key, err))
-				continue
-			}
-			if b := meta.FindStatusCondition(before, catalog.ConditionValid); (b == nil || b.Reason != valid.Reason) && valid.Status == metav1.ConditionFalse {
-				s.recorder.Event(update, v1.EventTypeWarning, valid.Reason, valid.Message)
-			}
-			if b := meta.FindStatusCondition(before, catalog.ConditionHealthChecked); checked && (b == nil || b.Reason != probed.Reason) && probed.Status == metav1.ConditionFalse {
-				s.recorder.Event(update, v1.EventTypeWarning, probed.Reason, probed.Message)
-			}
-		}
-	}
+	client := s.cfg.Hub.CatalogV1alpha1()
+	opts := metav1.UpdateOptions{}
+	globals, _ := s.globals.List(labels.Everything())
+	errs := writeStatus(ctx, st, s, "GlobalService", globals,
+		func(o *catalogv1alpha1.GlobalService) *catalogv1alpha1.GlobalServiceStatus { return &o.Status },
+		func(key string, next nextStatus) catalogv1alpha1.GlobalServiceStatus {
+			return catalogv1alpha1.GlobalServiceStatus{Conditions: next.conds, Clusters: st.clusters[key], IPs: next.ips(st, key)}
+		},
+		func(ctx context.Context, o *catalogv1alpha1.GlobalService) error {
+			_, err := client.GlobalServices(o.Namespace).UpdateStatus(ctx, o, opts)
+			return err
+		})
+	bindings, _ := s.bindings.List(labels.Everything())
+	errs = append(errs, writeStatus(ctx, st, s, "ServiceBinding", bindings,
+		func(o *catalogv1alpha1.ServiceBinding) *catalogv1alpha1.ServiceBindingStatus { return &o.Status },
+		func(key string, next nextStatus) catalogv1alpha1.ServiceBindingStatus {
+			return catalogv1alpha1.ServiceBindingStatus{Conditions: next.conds, Endpoints: st.health[key]}
+		},
+		func(ctx context.Context, o *catalogv1alpha1.ServiceBinding) error {
+			_, err := client.ServiceBindings(o.Namespace).UpdateStatus(ctx, o, opts)
+			return err
+		})...)
+	imports, _ := s.imports.List(labels.Everything())
+	errs = append(errs, writeStatus(ctx, st, s, "ServiceImport", imports,
+		func(o *catalogv1alpha1.ServiceImport) *catalogv1alpha1.ServiceImportStatus { return &o.Status },
+		func(key string, next nextStatus) catalogv1alpha1.ServiceImportStatus {
+			return catalogv1alpha1.ServiceImportStatus{Conditions: next.conds, IPs: next.ips(st, key)}
+		},
+		func(ctx context.Context, o *catalogv1alpha1.ServiceImport) error {
+			_, err := client.ServiceImports(o.Namespace).UpdateStatus(ctx, o, opts)
+			return err
+		})...)
 	return errors.Join(errs...)
 }
 
-// statusFields are the fields of the three kinds' status this controller
-// writes (each kind has the ones it has); empty ones are left out.
-type statusFields struct {
-	Conditions []metav1.Condition               `json:"conditions,omitempty"`
-	IPs        []string                         `json:"ips,omitempty"`
-	Clusters   []catalogv1alpha1.BackendCluster `json:"clusters,omitempty"`
-	Endpoints  []catalogv1alpha1.EndpointHealth `json:"endpoints,omitempty"`
+// statusConditions are the conditions of a catalog kind's status.
+type statusConditions interface {
+	catalogv1alpha1.GlobalServiceStatus | catalogv1alpha1.ServiceBindingStatus | catalogv1alpha1.ServiceImportStatus
 }
 
-// normalize makes a status map comparable with one built here: JSON
-// numbers and empty fields as the apiserver returns them.
-func normalize(m map[string]any) map[string]any {
-	if m == nil {
-		return map[string]any{}
-	}
-	out := map[string]any{}
-	for k, v := range m {
-		if l, ok := v.([]any); ok && len(l) == 0 {
+// writeStatus writes, for the objects of one catalog kind (objs, from the
+// hub's cache, never changed), the status want makes of the resolution
+// where it differs from the status they have (status returns it).
+func writeStatus[T interface {
+	metav1.Object
+	runtime.Object
+}, S statusConditions](ctx context.Context, st *catalogStatus, s *catalogState, kind string, objs []T,
+	status func(T) *S, want func(key string, next nextStatus) S, update func(context.Context, T) error) []error {
+	var errs []error
+	for _, o := range objs {
+		key := catalog.ObjectKey(kind, o)
+		before := conditionsOf(*status(o))
+		next, ok := st.next(key, o, before)
+		if !ok {
 			continue
 		}
-		out[k] = runtime.DeepCopyJSONValue(v)
+		w := want(key, next)
+		if apiequality.Semantic.DeepEqual(*status(o), w) {
+			continue
+		}
+		u := o.DeepCopyObject().(T)
+		*status(u) = w
+		if err := next.written(s, key, u, before, update(ctx, u)); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	return out
+	return errs
+}
+
+func conditionsOf[S statusConditions](status S) []metav1.Condition {
+	switch st := any(status).(type) {
+	case catalogv1alpha1.GlobalServiceStatus:
+		return st.Conditions
+	case catalogv1alpha1.ServiceBindingStatus:
+		return st.Conditions
+	case catalogv1alpha1.ServiceImportStatus:
+		return st.Conditions
+	}
+	return nil
+}
+
+// nextStatus is what one resolution makes of a catalog object's
+// conditions.
+type nextStatus struct {
+	conds         []metav1.Condition
+	valid, probed metav1.Condition
+	// checked: the object has a health check (and probed is its
+	// HealthChecked condition).
+	checked bool
+	// showIPs: the object is valid and ready, and its status shows its
+	// clusterset IPs.
+	showIPs bool
+}
+
+// ips are the clusterset IPs the status of object key shows.
+func (n nextStatus) ips(st *catalogStatus, key string) []string {
+	if !n.showIPs {
+		return nil
+	}
+	return st.ips[key]
+}
+
+// next computes the conditions of the catalog object key (kind/namespace/name)
+// from those it has; false when the resolution did not see it.
+func (st *catalogStatus) next(key string, o metav1.Object, have []metav1.Condition) (nextStatus, bool) {
+	valid, known := st.res.Valid[key]
+	if !known {
+		return nextStatus{}, false
+	}
+	conds := slices.Clone(have)
+	valid.ObservedGeneration = o.GetGeneration()
+	meta.SetStatusCondition(&conds, valid)
+	ready, hasReady := st.ready[key]
+	if !hasReady && valid.Status == metav1.ConditionTrue {
+		ready = readyCondition(metav1.ConditionFalse, "NotPlaced", "not imported anywhere")
+		if strings.HasPrefix(key, "ServiceBinding/") {
+			ready = readyCondition(metav1.ConditionFalse, "NoReadyEndpoints", "no endpoints")
+		}
+	} else if !hasReady {
+		ready = readyCondition(metav1.ConditionFalse, valid.Reason, valid.Message)
+	}
+	ready.ObservedGeneration = o.GetGeneration()
+	meta.SetStatusCondition(&conds, ready)
+	probed, checked := st.probed[key]
+	if checked {
+		probed.ObservedGeneration = o.GetGeneration()
+		meta.SetStatusCondition(&conds, probed)
+	} else {
+		meta.RemoveStatusCondition(&conds, catalog.ConditionHealthChecked)
+	}
+	return nextStatus{conds: conds, valid: valid, probed: probed, checked: checked,
+		showIPs: valid.Status == metav1.ConditionTrue && ready.Status == metav1.ConditionTrue}, true
+}
+
+// written reports the status update of catalog object key (err is the
+// update's): an object gone is no error; one that became invalid, or
+// whose addresses went over the probe limits, gets an event.
+func (n nextStatus) written(s *catalogState, key string, update runtime.Object, before []metav1.Condition, err error) error {
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("updating the status of %s: %w", key, err)
+	}
+	if b := meta.FindStatusCondition(before, catalog.ConditionValid); (b == nil || b.Reason != n.valid.Reason) && n.valid.Status == metav1.ConditionFalse {
+		s.recorder.Event(update, v1.EventTypeWarning, n.valid.Reason, n.valid.Message)
+	}
+	if b := meta.FindStatusCondition(before, catalog.ConditionHealthChecked); n.checked && (b == nil || b.Reason != n.probed.Reason) && n.probed.Status == metav1.ConditionFalse {
+		s.recorder.Event(update, v1.EventTypeWarning, n.probed.Reason, n.probed.Message)
+	}
+	return nil
 }

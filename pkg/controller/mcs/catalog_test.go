@@ -10,11 +10,9 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/multiclusterservices/catalog"
 	"k8s.io/multiclusterservices/export"
@@ -22,6 +20,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	catalogv1alpha1 "k8s.io/multiclusterservices/apis/catalog/v1alpha1"
+	catalogfake "k8s.io/multiclusterservices/client/catalog/clientset/versioned/fake"
 )
 
 func hubNamespace(name, owns string) *v1.Namespace {
@@ -31,15 +30,9 @@ func hubNamespace(name, owns string) *v1.Namespace {
 // newCatalogClusterset is a clusterset of cluster-a, -b and -c in catalog
 // mode, over a fake hub holding objs; cluster-a has Service
 // frontend/authz with one endpoint, cluster-c the namespace shop.
-func newCatalogClusterset(t *testing.T, objs ...runtime.Object) (*Controller, map[string]*fakeMember, *dynamicfake.FakeDynamicClient) {
+func newCatalogClusterset(t *testing.T, objs ...runtime.Object) (*Controller, map[string]*fakeMember, *catalogfake.Clientset) {
 	t.Helper()
-	sch := runtime.NewScheme()
-	if err := catalogv1alpha1.AddToScheme(sch); err != nil {
-		t.Fatal(err)
-	}
-	hub := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(sch, map[schema.GroupVersionResource]string{
-		globalServicesResource: "GlobalServiceList", bindingsResource: "ServiceBindingList", catalogImportsResource: "ServiceImportList",
-	}, objs...)
+	hub := catalogfake.NewSimpleClientset(objs...)
 	hubKube := kubefake.NewSimpleClientset(hubNamespace("team-a", "frontend"), hubNamespace("team-b", "cluster-c/shop"))
 	frontend := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "frontend"}}
 	c, ms := newFakeClusterset(t, Config{Catalog: &CatalogConfig{Hub: hub, HubKube: hubKube}}, []string{"cluster-a", "cluster-b", "cluster-c"}, nil, map[string][]runtime.Object{
@@ -83,21 +76,35 @@ func syncCatalogAll(t *testing.T, c *Controller) {
 	}
 }
 
-func hubStatus(t *testing.T, hub *dynamicfake.FakeDynamicClient, r schema.GroupVersionResource, ns, name string) (conds []metav1.Condition, ips []string) {
+// hubStatus is the conditions and IPs of the catalog object of kind
+// (GlobalService, ServiceBinding or ServiceImport) ns/name in the hub.
+func hubStatus(t *testing.T, hub *catalogfake.Clientset, kind, ns, name string) (conds []metav1.Condition, ips []string) {
 	t.Helper()
-	u, err := hub.Resource(r).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+	client := hub.CatalogV1alpha1()
+	var err error
+	switch kind {
+	case "GlobalService":
+		var o *catalogv1alpha1.GlobalService
+		if o, err = client.GlobalServices(ns).Get(context.Background(), name, metav1.GetOptions{}); err == nil {
+			conds, ips = o.Status.Conditions, o.Status.IPs
+		}
+	case "ServiceBinding":
+		var o *catalogv1alpha1.ServiceBinding
+		if o, err = client.ServiceBindings(ns).Get(context.Background(), name, metav1.GetOptions{}); err == nil {
+			conds = o.Status.Conditions
+		}
+	case "ServiceImport":
+		var o *catalogv1alpha1.ServiceImport
+		if o, err = client.ServiceImports(ns).Get(context.Background(), name, metav1.GetOptions{}); err == nil {
+			conds, ips = o.Status.Conditions, o.Status.IPs
+		}
+	default:
+		t.Fatalf("no catalog kind %s", kind)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st struct {
-		Conditions []metav1.Condition `json:"conditions"`
-		IPs        []string           `json:"ips"`
-	}
-	status, _, _ := unstructured.NestedMap(u.Object, "status")
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(status, &st); err != nil {
-		t.Fatal(err)
-	}
-	return st.Conditions, st.IPs
+	return conds, ips
 }
 
 // The seed's federated stories through the controller: team A's authz,
@@ -139,7 +146,7 @@ func TestCoreCatalog(t *testing.T) {
 	a, b, cc := ms["cluster-a"], ms["cluster-b"], ms["cluster-c"]
 	syncCatalogAll(t, c)
 	// Resolved before the member holds it: not Ready yet.
-	if conds, _ := hubStatus(t, hub, catalogImportsResource, "team-b", "authz-a"); meta.FindStatusCondition(conds, "Ready") == nil ||
+	if conds, _ := hubStatus(t, hub, "ServiceImport", "team-b", "authz-a"); meta.FindStatusCondition(conds, "Ready") == nil ||
 		meta.FindStatusCondition(conds, "Ready").Reason != "Pending" {
 		t.Errorf("catalog import status before the member holds the import: %+v", conds)
 	}
@@ -183,29 +190,30 @@ func TestCoreCatalog(t *testing.T) {
 
 	// The hub says so, once the member holds it; before, the import was
 	// Pending.
-	conds, ips := hubStatus(t, hub, globalServicesResource, "team-a", "authz")
+	conds, ips := hubStatus(t, hub, "GlobalService", "team-a", "authz")
 	if cond := meta.FindStatusCondition(conds, "Ready"); cond == nil || cond.Status != metav1.ConditionTrue || !slices.Equal(ips, si.Spec.IPs) {
 		t.Errorf("global service status: %+v ips %v", conds, ips)
 	}
-	conds, ips = hubStatus(t, hub, catalogImportsResource, "team-b", "authz-a")
+	conds, ips = hubStatus(t, hub, "ServiceImport", "team-b", "authz-a")
 	if cond := meta.FindStatusCondition(conds, "Ready"); cond == nil || cond.Status != metav1.ConditionTrue || !slices.Equal(ips, si.Spec.IPs) {
 		t.Errorf("catalog import status: %+v ips %v", conds, ips)
 	}
-	conds, _ = hubStatus(t, hub, bindingsResource, "team-b", "hijack")
+	conds, _ = hubStatus(t, hub, "ServiceBinding", "team-b", "hijack")
 	if cond := meta.FindStatusCondition(conds, "Valid"); cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != catalog.ReasonGlobalServiceNotFound {
 		t.Errorf("team-b's hijacking binding: %+v", conds)
 	}
-	conds, _ = hubStatus(t, hub, bindingsResource, "team-a", "vms")
+	conds, _ = hubStatus(t, hub, "ServiceBinding", "team-a", "vms")
 	if cond := meta.FindStatusCondition(conds, "Ready"); cond == nil || cond.Status != metav1.ConditionTrue {
 		t.Errorf("the VMs' binding: %+v", conds)
 	}
 
 	// The import is deleted from the catalog: cluster-c's goes.
-	if err := hub.Resource(catalogImportsResource).Namespace("team-b").Delete(context.Background(), "authz-a", metav1.DeleteOptions{}); err != nil {
+	if err := hub.CatalogV1alpha1().ServiceImports("team-b").Delete(context.Background(), "authz-a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitCache(t, "the catalog import gone from the hub's cache", func() bool {
-		return len(c.catalog.informer[catalogImportsResource].GetStore().List()) == 0
+		imports, _ := c.catalog.imports.List(labels.Everything())
+		return len(imports) == 0
 	})
 	syncCatalogAll(t, c)
 	if _, err := cc.mcs.MulticlusterV1beta1().ServiceImports("shop").Get(context.Background(), "authz-a", metav1.GetOptions{}); err == nil {

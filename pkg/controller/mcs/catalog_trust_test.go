@@ -10,14 +10,13 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/multiclusterservices/catalog"
 	"k8s.io/utils/ptr"
 
 	catalogv1alpha1 "k8s.io/multiclusterservices/apis/catalog/v1alpha1"
+	catalogfake "k8s.io/multiclusterservices/client/catalog/clientset/versioned/fake"
 )
 
 // Attacks of a team on the catalog's controller, through objects its
@@ -53,18 +52,13 @@ func catalogAddresses(ns, name string, age int, cluster string, hc bool, addrs .
 }
 
 // bindingStatus is a binding's status in the hub.
-func bindingStatus(t *testing.T, hub *dynamicfake.FakeDynamicClient, ns, name string) catalogv1alpha1.ServiceBindingStatus {
+func bindingStatus(t *testing.T, hub *catalogfake.Clientset, ns, name string) catalogv1alpha1.ServiceBindingStatus {
 	t.Helper()
-	u, err := hub.Resource(bindingsResource).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+	b, err := hub.CatalogV1alpha1().ServiceBindings(ns).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st catalogv1alpha1.ServiceBindingStatus
-	status, _, _ := unstructured.NestedMap(u.Object, "status")
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(status, &st); err != nil {
-		t.Fatal(err)
-	}
-	return st
+	return b.Status
 }
 
 func conditionOf(conds []metav1.Condition, typ string) string {
@@ -211,7 +205,7 @@ func TestCatalogRefusedNamespaces(t *testing.T) {
 	}{
 		{"the binding of kube-system/kube-dns", bindingStatus(t, hub, "ops", "kube-dns").Conditions},
 		{"the import into kube-system", func() []metav1.Condition {
-			conds, _ := hubStatus(t, hub, catalogImportsResource, "ops", "into-kube-system")
+			conds, _ := hubStatus(t, hub, "ServiceImport", "ops", "into-kube-system")
 			return conds
 		}()},
 	} {
