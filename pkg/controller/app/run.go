@@ -195,6 +195,7 @@ func Run(ctx context.Context, o *Options) error {
 		InitialSyncTimeout: o.InitialSyncTimeout,
 		Catalog:            catalogCfg,
 		ClusterSelection:   o.FeatureGates.Enabled(features.MultiClusterServiceClusterSelection),
+		ClusterProperties:  inv.ClusterProperties,
 	}, metrics)
 	if err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
 	"k8s.io/multiclusterservices/export"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
@@ -55,6 +56,9 @@ type desiredState struct {
 	// one local name in different clusters. A member without a variant
 	// holds nothing of it. The other fields are then unused.
 	Variants map[string]*desiredState
+	// ClusterSelectors are the resolved clusterSelectors (KEP-5939) of a
+	// ClusterSetIP import; always empty with the gate off.
+	ClusterSelectors []csv1beta1.ClusterSelector
 	// removed records, for a name no cluster exports (Import nil), the
 	// members that hold nothing of it any more; once all do, the name is
 	// forgotten (prune). Guarded by Controller.mu.
@@ -71,6 +75,7 @@ func (c *Controller) syncClusterset(ctx context.Context, key string) error {
 	refused := slices.Contains(c.cfg.RefusedNamespaces, ns)
 	var exports []export.Export
 	validity := map[string]export.Validity{}
+	selectors := map[string][]csv1beta1.ClusterSelector{}
 	// One snapshot of the members for the whole merge: one that joins or
 	// leaves meanwhile is merged again by its own enqueueAll.
 	members := c.memberList()
@@ -105,6 +110,11 @@ func (c *Controller) syncClusterset(ctx context.Context, key string) error {
 			// Control data never travels in an exporter's maps.
 			v = export.ValidateExportedMetadata(se)
 		}
+		if v.Valid && c.cfg.ClusterSelection {
+			sels := exportSelectors(m, key)
+			v = export.ValidateClusterSelectors(svc, sels)
+			selectors[m.id] = sels
+		}
 		validity[m.id] = v
 		if v.Valid {
 			var notBefore time.Time
@@ -137,6 +147,12 @@ func (c *Controller) syncClusterset(ctx context.Context, key string) error {
 		r = export.Merge(exports)
 		r.Labels, r.Annotations, r.Conflicts = all.Labels, all.Annotations, all.Conflicts
 	}
+	var clusterSelectors []csv1beta1.ClusterSelector
+	if c.cfg.ClusterSelection {
+		var conflicts []export.Conflict
+		clusterSelectors, conflicts = export.MergeClusterSelectors(exports, func(id string) []csv1beta1.ClusterSelector { return selectors[id] })
+		r.Conflicts = append(r.Conflicts, conflicts...)
+	}
 	d := &desiredState{ExportConditions: map[string][]metav1.Condition{}}
 	readyMessage := ""
 	if missing := membersWithoutNamespace(members, ns); len(exports) > 0 && len(missing) > 0 {
@@ -160,6 +176,9 @@ func (c *Controller) syncClusterset(ctx context.Context, key string) error {
 	} else {
 		d.Import = c.desiredImport(key, ns, name, r, d)
 		d.Clusters = r.Clusters
+		if r.Spec.Type == mcsv1beta1.ClusterSetIP {
+			d.ClusterSelectors = clusterSelectors
+		}
 		d.Slices = map[string]*discoveryv1.EndpointSlice{}
 		// An expired source cluster still counts for the import (its last
 		// known export) but its endpoints are withdrawn, so that traffic

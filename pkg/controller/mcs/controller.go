@@ -99,6 +99,10 @@ type Config struct {
 	// resolve exports' clusterSelectors (KEP-5939) into the imports (see
 	// clusterselection.go). Off, those fields are neither read nor written.
 	ClusterSelection bool
+	// ClusterProperties returns a member's merged cluster properties (its
+	// ClusterProfile's and its own, inventory.MergeProperties), read when
+	// its ClusterProperties change; nil uses its own only.
+	ClusterProperties func(ctx context.Context, clusterID string) (map[string]string, error)
 }
 
 // Controller is the mcs-controller.
@@ -338,6 +342,12 @@ func (c *Controller) stopMembers() {
 func (c *Controller) startInformers(ctx context.Context, m *member) {
 	m.ctx, m.cancel = context.WithCancel(ctx)
 	c.addHandlers(m)
+	if c.cfg.ClusterSelection && m.sel == nil {
+		if err := c.addSelectionCaches(m); err != nil {
+			c.logger.Error(err, "Cluster selection caches not built; the member never syncs", "cluster", m.id)
+			m.synced = append(m.synced, func() bool { return false })
+		}
+	}
 	m.start(m.ctx.Done())
 }
 

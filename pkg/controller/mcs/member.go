@@ -68,7 +68,9 @@ type member struct {
 
 	inf       informerSet
 	factories []interface{ Start(<-chan struct{}) }
-	synced    []cache.InformerSynced
+	// sel are the caches of cluster selection; nil with its gate off.
+	sel    *selectionCaches
+	synced []cache.InformerSynced
 
 	// queue holds the names whose import, slices and export status must
 	// be written into this member.

@@ -84,6 +84,9 @@ func (c *Controller) syncMember(ctx context.Context, m *member, key string) erro
 		// Native names are the proxies' business in a native member.
 		c.writeSlices(ctx, m, si, nil, localSlices, nil),
 		c.writeImportStatus(ctx, m, d, si), c.writeNativeService(ctx, m, si))
+	if m.sel != nil {
+		errs = append(errs, c.writeClusterSelection(ctx, m, d, si))
+	}
 	return errors.Join(errs...)
 }
 
@@ -239,7 +242,13 @@ func (c *Controller) writeImport(ctx context.Context, m *member, want *mcsv1beta
 	update.Spec = want.Spec
 	update.Labels = want.Labels
 	update.Annotations = want.Annotations
-	updated, err := api.Update(ctx, update, metav1.UpdateOptions{})
+	var updated *mcsv1beta1.ServiceImport
+	if m.sel != nil {
+		// An update of mcs-api's typed object would drop the KEP's fields.
+		updated, err = updateImport(ctx, m, update, false)
+	} else {
+		updated, err = api.Update(ctx, update, metav1.UpdateOptions{})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("updating ServiceImport %s/%s in %s: %w", want.Namespace, want.Name, m.id, err)
 	}
@@ -293,7 +302,15 @@ func (c *Controller) writeImportStatus(ctx context.Context, m *member, d *desire
 	}
 	update := si.DeepCopy()
 	update.Status = status
-	if _, err := m.mcs.MulticlusterV1beta1().ServiceImports(si.Namespace).UpdateStatus(ctx, update, metav1.UpdateOptions{}); err != nil {
+	api := m.mcs.MulticlusterV1beta1().ServiceImports(si.Namespace)
+	var err error
+	if m.sel != nil {
+		// An update of mcs-api's typed status would drop the KEP's results.
+		_, err = updateImport(ctx, m, update, true)
+	} else {
+		_, err = api.UpdateStatus(ctx, update, metav1.UpdateOptions{})
+	}
+	if err != nil {
 		return fmt.Errorf("updating status of ServiceImport %s/%s in %s: %w", si.Namespace, si.Name, m.id, err)
 	}
 	for _, w := range warnings {
