@@ -124,16 +124,16 @@ func (s *catalogSuite) createBinding(t *testing.T, ns, name string, spec catalog
 	}
 }
 
-func (s *catalogSuite) createImport(t *testing.T, ns, name string, spec catalogv1alpha1.ServiceImportSpec) {
+func (s *catalogSuite) createImport(t *testing.T, ns, name string, spec catalogv1alpha1.GlobalServiceImportSpec) {
 	t.Helper()
-	o := &catalogv1alpha1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: spec}
-	if _, err := s.hub.ServiceImports(ns).Create(t.Context(), o, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating catalog ServiceImport %s/%s: %v", ns, name, err)
+	o := &catalogv1alpha1.GlobalServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: spec}
+	if _, err := s.hub.GlobalServiceImports(ns).Create(t.Context(), o, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating GlobalServiceImport %s/%s: %v", ns, name, err)
 	}
 }
 
 // condition returns "Status/Reason" of a catalog object's condition; kind
-// is GlobalService, ServiceBinding or ServiceImport.
+// is GlobalService, ServiceBinding or GlobalServiceImport.
 func (s *catalogSuite) condition(t *testing.T, kind, ns, name, typ string) string {
 	t.Helper()
 	var conds []metav1.Condition
@@ -149,9 +149,9 @@ func (s *catalogSuite) condition(t *testing.T, kind, ns, name, typ string) strin
 		if o, err = s.hub.ServiceBindings(ns).Get(t.Context(), name, metav1.GetOptions{}); err == nil {
 			conds = o.Status.Conditions
 		}
-	case "ServiceImport":
-		var o *catalogv1alpha1.ServiceImport
-		if o, err = s.hub.ServiceImports(ns).Get(t.Context(), name, metav1.GetOptions{}); err == nil {
+	case "GlobalServiceImport":
+		var o *catalogv1alpha1.GlobalServiceImport
+		if o, err = s.hub.GlobalServiceImports(ns).Get(t.Context(), name, metav1.GetOptions{}); err == nil {
 			conds = o.Status.Conditions
 		}
 	default:
@@ -170,8 +170,8 @@ func bindService(cluster, ns, name string) catalogv1alpha1.ServiceBindingSpec {
 	return catalogv1alpha1.ServiceBindingSpec{GlobalService: name, Cluster: cluster, Service: &catalogv1alpha1.LocalName{Namespace: ns, Name: name}}
 }
 
-func catalogImport(globalNS, global, cluster, ns, name string) catalogv1alpha1.ServiceImportSpec {
-	return catalogv1alpha1.ServiceImportSpec{GlobalService: catalogv1alpha1.GlobalServiceRef{Namespace: globalNS, Name: global}, Cluster: cluster,
+func catalogImport(globalNS, global, cluster, ns, name string) catalogv1alpha1.GlobalServiceImportSpec {
+	return catalogv1alpha1.GlobalServiceImportSpec{GlobalService: catalogv1alpha1.GlobalServiceRef{Namespace: globalNS, Name: global}, Cluster: cluster,
 		LocalName: catalogv1alpha1.LocalName{Namespace: ns, Name: name}}
 }
 
@@ -292,11 +292,11 @@ func (s *catalogSuite) testShared(t *testing.T) {
 	byName := hostPort("authz-a.shop.svc.clusterset.local", 80)
 	waitAnswers(t, s.clients[s.c], "tcp", byName, 10, podsA)
 	eventually(t, 30*time.Second, "team B's import Ready", func() (bool, string) {
-		got := s.condition(t, "ServiceImport", "team-b", "authz-a", "Ready")
+		got := s.condition(t, "GlobalServiceImport", "team-b", "authz-a", "Ready")
 		return got == "True/Imported", got
 	})
 	// Withdrawn and given again at run time.
-	if err := s.hub.ServiceImports("team-b").Delete(t.Context(), "authz-a", metav1.DeleteOptions{}); err != nil {
+	if err := s.hub.GlobalServiceImports("team-b").Delete(t.Context(), "authz-a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	s.noImport(t, s.c, "shop", "authz-a")
@@ -367,7 +367,7 @@ func (s *catalogSuite) testDenied(t *testing.T) {
 	s.createImport(t, "team-b", "steal", catalogImport("", "steal", "cluster-a", "frontend", "steal"))
 	eventually(t, 30*time.Second, "team B's binding and import refused", func() (bool, string) {
 		b := s.condition(t, "ServiceBinding", "team-b", "steal", "Valid")
-		i := s.condition(t, "ServiceImport", "team-b", "steal", "Valid")
+		i := s.condition(t, "GlobalServiceImport", "team-b", "steal", "Valid")
 		return b == "False/"+catalog.ReasonNamespaceNotOwned && i == "False/"+catalog.ReasonNamespaceNotOwned, b + " " + i
 	})
 	s.noImport(t, s.a, "frontend", "steal")

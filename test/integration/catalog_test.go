@@ -99,9 +99,9 @@ func TestCatalogAPI(t *testing.T) {
 			if _, err := teamB.ServiceBindings("team-b").Create(ctx, binding("team-b", "authz"), metav1.CreateOptions{}); err != nil {
 				return err
 			}
-			_, err := teamB.ServiceImports("team-b").Create(ctx, &catalogv1alpha1.ServiceImport{
+			_, err := teamB.GlobalServiceImports("team-b").Create(ctx, &catalogv1alpha1.GlobalServiceImport{
 				ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "authz-a"},
-				Spec: catalogv1alpha1.ServiceImportSpec{GlobalService: catalogv1alpha1.GlobalServiceRef{Namespace: "team-a", Name: "authz"},
+				Spec: catalogv1alpha1.GlobalServiceImportSpec{GlobalService: catalogv1alpha1.GlobalServiceRef{Namespace: "team-a", Name: "authz"},
 					Cluster: "cluster-c", LocalName: catalogv1alpha1.LocalName{Namespace: "shop", Name: "authz-a"}}}, metav1.CreateOptions{})
 			return err
 		}},

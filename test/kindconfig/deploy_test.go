@@ -129,7 +129,7 @@ func TestDeployPackages(t *testing.T) {
 	catalogObjs := build(t, fsys, filepath.Join(root, "deploy", "catalog"))
 	for _, want := range []string{
 		"CustomResourceDefinition/globalservices.catalog.multiclusterservices.k8s.io", "CustomResourceDefinition/servicebindings.catalog.multiclusterservices.k8s.io",
-		"CustomResourceDefinition/serviceimports.catalog.multiclusterservices.k8s.io", "ClusterRole/multicluster:catalog-team", "ClusterRole/multicluster:mcs-controller-catalog",
+		"CustomResourceDefinition/globalserviceimports.catalog.multiclusterservices.k8s.io", "ClusterRole/multicluster:catalog-team", "ClusterRole/multicluster:mcs-controller-catalog",
 	} {
 		if !slices.Contains(names(catalogObjs), want) {
 			t.Errorf("deploy/catalog has no %s: %v", want, names(catalogObjs))

@@ -41,7 +41,7 @@ import (
 // In catalog mode (Config.Catalog) the clusterset is described by the
 // service catalog in the hub (package catalog, seed 003) instead of by
 // namespace sameness: ServiceExports are not read; GlobalServices,
-// ServiceBindings and the catalog's ServiceImports are resolved into the
+// ServiceBindings and GlobalServiceImports are resolved into the
 // same KEP-1645 objects the export model writes (a ServiceImport and
 // EndpointSlices per source cluster), placed under the local names the
 // imports ask for. Members' writers, derived mode, and the proxies see no
@@ -73,7 +73,7 @@ type catalogState struct {
 	cfg      CatalogConfig
 	globals  cataloglisters.GlobalServiceLister
 	bindings cataloglisters.ServiceBindingLister
-	imports  cataloglisters.ServiceImportLister
+	imports  cataloglisters.GlobalServiceImportLister
 	teams    corelisters.NamespaceLister
 	synced   []cache.InformerSynced
 	recorder record.EventRecorder
@@ -159,8 +159,8 @@ func (c *Controller) startCatalog(ctx context.Context) (shutdown func(), err err
 		},
 	}
 	objs := hub.Catalog().V1alpha1()
-	s.globals, s.bindings, s.imports = objs.GlobalServices().Lister(), objs.ServiceBindings().Lister(), objs.ServiceImports().Lister()
-	for _, inf := range []cache.SharedIndexInformer{objs.GlobalServices().Informer(), objs.ServiceBindings().Informer(), objs.ServiceImports().Informer()} {
+	s.globals, s.bindings, s.imports = objs.GlobalServices().Lister(), objs.ServiceBindings().Lister(), objs.GlobalServiceImports().Lister()
+	for _, inf := range []cache.SharedIndexInformer{objs.GlobalServices().Informer(), objs.ServiceBindings().Informer(), objs.GlobalServiceImports().Informer()} {
 		_, _ = inf.AddEventHandler(catalogObjects)
 		s.synced = append(s.synced, inf.HasSynced)
 	}

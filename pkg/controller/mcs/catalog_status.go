@@ -80,7 +80,7 @@ func (st *catalogStatus) placement(p catalog.Placement, status metav1.ConditionS
 	if p.Import == "" {
 		return
 	}
-	key := "ServiceImport/" + p.Import
+	key := "GlobalServiceImport/" + p.Import
 	st.ready[key] = readyCondition(status, reason, message)
 	st.ips[key] = ips
 }
@@ -135,13 +135,13 @@ func (st *catalogStatus) write(ctx context.Context, c *Controller) error {
 			return err
 		})...)
 	imports, _ := s.imports.List(labels.Everything())
-	errs = append(errs, writeStatus(ctx, st, s, "ServiceImport", imports,
-		func(o *catalogv1alpha1.ServiceImport) *catalogv1alpha1.ServiceImportStatus { return &o.Status },
-		func(key string, next nextStatus) catalogv1alpha1.ServiceImportStatus {
-			return catalogv1alpha1.ServiceImportStatus{Conditions: next.conds, IPs: next.ips(st, key)}
+	errs = append(errs, writeStatus(ctx, st, s, "GlobalServiceImport", imports,
+		func(o *catalogv1alpha1.GlobalServiceImport) *catalogv1alpha1.GlobalServiceImportStatus { return &o.Status },
+		func(key string, next nextStatus) catalogv1alpha1.GlobalServiceImportStatus {
+			return catalogv1alpha1.GlobalServiceImportStatus{Conditions: next.conds, IPs: next.ips(st, key)}
 		},
-		func(ctx context.Context, o *catalogv1alpha1.ServiceImport) error {
-			_, err := client.ServiceImports(o.Namespace).UpdateStatus(ctx, o, opts)
+		func(ctx context.Context, o *catalogv1alpha1.GlobalServiceImport) error {
+			_, err := client.GlobalServiceImports(o.Namespace).UpdateStatus(ctx, o, opts)
 			return err
 		})...)
 	return errors.Join(errs...)
@@ -149,7 +149,7 @@ func (st *catalogStatus) write(ctx context.Context, c *Controller) error {
 
 // statusConditions are the conditions of a catalog kind's status.
 type statusConditions interface {
-	catalogv1alpha1.GlobalServiceStatus | catalogv1alpha1.ServiceBindingStatus | catalogv1alpha1.ServiceImportStatus
+	catalogv1alpha1.GlobalServiceStatus | catalogv1alpha1.ServiceBindingStatus | catalogv1alpha1.GlobalServiceImportStatus
 }
 
 // writeStatus writes, for the objects of one catalog kind (objs, from the
@@ -187,7 +187,7 @@ func conditionsOf[S statusConditions](status S) []metav1.Condition {
 		return st.Conditions
 	case catalogv1alpha1.ServiceBindingStatus:
 		return st.Conditions
-	case catalogv1alpha1.ServiceImportStatus:
+	case catalogv1alpha1.GlobalServiceImportStatus:
 		return st.Conditions
 	}
 	return nil

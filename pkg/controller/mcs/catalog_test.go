@@ -77,7 +77,7 @@ func syncCatalogAll(t *testing.T, c *Controller) {
 }
 
 // hubStatus is the conditions and IPs of the catalog object of kind
-// (GlobalService, ServiceBinding or ServiceImport) ns/name in the hub.
+// (GlobalService, ServiceBinding or GlobalServiceImport) ns/name in the hub.
 func hubStatus(t *testing.T, hub *catalogfake.Clientset, kind, ns, name string) (conds []metav1.Condition, ips []string) {
 	t.Helper()
 	client := hub.CatalogV1alpha1()
@@ -93,9 +93,9 @@ func hubStatus(t *testing.T, hub *catalogfake.Clientset, kind, ns, name string) 
 		if o, err = client.ServiceBindings(ns).Get(context.Background(), name, metav1.GetOptions{}); err == nil {
 			conds = o.Status.Conditions
 		}
-	case "ServiceImport":
-		var o *catalogv1alpha1.ServiceImport
-		if o, err = client.ServiceImports(ns).Get(context.Background(), name, metav1.GetOptions{}); err == nil {
+	case "GlobalServiceImport":
+		var o *catalogv1alpha1.GlobalServiceImport
+		if o, err = client.GlobalServiceImports(ns).Get(context.Background(), name, metav1.GetOptions{}); err == nil {
 			conds, ips = o.Status.Conditions, o.Status.IPs
 		}
 	default:
@@ -136,17 +136,17 @@ func TestCoreCatalog(t *testing.T) {
 		Spec: catalogv1alpha1.ServiceBindingSpec{GlobalService: "authz", Cluster: "cluster-a",
 			Service: &catalogv1alpha1.LocalName{Namespace: "frontend", Name: "authz"}},
 	}
-	imp := &catalogv1alpha1.ServiceImport{
-		TypeMeta:   metav1.TypeMeta{APIVersion: catalogv1alpha1.SchemeGroupVersion.String(), Kind: "ServiceImport"},
+	imp := &catalogv1alpha1.GlobalServiceImport{
+		TypeMeta:   metav1.TypeMeta{APIVersion: catalogv1alpha1.SchemeGroupVersion.String(), Kind: "GlobalServiceImport"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "authz-a", Generation: 1},
-		Spec: catalogv1alpha1.ServiceImportSpec{GlobalService: catalogv1alpha1.GlobalServiceRef{Namespace: "team-a", Name: "authz"},
+		Spec: catalogv1alpha1.GlobalServiceImportSpec{GlobalService: catalogv1alpha1.GlobalServiceRef{Namespace: "team-a", Name: "authz"},
 			Cluster: "cluster-c", LocalName: catalogv1alpha1.LocalName{Namespace: "shop", Name: "authz-a"}},
 	}
 	c, ms, hub := newCatalogClusterset(t, authz, svcBinding, vms, hijack, imp)
 	a, b, cc := ms["cluster-a"], ms["cluster-b"], ms["cluster-c"]
 	syncCatalogAll(t, c)
 	// Resolved before the member holds it: not Ready yet.
-	if conds, _ := hubStatus(t, hub, "ServiceImport", "team-b", "authz-a"); meta.FindStatusCondition(conds, "Ready") == nil ||
+	if conds, _ := hubStatus(t, hub, "GlobalServiceImport", "team-b", "authz-a"); meta.FindStatusCondition(conds, "Ready") == nil ||
 		meta.FindStatusCondition(conds, "Ready").Reason != "Pending" {
 		t.Errorf("catalog import status before the member holds the import: %+v", conds)
 	}
@@ -194,7 +194,7 @@ func TestCoreCatalog(t *testing.T) {
 	if cond := meta.FindStatusCondition(conds, "Ready"); cond == nil || cond.Status != metav1.ConditionTrue || !slices.Equal(ips, si.Spec.IPs) {
 		t.Errorf("global service status: %+v ips %v", conds, ips)
 	}
-	conds, ips = hubStatus(t, hub, "ServiceImport", "team-b", "authz-a")
+	conds, ips = hubStatus(t, hub, "GlobalServiceImport", "team-b", "authz-a")
 	if cond := meta.FindStatusCondition(conds, "Ready"); cond == nil || cond.Status != metav1.ConditionTrue || !slices.Equal(ips, si.Spec.IPs) {
 		t.Errorf("catalog import status: %+v ips %v", conds, ips)
 	}
@@ -208,7 +208,7 @@ func TestCoreCatalog(t *testing.T) {
 	}
 
 	// The import is deleted from the catalog: cluster-c's goes.
-	if err := hub.CatalogV1alpha1().ServiceImports("team-b").Delete(context.Background(), "authz-a", metav1.DeleteOptions{}); err != nil {
+	if err := hub.CatalogV1alpha1().GlobalServiceImports("team-b").Delete(context.Background(), "authz-a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitCache(t, "the catalog import gone from the hub's cache", func() bool {
@@ -237,10 +237,10 @@ func TestCoreCatalogDerivedMember(t *testing.T) {
 		Spec: catalogv1alpha1.ServiceBindingSpec{GlobalService: "authz", Cluster: "cluster-a",
 			Service: &catalogv1alpha1.LocalName{Namespace: "frontend", Name: "authz"}},
 	}
-	imp := &catalogv1alpha1.ServiceImport{
-		TypeMeta:   metav1.TypeMeta{APIVersion: catalogv1alpha1.SchemeGroupVersion.String(), Kind: "ServiceImport"},
+	imp := &catalogv1alpha1.GlobalServiceImport{
+		TypeMeta:   metav1.TypeMeta{APIVersion: catalogv1alpha1.SchemeGroupVersion.String(), Kind: "GlobalServiceImport"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "authz-a"},
-		Spec: catalogv1alpha1.ServiceImportSpec{GlobalService: catalogv1alpha1.GlobalServiceRef{Namespace: "team-a", Name: "authz"},
+		Spec: catalogv1alpha1.GlobalServiceImportSpec{GlobalService: catalogv1alpha1.GlobalServiceRef{Namespace: "team-a", Name: "authz"},
 			Cluster: "cluster-c", LocalName: catalogv1alpha1.LocalName{Namespace: "shop", Name: "authz-a"}},
 	}
 	c, ms, _ := newCatalogClusterset(t, authz, binding, imp)

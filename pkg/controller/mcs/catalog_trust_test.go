@@ -150,11 +150,11 @@ func TestCatalogRefusedNamespaces(t *testing.T) {
 		Spec: catalogv1alpha1.ServiceBindingSpec{GlobalService: "dns", Cluster: "cluster-a",
 			Service: &catalogv1alpha1.LocalName{Namespace: "kube-system", Name: "kube-dns"}},
 	}
-	importOf := func(name, cluster, ns, local string) *catalogv1alpha1.ServiceImport {
-		return &catalogv1alpha1.ServiceImport{
-			TypeMeta:   metav1.TypeMeta{APIVersion: catalogv1alpha1.SchemeGroupVersion.String(), Kind: "ServiceImport"},
+	importOf := func(name, cluster, ns, local string) *catalogv1alpha1.GlobalServiceImport {
+		return &catalogv1alpha1.GlobalServiceImport{
+			TypeMeta:   metav1.TypeMeta{APIVersion: catalogv1alpha1.SchemeGroupVersion.String(), Kind: "GlobalServiceImport"},
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: name, Generation: 1},
-			Spec: catalogv1alpha1.ServiceImportSpec{GlobalService: catalogv1alpha1.GlobalServiceRef{Name: "dns"},
+			Spec: catalogv1alpha1.GlobalServiceImportSpec{GlobalService: catalogv1alpha1.GlobalServiceRef{Name: "dns"},
 				Cluster: cluster, LocalName: catalogv1alpha1.LocalName{Namespace: ns, Name: local}},
 		}
 	}
@@ -205,7 +205,7 @@ func TestCatalogRefusedNamespaces(t *testing.T) {
 	}{
 		{"the binding of kube-system/kube-dns", bindingStatus(t, hub, "ops", "kube-dns").Conditions},
 		{"the import into kube-system", func() []metav1.Condition {
-			conds, _ := hubStatus(t, hub, "ServiceImport", "ops", "into-kube-system")
+			conds, _ := hubStatus(t, hub, "GlobalServiceImport", "ops", "into-kube-system")
 			return conds
 		}()},
 	} {

@@ -60,7 +60,7 @@ const (
 type Catalog struct {
 	GlobalServices []*catalogv1alpha1.GlobalService
 	Bindings       []*catalogv1alpha1.ServiceBinding
-	Imports        []*catalogv1alpha1.ServiceImport
+	Imports        []*catalogv1alpha1.GlobalServiceImport
 	// Teams maps each hub namespace to the member namespaces it owns
 	// (catalogv1alpha1.AnnotationMemberNamespaces, parsed by
 	// MemberNamespaces): "namespace" in every member, "cluster/namespace"
@@ -97,8 +97,8 @@ type KubernetesRange struct {
 type Placement struct {
 	Cluster   string
 	LocalName catalogv1alpha1.LocalName
-	// Import is the namespace/name, in the hub, of the catalog
-	// ServiceImport that asks for it; empty where the global service's
+	// Import is the namespace/name, in the hub, of the
+	// GlobalServiceImport that asks for it; empty where the global service's
 	// ImportAll policy does.
 	Import string
 }
@@ -261,7 +261,7 @@ func Resolve(c Catalog) Result {
 	}
 
 	for _, i := range c.Imports {
-		obj := ObjectKey("ServiceImport", i)
+		obj := ObjectKey("GlobalServiceImport", i)
 		ref := i.Spec.GlobalService
 		if ref.Namespace == "" {
 			ref.Namespace = i.Namespace

@@ -43,8 +43,8 @@ func bindAddresses(ns, name string, age int, globalName, cluster string, addrs .
 	return b
 }
 
-func importOf(ns, name string, age int, globalNS, globalName, cluster, localNS, localName string) *catalogv1alpha1.ServiceImport {
-	return &catalogv1alpha1.ServiceImport{ObjectMeta: meta(ns, name, age), Spec: catalogv1alpha1.ServiceImportSpec{
+func importOf(ns, name string, age int, globalNS, globalName, cluster, localNS, localName string) *catalogv1alpha1.GlobalServiceImport {
+	return &catalogv1alpha1.GlobalServiceImport{ObjectMeta: meta(ns, name, age), Spec: catalogv1alpha1.GlobalServiceImportSpec{
 		GlobalService: catalogv1alpha1.GlobalServiceRef{Namespace: globalNS, Name: globalName}, Cluster: cluster,
 		LocalName: catalogv1alpha1.LocalName{Namespace: localNS, Name: localName},
 	}}
@@ -120,7 +120,7 @@ func TestResolve(t *testing.T) {
 				bindService("team-a", "authz-a", 2, "authz", "cluster-a", "frontend", "authz"),
 				bindService("team-b", "authz-b", 3, "authz", "cluster-b", "frontend", "authz"),
 			},
-			Imports: []*catalogv1alpha1.ServiceImport{
+			Imports: []*catalogv1alpha1.GlobalServiceImport{
 				importOf("team-a", "authz-in-a", 4, "", "authz", "cluster-a", "frontend", "authz"),
 				importOf("team-b", "authz-in-b", 5, "", "authz", "cluster-b", "frontend", "authz"),
 			},
@@ -136,16 +136,16 @@ func TestResolve(t *testing.T) {
 		cat: Catalog{
 			GlobalServices: []*catalogv1alpha1.GlobalService{global("team-a", "authz", 0, func(s *catalogv1alpha1.GlobalServiceSpec) { s.Consumers = []string{"team-b"} })},
 			Bindings:       []*catalogv1alpha1.ServiceBinding{bindService("team-a", "authz-a", 1, "authz", "cluster-a", "frontend", "authz")},
-			Imports:        []*catalogv1alpha1.ServiceImport{importOf("team-b", "authz-a", 2, "team-a", "authz", "cluster-c", "shop", "authz-a")},
+			Imports:        []*catalogv1alpha1.GlobalServiceImport{importOf("team-b", "authz-a", 2, "team-a", "authz", "cluster-c", "shop", "authz-a")},
 		},
 		want: []string{"team-a/authz: +authz-a", "team-a/authz: cluster-c/shop/authz-a <-team-b/authz-a"},
 	}, {
 		name: "a team that is no consumer cannot import",
 		cat: Catalog{
 			GlobalServices: []*catalogv1alpha1.GlobalService{global("team-a", "authz", 0)},
-			Imports:        []*catalogv1alpha1.ServiceImport{importOf("team-b", "steal", 1, "team-a", "authz", "cluster-c", "shop", "authz")},
+			Imports:        []*catalogv1alpha1.GlobalServiceImport{importOf("team-b", "steal", 1, "team-a", "authz", "cluster-c", "shop", "authz")},
 		},
-		invalid: []string{"ServiceImport/team-b/steal=NotAConsumer"},
+		invalid: []string{"GlobalServiceImport/team-b/steal=NotAConsumer"},
 	}, {
 		// B may not publish endpoints under A's Services, nor import into
 		// A's namespaces, nor into its own namespace in a cluster where
@@ -157,7 +157,7 @@ func TestResolve(t *testing.T) {
 				bindService("team-b", "hijack", 1, "authz", "cluster-a", "frontend", "authz"),
 				bindService("team-b", "own", 2, "authz", "cluster-b", "frontend", "authz"),
 			},
-			Imports: []*catalogv1alpha1.ServiceImport{
+			Imports: []*catalogv1alpha1.GlobalServiceImport{
 				importOf("team-b", "into-a", 3, "", "authz", "cluster-a", "frontend", "authz"),
 				importOf("team-b", "into-c", 4, "", "authz", "cluster-c", "frontend", "authz"),
 				importOf("team-b", "ok", 5, "", "authz", "cluster-c", "shop", "authz"),
@@ -165,7 +165,7 @@ func TestResolve(t *testing.T) {
 		},
 		want: []string{"team-b/authz: +own", "team-b/authz: cluster-c/shop/authz <-team-b/ok"},
 		invalid: []string{
-			"ServiceBinding/team-b/hijack=NamespaceNotOwned", "ServiceImport/team-b/into-a=NamespaceNotOwned", "ServiceImport/team-b/into-c=NamespaceNotOwned",
+			"ServiceBinding/team-b/hijack=NamespaceNotOwned", "GlobalServiceImport/team-b/into-a=NamespaceNotOwned", "GlobalServiceImport/team-b/into-c=NamespaceNotOwned",
 		},
 	}, {
 		// A binding names a global service of its own namespace only: B
@@ -180,14 +180,14 @@ func TestResolve(t *testing.T) {
 		name: "one local name, two global services: the older import wins",
 		cat: Catalog{
 			GlobalServices: []*catalogv1alpha1.GlobalService{global("team-a", "authz", 0, func(s *catalogv1alpha1.GlobalServiceSpec) { s.Consumers = []string{"team-b"} }), global("team-b", "authz", 0)},
-			Imports: []*catalogv1alpha1.ServiceImport{
+			Imports: []*catalogv1alpha1.GlobalServiceImport{
 				importOf("team-b", "newer", 9, "", "authz", "cluster-c", "shop", "authz"),
 				importOf("team-b", "older", 1, "team-a", "authz", "cluster-c", "shop", "authz"),
 				importOf("team-b", "same-again", 10, "team-a", "authz", "cluster-c", "shop", "authz"),
 			},
 		},
 		want:    []string{"team-a/authz: cluster-c/shop/authz <-team-b/older"},
-		invalid: []string{"ServiceImport/team-b/newer=NameConflict"},
+		invalid: []string{"GlobalServiceImport/team-b/newer=NameConflict"},
 	}, {
 		// ImportAll: every member where the team owns the default
 		// namespace; an explicit import adds a name.
@@ -202,7 +202,7 @@ func TestResolve(t *testing.T) {
 					s.ImportPolicy, s.DefaultName = catalogv1alpha1.ImportAll, &catalogv1alpha1.LocalName{Namespace: "kube-system", Name: "dns"}
 				}),
 			},
-			Imports: []*catalogv1alpha1.ServiceImport{importOf("team-b", "alias", 1, "", "web", "cluster-c", "shop", "www")},
+			Imports: []*catalogv1alpha1.GlobalServiceImport{importOf("team-b", "alias", 1, "", "web", "cluster-c", "shop", "www")},
 		},
 		want:    []string{"team-b/web: cluster-c/shop/web", "team-b/web: cluster-c/shop/www <-team-b/alias"},
 		invalid: []string{"GlobalService/team-b/elsewhere=NamespaceNotOwned", "GlobalService/team-b/nameless=NoDefaultName"},
@@ -216,12 +216,12 @@ func TestResolve(t *testing.T) {
 				bindAddresses("team-a", "metadata", 3, "db", "cluster-a", "169.254.169.254"),
 				bindAddresses("team-a", "loopback", 4, "db", "cluster-a", "127.0.0.1"),
 			},
-			Imports: []*catalogv1alpha1.ServiceImport{importOf("team-a", "z", 5, "", "db", "cluster-z", "frontend", "db")},
+			Imports: []*catalogv1alpha1.GlobalServiceImport{importOf("team-a", "z", 5, "", "db", "cluster-z", "frontend", "db")},
 		},
 		want: []string{"team-a/db: +vms"},
 		invalid: []string{
 			"ServiceBinding/team-a/gone=UnknownCluster", "ServiceBinding/team-a/loopback=InvalidEndpoints",
-			"ServiceBinding/team-a/metadata=InvalidEndpoints", "ServiceImport/team-a/z=UnknownCluster",
+			"ServiceBinding/team-a/metadata=InvalidEndpoints", "GlobalServiceImport/team-a/z=UnknownCluster",
 		},
 	}, {
 		// Team B owns namespaces in cluster-b and cluster-c only: it
@@ -258,7 +258,7 @@ func TestResolve(t *testing.T) {
 				bindService("ops", "limited", 2, "web", "cluster-b", "apps", "web"),
 				bindService("ops", "web-a", 3, "web", "cluster-a", "apps", "web"),
 			},
-			Imports: []*catalogv1alpha1.ServiceImport{
+			Imports: []*catalogv1alpha1.GlobalServiceImport{
 				importOf("ops", "into-default", 4, "", "web", "cluster-c", "default", "web"),
 				importOf("ops", "web-c", 5, "", "web", "cluster-c", "apps", "web"),
 			},
@@ -266,7 +266,7 @@ func TestResolve(t *testing.T) {
 		want: []string{"ops/web: +web-a", "ops/web: cluster-c/apps/web <-ops/web-c"},
 		invalid: []string{
 			"GlobalService/ops/dns=NamespaceNotAllowed", "ServiceBinding/ops/kube-dns=NamespaceNotAllowed",
-			"ServiceBinding/ops/limited=NamespaceNotAllowed", "ServiceImport/ops/into-default=NamespaceNotAllowed",
+			"ServiceBinding/ops/limited=NamespaceNotAllowed", "GlobalServiceImport/ops/into-default=NamespaceNotAllowed",
 		},
 	}, {
 		// An address binding names endpoints outside Kubernetes: pods,

@@ -31,15 +31,15 @@ var globalServiceCRD []byte
 //go:embed catalog/catalog.multiclusterservices.k8s.io_servicebindings.yaml
 var serviceBindingCRD []byte
 
-//go:embed catalog/catalog.multiclusterservices.k8s.io_serviceimports.yaml
-var catalogServiceImportCRD []byte
+//go:embed catalog/catalog.multiclusterservices.k8s.io_globalserviceimports.yaml
+var globalServiceImportCRD []byte
 
 // Catalog returns the CRDs of the service catalog, which only the hub
-// needs: GlobalService, ServiceBinding and the catalog's ServiceImport
+// needs: GlobalService, ServiceBinding and GlobalServiceImport
 // (generated from apis/catalog/v1alpha1 by hack/update-codegen.sh).
 func Catalog() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	var out []*apiextensionsv1.CustomResourceDefinition
-	for _, data := range [][]byte{globalServiceCRD, serviceBindingCRD, catalogServiceImportCRD} {
+	for _, data := range [][]byte{globalServiceCRD, serviceBindingCRD, globalServiceImportCRD} {
 		crd, err := decode(data)
 		if err != nil {
 			return nil, err

@@ -52,7 +52,7 @@ func TestCatalogCRDsMatchTheirTypes(t *testing.T) {
 		t.Fatal(err)
 	}
 	types := map[string]any{
-		"GlobalService": catalogv1alpha1.GlobalService{}, "ServiceBinding": catalogv1alpha1.ServiceBinding{}, "ServiceImport": catalogv1alpha1.ServiceImport{},
+		"GlobalService": catalogv1alpha1.GlobalService{}, "ServiceBinding": catalogv1alpha1.ServiceBinding{}, "GlobalServiceImport": catalogv1alpha1.GlobalServiceImport{},
 	}
 	for _, crd := range all {
 		obj, ok := types[crd.Spec.Names.Kind]

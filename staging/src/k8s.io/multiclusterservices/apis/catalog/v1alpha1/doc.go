@@ -6,7 +6,7 @@
 // A GlobalService names a service of the clusterset independently of any
 // cluster's namespaces; ServiceBindings say which clusters provide it,
 // from which of their Services or from which addresses outside
-// Kubernetes; ServiceImports say which clusters consume it, under which
+// Kubernetes; GlobalServiceImports say which clusters consume it, under which
 // local namespace and name. The mcs-controller resolves the catalog into
 // the KEP-1645 objects (ServiceImports and EndpointSlices of
 // multicluster.x-k8s.io) that kube-proxy, CoreDNS and derived mode serve:

@@ -28,7 +28,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(SchemeGroupVersion,
 		&GlobalService{}, &GlobalServiceList{},
 		&ServiceBinding{}, &ServiceBindingList{},
-		&ServiceImport{}, &ServiceImportList{},
+		&GlobalServiceImport{}, &GlobalServiceImportList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

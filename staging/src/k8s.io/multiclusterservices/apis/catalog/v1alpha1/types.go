@@ -20,9 +20,9 @@ type ImportPolicy string
 
 const (
 	// ImportAll imports the service into every member, under its
-	// DefaultName, except where a ServiceImport names it otherwise.
+	// DefaultName, except where a GlobalServiceImport names it otherwise.
 	ImportAll ImportPolicy = "All"
-	// ImportSelected imports the service only where a ServiceImport asks
+	// ImportSelected imports the service only where a GlobalServiceImport asks
 	// for it: the other members get no object and no rule.
 	ImportSelected ImportPolicy = "Selected"
 )
@@ -61,7 +61,7 @@ type GlobalService struct {
 // GlobalServiceSpec is what a team declares of a global service.
 type GlobalServiceSpec struct {
 	// ImportPolicy says where the service is imported: into every member
-	// (All) or only where a ServiceImport asks for it (Selected, the
+	// (All) or only where a GlobalServiceImport asks for it (Selected, the
 	// default).
 	// +kubebuilder:default=Selected
 	// +optional
@@ -72,7 +72,7 @@ type GlobalServiceSpec struct {
 	// +optional
 	DefaultName *LocalName `json:"defaultName,omitempty"`
 	// Consumers are the hub namespaces (teams) besides this one whose
-	// ServiceImports may import the service: a team shares a service with
+	// GlobalServiceImports may import the service: a team shares a service with
 	// another by naming it here.
 	// +listType=set
 	// +optional
@@ -273,16 +273,18 @@ type ServiceBindingList struct {
 	Items           []ServiceBinding `json:"items"`
 }
 
-// ServiceImport says that a cluster consumes a global service under a
-// local namespace and name of its own choosing. (The KEP-1645
-// ServiceImport of group multicluster.x-k8s.io is what the controller
-// writes into that cluster for it.)
+// GlobalServiceImport says that a cluster consumes a global service under
+// a local namespace and name of its own choosing: the catalog's import of
+// a GlobalService. For it the controller writes the KEP-1645
+// ServiceImport (group multicluster.x-k8s.io) into that cluster; the
+// catalog's kind has a name of its own so that neither a reader nor
+// `kubectl get serviceimports` takes one for the other.
 //
 // +genclient
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:metadata:annotations="api-approved.kubernetes.io=unapproved, experimental: the service catalog of k8s.io/multiclusterservices"
-// +kubebuilder:resource:shortName=csvcimport,categories=catalog
+// +kubebuilder:resource:shortName=gsvcimport,categories=catalog
 // +kubebuilder:printcolumn:name="Global-Service",type=string,JSONPath=`.spec.globalService.name`
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.cluster`
 // +kubebuilder:printcolumn:name="Namespace",type=string,JSONPath=`.spec.localName.namespace`
@@ -290,12 +292,12 @@ type ServiceBindingList struct {
 // +kubebuilder:printcolumn:name="IPs",type=string,JSONPath=`.status.ips`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-type ServiceImport struct {
+type GlobalServiceImport struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   ServiceImportSpec   `json:"spec"`
-	Status ServiceImportStatus `json:"status,omitempty"`
+	Spec   GlobalServiceImportSpec   `json:"spec"`
+	Status GlobalServiceImportStatus `json:"status,omitempty"`
 }
 
 // GlobalServiceRef names a GlobalService.
@@ -307,8 +309,8 @@ type GlobalServiceRef struct {
 	Name      string `json:"name"`
 }
 
-// ServiceImportSpec imports a global service into one cluster.
-type ServiceImportSpec struct {
+// GlobalServiceImportSpec imports a global service into one cluster.
+type GlobalServiceImportSpec struct {
 	GlobalService GlobalServiceRef `json:"globalService"`
 	// Cluster is the cluster ID of the consuming member.
 	// +kubebuilder:validation:MaxLength=63
@@ -319,8 +321,8 @@ type ServiceImportSpec struct {
 	LocalName LocalName `json:"localName"`
 }
 
-// ServiceImportStatus is what the controller made of an import.
-type ServiceImportStatus struct {
+// GlobalServiceImportStatus is what the controller made of an import.
+type GlobalServiceImportStatus struct {
 	// IPs are the clusterset IPs the import has in its cluster.
 	// +optional
 	IPs []string `json:"ips,omitempty"`
@@ -334,9 +336,9 @@ type ServiceImportStatus struct {
 
 // +kubebuilder:object:root=true
 
-// ServiceImportList is a list of catalog ServiceImports.
-type ServiceImportList struct {
+// GlobalServiceImportList is a list of GlobalServiceImports.
+type GlobalServiceImportList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []ServiceImport `json:"items"`
+	Items           []GlobalServiceImport `json:"items"`
 }

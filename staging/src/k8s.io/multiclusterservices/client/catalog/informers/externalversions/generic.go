@@ -39,10 +39,10 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 	// Group=catalog.multiclusterservices.k8s.io, Version=v1alpha1
 	case v1alpha1.SchemeGroupVersion.WithResource("globalservices"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Catalog().V1alpha1().GlobalServices().Informer()}, nil
+	case v1alpha1.SchemeGroupVersion.WithResource("globalserviceimports"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Catalog().V1alpha1().GlobalServiceImports().Informer()}, nil
 	case v1alpha1.SchemeGroupVersion.WithResource("servicebindings"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Catalog().V1alpha1().ServiceBindings().Informer()}, nil
-	case v1alpha1.SchemeGroupVersion.WithResource("serviceimports"):
-		return &genericInformer{resource: resource.GroupResource(), informer: f.Catalog().V1alpha1().ServiceImports().Informer()}, nil
 
 	}
 

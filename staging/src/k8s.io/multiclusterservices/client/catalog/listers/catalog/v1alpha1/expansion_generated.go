@@ -10,6 +10,14 @@ type GlobalServiceListerExpansion interface{}
 // GlobalServiceNamespaceLister.
 type GlobalServiceNamespaceListerExpansion interface{}
 
+// GlobalServiceImportListerExpansion allows custom methods to be added to
+// GlobalServiceImportLister.
+type GlobalServiceImportListerExpansion interface{}
+
+// GlobalServiceImportNamespaceListerExpansion allows custom methods to be added to
+// GlobalServiceImportNamespaceLister.
+type GlobalServiceImportNamespaceListerExpansion interface{}
+
 // ServiceBindingListerExpansion allows custom methods to be added to
 // ServiceBindingLister.
 type ServiceBindingListerExpansion interface{}
@@ -17,11 +25,3 @@ type ServiceBindingListerExpansion interface{}
 // ServiceBindingNamespaceListerExpansion allows custom methods to be added to
 // ServiceBindingNamespaceLister.
 type ServiceBindingNamespaceListerExpansion interface{}
-
-// ServiceImportListerExpansion allows custom methods to be added to
-// ServiceImportLister.
-type ServiceImportListerExpansion interface{}
-
-// ServiceImportNamespaceListerExpansion allows custom methods to be added to
-// ServiceImportNamespaceLister.
-type ServiceImportNamespaceListerExpansion interface{}

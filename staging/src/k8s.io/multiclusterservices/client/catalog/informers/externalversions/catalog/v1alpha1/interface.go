@@ -10,10 +10,10 @@ import (
 type Interface interface {
 	// GlobalServices returns a GlobalServiceInformer.
 	GlobalServices() TypedGlobalServiceInformer
+	// GlobalServiceImports returns a GlobalServiceImportInformer.
+	GlobalServiceImports() TypedGlobalServiceImportInformer
 	// ServiceBindings returns a ServiceBindingInformer.
 	ServiceBindings() TypedServiceBindingInformer
-	// ServiceImports returns a ServiceImportInformer.
-	ServiceImports() TypedServiceImportInformer
 }
 
 type version struct {
@@ -32,12 +32,12 @@ func (v *version) GlobalServices() TypedGlobalServiceInformer {
 	return &globalServiceInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
 }
 
+// GlobalServiceImports returns a TypedGlobalServiceImportInformer.
+func (v *version) GlobalServiceImports() TypedGlobalServiceImportInformer {
+	return &globalServiceImportInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
 // ServiceBindings returns a TypedServiceBindingInformer.
 func (v *version) ServiceBindings() TypedServiceBindingInformer {
 	return &serviceBindingInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
-}
-
-// ServiceImports returns a TypedServiceImportInformer.
-func (v *version) ServiceImports() TypedServiceImportInformer {
-	return &serviceImportInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
 }

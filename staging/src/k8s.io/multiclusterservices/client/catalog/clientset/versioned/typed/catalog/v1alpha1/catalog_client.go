@@ -13,8 +13,8 @@ import (
 type CatalogV1alpha1Interface interface {
 	RESTClient() rest.Interface
 	GlobalServicesGetter
+	GlobalServiceImportsGetter
 	ServiceBindingsGetter
-	ServiceImportsGetter
 }
 
 // CatalogV1alpha1Client is used to interact with features provided by the catalog.multiclusterservices.k8s.io group.
@@ -26,12 +26,12 @@ func (c *CatalogV1alpha1Client) GlobalServices(namespace string) GlobalServiceIn
 	return newGlobalServices(c, namespace)
 }
 
-func (c *CatalogV1alpha1Client) ServiceBindings(namespace string) ServiceBindingInterface {
-	return newServiceBindings(c, namespace)
+func (c *CatalogV1alpha1Client) GlobalServiceImports(namespace string) GlobalServiceImportInterface {
+	return newGlobalServiceImports(c, namespace)
 }
 
-func (c *CatalogV1alpha1Client) ServiceImports(namespace string) ServiceImportInterface {
-	return newServiceImports(c, namespace)
+func (c *CatalogV1alpha1Client) ServiceBindings(namespace string) ServiceBindingInterface {
+	return newServiceBindings(c, namespace)
 }
 
 // NewForConfig creates a new CatalogV1alpha1Client for the given config.

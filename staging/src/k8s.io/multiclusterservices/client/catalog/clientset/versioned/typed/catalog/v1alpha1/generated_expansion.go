@@ -4,6 +4,6 @@ package v1alpha1
 
 type GlobalServiceExpansion interface{}
 
-type ServiceBindingExpansion interface{}
+type GlobalServiceImportExpansion interface{}
 
-type ServiceImportExpansion interface{}
+type ServiceBindingExpansion interface{}

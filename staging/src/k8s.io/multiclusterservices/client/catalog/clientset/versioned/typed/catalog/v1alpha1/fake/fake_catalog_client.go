@@ -16,12 +16,12 @@ func (c *FakeCatalogV1alpha1) GlobalServices(namespace string) v1alpha1.GlobalSe
 	return newFakeGlobalServices(c, namespace)
 }
 
-func (c *FakeCatalogV1alpha1) ServiceBindings(namespace string) v1alpha1.ServiceBindingInterface {
-	return newFakeServiceBindings(c, namespace)
+func (c *FakeCatalogV1alpha1) GlobalServiceImports(namespace string) v1alpha1.GlobalServiceImportInterface {
+	return newFakeGlobalServiceImports(c, namespace)
 }
 
-func (c *FakeCatalogV1alpha1) ServiceImports(namespace string) v1alpha1.ServiceImportInterface {
-	return newFakeServiceImports(c, namespace)
+func (c *FakeCatalogV1alpha1) ServiceBindings(namespace string) v1alpha1.ServiceBindingInterface {
+	return newFakeServiceBindings(c, namespace)
 }
 
 // RESTClient returns a RESTClient that is used to communicate
