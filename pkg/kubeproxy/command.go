@@ -133,6 +133,7 @@ func runWithMultiCluster(ctx context.Context, view *optionsView, mcOpts *MultiCl
 	multicluster.RegisterMetrics()
 	proxier := multicluster.NewProxier(logger, server.Proxier, translation, server.Recorder)
 	proxier.SetNode(server.NodeRef)
+	proxier.SetClusterSelection(features.ClusterSelectionEnabled())
 	server.Proxier = proxier
 	watcher := &multicluster.Watcher{
 		Proxier:       proxier,
@@ -141,6 +142,8 @@ func runWithMultiCluster(ctx context.Context, view *optionsView, mcOpts *MultiCl
 		DynamicClient: dynamicClient,
 		ResyncPeriod:  view.config.ConfigSyncPeriod.Duration,
 		SyncTimeout:   mcOpts.SyncTimeout,
+		// Cluster selection (KEP-5939) reads imports whole.
+		ClusterSelection: features.ClusterSelectionEnabled(),
 	}
 	logger.Info("Multi-cluster services enabled", "clusterSetIPCIDRs", translation.ClusterSetIPCIDRs, "endpointSliceManagers", translation.TrustedManagers)
 	watcher.Start(ctx)

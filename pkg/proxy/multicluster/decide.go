@@ -184,7 +184,7 @@ func (p *Proxier) reconcileSlice(st *sliceState, fresh *discoveryv1.EndpointSlic
 	if st.obj != nil {
 		imp = p.imports[importKeyOf(st.obj)]
 	}
-	want := st.obj != nil && st.invalid == nil && imp != nil && imp.programmedFrom != nil
+	want := st.obj != nil && st.invalid == nil && imp != nil && imp.programmedFrom != nil && imp.chosen.allows(st.obj)
 	current := st.programmedFrom != nil && st.programmedFrom == st.obj && st.programmedGen == p.optsGen
 	switch {
 	case !want && st.programmedFrom != nil:
@@ -272,6 +272,11 @@ func (p *Proxier) Redecide() {
 		}
 	}
 	p.reconcileImports(keys, importTranslation{})
+	if p.clusterSelection {
+		for key := range keys {
+			p.reselect(key)
+		}
+	}
 	p.reconcileAllSlices()
 	for key := range p.imports {
 		p.reconcileNative(key)

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
@@ -19,6 +20,10 @@ import (
 // OnServiceImportUpsert records a ServiceImport and programs it if it is
 // valid and owns its clusterset IPs.
 func (p *Proxier) OnServiceImportUpsert(si *mcsv1beta1.ServiceImport) {
+	p.upsertImport(si, nil)
+}
+
+func (p *Proxier) upsertImport(si *mcsv1beta1.ServiceImport, results []csv1beta1.ClusterSelectorResult) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	key := types.NamespacedName{Namespace: si.Namespace, Name: si.Name}
@@ -28,6 +33,15 @@ func (p *Proxier) OnServiceImportUpsert(si *mcsv1beta1.ServiceImport) {
 		return
 	}
 	st.obj = si
+	if p.clusterSelection {
+		st.results = results
+		if st.programmedFrom == nil {
+			// Chosen before the import is decided, so that a newly
+			// programmed import hands over only the chosen clusters'
+			// slices; a programmed one changes its choice below.
+			st.chosen = p.choose(st)
+		}
+	}
 	st.invalid = nil
 	p.trackDerivedService(key, si)
 	svc, err := mcsproxy.ServiceForImport(si, p.opts)
@@ -36,6 +50,9 @@ func (p *Proxier) OnServiceImportUpsert(si *mcsv1beta1.ServiceImport) {
 	}
 	affected := p.claims.setImport(&st.claim, claim{key: key, created: si.CreationTimestamp.Unix()}, claimIPs(svc))
 	p.reconcileImports(affected, importTranslation{st: st, svc: svc})
+	if p.clusterSelection {
+		p.reselect(key)
+	}
 	p.reconcileNative(key)
 }
 
@@ -84,6 +101,11 @@ func (p *Proxier) OnMultiClusterEndpointSliceUpsert(slice *discoveryv1.EndpointS
 	st.obj = slice
 	var translated *discoveryv1.EndpointSlice
 	translated, st.invalid = p.translateEndpointSlice(slice)
+	if p.clusterSelection {
+		// A failover or failback is decided, and handed over whole,
+		// before the slice's own change.
+		p.reselect(importKey)
+	}
 	p.reconcileSlice(st, translated)
 	p.reconcileNative(importKey)
 }
@@ -196,6 +218,9 @@ func (p *Proxier) OnMultiClusterEndpointSliceDelete(slice *discoveryv1.EndpointS
 	}
 	st := imp.slices[i]
 	st.obj, st.invalid = nil, nil
+	if p.clusterSelection {
+		p.reselect(importKey)
+	}
 	p.reconcileSlice(st, nil)
 	imp.slices = slices.Delete(imp.slices, i, i+1)
 	p.forgetImport(importKey)

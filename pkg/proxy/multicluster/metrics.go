@@ -66,6 +66,16 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"direction"})
 
+	// clusterSelectionChanges counts cluster selection decisions that
+	// changed which source clusters an import's clusterset IPs send to
+	// (KEP-5939): a failover to a later result, or back.
+	clusterSelectionChanges = metrics.NewCounter(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "multicluster_cluster_selection_changes_total",
+		Help:           "Number of changes of the source clusters an import's clusterset IPs send to, decided by this proxy from the import's cluster selector results.",
+		StabilityLevel: metrics.ALPHA,
+	})
+
 	registerOnce sync.Once
 )
 
@@ -73,6 +83,6 @@ var (
 // metrics endpoint.
 func RegisterMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(rejectionsTotal, programmedImports, serviceImportAPIServed, localClusterIDKnown, nativeNamesServices, localFirstSwitchesTotal)
+		legacyregistry.MustRegister(rejectionsTotal, programmedImports, serviceImportAPIServed, localClusterIDKnown, nativeNamesServices, localFirstSwitchesTotal, clusterSelectionChanges)
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/proxy"
+	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
@@ -62,6 +63,9 @@ type Proxier struct {
 	// from the core informers are held until the MCS side has synced.
 	servicesSynced, endpointSlicesSynced, mcsSynced bool
 	forwardedServicesSynced, forwardedSlicesSynced  bool
+
+	// clusterSelection is the MultiClusterServiceClusterSelection gate.
+	clusterSelection bool
 }
 
 type importState struct {
@@ -90,6 +94,11 @@ type importState struct {
 	// holds one per slice as long as the slice exists.
 	slices               []*sliceState
 	labels, nativeLabels map[string]string
+	// results are the import's cluster selector results and chosen the
+	// source clusters they give it here (selection.go); nil with the gate
+	// off.
+	results []csv1beta1.ClusterSelectorResult
+	chosen  choice
 }
 
 // findSlice returns where the slice called name is, or would be, in

@@ -45,6 +45,10 @@ type Watcher struct {
 	// multi-cluster informers. If the API cannot be read (RBAC, an
 	// unreachable aggregated API), local Services must not wait forever.
 	SyncTimeout time.Duration
+	// ClusterSelection (the MultiClusterServiceClusterSelection gate)
+	// reads v1beta1 imports whole, through DynamicClient, so that their
+	// cluster selector results reach the Proxier (selection.go).
+	ClusterSelection bool
 
 	clusterID *clusterID
 }
@@ -136,9 +140,15 @@ func keepWhatProxiesRead(trusted []string) cache.TransformFunc {
 func (w *Watcher) run(ctx context.Context, version string) {
 	logger := klog.FromContext(ctx).WithName("multicluster")
 	mcsFactory := mcsinformers.NewSharedInformerFactoryWithOptions(w.MCSClient, w.ResyncPeriod, mcsinformers.WithTransform(keepWhatProxiesRead(w.Proxier.trustedManagers())))
+	var factory interface {
+		Start(<-chan struct{})
+		Shutdown()
+	} = mcsFactory
 	var importInformer cache.SharedIndexInformer
-	switch version {
-	case mcsv1beta1.GroupVersion.Version:
+	switch {
+	case version == mcsv1beta1.GroupVersion.Version && w.ClusterSelection && w.DynamicClient != nil:
+		factory, importInformer = selectedImportInformer(w.DynamicClient, w.ResyncPeriod, keepWhatProxiesRead(w.Proxier.trustedManagers()))
+	case version == mcsv1beta1.GroupVersion.Version:
 		importInformer = mcsFactory.Multicluster().V1beta1().ServiceImports().Informer()
 	default:
 		importInformer = mcsFactory.Multicluster().V1alpha1().ServiceImports().Informer()
@@ -150,6 +160,8 @@ func (w *Watcher) run(ctx context.Context, version string) {
 		switch si := obj.(type) {
 		case *mcsv1beta1.ServiceImport:
 			return si
+		case *selectedImport:
+			return si.ServiceImport
 		case *mcsv1alpha1.ServiceImport:
 			out, err := mcsapi.ServiceImportFromV1Alpha1(si)
 			if err != nil {
@@ -163,12 +175,12 @@ func (w *Watcher) run(ctx context.Context, version string) {
 	registration, _ := importInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if si := toV1beta1(obj); si != nil {
-				w.Proxier.OnServiceImportUpsert(si)
+				w.Proxier.upsertImport(si, resultsOf(obj))
 			}
 		},
 		UpdateFunc: func(_, obj any) {
 			if si := toV1beta1(obj); si != nil {
-				w.Proxier.OnServiceImportUpsert(si)
+				w.Proxier.upsertImport(si, resultsOf(obj))
 			}
 		},
 		DeleteFunc: func(obj any) {
@@ -178,7 +190,7 @@ func (w *Watcher) run(ctx context.Context, version string) {
 		},
 	})
 
-	mcsFactory.Start(ctx.Done())
+	factory.Start(ctx.Done())
 	serviceImportAPIServed.Set(1)
 	// The registration's HasSynced, not the informer's: the informer has
 	// synced once its store is full, the handler once every import in it
@@ -211,5 +223,5 @@ func (w *Watcher) run(ctx context.Context, version string) {
 	// runs once the gate moves on. Nothing is withdrawn here: when the CRD
 	// stops being served the gate's Absent resets the Proxier, and when
 	// another version is served the next run reconciles (above).
-	mcsFactory.Shutdown()
+	factory.Shutdown()
 }

@@ -1,0 +1,189 @@
+package multicluster
+
+import (
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
+	"k8s.io/multiclusterservices/clusterselection"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// Cluster selection (KEP-5939, gate MultiClusterServiceClusterSelection):
+// the mcs-controller publishes, in each import's status, the source
+// clusters each of its selectors matches for this cluster; this proxier
+// gives the import's clusterset IPs the endpoints of the first result that
+// has a usable endpoint (clusterselection.Choose), per address family, and
+// of every source cluster when none has. The choice is made again at every
+// change of the import or its slices, from the slices it already holds:
+// no API write is on the failover path. A change of choice hands the
+// Provider the slices that join before those that leave, so that a sync
+// in between sees a superset and no live connection loses its endpoint to
+// a half-made change.
+
+// SetClusterSelection turns cluster selection on (the gate); off, results
+// are ignored and every source cluster serves.
+func (p *Proxier) SetClusterSelection(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.clusterSelection = on
+}
+
+// OnServiceImportSelected records a ServiceImport with its cluster
+// selector results (status.clusterSelectorResults, read by the watcher
+// beside mcs-api's fields).
+func (p *Proxier) OnServiceImportSelected(si *mcsv1beta1.ServiceImport, results []csv1beta1.ClusterSelectorResult) {
+	p.upsertImport(si, results)
+}
+
+// choice is the source clusters an import's endpoints come from, per
+// address family; a family not in it (or a nil choice) takes every
+// source cluster.
+type choice map[discoveryv1.AddressType]sets.Set[string]
+
+func (c choice) allows(slice *discoveryv1.EndpointSlice) bool {
+	set, ok := c[slice.AddressType]
+	return !ok || set.Has(slice.Labels[mcsv1beta1.LabelSourceCluster])
+}
+
+func (c choice) equal(o choice) bool {
+	if len(c) != len(o) {
+		return false
+	}
+	for family, set := range c {
+		if other, ok := o[family]; !ok || !other.Equal(set) {
+			return false
+		}
+	}
+	return true
+}
+
+// choose decides import st's choice. One choice serves all the import's
+// ports (the Provider gets whole slices): the KEP makes eligibility per
+// port and protocol, so each port chooses, and the import takes the
+// latest result any port needs (every port then has a usable endpoint
+// where results widen, as locality ones do), or every cluster if a port
+// finds none. Called with p.mu held.
+func (p *Proxier) choose(st *importState) choice {
+	if !p.clusterSelection || st.obj == nil || len(st.results) == 0 {
+		return nil
+	}
+	var raw []*discoveryv1.EndpointSlice
+	for _, s := range st.slices {
+		if s.obj != nil && s.invalid == nil {
+			raw = append(raw, s.obj)
+		}
+	}
+	node := ""
+	if itp := st.obj.Spec.InternalTrafficPolicy; itp != nil && *itp == v1.ServiceInternalTrafficPolicyLocal && p.node != nil {
+		node = p.node.Name
+	}
+	out := choice{}
+	for _, family := range []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6} {
+		latest := -1
+		var chosen sets.Set[string]
+		for _, port := range st.obj.Spec.Ports {
+			i, clusters := clusterselection.Choose(st.results, raw, clusterselection.Traffic{
+				PortName: port.Name, Protocol: port.Protocol, LocalNode: node, AddressType: family,
+			})
+			if i == clusterselection.AllClusters {
+				chosen = nil
+				break
+			}
+			if i > latest || chosen == nil {
+				latest, chosen = i, clusters
+			}
+		}
+		if chosen != nil {
+			out[family] = chosen
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// reselect decides import key's choice again and, if it changed, hands
+// the Provider the slices that join, then those that leave. Called with
+// p.mu held.
+func (p *Proxier) reselect(key types.NamespacedName) {
+	st := p.imports[key]
+	if st == nil {
+		return
+	}
+	next := p.choose(st)
+	if next.equal(st.chosen) {
+		return
+	}
+	st.chosen = next
+	// Joining slices, then those that stay (the event's own change), then
+	// leaving ones.
+	var staying, leaving []*sliceState
+	for _, s := range st.slices {
+		switch {
+		case s.programmedFrom == nil:
+			p.reconcileSlice(s, nil)
+		case s.obj != nil && !next.allows(s.obj):
+			leaving = append(leaving, s)
+		default:
+			staying = append(staying, s)
+		}
+	}
+	for _, s := range append(staying, leaving...) {
+		p.reconcileSlice(s, nil)
+	}
+	clusterSelectionChanges.Inc()
+}
+
+// selectedImport is a v1beta1 import as the watcher caches it with
+// cluster selection on: mcs-api's object and the KEP's results, which
+// mcs-api's types do not have.
+type selectedImport struct {
+	*mcsv1beta1.ServiceImport
+	results []csv1beta1.ClusterSelectorResult
+}
+
+// resultsOf returns the cluster selector results an informer object
+// carries, if any.
+func resultsOf(obj any) []csv1beta1.ClusterSelectorResult {
+	if si, ok := obj.(*selectedImport); ok {
+		return si.results
+	}
+	return nil
+}
+
+// selectedImportInformer returns an informer of v1beta1 ServiceImports
+// read whole (dynamic client), each cached as a selectedImport: what keep
+// keeps of mcs-api's object, and the results.
+func selectedImportInformer(client dynamic.Interface, resync time.Duration, keep cache.TransformFunc) (dynamicinformer.DynamicSharedInformerFactory, cache.SharedIndexInformer) {
+	f := dynamicinformer.NewDynamicSharedInformerFactory(client, resync)
+	inf := f.ForResource(mcsv1beta1.SchemeGroupVersion.WithResource(mcsv1beta1.ServiceImportPluralName)).Informer()
+	_ = inf.SetTransform(func(obj any) (any, error) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return obj, nil
+		}
+		si := &mcsv1beta1.ServiceImport{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, si); err != nil {
+			return nil, err
+		}
+		overlay := &csv1beta1.ServiceImport{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, overlay); err != nil {
+			return nil, err
+		}
+		if _, err := keep(si); err != nil {
+			return nil, err
+		}
+		return &selectedImport{ServiceImport: si, results: overlay.Status.ClusterSelectorResults}, nil
+	})
+	return f, inf
+}

@@ -1,0 +1,155 @@
+package multicluster
+
+import (
+	"context"
+	"testing"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apiextensionsfake "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/fake"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	clientfeatures "k8s.io/client-go/features"
+	"k8s.io/component-base/featuregate"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
+	"k8s.io/component-base/metrics/testutil"
+	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
+	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+	mcsfake "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned/fake"
+)
+
+// Story 1 of KEP-5939 as cluster-b (eu, with cluster-a) sees it: itself,
+// then its region, then (no result) every cluster.
+var storyResults = []csv1beta1.ClusterSelectorResult{
+	{Clusters: []string{"cluster-b"}},
+	{Clusters: []string{"cluster-a", "cluster-b"}},
+}
+
+func unready(s *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+	for i := range s.Endpoints {
+		no := false
+		s.Endpoints[i].Conditions.Ready = &no
+		s.Endpoints[i].Conditions.Serving = &no
+	}
+	return s
+}
+
+// TestClusterSelectionFailoverAndBack: the clusterset IP gets the first
+// result with a ready endpoint; losing the last one moves to the next
+// result, joining slices first and leaving ones after (a sync in between
+// sees a superset); with no result left, every cluster; back again when
+// they return. Each failover is one decision, counted.
+func TestClusterSelectionFailoverAndBack(t *testing.T) {
+	f := newFixture(t)
+	p := f.proxier
+	p.SetClusterSelection(true)
+	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "api-a", "api", "cluster-a", "10.1.0.1"))
+	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1"))
+	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "api-c", "api", "cluster-c", "10.3.0.1"))
+	si := serviceImport("ns", "api", 0, "10.250.0.10")
+	p.OnServiceImportSelected(si, storyResults)
+	f.expectCalls("SliceAdd ns/api-b", "ServiceAdd ns/api.clusterset")
+	before, _ := testutil.GetCounterMetricValue(clusterSelectionChanges)
+
+	// Own cluster down: the region; cluster-a joins before cluster-b's
+	// unready slice is handed over.
+	p.OnMultiClusterEndpointSliceUpsert(unready(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1")))
+	f.expectCalls("SliceAdd ns/api-a", "SliceUpdate ns/api-b")
+	if got := f.provider.readyOf("ns/api.clusterset"); len(got) != 1 || got[0] != "10.1.0.1" {
+		t.Errorf("ready endpoints %v, want cluster-a's", got)
+	}
+
+	// The region down too: every cluster.
+	p.OnMultiClusterEndpointSliceUpsert(unready(mcsSlice("ns", "api-a", "api", "cluster-a", "10.1.0.1")))
+	f.expectCalls("SliceAdd ns/api-c", "SliceUpdate ns/api-a")
+
+	// Own cluster back: only it; the others leave after its change.
+	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1"))
+	f.expectCalls("SliceUpdate ns/api-b", "SliceDelete ns/api-a", "SliceDelete ns/api-c")
+	if got := f.provider.endpointsOf("ns/api.clusterset"); len(got) != 1 || got[0] != "10.2.0.1" {
+		t.Errorf("endpoints %v, want cluster-b's only", got)
+	}
+	after, _ := testutil.GetCounterMetricValue(clusterSelectionChanges)
+	if after-before != 3 {
+		t.Errorf("%v changes counted, want 3", after-before)
+	}
+
+	// New results (a property changed): decided at once.
+	moved := si.DeepCopy()
+	moved.ResourceVersion = "2"
+	p.OnServiceImportSelected(moved, []csv1beta1.ClusterSelectorResult{{Clusters: []string{"cluster-c"}}})
+	f.expectCalls("SliceAdd ns/api-c", "SliceDelete ns/api-b")
+
+	// No results: every cluster, as without cluster selection.
+	none := moved.DeepCopy()
+	none.ResourceVersion = "3"
+	p.OnServiceImportSelected(none, nil)
+	f.expectCalls("SliceAdd ns/api-a", "SliceAdd ns/api-b")
+}
+
+// With the gate off, results are ignored: every cluster serves.
+func TestClusterSelectionOffIgnoresResults(t *testing.T) {
+	f := newFixture(t)
+	p := f.proxier
+	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "api-a", "api", "cluster-a", "10.1.0.1"))
+	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1"))
+	p.OnServiceImportSelected(serviceImport("ns", "api", 0, "10.250.0.10"), storyResults)
+	f.expectCalls("SliceAdd ns/api-a", "SliceAdd ns/api-b", "ServiceAdd ns/api.clusterset")
+}
+
+// TestWatcherReadsClusterSelectorResults: with cluster selection on, the
+// watcher reads v1beta1 imports whole, so that the results in their status
+// (which mcs-api's types drop) reach the Proxier, and follows their changes.
+func TestWatcherReadsClusterSelectorResults(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, featuregate.Feature(clientfeatures.WatchListClient), false)
+	f := newFixture(t)
+	f.proxier.SetClusterSelection(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	si := serviceImport("ns", "api", 0, "10.250.0.10")
+	si.TypeMeta = metav1.TypeMeta{APIVersion: mcsv1beta1.SchemeGroupVersion.String(), Kind: "ServiceImport"}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(si)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{Object: obj}
+	setResults := func(u *unstructured.Unstructured, clusters ...string) {
+		list := []any{}
+		for _, c := range clusters {
+			list = append(list, map[string]any{"clusters": []any{c}})
+		}
+		if err := unstructured.SetNestedSlice(u.Object, list, "status", "clusterSelectorResults"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setResults(u, "cluster-b")
+	imports := mcsv1beta1.SchemeGroupVersion.WithResource(mcsv1beta1.ServiceImportPluralName)
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		aboutv1alpha1.Resource: "ClusterPropertyList", imports: "ServiceImportList",
+	}, clusterProperty("cluster-b"), u)
+	ext := apiextensionsfake.NewClientset(serviceImportCRD("v1beta1"), crdServing(ClusterPropertyCRDName, "v1alpha1"))
+
+	f.proxier.OnServiceSynced()
+	f.proxier.OnEndpointSliceAdd(mcsSlice("ns", "api-a", "api", "cluster-a", "10.1.0.1"))
+	f.proxier.OnEndpointSliceAdd(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1"))
+	f.proxier.OnEndpointSlicesSynced()
+	w := &Watcher{Proxier: f.proxier, MCSClient: mcsfake.NewSimpleClientset(), CRDClient: ext, DynamicClient: dyn, ClusterSelection: true}
+	w.Start(ctx)
+	f.waitCalls("SliceAdd ns/api-b", "ServiceAdd ns/api.clusterset", "ServiceSynced", "SlicesSynced")
+	if _, held := f.provider.slices["ns/api-a"]; held {
+		t.Errorf("cluster-a's slice is programmed; the only result is cluster-b")
+	}
+
+	moved := u.DeepCopy()
+	moved.SetResourceVersion("2")
+	setResults(moved, "cluster-a")
+	if _, err := dyn.Resource(imports).Namespace("ns").UpdateStatus(ctx, moved, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitCalls("SliceAdd ns/api-a", "SliceDelete ns/api-b")
+}
