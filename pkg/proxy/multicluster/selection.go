@@ -76,15 +76,25 @@ func (p *Proxier) choose(st *importState) choice {
 	if !p.clusterSelection || st.obj == nil || len(st.results) == 0 {
 		return nil
 	}
-	var raw []*discoveryv1.EndpointSlice
-	for _, s := range st.slices {
-		if s.obj != nil && s.invalid == nil {
-			raw = append(raw, s.obj)
+	// internalTrafficPolicy Local: only this node's endpoints are
+	// eligible, and only this cluster's slices name this cluster's nodes
+	// (another cluster may have a node of the same name).
+	node := ""
+	if itp := st.obj.Spec.InternalTrafficPolicy; itp != nil && *itp == v1.ServiceInternalTrafficPolicyLocal {
+		node = "\x00" // no node: nothing is local
+		if p.node != nil && p.opts.LocalClusterID != "" {
+			node = p.node.Name
 		}
 	}
-	node := ""
-	if itp := st.obj.Spec.InternalTrafficPolicy; itp != nil && *itp == v1.ServiceInternalTrafficPolicyLocal && p.node != nil {
-		node = p.node.Name
+	var raw []*discoveryv1.EndpointSlice
+	for _, s := range st.slices {
+		if s.obj == nil || s.invalid != nil {
+			continue
+		}
+		if node != "" && s.obj.Labels[mcsv1beta1.LabelSourceCluster] != p.opts.LocalClusterID {
+			continue
+		}
+		raw = append(raw, s.obj)
 	}
 	out := choice{}
 	for _, family := range []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6} {

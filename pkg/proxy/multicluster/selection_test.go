@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apiextensionsfake "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/fake"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -89,6 +90,30 @@ func TestClusterSelectionFailoverAndBack(t *testing.T) {
 	none.ResourceVersion = "3"
 	p.OnServiceImportSelected(none, nil)
 	f.expectCalls("SliceAdd ns/api-a", "SliceAdd ns/api-b")
+}
+
+// internalTrafficPolicy Local: only this cluster's endpoints on this node
+// count, never another cluster's on a node of the same name.
+func TestClusterSelectionInternalTrafficPolicyLocal(t *testing.T) {
+	f := newFixture(t)
+	p := f.proxier
+	p.SetClusterSelection(true)
+	p.SetNode(&v1.ObjectReference{Kind: "Node", Name: "node-1"})
+	p.SetLocalClusterID("cluster-b")
+	onNode := func(s *discoveryv1.EndpointSlice, node string) *discoveryv1.EndpointSlice {
+		s.Endpoints[0].NodeName = &node
+		return s
+	}
+	p.OnMultiClusterEndpointSliceUpsert(onNode(mcsSlice("ns", "api-a", "api", "cluster-a", "10.1.0.1"), "node-1"))
+	p.OnMultiClusterEndpointSliceUpsert(onNode(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1"), "node-2"))
+	si := serviceImport("ns", "api", 0, "10.250.0.10")
+	local := v1.ServiceInternalTrafficPolicyLocal
+	si.Spec.InternalTrafficPolicy = &local
+	p.OnServiceImportSelected(si, []csv1beta1.ClusterSelectorResult{{Clusters: []string{"cluster-a"}}, {Clusters: []string{"cluster-b"}}})
+	// Neither result has an endpoint on this node of this cluster: all.
+	f.expectCalls("SliceAdd ns/api-a", "SliceAdd ns/api-b", "ServiceAdd ns/api.clusterset")
+	p.OnMultiClusterEndpointSliceUpsert(onNode(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1"), "node-1"))
+	f.expectCalls("SliceUpdate ns/api-b", "SliceDelete ns/api-a")
 }
 
 // With the gate off, results are ignored: every cluster serves.
