@@ -230,3 +230,32 @@ func waitResults(t *testing.T, m *testMember, ns, name string, sels []csv1beta1.
 			fmt.Sprintf("results %q, spec selectors as exported %v, observedGeneration %d of %d", s, specOK, si.Status.ObservedGeneration, gen)
 	})
 }
+
+// TestClusterSelectionGateOff: with the gate off (the default), the
+// controller neither reads an export's clusterSelectors nor writes the
+// KEP's fields, and needs no more RBAC than today's (no ClusterProperty
+// list or watch is granted here).
+func TestClusterSelectionGateOff(t *testing.T) {
+	dir := t.TempDir()
+	etcd := framework.StartTestEtcd(t)
+	a := startMember(t, etcd, dir, "cluster-a")
+	setProperty(t, a, regionKey, "eu")
+	createNamespace(t, a, "demo")
+	startController(t, writeControllerKubeconfig(t, dir, []*testMember{a}), "replica-1", 8*time.Second)
+
+	exportService(t, a, "demo", "api", servicePorts("http", 80), endpoints("http", 8080, "10.1.0.1"))
+	// Invalid with the gate on; ignored with it off.
+	setSelectors(t, a, "demo", "api", []csv1beta1.ClusterSelector{{PropertySelector: &csv1beta1.PropertySelector{}}})
+	waitImport(t, a, "demo", "api", func(si *mcsv1beta1.ServiceImport) bool { return clustersString(si) == "cluster-a" && importReady(si) })
+	waitExportConditions(t, a, "demo", "api", "Valid=True/Valid Ready=True/Exported Conflict=False/NoConflicts")
+	api := dynamic.NewForConfigOrDie(a.cluster.RESTConfig()).Resource(csv1beta1.SchemeGroupVersion.WithResource("serviceimports")).Namespace("demo")
+	u, err := api.Get(context.Background(), "api", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range [][]string{{"spec", "clusterSelectors"}, {"status", "clusterSelectorResults"}, {"status", "observedGeneration"}} {
+		if v, found, _ := unstructured.NestedFieldNoCopy(u.Object, path...); found {
+			t.Errorf("gate off: the import has %s = %v", strings.Join(path, "."), v)
+		}
+	}
+}
