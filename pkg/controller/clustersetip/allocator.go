@@ -21,6 +21,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/multiclusterservices/export"
 )
 
 // Allocator hands out one clusterset IP per IP family to each import key
@@ -151,17 +152,14 @@ func (a *Allocator) Restore(claims []Claim) {
 		var best *candidate
 		var bestID string
 		for id, c := range cands {
-			if best == nil || c.count > best.count || c.count == best.count && (c.created.Before(best.created) || c.created.Equal(best.created) && id < bestID) {
+			if best == nil || c.count > best.count || c.count == best.count && export.CompareAge(c.created, id, best.created, bestID) < 0 {
 				best, bestID = c, id
 			}
 		}
 		chosen = append(chosen, choice{key, *best})
 	}
 	slices.SortFunc(chosen, func(x, y choice) int {
-		if c := x.created.Compare(y.created); c != 0 {
-			return c
-		}
-		return strings.Compare(x.key, y.key)
+		return export.CompareAge(x.created, x.key, y.created, y.key)
 	})
 
 	a.mu.Lock()

@@ -5,9 +5,11 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/multiclusterservices/export"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 )
 
@@ -38,16 +40,13 @@ type claim struct {
 	created int64
 }
 
-// compare ranks claims: negative when a wins over b.
+// compare ranks claims: negative when a wins over b (export.CompareAge,
+// the imports named namespace/name).
 func (a claim) compare(b claim) int {
-	if a.created != b.created {
-		if a.created < b.created {
-			return -1
-		}
-		return 1
-	}
-	return strings.Compare(a.key.String(), b.key.String())
+	return export.CompareAgeFunc(time.Unix(a.created, 0), a.key, time.Unix(b.created, 0), b.key, compareKeys)
 }
+
+func compareKeys(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) }
 
 // claimIndex keeps, per IP, the imports that claim it in rank order (the
 // owner first), and per IP the local Services that use it.

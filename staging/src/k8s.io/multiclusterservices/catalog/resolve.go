@@ -294,7 +294,7 @@ func Resolve(c Catalog) Result {
 	// One global service per local name and cluster: the oldest claim
 	// wins (as the oldest export wins a KEP-1645 conflict).
 	slices.SortStableFunc(claims, func(a, b claim) int {
-		return cmp.Or(a.created.Compare(b.created.Time), strings.Compare(a.object, b.object))
+		return export.CompareAge(a.created.Time, a.object, b.created.Time, b.object)
 	})
 	taken := map[string]claim{}
 	for _, cl := range claims {
@@ -394,8 +394,7 @@ func validEndpoints(b *catalogv1alpha1.ServiceBinding, kubernetes rangeIndex) st
 func sortedByAge[T metav1.Object](objs []T) []T {
 	out := slices.Clone(objs)
 	slices.SortStableFunc(out, func(a, b T) int {
-		ta, tb := a.GetCreationTimestamp(), b.GetCreationTimestamp()
-		return cmp.Or(ta.Compare(tb.Time), strings.Compare(a.GetNamespace()+"/"+a.GetName(), b.GetNamespace()+"/"+b.GetName()))
+		return export.CompareAge(a.GetCreationTimestamp().Time, a.GetNamespace()+"/"+a.GetName(), b.GetCreationTimestamp().Time, b.GetNamespace()+"/"+b.GetName())
 	})
 	return out
 }

@@ -101,17 +101,13 @@ func Merge(exports []Export) Result {
 	return r
 }
 
-// oldestFirst orders exports as the KEP's conflict resolution does: by
-// creationTimestamp, oldest first, then by cluster ID so that equal
-// timestamps still give one answer everywhere.
+// oldestFirst orders exports as the KEP's conflict resolution does
+// (CompareAge): by creationTimestamp, oldest first, then by cluster ID so
+// that equal timestamps still give one answer everywhere.
 func oldestFirst(exports []Export) []Export {
 	ordered := slices.Clone(exports)
 	slices.SortFunc(ordered, func(a, b Export) int {
-		ta, tb := a.ServiceExport.CreationTimestamp.Time, b.ServiceExport.CreationTimestamp.Time
-		if c := ta.Compare(tb); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Cluster, b.Cluster)
+		return CompareAge(a.ServiceExport.CreationTimestamp.Time, a.Cluster, b.ServiceExport.CreationTimestamp.Time, b.Cluster)
 	})
 	return ordered
 }
