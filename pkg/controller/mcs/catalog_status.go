@@ -147,7 +147,8 @@ func (st *catalogStatus) write(ctx context.Context, c *Controller) error {
 	return errors.Join(errs...)
 }
 
-// statusConditions are the conditions of a catalog kind's status.
+// statusConditions are the status types of the catalog's kinds, each with
+// its Conditions (conditionsOf).
 type statusConditions interface {
 	catalogv1alpha1.GlobalServiceStatus | catalogv1alpha1.ServiceBindingStatus | catalogv1alpha1.GlobalServiceImportStatus
 }
