@@ -3,8 +3,10 @@ package clusterset
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -142,22 +144,29 @@ func (cs *ClusterSet) setUpAPI(ctx context.Context, c *Cluster) error {
 // mcs-controller needs the properties.
 func (cs *ClusterSet) writeClusterID(ctx context.Context, c *Cluster) error {
 	started := time.Now()
-	if err := writeClusterProperties(ctx, c); err != nil {
+	if err := writeClusterProperties(ctx, c, cs.opts.ClusterProperties[c.Name]); err != nil {
 		return fmt.Errorf("cluster %s: ClusterProperty: %w", c.Name, err)
 	}
-	cs.progress.timed(c.Name, "ClusterProperty "+aboutv1alpha1.ClusterIDProperty+" = "+c.Name, started)
+	line := "ClusterProperty " + aboutv1alpha1.ClusterIDProperty + " = " + c.Name
+	for _, key := range slices.Sorted(maps.Keys(cs.opts.ClusterProperties[c.Name])) {
+		line += ", " + key + " = " + cs.opts.ClusterProperties[c.Name][key]
+	}
+	cs.progress.timed(c.Name, line, started)
 	return nil
 }
 
 // writeClusterProperties records the cluster's ID and its clusterset
-// (KEP-2149), which the mcs-controller reads.
-func writeClusterProperties(ctx context.Context, c *Cluster) error {
+// (KEP-2149), which the mcs-controller reads, and the operator's extra
+// properties (Options.ClusterProperties).
+func writeClusterProperties(ctx context.Context, c *Cluster, extra map[string]string) error {
 	client, err := dynamic.NewForConfig(c.API.RESTConfig())
 	if err != nil {
 		return err
 	}
 	props := client.Resource(aboutv1alpha1.Resource)
-	for name, value := range map[string]string{aboutv1alpha1.ClusterIDProperty: c.Name, aboutv1alpha1.ClusterSetProperty: ClusterSetName} {
+	all := map[string]string{aboutv1alpha1.ClusterIDProperty: c.Name, aboutv1alpha1.ClusterSetProperty: ClusterSetName}
+	maps.Copy(all, extra)
+	for name, value := range all {
 		obj := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": aboutv1alpha1.SchemeGroupVersion.String(),
 			"kind":       "ClusterProperty",

@@ -6,8 +6,11 @@ import (
 	"io"
 	"net/netip"
 	"regexp"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
 )
 
 // Options configures Up.
@@ -50,8 +53,31 @@ type Options struct {
 	// DualStack (IPv4 first): nodes, pods, Services, kube-proxy, CoreDNS
 	// and the clusterset IP ranges in it.
 	IPFamily IPFamily
+	// ClusterProperties are ClusterProperties (KEP-2149) written in each
+	// cluster at start-up beside its ID and clusterset, as cluster name →
+	// property name → value: a region for cluster selection, say.
+	// AddClusterProperty parses the command line's CLUSTER=KEY=VALUE.
+	ClusterProperties map[string]map[string]string
 	// Progress receives one line per started component (nil: discarded).
 	Progress io.Writer
+}
+
+// AddClusterProperty adds a ClusterProperty given as CLUSTER=KEY=VALUE
+// (the value may hold "="). defaults checks the cluster and the name.
+func (o *Options) AddClusterProperty(s string) error {
+	cluster, rest, ok := strings.Cut(s, "=")
+	key, value, ok2 := strings.Cut(rest, "=")
+	if !ok || !ok2 || cluster == "" || key == "" || value == "" {
+		return fmt.Errorf("cluster property %q: want CLUSTER=KEY=VALUE", s)
+	}
+	if o.ClusterProperties == nil {
+		o.ClusterProperties = map[string]map[string]string{}
+	}
+	if o.ClusterProperties[cluster] == nil {
+		o.ClusterProperties[cluster] = map[string]string{}
+	}
+	o.ClusterProperties[cluster][key] = value
+	return nil
 }
 
 const (
@@ -98,6 +124,21 @@ func (o *Options) defaults() error {
 	for _, name := range o.UpstreamKubeProxy {
 		if !o.known(name) {
 			return fmt.Errorf("upstream kube-proxy in %q: no such cluster (cluster-a..%s)", name, clusterName(o.Clusters-1))
+		}
+	}
+	for name, props := range o.ClusterProperties {
+		if !o.known(name) {
+			return fmt.Errorf("cluster property in %q: no such cluster (cluster-a..%s)", name, clusterName(o.Clusters-1))
+		}
+		for key, value := range props {
+			switch {
+			case key == aboutv1alpha1.ClusterIDProperty || key == aboutv1alpha1.ClusterSetProperty:
+				return fmt.Errorf("cluster property %s in %q: written by the clusterset itself", key, name)
+			case len(validation.IsDNS1123Subdomain(key)) > 0:
+				return fmt.Errorf("cluster property %q in %q: not a valid object name: %s", key, name, strings.Join(validation.IsDNS1123Subdomain(key), "; "))
+			case value == "":
+				return fmt.Errorf("cluster property %s in %q: empty value", key, name)
+			}
 		}
 	}
 	for name, like := range o.PrivatePods {

@@ -2,6 +2,7 @@ package clusterset
 
 import (
 	"net/netip"
+	"reflect"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -127,6 +128,42 @@ func TestGuardRoute(t *testing.T) {
 	} {
 		if got, ok := guardRoute(tc.line, "40212"); got != tc.want || ok != tc.ok {
 			t.Errorf("%q: %q %v, want %q %v", tc.line, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// --cluster-property CLUSTER=KEY=VALUE: the value may hold "=", a later
+// use of the same key wins, and defaults refuses an unknown cluster, the
+// properties the clusterset writes itself and a name that is no object's.
+func TestClusterPropertyOption(t *testing.T) {
+	o := Options{Dir: "/tmp/x", Clusters: 3}
+	for _, s := range []string{"cluster-a=region.topology.k8s.io=eu", "cluster-c=region.topology.k8s.io=us", "cluster-c=zone=a=b", "cluster-a=region.topology.k8s.io=us-east"} {
+		if err := o.AddClusterProperty(s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	want := map[string]map[string]string{
+		"cluster-a": {"region.topology.k8s.io": "us-east"},
+		"cluster-c": {"region.topology.k8s.io": "us", "zone": "a=b"},
+	}
+	if !reflect.DeepEqual(o.ClusterProperties, want) {
+		t.Errorf("properties %v, want %v", o.ClusterProperties, want)
+	}
+	if err := o.defaults(); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"", "cluster-a", "cluster-a=region", "cluster-a=region=", "=region=eu", "cluster-a==eu"} {
+		if err := (&Options{}).AddClusterProperty(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	for _, bad := range []string{"cluster-d=region=eu", "cluster-a=cluster.clusterset.k8s.io=cluster-z", "cluster-a=clusterset.k8s.io=other", "cluster-a=Region_Name=eu"} {
+		o := Options{Dir: "/tmp/x", Clusters: 3}
+		if err := o.AddClusterProperty(bad); err != nil {
+			t.Fatalf("%s: %v", bad, err)
+		}
+		if err := o.defaults(); err == nil {
+			t.Errorf("%q accepted by defaults", bad)
 		}
 	}
 }

@@ -8,10 +8,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -75,7 +77,24 @@ func addClusterSetFlags(cmd *cobra.Command, o *clusterset.Options) {
 	f.StringArrayVar(&o.KubeProxyArgs, "kube-proxy-arg", nil, "extra kube-proxy flag (repeatable)")
 	f.StringSliceVar(&o.UpstreamKubeProxy, "upstream-kube-proxy", nil, "clusters whose nodes run the unmodified upstream kube-proxy (serve them with mcs-controller --derived-members)")
 	f.StringToStringVar(&o.PrivatePods, "private-pods", nil, "CLUSTER=[OVERLAPPED]: clusters whose pods the others cannot reach, nor they the others' (routed only among their own nodes), each with the pod CIDR of cluster OVERLAPPED if given (overlapping pod networks); serve them with mcs-controller --ingress-members")
+	f.Var(clusterPropertyFlag{o}, "cluster-property", "CLUSTER=KEY=VALUE: a ClusterProperty written in cluster CLUSTER at start-up, e.g. cluster-a=region.topology.k8s.io=eu (repeatable)")
 	f.StringVar((*string)(&o.IPFamily), "ip-family", string(clusterset.IPv4), "IP family of nodes, pods, Services and clusterset IPs: ipv4, ipv6 or dual")
+}
+
+// clusterPropertyFlag is --cluster-property: each use adds one property to
+// the Options.
+type clusterPropertyFlag struct{ o *clusterset.Options }
+
+func (f clusterPropertyFlag) Set(s string) error { return f.o.AddClusterProperty(s) }
+func (f clusterPropertyFlag) Type() string       { return "CLUSTER=KEY=VALUE" }
+func (f clusterPropertyFlag) String() string {
+	var all []string
+	for _, cluster := range slices.Sorted(maps.Keys(f.o.ClusterProperties)) {
+		for _, key := range slices.Sorted(maps.Keys(f.o.ClusterProperties[cluster])) {
+			all = append(all, cluster+"="+key+"="+f.o.ClusterProperties[cluster][key])
+		}
+	}
+	return strings.Join(all, ",")
 }
 
 // signalContext is cancelled by the first SIGINT or SIGTERM; a second one
