@@ -171,6 +171,9 @@ func (p *Proxier) reconcileImport(key types.NamespacedName, want *v1.Service, re
 		}
 		st.programmedFrom = st.obj
 	}
+	if st.obj == nil && p.clusterSelection {
+		p.showSelection(key, st, nil) // the import went: its gauge too
+	}
 	if st.obj != nil {
 		if newlyProgrammed {
 			p.reportProgrammed(st.obj, st.reported != "")

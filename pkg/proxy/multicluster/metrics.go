@@ -76,6 +76,17 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	})
 
+	// clusterSelectionResult is, per import with cluster selector
+	// results, the index of the result this proxy sends its clusterset
+	// IPs to (the latest any address family uses), -1 for every source
+	// cluster. The series goes with the import or its results.
+	clusterSelectionResult = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "multicluster_cluster_selection_result",
+		Help:           "Index of the cluster selector result this proxy sends an import's clusterset IPs to, -1 for every source cluster (KEP-5939).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"namespace", "name"})
+
 	registerOnce sync.Once
 )
 
@@ -83,6 +94,6 @@ var (
 // metrics endpoint.
 func RegisterMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(rejectionsTotal, programmedImports, serviceImportAPIServed, localClusterIDKnown, nativeNamesServices, localFirstSwitchesTotal, clusterSelectionChanges)
+		legacyregistry.MustRegister(rejectionsTotal, programmedImports, serviceImportAPIServed, localClusterIDKnown, nativeNamesServices, localFirstSwitchesTotal, clusterSelectionChanges, clusterSelectionResult)
 	})
 }

@@ -80,6 +80,26 @@ func (p *Proxier) reportProgrammed(si *mcsv1beta1.ServiceImport, afterRejection 
 		ReasonProgrammed, eventAction, "clusterset IPs %s programmed", strings.Join(si.Spec.IPs, ","))
 }
 
+// ReasonClusterSelectionChanged is the reason of the Normal event
+// kube-proxy records on a ServiceImport when the cluster selector result
+// its node sends the clusterset IPs to changes (KEP-5939): a failover to a
+// later result, a failback, or every source cluster when no result has a
+// usable endpoint.
+const ReasonClusterSelectionChanged = "ClusterSelectionChanged"
+
+// reportSelectionChanged logs a change of si's chosen result, explained
+// by why, and records it as an event, once per change. Only after the
+// first sync: at start-up an import's slices arrive after it, and every
+// node would report every import's first choice as a change.
+func (p *Proxier) reportSelectionChanged(si *mcsv1beta1.ServiceImport, why string) {
+	p.logger.V(2).Info("Cluster selection changed", "serviceImport", klog.KObj(si), "change", why)
+	if p.recorder == nil || !p.mcsSynced || why == "" {
+		return
+	}
+	p.recorder.Eventf(kindServiceImport.ref(si.Namespace, si.Name, si.UID), p.nodeRef(), v1.EventTypeNormal,
+		ReasonClusterSelectionChanged, eventAction, "%s", why)
+}
+
 // SetNode names the node this proxy runs on: every event it records
 // names the node as its related object, as one kube-proxy per node
 // reports on the same ServiceImports.

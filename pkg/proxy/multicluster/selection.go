@@ -1,6 +1,8 @@
 package multicluster
 
 import (
+	"fmt"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -44,26 +46,42 @@ func (p *Proxier) OnServiceImportSelected(si *mcsv1beta1.ServiceImport, results 
 	p.upsertImport(si, results)
 }
 
-// choice is the source clusters an import's endpoints come from, per
-// address family; a family not in it (or a nil choice) takes every
-// source cluster.
-type choice map[discoveryv1.AddressType]sets.Set[string]
+// choice is the result an import's endpoints come from, per address
+// family; a family not in it (or a nil choice) takes every source cluster.
+type choice map[discoveryv1.AddressType]chosenResult
+
+// chosenResult is the index of the chosen result and its clusters.
+type chosenResult struct {
+	index    int
+	clusters sets.Set[string]
+}
 
 func (c choice) allows(slice *discoveryv1.EndpointSlice) bool {
-	set, ok := c[slice.AddressType]
-	return !ok || set.Has(slice.Labels[mcsv1beta1.LabelSourceCluster])
+	r, ok := c[slice.AddressType]
+	return !ok || r.clusters.Has(slice.Labels[mcsv1beta1.LabelSourceCluster])
 }
 
 func (c choice) equal(o choice) bool {
 	if len(c) != len(o) {
 		return false
 	}
-	for family, set := range c {
-		if other, ok := o[family]; !ok || !other.Equal(set) {
+	for family, r := range c {
+		if other, ok := o[family]; !ok || other.index != r.index || !other.clusters.Equal(r.clusters) {
 			return false
 		}
 	}
 	return true
+}
+
+// index is what the gauge kubeproxy_multicluster_cluster_selection_result
+// shows: the latest result any family uses, AllClusters when every family
+// takes every cluster.
+func (c choice) index() int {
+	latest := clusterselection.AllClusters
+	for _, r := range c {
+		latest = max(latest, r.index)
+	}
+	return latest
 }
 
 // choose decides import st's choice. One choice serves all the import's
@@ -113,7 +131,7 @@ func (p *Proxier) choose(st *importState) choice {
 			}
 		}
 		if chosen != nil {
-			out[family] = chosen
+			out[family] = chosenResult{index: latest, clusters: chosen}
 		}
 	}
 	if len(out) == 0 {
@@ -123,17 +141,19 @@ func (p *Proxier) choose(st *importState) choice {
 }
 
 // reselect decides import key's choice again and, if it changed, hands
-// the Provider the slices that join, then those that leave. Called with
-// p.mu held.
+// the Provider the slices that join, then those that leave, and reports
+// the change. Called with p.mu held.
 func (p *Proxier) reselect(key types.NamespacedName) {
 	st := p.imports[key]
 	if st == nil {
 		return
 	}
 	next := p.choose(st)
+	p.showSelection(key, st, next)
 	if next.equal(st.chosen) {
 		return
 	}
+	prev := st.chosen
 	st.chosen = next
 	// Joining slices, then those that stay (the event's own change), then
 	// leaving ones.
@@ -152,6 +172,59 @@ func (p *Proxier) reselect(key types.NamespacedName) {
 		p.reconcileSlice(s, nil)
 	}
 	clusterSelectionChanges.Inc()
+	if st.obj != nil && len(st.results) > 0 {
+		p.reportSelectionChanged(st.obj, selectionChange(st.results, prev, next))
+	}
+}
+
+// showSelection sets import key's gauge of the chosen result: only while
+// the import has results, so that imports without cluster selection add
+// no series. Called with p.mu held.
+func (p *Proxier) showSelection(key types.NamespacedName, st *importState, next choice) {
+	if st.obj == nil || len(st.results) == 0 {
+		clusterSelectionResult.DeleteLabelValues(key.Namespace, key.Name)
+		return
+	}
+	clusterSelectionResult.WithLabelValues(key.Namespace, key.Name).Set(float64(next.index()))
+}
+
+// selectionChange says, for a user reading the import's events, what a
+// change of choice was and why: per family, from which result to which.
+func selectionChange(results []csv1beta1.ClusterSelectorResult, prev, next choice) string {
+	var parts []string
+	for _, family := range []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6} {
+		from, hadFrom := prev[family]
+		to, hasTo := next[family]
+		if !hadFrom {
+			from.index = clusterselection.AllClusters
+		}
+		if !hasTo {
+			to.index = clusterselection.AllClusters
+		}
+		if from.index == to.index && (!hadFrom || from.clusters.Equal(to.clusters)) {
+			continue
+		}
+		fromText := describeResult(from)
+		changed := hadFrom && (from.index >= len(results) || !sets.New(results[from.index].Clusters...).Equal(from.clusters))
+		switch {
+		case changed:
+			parts = append(parts, fmt.Sprintf("the cluster selector results changed; using %s for %s instead of %s", describeResult(to), family, fromText))
+		case to.index == clusterselection.AllClusters:
+			parts = append(parts, fmt.Sprintf("no result has a ready or serving endpoint for %s; using every source cluster instead of %s", family, fromText))
+		case from.index == clusterselection.AllClusters || to.index < from.index:
+			parts = append(parts, fmt.Sprintf("%s has a ready or serving endpoint for %s; using it instead of %s", describeResult(to), family, fromText))
+		default:
+			parts = append(parts, fmt.Sprintf("%s has no ready or serving endpoint for %s; using %s", fromText, family, describeResult(to)))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+func describeResult(r chosenResult) string {
+	if r.index == clusterselection.AllClusters {
+		return "every source cluster"
+	}
+	return fmt.Sprintf("result %d (%s)", r.index, strings.Join(sets.List(r.clusters), ","))
 }
 
 // selectedImport is a v1beta1 import as the watcher caches it with

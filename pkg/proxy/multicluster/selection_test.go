@@ -2,7 +2,10 @@ package multicluster
 
 import (
 	"context"
+	"fmt"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -16,6 +19,7 @@ import (
 	clientfeatures "k8s.io/client-go/features"
 	"k8s.io/component-base/featuregate"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/component-base/metrics/testutil"
 	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
 	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
@@ -177,4 +181,98 @@ func TestWatcherReadsClusterSelectorResults(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.waitCalls("SliceAdd ns/api-a", "SliceDelete ns/api-b")
+}
+
+// notingEvents records the note of every event.
+type notingEvents struct{ notes []string }
+
+func (r *notingEvents) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...interface{}) {
+	ref := regarding.(*v1.ObjectReference)
+	r.notes = append(r.notes, fmt.Sprintf("%s %s %s/%s: %s", eventtype, reason, ref.Namespace, ref.Name, fmt.Sprintf(note, args...)))
+}
+
+func (r *notingEvents) take() []string {
+	n := r.notes
+	r.notes = nil
+	return n
+}
+
+// A change of chosen result is one Normal event on the import saying from
+// which result to which and why, once per change (a slice update that
+// changes nothing records none), and the gauge shows the result's index,
+// -1 for every cluster; the series goes with the import.
+func TestClusterSelectionReportsChanges(t *testing.T) {
+	f := newFixture(t)
+	p := f.proxier
+	events := &notingEvents{}
+	p.recorder = events
+	p.SetClusterSelection(true)
+	p.OnServiceSynced()
+	p.OnEndpointSlicesSynced()
+	p.MultiClusterSynced()
+	gauge := func() float64 {
+		t.Helper()
+		v, err := testutil.GetGaugeMetricValue(clusterSelectionResult.WithLabelValues("ns", "api"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "api-a", "api", "cluster-a", "10.1.0.1"))
+	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1"))
+	si := serviceImport("ns", "api", 0, "10.250.0.10")
+	p.OnServiceImportSelected(si, storyResults)
+	if got := gauge(); got != 0 {
+		t.Errorf("gauge %v, want 0", got)
+	}
+	events.take() // Programmed
+
+	p.OnMultiClusterEndpointSliceUpsert(unready(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1")))
+	want := []string{"Normal ClusterSelectionChanged ns/api: result 0 (cluster-b) has no ready or serving endpoint for IPv4; using result 1 (cluster-a,cluster-b)"}
+	if diff := cmp.Diff(want, events.take()); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	if got := gauge(); got != 1 {
+		t.Errorf("gauge %v, want 1", got)
+	}
+	// The same state again: no change, no event.
+	p.OnMultiClusterEndpointSliceUpsert(unready(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1")))
+	if got := events.take(); len(got) != 0 {
+		t.Errorf("events %v for no change", got)
+	}
+
+	p.OnMultiClusterEndpointSliceUpsert(unready(mcsSlice("ns", "api-a", "api", "cluster-a", "10.1.0.1")))
+	want = []string{"Normal ClusterSelectionChanged ns/api: no result has a ready or serving endpoint for IPv4; using every source cluster instead of result 1 (cluster-a,cluster-b)"}
+	if diff := cmp.Diff(want, events.take()); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	if got := gauge(); got != -1 {
+		t.Errorf("gauge %v, want -1", got)
+	}
+
+	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1"))
+	want = []string{"Normal ClusterSelectionChanged ns/api: result 0 (cluster-b) has a ready or serving endpoint for IPv4; using it instead of every source cluster"}
+	if diff := cmp.Diff(want, events.take()); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+
+	// New results: said to be the results' change.
+	moved := si.DeepCopy()
+	moved.ResourceVersion = "2"
+	p.OnServiceImportSelected(moved, []csv1beta1.ClusterSelectorResult{{Clusters: []string{"cluster-a"}}})
+	want = []string{"Normal ClusterSelectionChanged ns/api: the cluster selector results changed; using every source cluster for IPv4 instead of result 0 (cluster-b)"}
+	if diff := cmp.Diff(want, events.take()); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+
+	p.OnServiceImportDelete(moved)
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range families {
+		if mf.GetName() == "kubeproxy_multicluster_cluster_selection_result" && len(mf.GetMetric()) != 0 {
+			t.Errorf("%d gauge series after the import went, want 0", len(mf.GetMetric()))
+		}
+	}
 }
