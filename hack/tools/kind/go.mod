@@ -1,5 +1,5 @@
-// Module kind pins what the kind path (hack/kind-*.sh) builds and that
-// no other module of the project needs: kind itself, and the container
+// Module kind pins what the kind path (hack/kind-*.sh) builds and what no
+// other module of the project needs: kind itself, and the container
 // runtime pieces of the node image (containerd, runc, crictl, the CNI
 // plugins). containerd is v2.4 (kind v0.33.0's base image has v2.3), the
 // first whose CRI API matches crictl v1.37 and kubelet v1.37. Its own
@@ -7,13 +7,6 @@
 // runtime wrapper (runc-capfilter). A module of its own keeps containerd's
 // and runc's graphs out of the etcd/CoreDNS build of hack/tools, whose
 // binaries would otherwise be rebuilt.
-module of the project needs: kind itself, and the container
-// runtime pieces of the node image (containerd, runc, crictl, the CNI
-// plugins). containerd is v2.4 (kind v0.33.0's base image has v2.3),
-// the first whose CRI API matches crictl v1.37 and kubelet v1.37. Its own small programs are the node image's pause
-// process and the host's runtime wrapper (runc-capfilter). A module of its
-// own keeps containerd's and runc's graphs out of the etcd/CoreDNS build
-// of hack/tools, whose binaries would otherwise be rebuilt.
 module github.com/mcs-kube-proxy/mcs-kube-proxy/hack/tools/kind
 
 go 1.26.8
