@@ -1,6 +1,7 @@
 package multicluster
 
 import (
+	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -90,14 +91,25 @@ const ReasonClusterSelectionChanged = "ClusterSelectionChanged"
 // reportSelectionChanged logs a change of si's chosen result, explained
 // by why, and records it as an event, once per change. Only after the
 // first sync: at start-up an import's slices arrive after it, and every
-// node would report every import's first choice as a change.
-func (p *Proxier) reportSelectionChanged(si *mcsv1beta1.ServiceImport, why string) {
+// node would report every import's first choice as a change. The event's
+// action names the change ("Result0ToResult1", "Result1ToAllClusters"):
+// the events library folds events of one action, reason and object into
+// a series that keeps the first note, so that a failover and the
+// failback after it must differ there to both be read.
+func (p *Proxier) reportSelectionChanged(si *mcsv1beta1.ServiceImport, from, to int, why string) {
 	p.logger.V(2).Info("Cluster selection changed", "serviceImport", klog.KObj(si), "change", why)
 	if p.recorder == nil || !p.mcsSynced || why == "" {
 		return
 	}
 	p.recorder.Eventf(kindServiceImport.ref(si.Namespace, si.Name, si.UID), p.nodeRef(), v1.EventTypeNormal,
-		ReasonClusterSelectionChanged, eventAction, "%s", why)
+		ReasonClusterSelectionChanged, resultName(from)+"To"+resultName(to), "%s", why)
+}
+
+func resultName(i int) string {
+	if i < 0 {
+		return "AllClusters"
+	}
+	return "Result" + strconv.Itoa(i)
 }
 
 // SetNode names the node this proxy runs on: every event it records

@@ -173,7 +173,7 @@ func (p *Proxier) reselect(key types.NamespacedName) {
 	}
 	clusterSelectionChanges.Inc()
 	if st.obj != nil && len(st.results) > 0 {
-		p.reportSelectionChanged(st.obj, selectionChange(st.results, prev, next))
+		p.reportSelectionChanged(st.obj, prev.index(), next.index(), selectionChange(st.results, prev, next))
 	}
 }
 

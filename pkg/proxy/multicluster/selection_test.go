@@ -188,7 +188,7 @@ type notingEvents struct{ notes []string }
 
 func (r *notingEvents) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...interface{}) {
 	ref := regarding.(*v1.ObjectReference)
-	r.notes = append(r.notes, fmt.Sprintf("%s %s %s/%s: %s", eventtype, reason, ref.Namespace, ref.Name, fmt.Sprintf(note, args...)))
+	r.notes = append(r.notes, fmt.Sprintf("%s %s %s %s/%s: %s", eventtype, reason, action, ref.Namespace, ref.Name, fmt.Sprintf(note, args...)))
 }
 
 func (r *notingEvents) take() []string {
@@ -199,7 +199,8 @@ func (r *notingEvents) take() []string {
 
 // A change of chosen result is one Normal event on the import saying from
 // which result to which and why, once per change (a slice update that
-// changes nothing records none), and the gauge shows the result's index,
+// changes nothing records none) whose action names the change (the
+// events library folds events of one action into a series), and the gauge shows the result's index,
 // -1 for every cluster; the series goes with the import.
 func TestClusterSelectionReportsChanges(t *testing.T) {
 	f := newFixture(t)
@@ -228,7 +229,7 @@ func TestClusterSelectionReportsChanges(t *testing.T) {
 	events.take() // Programmed
 
 	p.OnMultiClusterEndpointSliceUpsert(unready(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1")))
-	want := []string{"Normal ClusterSelectionChanged ns/api: result 0 (cluster-b) has no ready or serving endpoint for IPv4; using result 1 (cluster-a,cluster-b)"}
+	want := []string{"Normal ClusterSelectionChanged Result0ToResult1 ns/api: result 0 (cluster-b) has no ready or serving endpoint for IPv4; using result 1 (cluster-a,cluster-b)"}
 	if diff := cmp.Diff(want, events.take()); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
@@ -242,7 +243,7 @@ func TestClusterSelectionReportsChanges(t *testing.T) {
 	}
 
 	p.OnMultiClusterEndpointSliceUpsert(unready(mcsSlice("ns", "api-a", "api", "cluster-a", "10.1.0.1")))
-	want = []string{"Normal ClusterSelectionChanged ns/api: no result has a ready or serving endpoint for IPv4; using every source cluster instead of result 1 (cluster-a,cluster-b)"}
+	want = []string{"Normal ClusterSelectionChanged Result1ToAllClusters ns/api: no result has a ready or serving endpoint for IPv4; using every source cluster instead of result 1 (cluster-a,cluster-b)"}
 	if diff := cmp.Diff(want, events.take()); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
@@ -251,7 +252,7 @@ func TestClusterSelectionReportsChanges(t *testing.T) {
 	}
 
 	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1"))
-	want = []string{"Normal ClusterSelectionChanged ns/api: result 0 (cluster-b) has a ready or serving endpoint for IPv4; using it instead of every source cluster"}
+	want = []string{"Normal ClusterSelectionChanged AllClustersToResult0 ns/api: result 0 (cluster-b) has a ready or serving endpoint for IPv4; using it instead of every source cluster"}
 	if diff := cmp.Diff(want, events.take()); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
@@ -260,7 +261,7 @@ func TestClusterSelectionReportsChanges(t *testing.T) {
 	moved := si.DeepCopy()
 	moved.ResourceVersion = "2"
 	p.OnServiceImportSelected(moved, []csv1beta1.ClusterSelectorResult{{Clusters: []string{"cluster-a"}}})
-	want = []string{"Normal ClusterSelectionChanged ns/api: the cluster selector results changed; using every source cluster for IPv4 instead of result 0 (cluster-b)"}
+	want = []string{"Normal ClusterSelectionChanged Result0ToAllClusters ns/api: the cluster selector results changed; using every source cluster for IPv4 instead of result 0 (cluster-b)"}
 	if diff := cmp.Diff(want, events.take()); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
