@@ -58,7 +58,6 @@ func TestClusterSelection(t *testing.T) {
 	}
 	controllerGate := "--feature-gates=MultiClusterServiceClusterSelection=true"
 	l := upLocalOpts(t, opts, false, controllerGate)
-	controllerTakesGate(t, l, controllerGate)
 	ms := l.members()
 	a, b, c := ms[0], ms[1], ms[2]
 	s := &suite{p: l, a: a, b: b, top: t}
@@ -250,38 +249,5 @@ func startSelectionGateOff(t *testing.T, l *local, m *member) func(context.Conte
 	return func(ctx context.Context) (string, error) {
 		out, err := output(exec.CommandContext(ctx, "ip", "netns", "exec", ns, "nft", "list", "ruleset"))
 		return string(out), err
-	}
-}
-
-// controllerTakesGate restarts the mcs-controller until it runs with its
-// gate flag. Today the command registers two --feature-gates flags, its
-// own and the logging options', from a map: about one start in two gets
-// the logging one and exits refusing MultiClusterServiceClusterSelection.
-// A started controller prints its flags (FLAG: lines) once parsed.
-func controllerTakesGate(t *testing.T, l *local, gate string) {
-	t.Helper()
-	for attempt := 1; ; attempt++ {
-		l.mu.Lock()
-		controller := l.controller
-		l.mu.Unlock()
-		started := false
-		eventually(t, 30*time.Second, "the mcs-controller to parse its flags or exit", func() (bool, string) {
-			select {
-			case <-controller.Exited():
-				return true, ""
-			default:
-			}
-			log, _ := os.ReadFile(controller.LogFile())
-			started = strings.Contains(string(log), "FLAG: --feature-gates")
-			return started, ""
-		})
-		if started {
-			return
-		}
-		if attempt == 10 {
-			t.Fatalf("the mcs-controller exited at each of %d starts:\n%s", attempt, process.Tail(controller.LogFile(), 5))
-		}
-		t.Logf("the mcs-controller exited (start %d, the --feature-gates it got was not its own); starting it again", attempt)
-		l.restartController(t, gate)
 	}
 }

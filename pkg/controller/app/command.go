@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	cliflag "k8s.io/component-base/cli/flag"
-	"k8s.io/component-base/featuregate"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/component-base/term"
 	"k8s.io/klog/v2"
@@ -21,8 +20,11 @@ import (
 func NewControllerCommand() *cobra.Command {
 	o := NewOptions()
 	logging := logsapi.NewLoggingConfiguration()
-	features := featuregate.NewFeatureGate()
-	utilruntime.Must(logsapi.AddFeatureGates(features))
+	// One --feature-gates: the controller's own gates and the logging
+	// ones in one gate. Two flags of one name in two sections would make
+	// whichever section the map yields first win, refusing the other's
+	// gates at random.
+	utilruntime.Must(logsapi.AddFeatureGates(o.FeatureGates))
 	cmd := &cobra.Command{
 		Use: "mcs-controller",
 		Long: `The reference Multi-Cluster Services controller (KEP-1645): it merges the
@@ -32,7 +34,7 @@ contexts (--contexts) and, with --member-secrets-namespace, kubeconfig
 Secrets in the hub that join and leave while it runs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := logsapi.ValidateAndApply(logging, features); err != nil {
+			if err := logsapi.ValidateAndApply(logging, o.FeatureGates); err != nil {
 				return err
 			}
 			cliflag.PrintFlags(cmd.Flags())
@@ -45,9 +47,8 @@ Secrets in the hub that join and leave while it runs.`,
 	var sections cliflag.NamedFlagSets
 	o.AddFlags(sections.FlagSet("mcs-controller"))
 	logsapi.AddFlags(logging, sections.FlagSet("logging"))
-	features.AddFlag(sections.FlagSet("feature gates"))
-	for _, fs := range sections.FlagSets {
-		cmd.Flags().AddFlagSet(fs)
+	for _, name := range sections.Order {
+		cmd.Flags().AddFlagSet(sections.FlagSets[name])
 	}
 	cols, _, _ := term.TerminalSize(cmd.OutOrStdout())
 	cliflag.SetUsageAndHelpFunc(cmd, sections, cols)

@@ -38,3 +38,15 @@ func TestControllerFeatureGates(t *testing.T) {
 		t.Errorf("an unknown gate was accepted")
 	}
 }
+
+// The command has one --feature-gates, which takes the controller's gates
+// and the logging ones alike, every time (two flags of that name, one per
+// section, made one or the other win at random).
+func TestCommandHasOneFeatureGatesFlag(t *testing.T) {
+	for range 20 {
+		cmd := NewControllerCommand()
+		if err := cmd.ParseFlags([]string{"--feature-gates=MultiClusterServiceClusterSelection=true,ContextualLogging=true"}); err != nil {
+			t.Fatalf("the command's --feature-gates refused a controller gate or a logging gate: %v", err)
+		}
+	}
+}
