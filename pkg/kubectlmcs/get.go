@@ -25,61 +25,61 @@ type ClusterImport struct {
 }
 
 func listExports(ctx context.Context, members []*member, ns string) ([]ClusterExport, []string) {
-	var out []ClusterExport
-	var errs []string
-	for _, m := range members {
-		if m.Err != nil {
-			errs = append(errs, fmt.Sprintf("%s: unreachable: %v", m.Context, m.Err))
-			continue
-		}
+	return listAcross(members, func(m *member) ([]mcsv1beta1.ServiceExport, error) {
 		list, err := m.MCS.MulticlusterV1beta1().ServiceExports(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
-			errs = append(errs, fmt.Sprintf("%s: %v", m.Context, err))
-			continue
+			return nil, err
 		}
-		for _, e := range list.Items {
-			out = append(out, ClusterExport{Cluster: m.Context, Export: e})
-		}
-	}
-	sort.SliceStable(out, func(i, j int) bool {
-		a, b := out[i].Export, out[j].Export
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
-		}
-		if a.Name != b.Name {
-			return a.Name < b.Name
-		}
-		return out[i].Cluster < out[j].Cluster
-	})
-	return out, errs
+		return list.Items, nil
+	}, func(cluster string, e mcsv1beta1.ServiceExport) ClusterExport {
+		return ClusterExport{Cluster: cluster, Export: e}
+	},
+		func(e *ClusterExport) (metav1.Object, string) { return &e.Export, e.Cluster })
 }
 
 func listImports(ctx context.Context, members []*member, ns string) ([]ClusterImport, []string) {
-	var out []ClusterImport
+	return listAcross(members, func(m *member) ([]mcsv1beta1.ServiceImport, error) {
+		list, err := m.MCS.MulticlusterV1beta1().ServiceImports(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return list.Items, nil
+	}, func(cluster string, i mcsv1beta1.ServiceImport) ClusterImport {
+		return ClusterImport{Cluster: cluster, Import: i}
+	},
+		func(i *ClusterImport) (metav1.Object, string) { return &i.Import, i.Cluster })
+}
+
+// listAcross lists one kind in every reachable member, each item with its
+// member's context, sorted by namespace, name, then cluster; an
+// unreachable member or a failed list is said in errs.
+func listAcross[T, R any](members []*member, list func(*member) ([]T, error), wrap func(cluster string, item T) R, key func(*R) (metav1.Object, string)) ([]R, []string) {
+	var out []R
 	var errs []string
 	for _, m := range members {
 		if m.Err != nil {
 			errs = append(errs, fmt.Sprintf("%s: unreachable: %v", m.Context, m.Err))
 			continue
 		}
-		list, err := m.MCS.MulticlusterV1beta1().ServiceImports(ns).List(ctx, metav1.ListOptions{})
+		items, err := list(m)
 		if err != nil {
 			errs = append(errs, fmt.Sprintf("%s: %v", m.Context, err))
 			continue
 		}
-		for _, i := range list.Items {
-			out = append(out, ClusterImport{Cluster: m.Context, Import: i})
+		for _, item := range items {
+			out = append(out, wrap(m.Context, item))
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool {
-		a, b := out[i].Import, out[j].Import
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
+		a, ca := key(&out[i])
+		b, cb := key(&out[j])
+		if a.GetNamespace() != b.GetNamespace() {
+			return a.GetNamespace() < b.GetNamespace()
 		}
-		if a.Name != b.Name {
-			return a.Name < b.Name
+		if a.GetName() != b.GetName() {
+			return a.GetName() < b.GetName()
 		}
-		return out[i].Cluster < out[j].Cluster
+		return ca < cb
 	})
 	return out, errs
 }

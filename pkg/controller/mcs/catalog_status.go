@@ -136,7 +136,9 @@ func (st *catalogStatus) write(ctx context.Context, c *Controller) error {
 		})...)
 	imports, _ := s.imports.List(labels.Everything())
 	errs = append(errs, writeStatus(ctx, st, s, "GlobalServiceImport", imports,
-		func(o *catalogv1alpha1.GlobalServiceImport) *catalogv1alpha1.GlobalServiceImportStatus { return &o.Status },
+		func(o *catalogv1alpha1.GlobalServiceImport) *catalogv1alpha1.GlobalServiceImportStatus {
+			return &o.Status
+		},
 		func(key string, next nextStatus) catalogv1alpha1.GlobalServiceImportStatus {
 			return catalogv1alpha1.GlobalServiceImportStatus{Conditions: next.conds, IPs: next.ips(st, key)}
 		},

@@ -176,7 +176,7 @@ func (c *Controller) writeDerivedService(ctx context.Context, m *member, si *mcs
 	if update == nil {
 		return have, "", nil
 	}
-	if !c.wrote(update) || update.Spec.Type != have.Spec.Type || len(have.Spec.Selector) > 0 || len(have.Spec.ExternalIPs) > 0 {
+	if update.Spec.Type != have.Spec.Type || len(have.Spec.Selector) > 0 || len(have.Spec.ExternalIPs) > 0 {
 		m.recorder.Eventf(si, v1.EventTypeWarning, "DerivedServiceRestored", "derived Service %s in cluster %s was changed by someone else; the controller put it back", have.Name, m.id)
 	}
 	updated, err := api.Update(ctx, update, metav1.UpdateOptions{FieldManager: fieldManager})
