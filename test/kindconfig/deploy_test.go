@@ -143,6 +143,11 @@ func TestDeployPackages(t *testing.T) {
 		t.Fatal(err)
 	}
 	hubObjs := build(t, fsys, hub)
+	for _, want := range []string{"RoleBinding/mcs-system/multicluster:mcs-controller-inventory", "RoleBinding/fleet/multicluster:mcs-controller-profiles"} {
+		if !slices.Contains(names(hubObjs), want) {
+			t.Errorf("the hub has no %s (the member inventory's RBAC): %v", want, names(hubObjs))
+		}
+	}
 	apply("hub", hubObjs)
 	for _, obj := range hubObjs {
 		if obj.GetKind() != "Deployment" {
