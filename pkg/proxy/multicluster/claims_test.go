@@ -116,12 +116,12 @@ func TestUntrustedImportNeverClaimsAnIP(t *testing.T) {
 		victim := serviceImport("prod", "db", 0, "10.250.0.10")
 		if attackerFirst {
 			p.OnServiceImportUpsert(evil)
-			p.OnMultiClusterEndpointSliceUpsert(mcsSlice("attacker", "evil-a", "evil", "cluster-b", "10.2.0.66"))
+			DeliverSlice(p, mcsSlice("attacker", "evil-a", "evil", "cluster-b", "10.2.0.66"))
 			p.OnServiceImportUpsert(victim)
 		} else {
 			p.OnServiceImportUpsert(victim)
 			p.OnServiceImportUpsert(evil)
-			p.OnMultiClusterEndpointSliceUpsert(mcsSlice("attacker", "evil-a", "evil", "cluster-b", "10.2.0.66"))
+			DeliverSlice(p, mcsSlice("attacker", "evil-a", "evil", "cluster-b", "10.2.0.66"))
 		}
 		if f.provider.services["attacker/evil.clusterset"] != nil || f.provider.slices["attacker/evil-a"] != nil {
 			t.Errorf("attacker first %v: the untrusted import was programmed", attackerFirst)
@@ -142,7 +142,7 @@ func TestPlainSliceNamingAnImportIsDropped(t *testing.T) {
 	f := newFixture(t)
 	p := f.proxier
 	p.OnServiceImportUpsert(serviceImport("prod", "db", 0, "10.250.0.10"))
-	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("prod", "db-a", "db", "cluster-a", "10.1.0.1"))
+	DeliverSlice(p, mcsSlice("prod", "db-a", "db", "cluster-a", "10.1.0.1"))
 	f.expectCalls("ServiceAdd prod/db.clusterset", "SliceAdd prod/db-a")
 
 	forged := mcsSlice("prod", "forged", "db", "cluster-a", "10.2.0.66")

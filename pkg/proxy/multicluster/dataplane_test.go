@@ -281,8 +281,8 @@ func testDataplane(t *testing.T, mode kubeproxyconfig.ProxyMode) {
 			name: "endpoints of every source cluster answer",
 			setup: func() {
 				p.OnServiceImportUpsert(serviceImport("web", []string{"10.250.0.1"}))
-				p.OnMultiClusterEndpointSliceUpsert(slice("web", "cluster-a", httpPort, readyEP("10.1.0.1"), readyEP("10.1.0.2")))
-				p.OnMultiClusterEndpointSliceUpsert(slice("web", "cluster-b", httpPort, readyEP("10.2.0.1")))
+				multicluster.DeliverSlice(p, slice("web", "cluster-a", httpPort, readyEP("10.1.0.1"), readyEP("10.1.0.2")))
+				multicluster.DeliverSlice(p, slice("web", "cluster-b", httpPort, readyEP("10.2.0.1")))
 			},
 			checks: []check{{"tcp", "10.250.0.1:80", []string{"a1", "a2", "b1"}}},
 		},
@@ -290,8 +290,8 @@ func testDataplane(t *testing.T, mode kubeproxyconfig.ProxyMode) {
 			name: "endpoints that are not ready get no traffic",
 			setup: func() {
 				p.OnServiceImportUpsert(serviceImport("ready", []string{"10.250.0.2"}))
-				p.OnMultiClusterEndpointSliceUpsert(slice("ready", "cluster-a", httpPort, readyEP("10.1.0.1"), ep{ip: "10.1.0.2"}))
-				p.OnMultiClusterEndpointSliceUpsert(slice("ready", "cluster-b", httpPort, ep{ip: "10.2.0.1", serving: true, terminating: true}))
+				multicluster.DeliverSlice(p, slice("ready", "cluster-a", httpPort, readyEP("10.1.0.1"), ep{ip: "10.1.0.2"}))
+				multicluster.DeliverSlice(p, slice("ready", "cluster-b", httpPort, ep{ip: "10.2.0.1", serving: true, terminating: true}))
 			},
 			checks: []check{{"tcp", "10.250.0.2:80", []string{"a1"}}},
 		},
@@ -299,7 +299,7 @@ func testDataplane(t *testing.T, mode kubeproxyconfig.ProxyMode) {
 			name: "serving terminating endpoints are used when no endpoint is ready",
 			setup: func() {
 				p.OnServiceImportUpsert(serviceImport("draining", []string{"10.250.0.3"}))
-				p.OnMultiClusterEndpointSliceUpsert(slice("draining", "cluster-a", httpPort, ep{ip: "10.1.0.1", serving: true, terminating: true}, ep{ip: "10.1.0.2", terminating: true}))
+				multicluster.DeliverSlice(p, slice("draining", "cluster-a", httpPort, ep{ip: "10.1.0.1", serving: true, terminating: true}, ep{ip: "10.1.0.2", terminating: true}))
 			},
 			checks: []check{{"tcp", "10.250.0.3:80", []string{"a1"}}},
 		},
@@ -309,8 +309,8 @@ func testDataplane(t *testing.T, mode kubeproxyconfig.ProxyMode) {
 				si := serviceImport("sticky", []string{"10.250.0.4"})
 				si.Spec.SessionAffinity = v1.ServiceAffinityClientIP
 				p.OnServiceImportUpsert(si)
-				p.OnMultiClusterEndpointSliceUpsert(slice("sticky", "cluster-a", httpPort, readyEP("10.1.0.1"), readyEP("10.1.0.2")))
-				p.OnMultiClusterEndpointSliceUpsert(slice("sticky", "cluster-b", httpPort, readyEP("10.2.0.1")))
+				multicluster.DeliverSlice(p, slice("sticky", "cluster-a", httpPort, readyEP("10.1.0.1"), readyEP("10.1.0.2")))
+				multicluster.DeliverSlice(p, slice("sticky", "cluster-b", httpPort, readyEP("10.2.0.1")))
 			},
 			checks: []check{{"tcp", "10.250.0.4:80", nil}}, // exactly one, checked below
 		},
@@ -318,8 +318,8 @@ func testDataplane(t *testing.T, mode kubeproxyconfig.ProxyMode) {
 			name: "UDP ports",
 			setup: func() {
 				p.OnServiceImportUpsert(serviceImport("dns", []string{"10.250.0.5"}, mcsv1beta1.ServicePort{Name: "dns", Protocol: v1.ProtocolUDP, Port: 53}))
-				p.OnMultiClusterEndpointSliceUpsert(slice("dns", "cluster-a", []discoveryv1.EndpointPort{port("dns", v1.ProtocolUDP, 5353)}, readyEP("10.1.0.1")))
-				p.OnMultiClusterEndpointSliceUpsert(slice("dns", "cluster-b", []discoveryv1.EndpointPort{port("dns", v1.ProtocolUDP, 5353)}, readyEP("10.2.0.1")))
+				multicluster.DeliverSlice(p, slice("dns", "cluster-a", []discoveryv1.EndpointPort{port("dns", v1.ProtocolUDP, 5353)}, readyEP("10.1.0.1")))
+				multicluster.DeliverSlice(p, slice("dns", "cluster-b", []discoveryv1.EndpointPort{port("dns", v1.ProtocolUDP, 5353)}, readyEP("10.2.0.1")))
 			},
 			checks: []check{{"udp", "10.250.0.5:53", []string{"a1", "b1"}}},
 		},
@@ -329,8 +329,8 @@ func testDataplane(t *testing.T, mode kubeproxyconfig.ProxyMode) {
 				p.OnServiceImportUpsert(serviceImport("multi", []string{"10.250.0.6"},
 					mcsv1beta1.ServicePort{Name: "http", Protocol: v1.ProtocolTCP, Port: 80},
 					mcsv1beta1.ServicePort{Name: "metrics", Protocol: v1.ProtocolTCP, Port: 9090}))
-				p.OnMultiClusterEndpointSliceUpsert(slice("multi", "cluster-a", []discoveryv1.EndpointPort{port("http", v1.ProtocolTCP, 8080), port("metrics", v1.ProtocolTCP, 9090)}, readyEP("10.1.0.1")))
-				p.OnMultiClusterEndpointSliceUpsert(slice("multi", "cluster-b", httpPort, readyEP("10.2.0.1")))
+				multicluster.DeliverSlice(p, slice("multi", "cluster-a", []discoveryv1.EndpointPort{port("http", v1.ProtocolTCP, 8080), port("metrics", v1.ProtocolTCP, 9090)}, readyEP("10.1.0.1")))
+				multicluster.DeliverSlice(p, slice("multi", "cluster-b", httpPort, readyEP("10.2.0.1")))
 			},
 			checks: []check{
 				{"tcp", "10.250.0.6:80", []string{"a1", "b1"}},
@@ -346,8 +346,8 @@ func testDataplane(t *testing.T, mode kubeproxyconfig.ProxyMode) {
 				p.OnServiceImportUpsert(si)
 				// Remote node names mean nothing here and are dropped;
 				// the local cluster's endpoint on this node stays local.
-				p.OnMultiClusterEndpointSliceUpsert(slice("nodelocal", "cluster-a", httpPort, ep{ip: "10.1.0.1", ready: true, serving: true, node: nodeName}))
-				p.OnMultiClusterEndpointSliceUpsert(slice("nodelocal", localClusterID, httpPort, ep{ip: "10.3.0.1", ready: true, serving: true, node: nodeName}))
+				multicluster.DeliverSlice(p, slice("nodelocal", "cluster-a", httpPort, ep{ip: "10.1.0.1", ready: true, serving: true, node: nodeName}))
+				multicluster.DeliverSlice(p, slice("nodelocal", localClusterID, httpPort, ep{ip: "10.3.0.1", ready: true, serving: true, node: nodeName}))
 			},
 			checks: []check{{"tcp", "10.250.0.7:80", []string{"local1"}}},
 		},
@@ -359,8 +359,8 @@ func testDataplane(t *testing.T, mode kubeproxyconfig.ProxyMode) {
 				p.OnServiceImportUpsert(si)
 				// This node is in zone-a (below): a1 in cluster-a and b1 in
 				// cluster-b are, a2 is not.
-				p.OnMultiClusterEndpointSliceUpsert(slice("close", "cluster-a", httpPort, ep{ip: "10.1.0.1", ready: true, serving: true, zone: "zone-a"}, ep{ip: "10.1.0.2", ready: true, serving: true, zone: "zone-b"}))
-				p.OnMultiClusterEndpointSliceUpsert(slice("close", "cluster-b", httpPort, ep{ip: "10.2.0.1", ready: true, serving: true, zone: "zone-a"}))
+				multicluster.DeliverSlice(p, slice("close", "cluster-a", httpPort, ep{ip: "10.1.0.1", ready: true, serving: true, zone: "zone-a"}, ep{ip: "10.1.0.2", ready: true, serving: true, zone: "zone-b"}))
+				multicluster.DeliverSlice(p, slice("close", "cluster-b", httpPort, ep{ip: "10.2.0.1", ready: true, serving: true, zone: "zone-a"}))
 			},
 			checks: []check{{"tcp", "10.250.0.12:80", []string{"a1", "b1"}}},
 		},
@@ -375,7 +375,7 @@ func testDataplane(t *testing.T, mode kubeproxyconfig.ProxyMode) {
 					Ports:       httpPort,
 				})
 				p.OnServiceImportUpsert(serviceImport("hijack", []string{"10.250.0.8"}))
-				p.OnMultiClusterEndpointSliceUpsert(slice("hijack", "cluster-a", httpPort, readyEP("10.1.0.1")))
+				multicluster.DeliverSlice(p, slice("hijack", "cluster-a", httpPort, readyEP("10.1.0.1")))
 			},
 			checks: []check{{"tcp", "10.250.0.8:80", []string{"local1"}}},
 		},
@@ -383,7 +383,7 @@ func testDataplane(t *testing.T, mode kubeproxyconfig.ProxyMode) {
 			name: "an import outside the clusterset range captures nothing",
 			setup: func() {
 				p.OnServiceImportUpsert(serviceImport("outside", []string{"10.1.0.1"}))
-				p.OnMultiClusterEndpointSliceUpsert(slice("outside", "cluster-b", httpPort, readyEP("10.2.0.1")))
+				multicluster.DeliverSlice(p, slice("outside", "cluster-b", httpPort, readyEP("10.2.0.1")))
 			},
 			checks: []check{{"tcp", "10.1.0.1:8080", []string{"a1"}}},
 		},
@@ -393,12 +393,12 @@ func testDataplane(t *testing.T, mode kubeproxyconfig.ProxyMode) {
 				p.OnServiceImportUpsert(serviceImport("untrusted", []string{"10.250.0.9"}))
 				s := slice("untrusted", "cluster-a", httpPort, readyEP("10.1.0.1"))
 				s.Labels[discoveryv1.LabelManagedBy] = "someone-else"
-				p.OnMultiClusterEndpointSliceUpsert(s)
-				p.OnMultiClusterEndpointSliceUpsert(slice("untrusted", "cluster-b", httpPort, readyEP("10.2.0.1")))
+				multicluster.DeliverSlice(p, s)
+				multicluster.DeliverSlice(p, slice("untrusted", "cluster-b", httpPort, readyEP("10.2.0.1")))
 				headless := serviceImport("headless", []string{"10.250.0.10"})
 				headless.Spec.Type = mcsv1beta1.Headless
 				p.OnServiceImportUpsert(headless)
-				p.OnMultiClusterEndpointSliceUpsert(slice("headless", "cluster-a", httpPort, readyEP("10.1.0.1")))
+				multicluster.DeliverSlice(p, slice("headless", "cluster-a", httpPort, readyEP("10.1.0.1")))
 			},
 			checks: []check{
 				{"tcp", "10.250.0.9:80", []string{"b1"}},
@@ -410,9 +410,9 @@ func testDataplane(t *testing.T, mode kubeproxyconfig.ProxyMode) {
 			setup: func() {
 				si := serviceImport("dual", []string{"10.250.0.11", "fd00:10:250::11"})
 				p.OnServiceImportUpsert(si)
-				p.OnMultiClusterEndpointSliceUpsert(slice("dual", "cluster-a", httpPort, readyEP("10.1.0.1")))
-				p.OnMultiClusterEndpointSliceUpsert(slice("dual", "cluster-a-v6", httpPort, readyEP("fd00:1::1")))
-				p.OnMultiClusterEndpointSliceUpsert(slice("dual", "cluster-b-v6", httpPort, readyEP("fd00:2::1")))
+				multicluster.DeliverSlice(p, slice("dual", "cluster-a", httpPort, readyEP("10.1.0.1")))
+				multicluster.DeliverSlice(p, slice("dual", "cluster-a-v6", httpPort, readyEP("fd00:1::1")))
+				multicluster.DeliverSlice(p, slice("dual", "cluster-b-v6", httpPort, readyEP("fd00:2::1")))
 			},
 			checks: []check{
 				{"tcp", "10.250.0.11:80", []string{"a1"}},
@@ -449,7 +449,7 @@ func testDataplane(t *testing.T, mode kubeproxyconfig.ProxyMode) {
 
 	t.Run("endpoint and import changes follow", func(t *testing.T) {
 		// Cluster b leaves web.
-		p.OnMultiClusterEndpointSliceDelete(slice("web", "cluster-b", httpPort))
+		multicluster.WithdrawSlice(p, slice("web", "cluster-b", httpPort))
 		// The local Service gives its IP back: the import takes over.
 		p.OnServiceDelete(localService("other", "db", "10.250.0.8"))
 		// The import goes away.

@@ -78,14 +78,11 @@ func (p *Proxier) OnServiceImportDelete(si *mcsv1beta1.ServiceImport) {
 	p.forgetImport(key)
 }
 
-// OnMultiClusterEndpointSliceUpsert records an MCS EndpointSlice (added,
-// or changed within the same import: a slice moved to another import is
-// first deleted from the old one, as routeSlice does) and programs it if
-// its import is programmed.
-func (p *Proxier) OnMultiClusterEndpointSliceUpsert(slice *discoveryv1.EndpointSlice) {
-	if !mcsproxy.IsMultiClusterEndpointSlice(slice) {
-		return
-	}
+// upsertMultiClusterSlice records an MCS EndpointSlice routed here by
+// routeSlice (added, or changed within the same import: a slice moved to
+// another import is first deleted from the old one) and programs it if its
+// import is programmed.
+func (p *Proxier) upsertMultiClusterSlice(slice *discoveryv1.EndpointSlice) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	importKey := importKeyOf(slice)
@@ -203,8 +200,8 @@ func (p *Proxier) LocalClusterID() string {
 	return p.opts.LocalClusterID
 }
 
-// OnMultiClusterEndpointSliceDelete forgets an MCS EndpointSlice.
-func (p *Proxier) OnMultiClusterEndpointSliceDelete(slice *discoveryv1.EndpointSlice) {
+// deleteMultiClusterSlice forgets an MCS EndpointSlice.
+func (p *Proxier) deleteMultiClusterSlice(slice *discoveryv1.EndpointSlice) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	importKey := importKeyOf(slice)

@@ -259,8 +259,8 @@ func TestImportLifecycle(t *testing.T) {
 	p := f.proxier
 
 	// Slices that arrive before their import wait for it.
-	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1"))
-	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "web-b", "web", "cluster-b", "10.2.0.1"))
+	DeliverSlice(p, mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1"))
+	DeliverSlice(p, mcsSlice("ns", "web-b", "web", "cluster-b", "10.2.0.1"))
 	f.expectCalls()
 
 	si := serviceImport("ns", "web", 0, "10.250.0.10")
@@ -290,9 +290,9 @@ func TestImportLifecycle(t *testing.T) {
 	f.expectCalls("ServiceUpdate ns/web.clusterset")
 
 	// Slice updates and deletes follow.
-	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1", "10.1.0.2"))
+	DeliverSlice(p, mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1", "10.1.0.2"))
 	f.expectCalls("SliceUpdate ns/web-a")
-	p.OnMultiClusterEndpointSliceDelete(mcsSlice("ns", "web-b", "web", "cluster-b"))
+	WithdrawSlice(p, mcsSlice("ns", "web-b", "web", "cluster-b"))
 	f.expectCalls("SliceDelete ns/web-b")
 
 	p.OnServiceImportDelete(changed)
@@ -312,7 +312,7 @@ func TestImportRecreatedWhileItsSlicesStay(t *testing.T) {
 	f := newFixture(t)
 	p := f.proxier
 	p.MultiClusterSynced()
-	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1"))
+	DeliverSlice(p, mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1"))
 	f.expectEvents("EndpointSlice ns/web-a NoServiceImport")
 	bad := serviceImport("ns", "web", 0, "10.96.0.1")
 	p.OnServiceImportUpsert(bad)
@@ -337,7 +337,7 @@ func TestImportRecreatedWhileItsSlicesStay(t *testing.T) {
 	f.expectCalls("SliceAdd ns/web-a", "ServiceAdd ns/web.clusterset")
 
 	// Once the slice and the import are gone, nothing is held for the name.
-	p.OnMultiClusterEndpointSliceDelete(mcsSlice("ns", "web-a", "web", "cluster-a"))
+	WithdrawSlice(p, mcsSlice("ns", "web-a", "web", "cluster-a"))
 	p.OnServiceImportDelete(good)
 	f.expectCalls("SliceDelete ns/web-a", "ServiceDelete ns/web.clusterset")
 	expectNothingHeld(t, p)
@@ -402,7 +402,7 @@ func TestHeadlessImportProgramsNothing(t *testing.T) {
 	si := serviceImport("ns", "db", 0)
 	si.Spec.Type = mcsv1beta1.Headless
 	f.proxier.OnServiceImportUpsert(si)
-	f.proxier.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "db-a", "db", "cluster-a", "10.1.0.1"))
+	DeliverSlice(f.proxier, mcsSlice("ns", "db-a", "db", "cluster-a", "10.1.0.1"))
 	f.proxier.MultiClusterSynced()
 	f.expectCalls()
 	f.expectEvents()
@@ -556,7 +556,7 @@ func TestImportNeverTakesALocalServiceIP(t *testing.T) {
 	// Import first, then a local Service with the same IP: the local
 	// Service wins, and the import leaves before the Service arrives.
 	p.OnServiceImportUpsert(serviceImport("ns", "web", 0, "10.250.0.10"))
-	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1"))
+	DeliverSlice(p, mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1"))
 	f.expectCalls("ServiceAdd ns/web.clusterset", "SliceAdd ns/web-a")
 	p.OnServiceAdd(localService("other", "db", "10.250.0.10"))
 	f.expectCalls("ServiceDelete ns/web.clusterset", "SliceDelete ns/web-a", "ServiceAdd other/db")
@@ -589,7 +589,7 @@ func TestExternalIPsInTheClusterSetRangeDoNotEvictAnImport(t *testing.T) {
 	f := newFixture(t)
 	p := f.proxier
 	p.OnServiceImportUpsert(serviceImport("ns", "web", 0, "10.250.0.10"))
-	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1"))
+	DeliverSlice(p, mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1"))
 	f.expectCalls("ServiceAdd ns/web.clusterset", "SliceAdd ns/web-a")
 
 	ext := localService("attacker", "lb", "10.96.0.20")
@@ -672,18 +672,18 @@ func TestUntrustedAndInvalidSlices(t *testing.T) {
 
 	untrusted := mcsSlice("ns", "web-x", "web", "cluster-x", "10.9.0.1")
 	untrusted.Labels[discoveryv1.LabelManagedBy] = "someone"
-	p.OnMultiClusterEndpointSliceUpsert(untrusted)
-	p.OnMultiClusterEndpointSliceUpsert(untrusted.DeepCopy())
+	DeliverSlice(p, untrusted)
+	DeliverSlice(p, untrusted.DeepCopy())
 	invalid := mcsSlice("ns", "web-y", "web", "cluster-y", "not-an-ip")
-	p.OnMultiClusterEndpointSliceUpsert(invalid)
+	DeliverSlice(p, invalid)
 	f.expectCalls()
 	f.expectEvents("ServiceImport ns/web UntrustedManager", "ServiceImport ns/web InvalidEndpoint")
 
 	// A slice that becomes valid is programmed; one that becomes invalid
 	// is withdrawn.
-	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "web-y", "web", "cluster-y", "10.9.0.2"))
+	DeliverSlice(p, mcsSlice("ns", "web-y", "web", "cluster-y", "10.9.0.2"))
 	f.expectCalls("SliceAdd ns/web-y")
-	p.OnMultiClusterEndpointSliceUpsert(invalid)
+	DeliverSlice(p, invalid)
 	f.expectCalls("SliceDelete ns/web-y")
 }
 
@@ -693,8 +693,8 @@ func TestSlicesWithoutImport(t *testing.T) {
 	orphan := mcsSlice("ns", "ghost-a", "ghost", "cluster-a", "10.1.0.1")
 	owned := mcsSlice("ns", "gone-a", "gone", "cluster-a", "10.1.0.2")
 	owned.OwnerReferences = []metav1.OwnerReference{{APIVersion: "multicluster.x-k8s.io/v1beta1", Kind: "ServiceImport", Name: "gone", UID: "x"}}
-	p.OnMultiClusterEndpointSliceUpsert(orphan)
-	p.OnMultiClusterEndpointSliceUpsert(owned)
+	DeliverSlice(p, orphan)
+	DeliverSlice(p, owned)
 	// Nothing is reported before the imports are known to be complete.
 	f.expectEvents()
 	p.MultiClusterSynced()
@@ -742,8 +742,8 @@ func TestResetRemovesEveryImport(t *testing.T) {
 	p.OnServiceAdd(localService("ns", "local", "10.96.0.5"))
 	p.OnServiceImportUpsert(serviceImport("ns", "web", 0, "10.250.0.10"))
 	p.OnServiceImportUpsert(serviceImport("ns", "api", 0, "10.250.0.11"))
-	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1"))
-	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "api-a", "api", "cluster-a", "10.1.0.2"))
+	DeliverSlice(p, mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1"))
+	DeliverSlice(p, mcsSlice("ns", "api-a", "api", "cluster-a", "10.1.0.2"))
 	f.provider.takeCalls()
 
 	p.Reset()
@@ -790,8 +790,8 @@ func TestLocalClusterID(t *testing.T) {
 		return s
 	}
 	p.OnServiceImportUpsert(serviceImport("ns", "web", 0, "10.250.0.10"))
-	p.OnMultiClusterEndpointSliceUpsert(withNode(mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1"), "node-1"))
-	p.OnMultiClusterEndpointSliceUpsert(withNode(mcsSlice("ns", "web-b", "web", "cluster-b", "10.2.0.1"), "node-1"))
+	DeliverSlice(p, withNode(mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1"), "node-1"))
+	DeliverSlice(p, withNode(mcsSlice("ns", "web-b", "web", "cluster-b", "10.2.0.1"), "node-1"))
 	f.expectCalls("ServiceAdd ns/web.clusterset", "SliceAdd ns/web-a", "SliceAdd ns/web-b")
 	nodeNames := func() map[string]string {
 		out := map[string]string{}
@@ -820,7 +820,7 @@ func TestLocalClusterID(t *testing.T) {
 	p.SetLocalClusterID("cluster-a")
 	f.expectCalls()
 	// A slice arriving later is translated with the ID.
-	p.OnMultiClusterEndpointSliceUpsert(withNode(mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.2"), "node-2"))
+	DeliverSlice(p, withNode(mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.2"), "node-2"))
 	f.expectCalls("SliceUpdate ns/web-a")
 	if diff := cmp.Diff(map[string]string{"ns/web-a": "node-2"}, nodeNames()); diff != "" {
 		t.Errorf("node names after an update (-want +got):\n%s", diff)
@@ -845,7 +845,7 @@ func TestRedecide(t *testing.T) {
 	si := serviceImport("ns", "web", 0, "10.250.0.10")
 	si.Annotations = map[string]string{mcsproxy.AnnotationNativeNames: string(mcsproxy.RemoteAndLocal)}
 	p.OnServiceImportUpsert(si)
-	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1"))
+	DeliverSlice(p, mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1"))
 	f.provider.takeCalls()
 	f.events.take()
 

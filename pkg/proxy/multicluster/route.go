@@ -140,19 +140,19 @@ func (p *Proxier) routeSlice(old, slice *discoveryv1.EndpointSlice) {
 	from, to := routeOf(old), routeOf(slice)
 	if from == routeMultiCluster && to == routeMultiCluster && importKeyOf(old) != importKeyOf(slice) {
 		// Moved to another import: it leaves the old one first.
-		p.OnMultiClusterEndpointSliceDelete(old)
+		p.deleteMultiClusterSlice(old)
 	}
 	if from != to {
 		switch from {
 		case routeMultiCluster:
-			p.OnMultiClusterEndpointSliceDelete(old)
+			p.deleteMultiClusterSlice(old)
 		case routeDropped:
 			p.forgetDroppedSlice(old)
 		}
 	}
 	switch to {
 	case routeMultiCluster:
-		p.OnMultiClusterEndpointSliceUpsert(slice)
+		p.upsertMultiClusterSlice(slice)
 	case routeDropped:
 		p.dropSlice(slice)
 	}

@@ -52,9 +52,9 @@ func TestClusterSelectionFailoverAndBack(t *testing.T) {
 	f := newFixture(t)
 	p := f.proxier
 	p.SetClusterSelection(true)
-	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "api-a", "api", "cluster-a", "10.1.0.1"))
-	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1"))
-	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "api-c", "api", "cluster-c", "10.3.0.1"))
+	DeliverSlice(p, mcsSlice("ns", "api-a", "api", "cluster-a", "10.1.0.1"))
+	DeliverSlice(p, mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1"))
+	DeliverSlice(p, mcsSlice("ns", "api-c", "api", "cluster-c", "10.3.0.1"))
 	si := serviceImport("ns", "api", 0, "10.250.0.10")
 	p.OnServiceImportSelected(si, storyResults)
 	f.expectCalls("SliceAdd ns/api-b", "ServiceAdd ns/api.clusterset")
@@ -62,18 +62,18 @@ func TestClusterSelectionFailoverAndBack(t *testing.T) {
 
 	// Own cluster down: the region; cluster-a joins before cluster-b's
 	// unready slice is handed over.
-	p.OnMultiClusterEndpointSliceUpsert(unready(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1")))
+	DeliverSlice(p, unready(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1")))
 	f.expectCalls("SliceAdd ns/api-a", "SliceUpdate ns/api-b")
 	if got := f.provider.readyOf("ns/api.clusterset"); len(got) != 1 || got[0] != "10.1.0.1" {
 		t.Errorf("ready endpoints %v, want cluster-a's", got)
 	}
 
 	// The region down too: every cluster.
-	p.OnMultiClusterEndpointSliceUpsert(unready(mcsSlice("ns", "api-a", "api", "cluster-a", "10.1.0.1")))
+	DeliverSlice(p, unready(mcsSlice("ns", "api-a", "api", "cluster-a", "10.1.0.1")))
 	f.expectCalls("SliceAdd ns/api-c", "SliceUpdate ns/api-a")
 
 	// Own cluster back: only it; the others leave after its change.
-	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1"))
+	DeliverSlice(p, mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1"))
 	f.expectCalls("SliceUpdate ns/api-b", "SliceDelete ns/api-a", "SliceDelete ns/api-c")
 	if got := f.provider.endpointsOf("ns/api.clusterset"); len(got) != 1 || got[0] != "10.2.0.1" {
 		t.Errorf("endpoints %v, want cluster-b's only", got)
@@ -108,15 +108,15 @@ func TestClusterSelectionInternalTrafficPolicyLocal(t *testing.T) {
 		s.Endpoints[0].NodeName = &node
 		return s
 	}
-	p.OnMultiClusterEndpointSliceUpsert(onNode(mcsSlice("ns", "api-a", "api", "cluster-a", "10.1.0.1"), "node-1"))
-	p.OnMultiClusterEndpointSliceUpsert(onNode(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1"), "node-2"))
+	DeliverSlice(p, onNode(mcsSlice("ns", "api-a", "api", "cluster-a", "10.1.0.1"), "node-1"))
+	DeliverSlice(p, onNode(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1"), "node-2"))
 	si := serviceImport("ns", "api", 0, "10.250.0.10")
 	local := v1.ServiceInternalTrafficPolicyLocal
 	si.Spec.InternalTrafficPolicy = &local
 	p.OnServiceImportSelected(si, []csv1beta1.ClusterSelectorResult{{Clusters: []string{"cluster-a"}}, {Clusters: []string{"cluster-b"}}})
 	// Neither result has an endpoint on this node of this cluster: all.
 	f.expectCalls("SliceAdd ns/api-a", "SliceAdd ns/api-b", "ServiceAdd ns/api.clusterset")
-	p.OnMultiClusterEndpointSliceUpsert(onNode(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1"), "node-1"))
+	DeliverSlice(p, onNode(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1"), "node-1"))
 	f.expectCalls("SliceUpdate ns/api-b", "SliceDelete ns/api-a")
 }
 
@@ -124,8 +124,8 @@ func TestClusterSelectionInternalTrafficPolicyLocal(t *testing.T) {
 func TestClusterSelectionOffIgnoresResults(t *testing.T) {
 	f := newFixture(t)
 	p := f.proxier
-	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "api-a", "api", "cluster-a", "10.1.0.1"))
-	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1"))
+	DeliverSlice(p, mcsSlice("ns", "api-a", "api", "cluster-a", "10.1.0.1"))
+	DeliverSlice(p, mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1"))
 	p.OnServiceImportSelected(serviceImport("ns", "api", 0, "10.250.0.10"), storyResults)
 	f.expectCalls("SliceAdd ns/api-a", "SliceAdd ns/api-b", "ServiceAdd ns/api.clusterset")
 }
@@ -219,8 +219,8 @@ func TestClusterSelectionReportsChanges(t *testing.T) {
 		}
 		return v
 	}
-	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "api-a", "api", "cluster-a", "10.1.0.1"))
-	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1"))
+	DeliverSlice(p, mcsSlice("ns", "api-a", "api", "cluster-a", "10.1.0.1"))
+	DeliverSlice(p, mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1"))
 	si := serviceImport("ns", "api", 0, "10.250.0.10")
 	p.OnServiceImportSelected(si, storyResults)
 	if got := gauge(); got != 0 {
@@ -228,7 +228,7 @@ func TestClusterSelectionReportsChanges(t *testing.T) {
 	}
 	events.take() // Programmed
 
-	p.OnMultiClusterEndpointSliceUpsert(unready(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1")))
+	DeliverSlice(p, unready(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1")))
 	want := []string{"Normal ClusterSelectionChanged Result0ToResult1 ns/api: result 0 (cluster-b) has no ready or serving endpoint for IPv4; using result 1 (cluster-a,cluster-b)"}
 	if diff := cmp.Diff(want, events.take()); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
@@ -237,12 +237,12 @@ func TestClusterSelectionReportsChanges(t *testing.T) {
 		t.Errorf("gauge %v, want 1", got)
 	}
 	// The same state again: no change, no event.
-	p.OnMultiClusterEndpointSliceUpsert(unready(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1")))
+	DeliverSlice(p, unready(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1")))
 	if got := events.take(); len(got) != 0 {
 		t.Errorf("events %v for no change", got)
 	}
 
-	p.OnMultiClusterEndpointSliceUpsert(unready(mcsSlice("ns", "api-a", "api", "cluster-a", "10.1.0.1")))
+	DeliverSlice(p, unready(mcsSlice("ns", "api-a", "api", "cluster-a", "10.1.0.1")))
 	want = []string{"Normal ClusterSelectionChanged Result1ToAllClusters ns/api: no result has a ready or serving endpoint for IPv4; using every source cluster instead of result 1 (cluster-a,cluster-b)"}
 	if diff := cmp.Diff(want, events.take()); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
@@ -251,7 +251,7 @@ func TestClusterSelectionReportsChanges(t *testing.T) {
 		t.Errorf("gauge %v, want -1", got)
 	}
 
-	p.OnMultiClusterEndpointSliceUpsert(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1"))
+	DeliverSlice(p, mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1"))
 	want = []string{"Normal ClusterSelectionChanged AllClustersToResult0 ns/api: result 0 (cluster-b) has a ready or serving endpoint for IPv4; using it instead of every source cluster"}
 	if diff := cmp.Diff(want, events.take()); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)

@@ -114,8 +114,8 @@ func measureSync(b *testing.B, mode kubeproxyconfig.ProxyMode, n int, imports bo
 					Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}}},
 			})
 			// Two source clusters, 5 endpoints each: 10 endpoints.
-			wrapper.OnMultiClusterEndpointSliceUpsert(benchSlice(name, "a", i, 0, true))
-			wrapper.OnMultiClusterEndpointSliceUpsert(benchSlice(name, "b", i, 5, true))
+			wrapper.OnEndpointSliceAdd(benchSlice(name, "a", i, 0, true))
+			wrapper.OnEndpointSliceAdd(benchSlice(name, "b", i, 5, true))
 		} else {
 			handler.OnServiceAdd(&v1.Service{
 				ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: name},
@@ -146,7 +146,7 @@ func measureSync(b *testing.B, mode kubeproxyconfig.ProxyMode, n int, imports bo
 	// One endpoint of one source cluster changes.
 	count1, _ := testutil.GetHistogramMetricCount(hist)
 	if imports {
-		wrapper.OnMultiClusterEndpointSliceUpsert(benchSlice("svc-0", "a", 0, 1, true))
+		wrapper.OnEndpointSliceUpdate(benchSlice("svc-0", "a", 0, 0, true), benchSlice("svc-0", "a", 0, 1, true))
 	} else {
 		handler.OnEndpointSliceUpdate(benchSlice("svc-0", "a", 0, 0, false), benchSlice("svc-0", "a", 0, 1, false))
 	}
