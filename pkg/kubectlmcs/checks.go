@@ -60,6 +60,9 @@ type MemberState struct {
 	DerivedService *v1.Service
 	// Slices are the MCS EndpointSlices of the import in this member.
 	Slices []discoveryv1.EndpointSlice
+	// Selection is the import's cluster selectors and this member's
+	// results (KEP-5939); nil when not read.
+	Selection *Selection
 	// Leases are the source Leases (mcs-source-<cluster>) in this member.
 	Leases []coordinationv1.Lease
 	// Nodes are the member's nodes and what their kube-proxy reported.

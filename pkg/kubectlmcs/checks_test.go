@@ -22,6 +22,9 @@ func TestReasonProgrammedIsKubeProxys(t *testing.T) {
 	if ReasonProgrammed != multicluster.ReasonProgrammed {
 		t.Errorf("ReasonProgrammed = %q, kube-proxy records %q", ReasonProgrammed, multicluster.ReasonProgrammed)
 	}
+	if ReasonClusterSelectionChanged != multicluster.ReasonClusterSelectionChanged {
+		t.Errorf("ReasonClusterSelectionChanged = %q, kube-proxy records %q", ReasonClusterSelectionChanged, multicluster.ReasonClusterSelectionChanged)
+	}
 }
 
 func cond(t mcsv1beta1.ServiceExportConditionType, status metav1.ConditionStatus, reason, msg string) metav1.Condition {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"sort"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
+	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
@@ -81,6 +83,7 @@ func gatherImportSide(ctx context.Context, m *member, st *MemberState, ns, name 
 		return
 	}
 	st.Import = si
+	st.Selection = selectionOf(si, importOverlay(ctx, m, ns, name))
 	if derived := si.Annotations[mcsproxy.AnnotationDerivedService]; derived != "" {
 		if svc, err := m.Kube.CoreV1().Services(ns).Get(ctx, derived, metav1.GetOptions{}); err == nil {
 			st.DerivedService = svc
@@ -101,6 +104,21 @@ func gatherImportSide(ctx context.Context, m *member, st *MemberState, ns, name 
 		st.Nodes = nodeReports(ctx, m, ns, name, o)
 	}
 	st.DNS = askDNS(ctx, m, ns, name, questionType(si), o)
+}
+
+// importOverlay reads the import again as served, for the cluster
+// selection fields mcs-api's client drops; nil when it cannot.
+func importOverlay(ctx context.Context, m *member, ns, name string) *csv1beta1.ServiceImport {
+	body, err := m.MCS.MulticlusterV1beta1().RESTClient().Get().Namespace(ns).
+		Resource(mcsv1beta1.ServiceImportPluralName).Name(name).DoRaw(ctx)
+	if err != nil {
+		return nil
+	}
+	overlay := &csv1beta1.ServiceImport{}
+	if err := json.Unmarshal(body, overlay); err != nil {
+		return nil
+	}
+	return overlay
 }
 
 // questionType is the DNS question for an import: AAAA when its primary

@@ -50,6 +50,7 @@ func importChecks(m MemberState, s ServiceState, ref string) []Check {
 	out = append(out, c)
 	out = append(out, modeChecks(m, ref)...)
 	out = append(out, sliceChecks(m, sources)...)
+	out = append(out, selectionChecks(m)...)
 	out = append(out, leaseChecks(m, sources, s.Now)...)
 	if !headless {
 		out = append(out, nodeChecks(m)...)
@@ -182,6 +183,8 @@ func nodeChecks(m MemberState) []Check {
 			c.Fix = refusalFix(n.Last.Reason)
 		case n.Last != nil && n.Last.Reason == ReasonProgrammed:
 			c.Passed, c.Detail = true, "programmed"
+		case n.Last != nil && n.Last.Reason == ReasonClusterSelectionChanged:
+			c.Passed, c.Detail = true, "programmed; cluster selection changed: "+n.Last.Note
 		case n.Gate == "on":
 			c.Passed, c.Detail = true, "gate on, no refusal reported"
 		default:

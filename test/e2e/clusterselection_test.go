@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,11 +18,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/dynamic"
 	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
 	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
 	"k8s.io/utils/ptr"
 
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/kubectlmcs"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/clusterset"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/netns"
@@ -106,6 +111,16 @@ func TestClusterSelection(t *testing.T) {
 	t.Run("failover to the region, then anywhere, and back", func(t *testing.T) {
 		deletePod(t, sp, b, "api-b-1")
 		waitAnswers(t, client, "tcp", addr, 10, []string{"api-a-1"})
+		// What a user asks next: kubectl mcs says which result b uses and
+		// why result 0 was skipped, and what b's node reported.
+		eventually(t, 30*time.Second, "kubectl mcs diagnose to explain b's failover", func() (bool, string) {
+			checks := diagnoseFrom(t, l, sp.name+"/api", b.Name)
+			ok := slices.Contains(checks, "cluster selection: result 0 (cluster-b) skipped: no ready or serving endpoint; using result 1 (cluster-a,cluster-b)")
+			node := slices.ContainsFunc(checks, func(c string) bool {
+				return strings.HasPrefix(c, "kube-proxy on ") && strings.Contains(c, "cluster selection changed: result 0 (cluster-b) has no ready or serving endpoint")
+			})
+			return ok && node, strings.Join(checks, " | ")
+		})
 		deletePod(t, sp, a, "api-a-1")
 		waitAnswers(t, client, "tcp", addr, 10, []string{"api-c-1"})
 		sp.echoPods(b, "api", "api-b-2")
@@ -137,6 +152,29 @@ func TestClusterSelection(t *testing.T) {
 		})
 	})
 	t.Logf("TestClusterSelection took %v", time.Since(started).Round(10*time.Millisecond))
+}
+
+// diagnoseFrom runs kubectl mcs diagnose of ref from importer and returns
+// its checks as "subject: detail".
+func diagnoseFrom(t *testing.T, l *local, ref, importer string) []string {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cmd := kubectlmcs.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	cmd.SetArgs([]string{"--kubeconfig=" + l.cs.Kubeconfig(), "diagnose", "service", ref, "--from=" + importer, "-o", "json"})
+	if err := cmd.Execute(); err != nil && !errors.Is(err, kubectlmcs.ErrChecksFailed) {
+		t.Fatalf("kubectl mcs diagnose %s: %v\n%s", ref, err, errOut.String())
+	}
+	var checks []kubectlmcs.Check
+	if err := json.Unmarshal(out.Bytes(), &checks); err != nil {
+		t.Fatalf("kubectl mcs diagnose %s -o json: %v\n%s", ref, err, out.String())
+	}
+	var lines []string
+	for _, c := range checks {
+		if c.Cluster == importer {
+			lines = append(lines, c.Subject+": "+c.Detail)
+		}
+	}
+	return lines
 }
 
 // exportSelected exports name from m with the KEP's clusterSelectors,
