@@ -257,20 +257,19 @@ func describeService(svc *v1.Service) string {
 }
 
 func servicePorts(ports []v1.ServicePort) string {
-	var p []string
-	for _, port := range ports {
-		p = append(p, fmt.Sprintf("%d/%s", port.Port, protocol(port.Protocol)))
-	}
-	if len(p) == 0 {
-		return "none"
-	}
-	return strings.Join(p, ",")
+	return portList(ports, func(p v1.ServicePort) (int32, v1.Protocol) { return p.Port, p.Protocol })
 }
 
 func importPorts(ports []mcsv1beta1.ServicePort) string {
+	return portList(ports, func(p mcsv1beta1.ServicePort) (int32, v1.Protocol) { return p.Port, p.Protocol })
+}
+
+// portList writes ports as "80/TCP,53/UDP", whichever API they come from.
+func portList[P any](ports []P, number func(P) (int32, v1.Protocol)) string {
 	var p []string
 	for _, port := range ports {
-		p = append(p, fmt.Sprintf("%d/%s", port.Port, protocol(port.Protocol)))
+		n, proto := number(port)
+		p = append(p, fmt.Sprintf("%d/%s", n, protocol(proto)))
 	}
 	if len(p) == 0 {
 		return "none"
