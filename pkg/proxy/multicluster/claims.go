@@ -85,21 +85,26 @@ func (x *claimIndex) owner(ip netip.Addr) (types.NamespacedName, bool) {
 
 // setImport replaces the claims of import c.key, whose record rec is, with
 // ips (none: the import claims nothing) and returns the imports whose
-// standing may have changed: c.key and the owners, before and after, of
-// every IP it claimed or claims. Every other import keeps the answer it
-// had, so only these need to be decided again.
-func (x *claimIndex) setImport(rec *claimOf, c claim, ips []netip.Addr) sets.Set[types.NamespacedName] {
-	affected := sets.New(c.key)
+// standing may have changed, each once: c.key first, then the owners,
+// before and after, of every IP it claimed or claims. Every other import
+// keeps the answer it had, so only these need to be decided again. (A
+// list, not a set: it is made for every import a proxier is handed, and
+// almost always holds c.key alone.)
+func (x *claimIndex) setImport(rec *claimOf, c claim, ips []netip.Addr) []types.NamespacedName {
+	affected := []types.NamespacedName{c.key}
 	oldIPs := rec.ips
 	if rec.claim == c && slices.Equal(oldIPs, ips) {
 		return affected
 	}
-	touched := slices.Concat(oldIPs, ips)
-	for _, ip := range touched {
-		if o, ok := x.owner(ip); ok {
-			affected.Insert(o)
+	owners := func(ips []netip.Addr) {
+		for _, ip := range ips {
+			if o, ok := x.owner(ip); ok && !slices.Contains(affected, o) {
+				affected = append(affected, o)
+			}
 		}
 	}
+	owners(oldIPs)
+	owners(ips)
 	// Out of the lists under its old rank, back in under its new one.
 	for _, ip := range oldIPs {
 		list := x.byIP[ip]
@@ -118,11 +123,8 @@ func (x *claimIndex) setImport(rec *claimOf, c claim, ips []netip.Addr) sets.Set
 		i, _ := slices.BinarySearchFunc(list, rec, compareClaims)
 		x.byIP[ip] = slices.Insert(list, i, rec)
 	}
-	for _, ip := range touched {
-		if o, ok := x.owner(ip); ok {
-			affected.Insert(o)
-		}
-	}
+	owners(oldIPs)
+	owners(ips)
 	return affected
 }
 

@@ -20,9 +20,6 @@ import (
 // MCS slice, and hands it over: an import is programmed when it is valid
 // and owns its clusterset IPs (claims.go); a slice when its import is.
 
-// reconcileImports decides each of keys once, then applies the decisions,
-// withdrawals first, so that an IP handed from one import to another is
-// never programmed twice.
 // importTranslation is an import's Service as the event being handled
 // translated it (st nil: none), handed down so that an import is
 // translated once per event.
@@ -31,14 +28,26 @@ type importTranslation struct {
 	svc *v1.Service
 }
 
-func (p *Proxier) reconcileImports(keys sets.Set[types.NamespacedName], fresh importTranslation) {
+// reconcileImports decides each of keys once, then applies the decisions,
+// withdrawals first, so that an IP handed from one import to another is
+// never programmed twice.
+//
+// keys are each distinct; several are decided in namespace/name order. It
+// returns the imports whose native names it decided again (those that
+// were programmed or withdrawn), so that a caller about to decide one
+// does not do it twice.
+func (p *Proxier) reconcileImports(keys []types.NamespacedName, fresh importTranslation) (nativeDecided []types.NamespacedName) {
 	type decision struct {
 		key       types.NamespacedName
 		want      *v1.Service
 		rejection *mcsproxy.RejectionError
 	}
-	decisions := make([]decision, 0, keys.Len())
-	for _, key := range sortedKeys(keys) {
+	if len(keys) > 1 {
+		keys = slices.Clone(keys)
+		slices.SortFunc(keys, compareKeys)
+	}
+	decisions := make([]decision, 0, len(keys))
+	for _, key := range keys {
 		want, rejection := p.desired(key, fresh)
 		decisions = append(decisions, decision{key, want, rejection})
 	}
@@ -52,8 +61,10 @@ func (p *Proxier) reconcileImports(keys sets.Set[types.NamespacedName], fresh im
 			// An import that wins or loses its IPs gains or loses its
 			// native names too (nativePolicy).
 			p.reconcileNative(d.key)
+			nativeDecided = append(nativeDecided, d.key)
 		}
 	}
+	return nativeDecided
 }
 
 func boolInt(b bool) int {
@@ -274,7 +285,7 @@ func (p *Proxier) Redecide() {
 			keys.Insert(key)
 		}
 	}
-	p.reconcileImports(keys, importTranslation{})
+	p.reconcileImports(sortedKeys(keys), importTranslation{})
 	if p.clusterSelection {
 		for key := range keys {
 			p.reselect(key)

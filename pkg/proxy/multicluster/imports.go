@@ -49,11 +49,13 @@ func (p *Proxier) upsertImport(si *mcsv1beta1.ServiceImport, results []csv1beta1
 		st.invalid = &mcsproxy.RejectionError{Reason: mcsproxy.ReasonInvalidType, Message: err.Error()}
 	}
 	affected := p.claims.setImport(&st.claim, claim{key: key, created: si.CreationTimestamp.Unix()}, claimIPs(svc))
-	p.reconcileImports(affected, importTranslation{st: st, svc: svc})
+	nativeDecided := p.reconcileImports(affected, importTranslation{st: st, svc: svc})
 	if p.clusterSelection {
 		p.reselect(key)
 	}
-	p.reconcileNative(key)
+	if !slices.Contains(nativeDecided, key) {
+		p.reconcileNative(key)
+	}
 }
 
 // OnServiceImportDelete forgets a ServiceImport and removes its rules.

@@ -259,7 +259,7 @@ func (p *Proxier) setServiceClaims(service *v1.Service, ips []netip.Addr) {
 	affected := p.claims.setService(key, ips)
 	// The imports that name this Service as their derived Service.
 	affected = affected.Union(p.derivedBy[key])
-	p.reconcileImports(affected, importTranslation{})
+	p.reconcileImports(sortedKeys(affected), importTranslation{})
 }
 
 // localServiceIPs returns every IP on which the proxier programs rules for

@@ -80,52 +80,12 @@ func measureSync(b *testing.B, mode kubeproxyconfig.ProxyMode, n int, imports bo
 	flushRules()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cfg := benchConfig(b, mode)
-	recorder := &events.FakeRecorder{}
-	nodeIP := net.ParseIP("192.168.99.1")
-	var provider proxy.Provider
-	var err error
-	if mode == kubeproxyconfig.ProxyModeNFTables {
-		provider, err = nftables.NewProxier(ctx, cfg, v1.IPv4Protocol, proxyutil.NewNoOpLocalDetector(), "node-1", nodeIP, recorder, nil, false)
-	} else {
-		provider, err = iptables.NewProxier(ctx, cfg, v1.IPv4Protocol, utiliptables.New(utiliptables.ProtocolIPv4), utilsysctl.New(), proxyutil.NewNoOpLocalDetector(), "node-1", nodeIP, recorder, nil, false)
-	}
-	if err != nil {
-		b.Fatal(err)
-	}
-	var handler proxy.Provider = provider
-	var wrapper *multicluster.Proxier
-	if imports {
-		opts := &mcsproxy.Options{TrustedManagers: []string{mcsproxy.DefaultManagedBy}}
-		opts.ClusterSetIPCIDRs, _ = mcsproxy.ParseCIDRs([]string{"10.250.0.0/16"})
-		wrapper = multicluster.NewProxier(klog.Background(), provider, opts, nil)
-		handler = wrapper
-	}
+	handler := benchProvider(ctx, b, mode, imports)
+	wrapper, _ := handler.(*multicluster.Proxier)
 
 	// Feed everything before the first sync, as at start-up.
 	start := time.Now()
-	for i := 0; i < n; i++ {
-		vip := fmt.Sprintf("10.250.%d.%d", i/250, i%250+1)
-		name := fmt.Sprintf("svc-%d", i)
-		if imports {
-			wrapper.OnServiceImportUpsert(&mcsv1beta1.ServiceImport{
-				ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: name, CreationTimestamp: metav1.NewTime(time.Unix(int64(i), 0)), Labels: map[string]string{mcsproxy.LabelImportManagedBy: mcsproxy.DefaultManagedBy}},
-				Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, IPs: []string{vip},
-					Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}}},
-			})
-			// Two source clusters, 5 endpoints each: 10 endpoints.
-			wrapper.OnEndpointSliceAdd(benchSlice(name, "a", i, 0, true))
-			wrapper.OnEndpointSliceAdd(benchSlice(name, "b", i, 5, true))
-		} else {
-			handler.OnServiceAdd(&v1.Service{
-				ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: name},
-				Spec: v1.ServiceSpec{Type: v1.ServiceTypeClusterIP, ClusterIP: vip, ClusterIPs: []string{vip}, IPFamilies: []v1.IPFamily{v1.IPv4Protocol},
-					Ports: []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}}},
-			})
-			handler.OnEndpointSliceAdd(benchSlice(name, "a", i, 0, false))
-			handler.OnEndpointSliceAdd(benchSlice(name, "b", i, 5, false))
-		}
-	}
+	feedSync(handler, n, imports)
 	feed := time.Since(start)
 
 	hist := proxymetrics.SyncProxyRulesLatency.WithLabelValues(string(v1.IPv4Protocol))
@@ -156,6 +116,85 @@ func measureSync(b *testing.B, mode kubeproxyconfig.ProxyMode, n int, imports bo
 
 	rules, elements := countRules(b, mode)
 	return syncResult{feed: feed, first: first, incremental: incremental, rules: rules, elements: elements}
+}
+
+// feedSync hands handler n Services, or n ServiceImports (through the
+// multi-cluster Proxier handler wraps), with their EndpointSlices, as
+// kube-proxy's informers deliver them at start-up.
+func feedSync(handler proxy.Provider, n int, imports bool) {
+	wrapper, _ := handler.(*multicluster.Proxier)
+	for i := 0; i < n; i++ {
+		vip := fmt.Sprintf("10.250.%d.%d", i/250, i%250+1)
+		name := fmt.Sprintf("svc-%d", i)
+		if imports {
+			wrapper.OnServiceImportUpsert(&mcsv1beta1.ServiceImport{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: name, CreationTimestamp: metav1.NewTime(time.Unix(int64(i), 0)), Labels: map[string]string{mcsproxy.LabelImportManagedBy: mcsproxy.DefaultManagedBy}},
+				Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, IPs: []string{vip},
+					Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}}},
+			})
+			// Two source clusters, 5 endpoints each: 10 endpoints.
+			wrapper.OnEndpointSliceAdd(benchSlice(name, "a", i, 0, true))
+			wrapper.OnEndpointSliceAdd(benchSlice(name, "b", i, 5, true))
+		} else {
+			handler.OnServiceAdd(&v1.Service{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: name},
+				Spec: v1.ServiceSpec{Type: v1.ServiceTypeClusterIP, ClusterIP: vip, ClusterIPs: []string{vip}, IPFamilies: []v1.IPFamily{v1.IPv4Protocol},
+					Ports: []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}}},
+			})
+			handler.OnEndpointSliceAdd(benchSlice(name, "a", i, 0, false))
+			handler.OnEndpointSliceAdd(benchSlice(name, "b", i, 5, false))
+		}
+	}
+}
+
+// BenchmarkFeed measures only what BenchmarkFirstSync's feed-ms reports:
+// handing upstream's nftables proxier N ServiceImports through the
+// multi-cluster Proxier against N Services, no sync (the objects are made
+// inside the timer on both paths). For profiles of the feed:
+//
+//	unshare --net env MCS_BENCH_IN_NETNS=1 go test -run '^$' -bench 'Feed/imports/10000' -benchtime 1x -count 5 -cpuprofile cpu.out ./pkg/proxy/multicluster
+func BenchmarkFeed(b *testing.B) {
+	if os.Getenv(benchNetNSEnv) != "1" {
+		b.Skip("creates kernel rules; run in a fresh network namespace (see the doc comment)")
+	}
+	proxymetrics.RegisterMetrics(kubeproxyconfig.ProxyModeNFTables)
+	multicluster.RegisterMetrics()
+	for _, path := range []string{"services", "imports"} {
+		for _, n := range []int{1000, 10000} {
+			b.Run(fmt.Sprintf("%s/%d", path, n), func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					b.StopTimer()
+					handler := benchProvider(b.Context(), b, kubeproxyconfig.ProxyModeNFTables, path == "imports")
+					b.StartTimer()
+					feedSync(handler, n, path == "imports")
+				}
+			})
+		}
+	}
+}
+
+// benchProvider returns upstream's proxier of mode, wrapped by the
+// multi-cluster Proxier for imports.
+func benchProvider(ctx context.Context, b *testing.B, mode kubeproxyconfig.ProxyMode, imports bool) proxy.Provider {
+	cfg := benchConfig(b, mode)
+	recorder := &events.FakeRecorder{}
+	nodeIP := net.ParseIP("192.168.99.1")
+	var provider proxy.Provider
+	var err error
+	if mode == kubeproxyconfig.ProxyModeNFTables {
+		provider, err = nftables.NewProxier(ctx, cfg, v1.IPv4Protocol, proxyutil.NewNoOpLocalDetector(), "node-1", nodeIP, recorder, nil, false)
+	} else {
+		provider, err = iptables.NewProxier(ctx, cfg, v1.IPv4Protocol, utiliptables.New(utiliptables.ProtocolIPv4), utilsysctl.New(), proxyutil.NewNoOpLocalDetector(), "node-1", nodeIP, recorder, nil, false)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !imports {
+		return provider
+	}
+	opts := &mcsproxy.Options{TrustedManagers: []string{mcsproxy.DefaultManagedBy}}
+	opts.ClusterSetIPCIDRs, _ = mcsproxy.ParseCIDRs([]string{"10.250.0.0/16"})
+	return multicluster.NewProxier(klog.Background(), provider, opts, nil)
 }
 
 func benchConfig(b *testing.B, mode kubeproxyconfig.ProxyMode) *kubeproxyconfig.KubeProxyConfiguration {

@@ -6,7 +6,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
@@ -51,8 +50,8 @@ func namesANode(ep discoveryv1.Endpoint) bool {
 // into a valid rule, is rejected whole with a *RejectionError.
 func EndpointSliceForImport(slice *discoveryv1.EndpointSlice, opts *Options) (*discoveryv1.EndpointSlice, error) {
 	name := ImportNameOf(slice)
-	if errs := validation.IsDNS1035Label(name); len(errs) > 0 {
-		return nil, reject(ReasonInvalidName, "label %s=%q is not a valid Service name: %s", mcsv1beta1.LabelServiceName, name, errs[0])
+	if msg := invalidServiceName(name); msg != "" {
+		return nil, reject(ReasonInvalidName, "label %s=%q is not a valid Service name: %s", mcsv1beta1.LabelServiceName, name, msg)
 	}
 	if manager := slice.Labels[discoveryv1.LabelManagedBy]; !opts.trusts(manager) {
 		return nil, reject(ReasonUntrustedManager, "label %s=%q is not one of the trusted managers %v", discoveryv1.LabelManagedBy, manager, opts.TrustedManagers)

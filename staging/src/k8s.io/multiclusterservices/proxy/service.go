@@ -18,8 +18,8 @@ const maxSessionAffinityTimeout = 86400
 // It returns (nil, nil) for a Headless import, which is served by DNS only,
 // and a *RejectionError for an import that must not be programmed.
 func ServiceForImport(si *mcsv1beta1.ServiceImport, opts *Options) (*v1.Service, error) {
-	if errs := validation.IsDNS1035Label(si.Name); len(errs) > 0 {
-		return nil, reject(ReasonInvalidName, "name %q is not a valid Service name: %s", si.Name, errs[0])
+	if msg := invalidServiceName(si.Name); msg != "" {
+		return nil, reject(ReasonInvalidName, "name %q is not a valid Service name: %s", si.Name, msg)
 	}
 	if manager := si.Labels[LabelImportManagedBy]; !opts.trusts(manager) {
 		return nil, reject(ReasonUntrustedManager, "label %s=%q is not one of the trusted managers %v", LabelImportManagedBy, manager, opts.TrustedManagers)
@@ -121,7 +121,12 @@ func clusterSetIPs(si *mcsv1beta1.ServiceImport, opts *Options) ([]string, []v1.
 		if len(si.Spec.IPFamilies) > 0 && !slices.Contains(si.Spec.IPFamilies, family) {
 			return nil, nil, reject(ReasonIPFamilyMismatch, "ip %s is %s but ipFamilies is %v", ip, family, si.Spec.IPFamilies)
 		}
-		ips = append(ips, ip.String())
+		if ip.Is4() {
+			// ParseAddr accepts only the canonical form of an IPv4 address.
+			ips = append(ips, s)
+		} else {
+			ips = append(ips, ip.String())
+		}
 		families = append(families, family)
 	}
 	return ips, families, nil
