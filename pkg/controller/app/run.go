@@ -154,6 +154,7 @@ func Run(ctx context.Context, o *Options) error {
 	// The Go runtime's and the process's own, as every component serves.
 	reg.RawMustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.CustomMustRegister(inv.Collector())
+	inventory.RegisterPluginMetrics(reg)
 	metrics := mcs.NewMetrics(reg)
 	h := &health{}
 	metricsMux := http.NewServeMux()

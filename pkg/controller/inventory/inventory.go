@@ -191,35 +191,59 @@ func ContextKey(name string) string { return contextPrefix + name }
 // SecretKey is the key of a member given as a Secret.
 func SecretKey(namespace, name string) string { return secretPrefix + namespace + "/" + name }
 
-// Initial lists the member Secrets once and resolves their cluster IDs, so
-// that the controller starts with every member that answers (a member
-// joining later would briefly not count as an exporter). A Secret that
-// cannot be used is recorded and retried by Run; none stops the start.
+// Initial lists the member Secrets and ClusterProfiles once and resolves
+// their cluster IDs, so that the controller starts with every member that
+// answers, as it starts with its contexts: their caches synced before it
+// is ready, and no name merged without an exporter that is merely late to
+// join (its endpoints would leave the other members and come back). A
+// listing that cannot be used is recorded and retried by Run; a hub that
+// does not answer within ClusterIDTimeout is left to Run too. Nothing
+// here stops the start.
 func (inv *Inventory) Initial(ctx context.Context) []topology.Member {
 	inv.logger = klog.FromContext(ctx).WithName("inventory")
-	if inv.cfg.Hub == nil || inv.cfg.Namespace == "" {
-		return nil
-	}
-	list, err := inv.cfg.Hub.CoreV1().Secrets(inv.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: inv.cfg.Selector.String()})
-	if err != nil {
-		inv.logger.Error(err, "Cannot list the member Secrets; they join once the hub answers", "namespace", inv.cfg.Namespace)
-		return nil
-	}
 	type result struct {
 		e   *entry
+		l   listing
 		m   *topology.Member
 		err error
 	}
-	results := make([]result, len(list.Items))
+	var results []*result
+	lctx, cancel := context.WithTimeout(ctx, inv.cfg.ClusterIDTimeout)
+	if inv.cfg.Hub != nil && inv.cfg.Namespace != "" {
+		list, err := inv.cfg.Hub.CoreV1().Secrets(inv.cfg.Namespace).List(lctx, metav1.ListOptions{LabelSelector: inv.cfg.Selector.String()})
+		if err != nil {
+			inv.logger.Error(err, "Cannot list the member Secrets; they join once the hub answers", "namespace", inv.cfg.Namespace)
+		} else {
+			for i := range list.Items {
+				s := &list.Items[i]
+				results = append(results, &result{e: &entry{key: SecretKey(s.Namespace, s.Name), obj: s}, l: inv.secretListing(s)})
+			}
+		}
+	}
+	if inv.cfg.Profiles != nil {
+		list, err := inv.cfg.Profiles.Resource(inventoryv1alpha1.Resource).Namespace(inv.cfg.ProfileNamespace).List(lctx, metav1.ListOptions{LabelSelector: inv.cfg.ProfileSelector.String()})
+		if err != nil {
+			inv.logger.Error(err, "Cannot list the ClusterProfiles; their clusters join once the hub answers", "namespace", inv.cfg.ProfileNamespace)
+		} else {
+			for i := range list.Items {
+				u := &list.Items[i]
+				if u.GetDeletionTimestamp() != nil {
+					continue
+				}
+				results = append(results, &result{e: &entry{key: ProfileKey(u.GetNamespace(), u.GetName()), obj: u}, l: inv.profileListing(u)})
+			}
+		}
+	}
+	cancel()
 	var wg sync.WaitGroup
-	for i := range list.Items {
-		s := &list.Items[i]
-		results[i].e = &entry{key: SecretKey(s.Namespace, s.Name), obj: s, hash: hashOf(s.Data[KubeconfigKey])}
+	for _, r := range results {
+		if r.l.notNow != "" {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l := inv.secretListing(s)
-			results[i].m, results[i].err = inv.resolve(ctx, results[i].e.key, l)
+			r.m, r.err = inv.resolve(ctx, r.e.key, r.l)
 		}()
 	}
 	wg.Wait()
@@ -228,7 +252,13 @@ func (inv *Inventory) Initial(ctx context.Context) []topology.Member {
 	defer inv.mu.Unlock()
 	for _, r := range results {
 		inv.entries[r.e.key] = r.e
-		if r.err != nil {
+		switch {
+		case r.l.notNow != "":
+			// Recorded so that Run writes its condition; it joins when
+			// its profile says so.
+			inv.setLocked(r.e, Pending, r.l.notNow)
+			continue
+		case r.err != nil:
 			inv.setLocked(r.e, stateOf(r.err), r.err.Error())
 			continue
 		}
@@ -236,8 +266,8 @@ func (inv *Inventory) Initial(ctx context.Context) []topology.Member {
 		case other != "":
 			inv.setLocked(r.e, Refused, takenMessage(r.m.ClusterID, other))
 		default:
-			r.e.id, r.e.config = r.m.ClusterID, r.m.Config
-			inv.setLocked(r.e, Joined, "")
+			r.e.id, r.e.config, r.e.hash = r.m.ClusterID, r.m.Config, r.l.hash
+			inv.setLocked(r.e, Joined, fmt.Sprintf("cluster %s is a member of the clusterset", r.m.ClusterID))
 			members = append(members, *r.m)
 		}
 	}
@@ -272,6 +302,11 @@ type listing struct {
 	wantID string
 }
 
+// errNotRead is a source in the hub not read yet (the hub has not
+// answered since start-up): its members are neither joined nor left on
+// what an empty cache says.
+var errNotRead = errors.New("the hub has not been read yet")
+
 // listingOf reads what the source of key says now; an error is a
 // source that cannot be read (retried).
 func (inv *Inventory) listingOf(key string) (listing, error) {
@@ -280,6 +315,9 @@ func (inv *Inventory) listingOf(key string) (listing, error) {
 		name, _ := contextOf(key)
 		return listing{hash: hashOf(nil), config: func() (*rest.Config, error) { return rest.CopyConfig(inv.cfg.Contexts[name]), nil }}, nil
 	case strings.HasPrefix(key, secretPrefix):
+		if inv.informer == nil || !inv.informer.HasSynced() {
+			return listing{}, errNotRead
+		}
 		ns, name, _ := cache.SplitMetaNamespaceKey(strings.TrimPrefix(key, secretPrefix))
 		s, err := inv.secrets.Secrets(ns).Get(name)
 		if apierrors.IsNotFound(err) || err == nil && s.DeletionTimestamp != nil {
@@ -290,6 +328,9 @@ func (inv *Inventory) listingOf(key string) (listing, error) {
 		}
 		return inv.secretListing(s), nil
 	case strings.HasPrefix(key, profilePrefix):
+		if inv.profileInformer == nil || !inv.profileInformer.HasSynced() {
+			return listing{}, errNotRead
+		}
 		ns, name, _ := cache.SplitMetaNamespaceKey(strings.TrimPrefix(key, profilePrefix))
 		obj, err := inv.profiles.ByNamespace(ns).Get(name)
 		if apierrors.IsNotFound(err) {
@@ -432,13 +473,32 @@ func stateOf(err error) State {
 	return Refused
 }
 
-// Run watches the member Secrets and rechecks every member until ctx ends.
-// It drives m, which must be running.
+// Run watches the member Secrets and ClusterProfiles and rechecks every
+// member until ctx ends. It drives m, which must be running. Members given
+// as contexts are worked at once; those of a source in the hub once that
+// source has been read (a hub that does not answer delays only them).
 func (inv *Inventory) Run(ctx context.Context, m Membership) {
 	defer inv.queue.ShutDown()
 	inv.mu.Lock()
 	inv.logger = klog.FromContext(ctx).WithName("inventory")
 	inv.mu.Unlock()
+	// enqueueSynced queues the listed members of a source once its
+	// informer has read the hub: those no longer listed leave then.
+	enqueueSynced := func(prefix string, informer cache.SharedIndexInformer) {
+		go informer.Run(ctx.Done())
+		go func() {
+			if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+				return
+			}
+			inv.mu.Lock()
+			defer inv.mu.Unlock()
+			for key := range inv.entries {
+				if strings.HasPrefix(key, prefix) {
+					inv.queue.Add(key)
+				}
+			}
+		}()
+	}
 	if inv.informer != nil {
 		enqueue := func(obj any) {
 			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
@@ -450,10 +510,7 @@ func (inv *Inventory) Run(ctx context.Context, m Membership) {
 			UpdateFunc: func(_, cur any) { enqueue(cur) },
 			DeleteFunc: enqueue,
 		})
-		go inv.informer.Run(ctx.Done())
-		if !cache.WaitForCacheSync(ctx.Done(), inv.informer.HasSynced) {
-			return
-		}
+		enqueueSynced(secretPrefix, inv.informer)
 	}
 	if inv.profileInformer != nil {
 		enqueue := func(obj any) {
@@ -474,14 +531,13 @@ func (inv *Inventory) Run(ctx context.Context, m Membership) {
 			},
 			DeleteFunc: enqueue,
 		})
-		go inv.profileInformer.Run(ctx.Done())
-		if !cache.WaitForCacheSync(ctx.Done(), inv.profileInformer.HasSynced) {
-			return
-		}
+		enqueueSynced(profilePrefix, inv.profileInformer)
 	}
 	inv.mu.Lock()
 	for key := range inv.entries {
-		inv.queue.Add(key)
+		if strings.HasPrefix(key, contextPrefix) {
+			inv.queue.Add(key)
+		}
 	}
 	inv.mu.Unlock()
 	go func() {
