@@ -67,12 +67,15 @@ func (cs *ClusterSet) startAPIServer(ctx context.Context, c *Cluster) error {
 	if err != nil {
 		return err
 	}
+	// ControllerUser's token is what the Cluster Inventory's credential
+	// plugin hands out (NewInventory).
+	users := []framework.User{{Name: kubeProxyUser}, {Name: ControllerUser}}
 	api, err := framework.StartCluster(ctx, framework.ClusterOptions{
 		Name:             c.Name,
 		Etcd:             cs.etcd,
 		ServiceCIDR:      strings.Join(c.ServiceCIDRs, ","),
 		Dir:              c.dir,
-		ExtraUsers:       []framework.User{{Name: kubeProxyUser}},
+		ExtraUsers:       users,
 		EgressSocket:     egress,
 		AdvertiseAddress: c.APIServerIP,
 		// A node's name is no DNS name here; its address is what the

@@ -1,0 +1,169 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/clusterset"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
+)
+
+// inventoryRounds is how many times the figures case deletes cluster-a's
+// profile and writes it again.
+const inventoryRounds = 20
+
+// TestClusterInventory runs the clusterset with its members given only as
+// ClusterProfiles (KEP-4322) of an inventory in cluster-a, the hub, each
+// reached with the credential plugin test/cmd/credential-plugin (KEP-5339)
+// whose tokens expire every 20 s: the controller has no context or Secret
+// of any member. On a local clusterset of its own (prefix e2einv, two
+// clusters of one node), the profiles written before the controller
+// starts: an export of A and B reaches B's client by name and clusterset
+// IP; A's profile deleted takes A's endpoints out of B's rules and
+// answers, and written again brings them back; then the time from a
+// profile deleted to its endpoints gone everywhere, and from a profile
+// written to its imports written, over several rounds.
+func TestClusterInventory(t *testing.T) {
+	if p := os.Getenv("MCS_E2E_PROVIDER"); p != "" && p != "local" {
+		t.Skipf("the inventory cases run on a local clusterset, not on MCS_E2E_PROVIDER=%s", p)
+	}
+	requireBuilt(t, "credential-plugin")
+	started := time.Now()
+	l := upLocalOpts(t, clusterset.Options{Clusters: 2, Prefix: "e2einv"}, false)
+	ms := l.members()
+	s := &suite{p: l, a: ms[0], b: ms[1], top: t}
+	ca, cb := l.cluster(s.a), l.cluster(s.b)
+	plugin, err := framework.Binary("credential-plugin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := l.cs.NewInventory(t.Context(), ca, plugin, "20s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*clusterset.Cluster{ca, cb} {
+		if err := inv.PutProfile(t.Context(), c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// From here on the controller knows the members from the profiles
+	// only; its leader election Lease is in the hub.
+	l.baseControllerArgs = []string{"--endpoint-ttl=" + localEndpointTTL.String()}
+	l.restartController(t, inv.ControllerArgs()...)
+
+	sp := s.space(t, "e2e-inv")
+	var ips map[string]string
+	var client *pod
+	var vip string
+	t.Run("an export of A and B reaches B's client by name and clusterset IP", func(t *testing.T) {
+		sp.t = t
+		ips, client, vip = sp.webInBoth()
+		s.waitDNS(t, client, "web."+sp.name+".svc.clusterset.local", []string{vip})
+	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("A's profile deleted: A's endpoints leave B's rules and answers", func(t *testing.T) {
+		sp.t = t
+		if err := inv.DeleteProfile(t.Context(), ca); err != nil {
+			t.Fatal(err)
+		}
+		s.waitRules(t, s.b, 30*time.Second, []string{vip, ips["web-b-1"]}, []string{ips["web-a-1"]})
+		waitAnswers(t, client, "tcp", hostPort(vip, 80), 30, []string{"web-b-1"})
+		eventually(t, 30*time.Second, "A's export to say it is not served", func() (bool, string) {
+			got := sp.exportConditions(s.a, "web")
+			return strings.Contains(got, "Ready=False"), got
+		})
+	})
+
+	t.Run("A's profile written again: A's endpoints are back", func(t *testing.T) {
+		sp.t = t
+		if err := inv.PutProfile(t.Context(), ca); err != nil {
+			t.Fatal(err)
+		}
+		waitAnswers(t, client, "tcp", hostPort(vip, 80), 30, []string{"web-a-1", "web-b-1"})
+		if got := sp.vip(s.b, "web"); got != vip {
+			t.Errorf("the clusterset IP moved from %s to %s when A left and came back", vip, got)
+		}
+	})
+
+	t.Run("figures: profile written to imports written, profile deleted to endpoints gone everywhere", func(t *testing.T) {
+		sp.t = t
+		// Everywhere: B holds no slice of A, and A (drained) no import.
+		gone := func() (bool, string) {
+			bFromA, errB := importedFrom(sp, s.b, "cluster-a")
+			_, errA := s.a.MCS.MulticlusterV1beta1().ServiceImports(sp.name).Get(t.Context(), "web", metav1.GetOptions{})
+			return bFromA == 0 && errA != nil, fmt.Sprintf("B holds %d slices of A (%v); A's import: %v", bFromA, errB, errString(errA))
+		}
+		// Written: B holds A's slices again, and A its import with
+		// both clusters' slices.
+		written := func() (bool, string) {
+			bFromA, _ := importedFrom(sp, s.b, "cluster-a")
+			aFromB, _ := importedFrom(sp, s.a, "cluster-b")
+			aFromA, _ := importedFrom(sp, s.a, "cluster-a")
+			return bFromA > 0 && aFromB > 0 && aFromA > 0, fmt.Sprintf("B has %d slices of A, A %d of B and %d of its own", bFromA, aFromB, aFromA)
+		}
+		var leave, join latencies
+		for range inventoryRounds {
+			start := time.Now()
+			if err := inv.DeleteProfile(t.Context(), ca); err != nil {
+				t.Fatal(err)
+			}
+			eventuallyFast(t, 30*time.Second, "A's endpoints gone everywhere", gone)
+			leave = append(leave, time.Since(start))
+			start = time.Now()
+			if err := inv.PutProfile(t.Context(), ca); err != nil {
+				t.Fatal(err)
+			}
+			eventuallyFast(t, 30*time.Second, "A's imports written", written)
+			join = append(join, time.Since(start))
+		}
+		t.Log(join.line("profile written -> imports written in every member"))
+		t.Log(leave.line("profile deleted -> its endpoints gone everywhere"))
+		// The last round left A a member: traffic reaches both.
+		waitAnswers(t, client, "tcp", hostPort(vip, 80), 30, []string{"web-a-1", "web-b-1"})
+	})
+	t.Logf("TestClusterInventory wall=%v", time.Since(started).Round(100*time.Millisecond))
+}
+
+// importedFrom counts the EndpointSlices of sp's web that m holds from
+// source cluster.
+func importedFrom(sp *space, m *member, source string) (int, error) {
+	list, err := m.Client.DiscoveryV1().EndpointSlices(sp.name).List(sp.t.Context(), metav1.ListOptions{
+		LabelSelector: mcsv1beta1.LabelServiceName + "=web," + mcsv1beta1.LabelSourceCluster + "=" + source,
+	})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, s := range list.Items {
+		if s.AddressType == discoveryv1.AddressTypeIPv4 {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// eventuallyFast is eventually polled every 20 ms, for the figures.
+func eventuallyFast(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		last = why
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %v waiting for %s: %s", timeout, what, last)
+}
