@@ -7,6 +7,7 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/multiclusterservices/clusterselection"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
@@ -20,6 +21,14 @@ import (
 // that Service where none can carry them), or taken back, at every change
 // of the local slices, the import or its slices. No API write is on that
 // path, so failover and failback work while the mcs-controller is down.
+//
+// The decision is cluster selection (selection.go), made by the same
+// functions: LocalFirst is the selector list [{cluster.clusterset.k8s.io
+// In [@SameAsImporter@]}] resolved for this cluster and chosen with its
+// minimum over the local Service's slices (this cluster's) and the
+// import's remote ones, RemoteAndLocal no selector (every cluster)
+// (mcsproxy.SelectForLocalService). What differs is where the choice goes:
+// into the local Service's slices, not the import's synthetic Service's.
 
 // nativeState is what the proxier holds for the native name of one
 // Service namespace/name.
@@ -142,7 +151,7 @@ func (p *Proxier) planNative(key types.NamespacedName) nativePlan {
 	if st != nil {
 		local = st.local
 	}
-	selected := mcsproxy.SelectForLocalService(policy, local, remote)[len(local):]
+	selected := mcsproxy.SelectForLocalService(policy, p.opts.LocalClusterID, local, remote)[len(local):]
 	carriedBy := map[string]string{} // remote slice name -> local slice name
 	if st != nil {
 		for name, c := range st.carriers {
@@ -326,7 +335,7 @@ func planOf(plans []nativePlan, key types.NamespacedName) *nativePlan {
 // the import), and while this cluster's ID is unknown: the import's slices
 // of this very cluster would then count twice, beside the local Service's
 // own.
-func (p *Proxier) nativePolicy(key types.NamespacedName) (mcsproxy.NativeNamesPolicy, []*discoveryv1.EndpointSlice) {
+func (p *Proxier) nativePolicy(key types.NamespacedName) (mcsproxy.NativeNamesPolicy, []clusterselection.Source) {
 	imp := p.imports[key]
 	if imp == nil || imp.obj == nil || imp.invalid != nil || p.opts.LocalClusterID == "" || p.claims.decide(&imp.claim) != nil {
 		return mcsproxy.NativeNamesPolicy{}, nil
@@ -350,9 +359,13 @@ func (p *Proxier) nativePolicy(key types.NamespacedName) (mcsproxy.NativeNamesPo
 	if policy.Strategy == mcsproxy.NativeNamesOff {
 		return policy, nil
 	}
-	var remote []*discoveryv1.EndpointSlice
+	var remote []clusterselection.Source
 	for _, ss := range p.slicesOf(key) {
-		if ss.obj == nil || ss.invalid != nil || ss.obj.Labels[mcsv1beta1.LabelSourceCluster] == p.opts.LocalClusterID {
+		cluster := ""
+		if ss.obj != nil {
+			cluster = ss.obj.Labels[mcsv1beta1.LabelSourceCluster]
+		}
+		if ss.obj == nil || ss.invalid != nil || cluster == p.opts.LocalClusterID {
 			continue
 		}
 		if ss.native == nil || ss.native.from != ss.obj || ss.native.gen != p.optsGen {
@@ -366,7 +379,7 @@ func (p *Proxier) nativePolicy(key types.NamespacedName) (mcsproxy.NativeNamesPo
 			native.Labels = p.nativeLabelsOf(key)
 			ss.native = &nativeCopy{slice: &native, from: ss.obj, gen: p.optsGen}
 		}
-		remote = append(remote, ss.native.slice)
+		remote = append(remote, clusterselection.Source{Cluster: cluster, Slice: ss.native.slice})
 	}
 	return policy, remote
 }

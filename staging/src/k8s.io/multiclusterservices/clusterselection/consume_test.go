@@ -57,6 +57,7 @@ func TestChoose(t *testing.T) {
 		results []csv1beta1.ClusterSelectorResult
 		slices  []*discoveryv1.EndpointSlice
 		traffic Traffic
+		minimum Minimum
 		index   int
 		want    []string
 	}{{
@@ -137,9 +138,72 @@ func TestChoose(t *testing.T) {
 		results: storyResults,
 		slices:  []*discoveryv1.EndpointSlice{slice("", v4, "http", tcp, readyEP)},
 		traffic: http, index: AllClusters,
+	}, {
+		name:    "per port: each port of a two-port slice is eligible for its own traffic",
+		results: storyResults,
+		slices: []*discoveryv1.EndpointSlice{
+			withPorts(slice("cluster-b", v4, "http", tcp, readyEP), "metrics"),
+			slice("cluster-a", v4, "metrics", tcp, readyEP),
+		},
+		traffic: Traffic{PortName: "metrics", Protocol: tcp}, index: 0, want: []string{"cluster-b"},
+	}, {
+		name:    "a port the slice lists without a number is not eligible",
+		results: storyResults,
+		slices:  []*discoveryv1.EndpointSlice{withoutPortNumber(slice("cluster-b", v4, "http", tcp, readyEP)), slice("cluster-a", v4, "http", tcp, readyEP)},
+		traffic: http, index: 1, want: []string{"cluster-a", "cluster-b"},
+	}, {
+		name:    "internalTrafficPolicy Local: a terminating endpoint still serving on this node counts",
+		results: storyResults,
+		slices:  []*discoveryv1.EndpointSlice{slice("cluster-b", v4, "http", tcp, endpoint{ready: ptr.To(false), serving: ptr.To(true), terminating: ptr.To(true), node: "node-1"})},
+		traffic: Traffic{PortName: "http", Protocol: tcp, LocalNode: "node-1"}, index: 0, want: []string{"cluster-b"},
+	}, {
+		name:    "dual stack: a family with no endpoint anywhere takes every cluster",
+		results: storyResults,
+		slices:  []*discoveryv1.EndpointSlice{slice("cluster-b", v4, "http", tcp, readyEP)},
+		traffic: Traffic{PortName: "http", Protocol: tcp, AddressType: v6}, index: AllClusters,
+	}, {
+		name:    "minimum 2: one ready endpoint is too few",
+		results: storyResults,
+		slices:  []*discoveryv1.EndpointSlice{slice("cluster-b", v4, "http", tcp, readyEP, notReadyEP), slice("cluster-a", v4, "http", tcp, readyEP)},
+		traffic: http, minimum: Minimum{Count: 2}, index: 1, want: []string{"cluster-a", "cluster-b"},
+	}, {
+		name:    "minimum 2: a result's clusters count together",
+		results: storyResults,
+		slices:  []*discoveryv1.EndpointSlice{slice("cluster-b", v4, "http", tcp, readyEP), slice("cluster-a", v4, "http", tcp, readyEP)},
+		traffic: http, minimum: Minimum{Count: 2}, index: 1, want: []string{"cluster-a", "cluster-b"},
+	}, {
+		name:    "a minimum counts ready endpoints only: serving and terminating ones do not",
+		results: storyResults,
+		slices:  []*discoveryv1.EndpointSlice{slice("cluster-b", v4, "http", tcp, servingTermEP), slice("cluster-a", v4, "http", tcp, readyEP)},
+		traffic: http, minimum: Minimum{Count: 1}, index: 1, want: []string{"cluster-a", "cluster-b"},
+	}, {
+		name:    "a minimum share: half of four listed needs two ready",
+		results: storyResults[:1],
+		slices:  []*discoveryv1.EndpointSlice{slice("cluster-b", v4, "http", tcp, readyEP, readyEP, notReadyEP, deadTermEP)},
+		traffic: http, minimum: Minimum{Percent: 50}, index: 0, want: []string{"cluster-b"},
+	}, {
+		name:    "a minimum share: a quarter of five listed rounds up to two",
+		results: storyResults[:1],
+		slices:  []*discoveryv1.EndpointSlice{slice("cluster-b", v4, "http", tcp, readyEP, notReadyEP, notReadyEP, notReadyEP, notReadyEP)},
+		traffic: http, minimum: Minimum{Percent: 25}, index: AllClusters,
+	}, {
+		name:    "a minimum share of nothing listed still needs one",
+		results: storyResults[:1],
+		traffic: http, minimum: Minimum{Percent: 50}, index: AllClusters,
+	}, {
+		name:    "any port: a slice of another port counts",
+		results: storyResults,
+		slices:  []*discoveryv1.EndpointSlice{slice("cluster-b", v4, "metrics", udp, readyEP)},
+		traffic: Traffic{AnyPort: true, AddressType: v4}, index: 0, want: []string{"cluster-b"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			index, clusters := Choose(tc.results, tc.slices, tc.traffic)
+			var index int
+			var clusters sets.Set[string]
+			if tc.minimum == (Minimum{}) {
+				index, clusters = Choose(tc.results, tc.slices, tc.traffic)
+			} else {
+				index, clusters = ChooseSources(tc.results, Sources(tc.slices), tc.traffic, tc.minimum)
+			}
 			if index != tc.index {
 				t.Errorf("index %d, want %d", index, tc.index)
 			}
@@ -151,5 +215,27 @@ func TestChoose(t *testing.T) {
 				t.Errorf("clusters (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func withPorts(s *discoveryv1.EndpointSlice, names ...string) *discoveryv1.EndpointSlice {
+	for i, name := range names {
+		s.Ports = append(s.Ports, discoveryv1.EndpointPort{Name: ptr.To(name), Protocol: ptr.To(v1.ProtocolTCP), Port: ptr.To(int32(9090 + i))})
+	}
+	return s
+}
+
+func withoutPortNumber(s *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+	s.Ports[0].Port = nil
+	return s
+}
+
+// Sources reads each slice's source cluster from its label.
+func TestSources(t *testing.T) {
+	a, none := slice("cluster-a", discoveryv1.AddressTypeIPv4, "http", v1.ProtocolTCP), slice("", discoveryv1.AddressTypeIPv4, "http", v1.ProtocolTCP)
+	delete(none.Labels, mcsv1beta1.LabelSourceCluster)
+	got := Sources([]*discoveryv1.EndpointSlice{a, none})
+	if len(got) != 2 || got[0].Cluster != "cluster-a" || got[0].Slice != a || got[1].Cluster != "" || got[1].Slice != none {
+		t.Errorf("Sources = %+v", got)
 	}
 }

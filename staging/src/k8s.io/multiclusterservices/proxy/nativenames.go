@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,6 +9,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/utils/ptr"
+
+	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
+	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
+	"k8s.io/multiclusterservices/clusterselection"
 )
 
 // An exporter chooses whether an exported Service is also reachable by its
@@ -45,11 +48,9 @@ const (
 )
 
 // Minimum is LocalFirst's threshold: Count ready endpoints, or Percent of
-// the local endpoints listed (rounded up), whichever is set.
-type Minimum struct {
-	Count   int
-	Percent int
-}
+// the local endpoints listed (rounded up), whichever is set; cluster
+// selection's minimum, since LocalFirst is a cluster selection.
+type Minimum = clusterselection.Minimum
 
 // NativeNamesPolicy is what an import's annotations ask of its local
 // Services.
@@ -107,60 +108,77 @@ func NativeNamesOf(annotations map[string]string) (NativeNamesPolicy, error) {
 	return p, nil
 }
 
+// LocalFirstSelectors is LocalFirst as cluster selection (KEP-5939): the
+// importing cluster's own endpoints, then (no result left) every
+// cluster's. RemoteAndLocal is no selector at all: every cluster's.
+func LocalFirstSelectors() []csv1beta1.ClusterSelector {
+	return []csv1beta1.ClusterSelector{{PropertySelector: &csv1beta1.PropertySelector{
+		MatchExpressions: []csv1beta1.PropertySelectorRequirement{{
+			Key:      aboutv1alpha1.ClusterIDProperty,
+			Operator: csv1beta1.PropertySelectorOpIn,
+			Values:   []string{csv1beta1.SameAsImporter},
+		}},
+	}}}
+}
+
 // SelectForLocalService returns the slices a proxy programs for a local
-// Service that has an import of the same name: its own slices (local),
-// and the import's (remote, already translated for this proxy) as the
-// policy says. The choice is made per IP family, since a dual-stack
-// Service's families fail independently: the remote slices of a family
-// join when that family's local endpoints fall short. Joining never
-// removes the local endpoints, so the proxy's own rules decide as for any
-// Service: serving-terminating endpoints are used only while no endpoint
-// of the set is ready, local or remote.
-func SelectForLocalService(policy NativeNamesPolicy, local, remote []*discoveryv1.EndpointSlice) []*discoveryv1.EndpointSlice {
-	out := append([]*discoveryv1.EndpointSlice(nil), local...)
+// Service that has an import of the same name: its own slices (local,
+// those of localCluster, the cluster the proxy runs in), and the import's
+// remote ones (already translated for this proxy) as the policy says.
+//
+// It is cluster selection over the clusters of both: the policy's
+// selectors (none for RemoteAndLocal, LocalFirstSelectors for LocalFirst)
+// resolved for localCluster by clusterselection.Resolve, as the
+// mcs-controller resolves an export's, and the result chosen by
+// clusterselection.ChooseSources, as kube-proxy chooses an import's, with
+// LocalFirst's minimum (ready endpoints only). The choice is made per IP
+// family, since a dual-stack Service's families fail independently, and
+// for all ports at once (the local Service's slices are handed over
+// whole). Joining never removes the local endpoints, so the proxy's own
+// rules decide as for any Service: serving-terminating endpoints are used
+// only while no endpoint of the set is ready, local or remote.
+func SelectForLocalService(policy NativeNamesPolicy, localCluster string, local []*discoveryv1.EndpointSlice, remote []clusterselection.Source) []*discoveryv1.EndpointSlice {
+	out := slices.Clone(local)
+	var selectors []csv1beta1.ClusterSelector
 	switch policy.Strategy {
 	case RemoteAndLocal:
-		return append(out, remote...)
 	case LocalFirst:
-		for _, family := range []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6} {
-			if enoughReady(policy.Minimum, local, family) {
-				continue
-			}
-			for _, s := range remote {
-				if s.AddressType == family {
-					out = append(out, s)
-				}
+		selectors = LocalFirstSelectors()
+	default:
+		return out
+	}
+	clusters := []clusterselection.Properties{clusterProperties(localCluster)}
+	sources := make([]clusterselection.Source, 0, len(local)+len(remote))
+	for _, s := range local {
+		sources = append(sources, clusterselection.Source{Cluster: localCluster, Slice: s})
+	}
+	for _, r := range remote {
+		if !slices.ContainsFunc(clusters, func(c clusterselection.Properties) bool { return c.ID == r.Cluster }) {
+			clusters = append(clusters, clusterProperties(r.Cluster))
+		}
+		sources = append(sources, r)
+	}
+	results, err := clusterselection.Resolve(selectors, clusters[0], clusters)
+	if err != nil {
+		// The selectors are this package's own and valid: no remote
+		// endpoint joins on an error that cannot happen.
+		return out
+	}
+	for _, family := range []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6} {
+		i, chosen := clusterselection.ChooseSources(results, sources, clusterselection.Traffic{AnyPort: true, AddressType: family}, policy.Minimum)
+		for _, r := range remote {
+			if r.Slice.AddressType == family && (i == clusterselection.AllClusters || chosen.Has(r.Cluster)) {
+				out = append(out, r.Slice)
 			}
 		}
 	}
 	return out
 }
 
-// enoughReady tells whether the local slices of family have at least the
-// minimum of ready endpoints. An endpoint whose readiness is unknown
-// (nil) counts as ready, as the EndpointSlice API says.
-func enoughReady(m Minimum, slices []*discoveryv1.EndpointSlice, family discoveryv1.AddressType) bool {
-	ready, listed := 0, 0
-	for _, s := range slices {
-		if s.AddressType != family {
-			continue
-		}
-		for _, ep := range s.Endpoints {
-			listed++
-			if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
-				ready++
-			}
-		}
-	}
-	want := m.Count
-	if m.Percent > 0 {
-		want = int(math.Ceil(float64(listed) * float64(m.Percent) / 100))
-		if want < 1 {
-			// No local endpoint listed at all: nothing can serve here.
-			want = 1
-		}
-	}
-	return ready >= want
+// clusterProperties is a cluster as selection sees it when only its ID is
+// known.
+func clusterProperties(id string) clusterselection.Properties {
+	return clusterselection.Properties{ID: id, Properties: map[string]string{aboutv1alpha1.ClusterIDProperty: id}}
 }
 
 // CanCarry tells whether local, one of a local Service's own slices, can

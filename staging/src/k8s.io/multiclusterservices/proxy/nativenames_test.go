@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/json"
+	"math"
 	"slices"
 	"testing"
 
@@ -9,6 +10,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"k8s.io/multiclusterservices/clusterselection"
 )
 
 func TestNativeNamesOf(t *testing.T) {
@@ -71,7 +74,7 @@ func names(ss []*discoveryv1.EndpointSlice) []string {
 
 func TestSelectForLocalService(t *testing.T) {
 	v4, v6 := discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6
-	remote := []*discoveryv1.EndpointSlice{eps("remote-v4", v4, "rr"), eps("remote-v6", v6, "rr")}
+	remote := remoteOf(eps("remote-v4", v4, "rr"), eps("remote-v6", v6, "rr"))
 	localFirst := func(m Minimum) NativeNamesPolicy { return NativeNamesPolicy{Strategy: LocalFirst, Minimum: m} }
 	one := Minimum{Count: 1}
 	tests := []struct {
@@ -98,7 +101,7 @@ func TestSelectForLocalService(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := slices.Clone(tt.local)
-			got := names(SelectForLocalService(tt.policy, tt.local, remote))
+			got := names(SelectForLocalService(tt.policy, "cluster-b", tt.local, remote))
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("selected %v, want %v", got, tt.want)
 			}
@@ -118,7 +121,7 @@ func FuzzSelectForLocalService(f *testing.F) {
 	f.Add(`RemoteAndLocal`, ``, `[]`)
 	f.Add(``, ``, `[{"addressType":"IPv6","endpoints":[{"addresses":["fd00::1"]}]}]`)
 	f.Add(`LocalFirst`, `100%`, `[{"addressType":"IPv4","endpoints":[{"addresses":["10.0.0.1"]},{"addresses":["10.0.0.2"],"conditions":{"ready":false}}]}]`)
-	remote := []*discoveryv1.EndpointSlice{eps("remote-v4", discoveryv1.AddressTypeIPv4, "r"), eps("remote-v6", discoveryv1.AddressTypeIPv6, "r")}
+	remote := remoteOf(eps("remote-v4", discoveryv1.AddressTypeIPv4, "r"), eps("remote-v6", discoveryv1.AddressTypeIPv6, "r"))
 	f.Fuzz(func(t *testing.T, strategy, minimum, localJSON string) {
 		annotations := map[string]string{AnnotationNativeNames: strategy}
 		if minimum != "" {
@@ -135,12 +138,12 @@ func FuzzSelectForLocalService(f *testing.F) {
 		if json.Unmarshal([]byte(localJSON), &local) != nil || slices.Contains(local, nil) {
 			return
 		}
-		got := SelectForLocalService(policy, local, remote)
+		got := SelectForLocalService(policy, "cluster-b", local, remote)
 		if len(got) < len(local) || !slices.Equal(got[:len(local)], local) {
 			t.Fatalf("local slices not kept first and whole: %v", names(got))
 		}
 		for _, s := range got[len(local):] {
-			if !slices.Contains(remote, s) {
+			if !slices.ContainsFunc(remote, func(r clusterselection.Source) bool { return r.Slice == s }) {
 				t.Fatalf("returned a slice that was not given: %v", s.Name)
 			}
 			if policy.Strategy == NativeNamesOff {
@@ -208,4 +211,36 @@ func TestCarrying(t *testing.T) {
 	if !ptr.Deref(got.Endpoints[3].Conditions.Terminating, false) {
 		t.Errorf("a carried endpoint lost its conditions: %+v", got.Endpoints[3].Conditions)
 	}
+}
+
+// remoteOf pairs remote slices with cluster-a, the one remote cluster.
+func remoteOf(slices ...*discoveryv1.EndpointSlice) []clusterselection.Source {
+	var out []clusterselection.Source
+	for _, s := range slices {
+		out = append(out, clusterselection.Source{Cluster: "cluster-a", Slice: s})
+	}
+	return out
+}
+
+// enoughReady is the fuzz test's own statement of LocalFirst's rule: the
+// local slices of family have at least the minimum of ready endpoints (an
+// endpoint whose readiness is unknown counts as ready).
+func enoughReady(m Minimum, slices []*discoveryv1.EndpointSlice, family discoveryv1.AddressType) bool {
+	ready, listed := 0, 0
+	for _, s := range slices {
+		if s.AddressType != family {
+			continue
+		}
+		for _, ep := range s.Endpoints {
+			listed++
+			if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
+				ready++
+			}
+		}
+	}
+	want := m.Count
+	if m.Percent > 0 {
+		want = max(int(math.Ceil(float64(listed)*float64(m.Percent)/100)), 1)
+	}
+	return ready >= want
 }
