@@ -10,15 +10,25 @@
 # (a Service exported from every cluster reached from the last one by
 # clusterset IP and clusterset.local name) and the end-to-end suite of
 # test/e2e against the clusters (MCS_E2E_PROVIDER=kind), with the kind-only
-# tests (test/e2e/kind*_test.go). Everything it applies is in kind-config/.
+# tests (test/e2e/kind*_test.go). Then it adds a third cluster, mcs-c, that
+# keeps kubeadm's kube-proxy DaemonSet with the stock upstream image (built
+# here from the pinned k8s.io/kubernetes), restarts the controller with
+# --derived-members=cluster-c, and runs the derived-mode suite
+# (TestDerivedMember) through the same provider. Everything it applies is
+# in kind-config/.
 #
-# Usage: hack/kind-e2e.sh [--clusters N] [--keep] [--skip-tests] [--clean-images] [--no-build]
-#        hack/kind-e2e.sh --down [--clusters N] [--clean-images]
-#   --clusters N      2 (default) or 3
+# Usage: hack/kind-e2e.sh [--clusters N] [--keep] [--skip-tests] [--clean-images] [--no-build] [--run REGEX]
+#        hack/kind-e2e.sh --derived-only [--keep] [--no-build]
+#        hack/kind-e2e.sh --down [--clean-images]
+#   --clusters N      2 (default): mcs-a and mcs-b, mcs-c only for the
+#                     derived suite; 3: mcs-c (derived) from the start
 #   --down            only the clean-up (after --keep)
 #   --no-build        image the binaries of _output/bin as they are
 #   --keep            leave the clusters (and Docker) running afterwards
 #   --skip-tests      set the clusterset up and stop
+#   --run REGEX       run only the suites' tests matching REGEX (go test -run)
+#   --derived-only    on the clusters a --keep run left: add mcs-c and run
+#                     the derived suite only
 #   --clean-images    also remove every image built (the next run is cold)
 #
 # Clean-up leaves nothing of the run: the clusters, the host rule and kind
@@ -40,6 +50,8 @@ TESTS=true
 CLEAN_IMAGES=false
 IMAGES_ARGS=()
 DOWN=false
+RUN=""
+DERIVED_ONLY=false
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --clusters) CLUSTERS=$2; shift 2 ;;
@@ -48,6 +60,8 @@ while [[ $# -gt 0 ]]; do
     --skip-tests) TESTS=false; shift ;;
     --clean-images) CLEAN_IMAGES=true; shift ;;
     --no-build) IMAGES_ARGS=(--no-build); shift ;;
+    --run) RUN=$2; shift 2 ;;
+    --derived-only) DERIVED_ONLY=true; shift ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -56,8 +70,12 @@ if [[ "${CLUSTERS}" != 2 && "${CLUSTERS}" != 3 ]]; then
   exit 2
 fi
 
-NAMES=(mcs-a mcs-b mcs-c)
-NAMES=("${NAMES[@]:0:${CLUSTERS}}")
+# mcs-a and mcs-b run this project's kube-proxy (native members); mcs-c
+# keeps the stock one and is served in derived mode.
+NAMES=(mcs-a mcs-b)
+DERIVED=mcs-c
+[[ "${CLUSTERS}" == 3 ]] && NAMES+=("${DERIVED}")
+ALL=(mcs-a mcs-b "${DERIVED}")
 WORK=_output/kind
 mkdir -p "${WORK}"
 # kind, kubectl and the node image of this tree's builds.
@@ -98,11 +116,11 @@ restore_host() {
 cleanup() {
   local status=$?
   if [[ "${KEEP}" == true ]]; then
-    echo "kept: clusters ${NAMES[*]}; remove them and the rest with: hack/kind-e2e.sh --down --clusters ${CLUSTERS}"
+    echo "kept: clusters $(kind get clusters 2>/dev/null | tr '\n' ' '); remove them and the rest with: hack/kind-e2e.sh --down"
     exit "${status}"
   fi
   step "Clean-up"
-  for name in "${NAMES[@]}"; do kind delete cluster --name "${name}" >/dev/null 2>&1 || true; done
+  for name in "${ALL[@]}"; do kind delete cluster --name "${name}" >/dev/null 2>&1 || true; done
   restore_host
   if [[ "${CLEAN_IMAGES}" == true ]]; then
     hack/kind-images.sh --remove >/dev/null 2>&1 || true
@@ -129,34 +147,57 @@ echo "images: $((SECONDS - start))s"
 if [[ "$(sysctl -n fs.inotify.max_user_instances)" -lt 512 ]]; then
   sysctl -qw fs.inotify.max_user_instances=512
 fi
-for name in "${NAMES[@]}"; do
+
+# members prints the clusters of the clusterset that exist, in ALL's order.
+members() {
+  local name existing
+  existing=$(kind get clusters 2>/dev/null)
+  for name in "${ALL[@]}"; do
+    grep -qxF "${name}" <<<"${existing}" && echo "${name}"
+  done
+  return 0
+}
+# exists NAME: the cluster exists (not `members | grep -q`: grep's early
+# exit would fail the pipeline under pipefail).
+exists() { [[ " $(members | tr '\n' ' ') " == *" $1 "* ]]; }
+
+# create_cluster NAME creates a single-node cluster and loads the project's
+# images (a derived member runs only the test image of them).
+create_cluster() {
+  local name=$1 start=${SECONDS}
   step "Creating cluster ${name}"
   kind delete cluster --name "${name}" >/dev/null 2>&1 || true
-  start=${SECONDS}
   kind create cluster --config "kind-config/clusters/cluster-${name#mcs-}.yaml" --image "${NODE_IMAGE}" --wait 120s
   echo "cluster ${name} Ready in $((SECONDS - start))s"
-  kind load docker-image "${PROJECT_IMAGES[@]}" --name "${name}"
-done
+  if [[ "${name}" == "${DERIVED}" ]]; then
+    kind load docker-image mcs-kube-proxy/echoserver:dev --name "${name}"
+  else
+    kind load docker-image "${PROJECT_IMAGES[@]}" --name "${name}"
+  fi
+}
 
-step "Flat pod network: every node routes every other node's podCIDR"
-# The nodes' pod network is containerd's (kind-config/node): each node
-# knows its own podCIDR only. Every node routes every other node's, in its
-# cluster and the others, to that node, as a flat-network clusterset does.
+# flat_routes: the nodes' pod network is containerd's (kind-config/node):
+# each node knows its own podCIDR only. Every node routes every other
+# node's, in its cluster and the others, to that node, as a flat-network
+# clusterset does.
 declare -A NODE_IP NODE_CIDR
-for name in "${NAMES[@]}"; do
-  for node in $(kind get nodes --name "${name}"); do
-    NODE_IP[${node}]=$(docker inspect -f "{{(index .NetworkSettings.Networks \"${KIND_EXPERIMENTAL_DOCKER_NETWORK}\").IPAddress}}" "${node}")
-    NODE_CIDR[${node}]=$(kc "${name}" get node "${node}" -o jsonpath='{.spec.podCIDR}')
+flat_routes() {
+  step "Flat pod network: every node routes every other node's podCIDR"
+  local name node other
+  for name in $(members); do
+    for node in $(kind get nodes --name "${name}"); do
+      NODE_IP[${node}]=$(docker inspect -f "{{(index .NetworkSettings.Networks \"${KIND_EXPERIMENTAL_DOCKER_NETWORK}\").IPAddress}}" "${node}")
+      NODE_CIDR[${node}]=$(kc "${name}" get node "${node}" -o jsonpath='{.spec.podCIDR}')
+    done
   done
-done
-for node in "${!NODE_IP[@]}"; do
-  for other in "${!NODE_IP[@]}"; do
-    [[ "${other}" == "${node}" ]] && continue
-    docker exec "${node}" ip route replace "${NODE_CIDR[${other}]}" via "${NODE_IP[${other}]}"
+  for node in "${!NODE_IP[@]}"; do
+    for other in "${!NODE_IP[@]}"; do
+      [[ "${other}" == "${node}" ]] && continue
+      docker exec "${node}" ip route replace "${NODE_CIDR[${other}]}" via "${NODE_IP[${other}]}"
+    done
   done
-done
+}
 
-step "CRDs, ClusterProperties, kube-proxy, CoreDNS and RBAC in every member"
 go mod download sigs.k8s.io/mcs-api
 MCS_CRDS=$(go list -m -f '{{.Dir}}' sigs.k8s.io/mcs-api)/config/crd
 fill() { sed -e "s|\${CLUSTER}|$1|g" -e "s|\${POD_SUBNET}|$2|g" -e "s|\${KUBECONFIG_B64}|${3:-}|g" "$4"; }
@@ -169,18 +210,29 @@ if coredns_offline | grep -q forward; then
   exit 1
 fi
 COREDNS_IMAGE=$(grep /coredns: "${WORK}/node-images.list" | sort | tail -1)
-for name in "${NAMES[@]}"; do
+
+# setup_member NAME: the CRDs, the ClusterProperty, RBAC, admission
+# policies, CoreDNS with clusterset.local and the controller's identity;
+# in a native member also this project's kube-proxy with the gate on. The
+# derived member keeps kubeadm's kube-proxy ConfigMap and DaemonSet as
+# they are: the stock image of the pinned version.
+setup_member() {
+  local name=$1 pod_subnet
+  step "CRDs, ClusterProperty, CoreDNS and RBAC in ${name}$([[ "${name}" == "${DERIVED}" ]] && echo " (stock kube-proxy: derived member)" || echo ", our kube-proxy")"
   pod_subnet=$(grep podSubnet "kind-config/clusters/cluster-${name#mcs-}.yaml" | awk '{print $2}')
   kc "${name}" apply --server-side -f "${MCS_CRDS}/multicluster.x-k8s.io_serviceexports.yaml" -f "${MCS_CRDS}/multicluster.x-k8s.io_serviceimports.yaml" \
     -f staging/src/k8s.io/multiclusterservices/crds/clusterproperty.yaml
   kc "${name}" wait --for condition=Established crd --all --timeout 60s
   fill "${name}" "${pod_subnet}" "" kind-config/clusterproperty.yaml | kc "${name}" apply --server-side -f -
-  kc "${name}" apply --server-side -f kind-config/kube-proxy-rbac.yaml -f kind-config/mcs-controller-rbac.yaml -f kind-config/mcs-admission-policy.yaml
+  kc "${name}" apply --server-side -f kind-config/mcs-controller-rbac.yaml -f kind-config/mcs-admission-policy.yaml
   # kubeadm owns kube-proxy's ConfigMap and DaemonSet and CoreDNS's
   # Corefile: ours take them over.
   coredns_offline | kc "${name}" apply --server-side --force-conflicts -f -
-  fill "${name}" "${pod_subnet}" "" kind-config/kube-proxy.yaml | kc "${name}" apply --server-side --force-conflicts -f -
-  kc "${name}" apply --server-side --force-conflicts -f kind-config/kube-proxy-daemonset.yaml
+  if [[ "${name}" != "${DERIVED}" ]]; then
+    kc "${name}" apply --server-side -f kind-config/kube-proxy-rbac.yaml
+    fill "${name}" "${pod_subnet}" "" kind-config/kube-proxy.yaml | kc "${name}" apply --server-side --force-conflicts -f -
+    kc "${name}" apply --server-side --force-conflicts -f kind-config/kube-proxy-daemonset.yaml
+  fi
   kc "${name}" -n kube-system set image deployment/coredns "coredns=${COREDNS_IMAGE}"
   kc "${name}" -n kube-system rollout status daemonset/kube-proxy --timeout 120s
   kc "${name}" -n kube-system rollout status deployment/coredns --timeout 120s
@@ -188,32 +240,47 @@ for name in "${NAMES[@]}"; do
   # kind-config/mcs-controller-rbac.yaml, nothing more.
   kc "${name}" create namespace mcs-system --dry-run=client -o yaml | kc "${name}" apply -f -
   kc "${name}" -n mcs-system create serviceaccount mcs-controller --dry-run=client -o yaml | kc "${name}" apply -f -
-done
+}
 
-step "mcs-controller (hub mode) in ${NAMES[0]}"
-KUBECONFIG_FILE="${WORK}/mcs-controller.kubeconfig"
-rm -f "${KUBECONFIG_FILE}"
-for name in "${NAMES[@]}"; do
-  # By address: the controller's pods resolve names with the clusters'
-  # CoreDNS, which knows no Docker container.
-  server="https://${NODE_IP[${name}-control-plane]}:6443"
-  ca=$(kc "${name}" config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')
-  token=$(kc "${name}" -n mcs-system create token mcs-controller --duration 24h)
-  echo "${ca}" | base64 -d >"${WORK}/${name}-ca.crt"
-  kubectl --kubeconfig "${KUBECONFIG_FILE}" config set-cluster "${name}" --server "${server}" --certificate-authority "${WORK}/${name}-ca.crt" --embed-certs >/dev/null
-  kubectl --kubeconfig "${KUBECONFIG_FILE}" config set-credentials "${name}" --token "${token}" >/dev/null
-  kubectl --kubeconfig "${KUBECONFIG_FILE}" config set-context "${name}" --cluster "${name}" --user "${name}" >/dev/null
-done
-kc "${NAMES[0]}" apply --server-side -f kind-config/mcs-controller-deployment.yaml
-fill "${NAMES[0]}" "" "$(base64 -w0 "${KUBECONFIG_FILE}")" kind-config/mcs-controller.yaml | kc "${NAMES[0]}" apply --server-side -f -
-# The leader is ready once it has synced every member. Whether the whole
-# Deployment becomes Available (the standby too) is a test of its own
-# (TestKindControllerDeploymentAvailable), not a gate for the suite.
-kc "${NAMES[0]}" -n mcs-system wait deployment/mcs-controller --for=jsonpath='{.status.readyReplicas}'=1 --timeout 180s
+# deploy_controller: the mcs-controller (hub mode) in mcs-a, with a
+# kubeconfig of every member that exists, serving mcs-c (if it exists) in
+# derived mode; it waits until the Deployment has rolled out.
+deploy_controller() {
+  local hub=mcs-a name server ca token id
+  step "mcs-controller (hub mode) in ${hub}: members $(members | tr '\n' ' ')"
+  local kubeconfig="${WORK}/mcs-controller.kubeconfig"
+  rm -f "${kubeconfig}"
+  for name in $(members); do
+    # By address: the controller's pods resolve names with the clusters'
+    # CoreDNS, which knows no Docker container.
+    server="https://${NODE_IP[${name}-control-plane]}:6443"
+    ca=$(kc "${name}" config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')
+    token=$(kc "${name}" -n mcs-system create token mcs-controller --duration 24h)
+    echo "${ca}" | base64 -d >"${WORK}/${name}-ca.crt"
+    kubectl --kubeconfig "${kubeconfig}" config set-cluster "${name}" --server "${server}" --certificate-authority "${WORK}/${name}-ca.crt" --embed-certs >/dev/null
+    kubectl --kubeconfig "${kubeconfig}" config set-credentials "${name}" --token "${token}" >/dev/null
+    kubectl --kubeconfig "${kubeconfig}" config set-context "${name}" --cluster "${name}" --user "${name}" >/dev/null
+  done
+  local existed=false
+  kc "${hub}" -n mcs-system get deployment mcs-controller >/dev/null 2>&1 && existed=true
+  # The Deployment's args are an atomic list: applying the manifest puts
+  # them back as deploy/ has them, the patch adds the derived member.
+  kc "${hub}" apply --server-side --force-conflicts -f kind-config/mcs-controller-deployment.yaml
+  if exists "${DERIVED}"; then
+    id=$(kc "${DERIVED}" get clusterproperties.about.k8s.io cluster.clusterset.k8s.io -o jsonpath='{.spec.value}')
+    kc "${hub}" -n mcs-system patch deployment mcs-controller --type json \
+      -p "[{\"op\":\"add\",\"path\":\"/spec/template/spec/containers/0/args/-\",\"value\":\"--derived-members=${id}\"}]"
+  fi
+  fill "${hub}" "" "$(base64 -w0 "${kubeconfig}")" kind-config/mcs-controller.yaml | kc "${hub}" apply --server-side -f -
+  # The controller reads its kubeconfig at start: new members need new
+  # pods even where the template did not change.
+  [[ "${existed}" == true ]] && kc "${hub}" -n mcs-system rollout restart deployment/mcs-controller
+  kc "${hub}" -n mcs-system rollout status deployment/mcs-controller --timeout 180s
+}
 
-if [[ "${TESTS}" == true ]]; then
+smoke_test() {
   step "Smoke test: export from every cluster, requests from ${NAMES[-1]}"
-  ECHO=mcs-kube-proxy/echoserver:dev
+  local ECHO=mcs-kube-proxy/echoserver:dev name client vip answers answered pod
   for name in "${NAMES[@]}"; do
     kc "${name}" create namespace demo --dry-run=client -o yaml | kc "${name}" apply -f -
     kc "${name}" -n demo create deployment web --image "${ECHO}" --replicas 2 --dry-run=client -o yaml | kc "${name}" apply -f -
@@ -249,10 +316,49 @@ if [[ "${TESTS}" == true ]]; then
   done
   echo "every cluster's pods answered through the clusterset IP ${vip} and web.demo.svc.clusterset.local"
   for name in "${NAMES[@]}"; do kc "${name}" delete namespace demo --wait=false >/dev/null; done
+}
 
+# suite CONTEXTS DEFAULT_REGEX runs test/e2e against the contexts (cluster
+# a, cluster b[, the derived member]); --run narrows it.
+suite() {
+  local contexts=$1 regex=${RUN:-$2} start=${SECONDS}
+  MCS_E2E_PROVIDER=kind MCS_E2E_CONTEXTS=${contexts} \
+    go test ./test/e2e/ -run "${regex}" -count=1 -timeout 60m -v
+  echo "suite on kind (${regex}): $((SECONDS - start))s"
+}
+
+# add_derived_member: mcs-c with the stock kube-proxy, and the controller
+# serving it in derived mode.
+add_derived_member() {
+  if ! exists "${DERIVED}"; then
+    create_cluster "${DERIVED}"
+    flat_routes
+    setup_member "${DERIVED}"
+  fi
+  deploy_controller
+}
+
+if [[ "${DERIVED_ONLY}" == true ]]; then
+  for name in mcs-a mcs-b; do
+    exists "${name}" || { echo "--derived-only: cluster ${name} is missing (run hack/kind-e2e.sh --keep --skip-tests first)" >&2; exit 1; }
+  done
+  flat_routes
+  add_derived_member
+  step "Derived-mode suite (test/e2e TestDerivedMember): a = kind-mcs-b, native b = kind-mcs-a, derived c = kind-mcs-c"
+  suite kind-mcs-b,kind-mcs-a,kind-mcs-c '^TestDerivedMember$'
+  exit 0
+fi
+
+for name in "${NAMES[@]}"; do create_cluster "${name}"; done
+flat_routes
+for name in "${NAMES[@]}"; do setup_member "${name}"; done
+deploy_controller
+
+if [[ "${TESTS}" == true ]]; then
+  smoke_test
   step "End-to-end suite (test/e2e) against kind-mcs-b (a) and kind-mcs-a (b), and the kind-only tests"
-  start=${SECONDS}
-  MCS_E2E_PROVIDER=kind MCS_E2E_CONTEXTS=kind-mcs-b,kind-mcs-a \
-    go test ./test/e2e/ -run 'TestMultiClusterServices$|^TestKindCluster' -count=1 -timeout 60m -v
-  echo "suite on kind: $((SECONDS - start))s"
+  suite kind-mcs-b,kind-mcs-a 'TestMultiClusterServices$|^TestKindCluster'
+  add_derived_member
+  step "Derived-mode suite (test/e2e TestDerivedMember): a = kind-mcs-b, native b = kind-mcs-a, derived c = kind-mcs-c"
+  suite kind-mcs-b,kind-mcs-a,kind-mcs-c '^TestDerivedMember$'
 fi

@@ -25,21 +25,33 @@ import (
 const derivedGrace = 10 * time.Second
 
 // TestDerivedMember runs a clusterset of three clusters in which
-// cluster-c's node runs the unmodified upstream kube-proxy and the
+// cluster-c's nodes run the unmodified upstream kube-proxy and the
 // mcs-controller serves cluster-c in derived mode: c reaches what a and b
 // export by the clusterset.local name and by its derived Service's IP,
 // headless imports answer in both DNS zones, and c is migrated to our
-// kube-proxy and native mode and back under traffic.
+// kube-proxy and native mode and back under traffic. It runs on a local
+// clusterset of its own (three clusters of two nodes), or on kind
+// (MCS_E2E_PROVIDER=kind, three contexts: hack/kind-e2e.sh's mcs-b, mcs-a
+// and mcs-c, whose kube-proxy is kubeadm's with the stock image), where
+// the migration case, which restarts the controller with other flags and
+// rolls kube-proxy node by node, is local only.
 func TestDerivedMember(t *testing.T) {
-	if p := os.Getenv("MCS_E2E_PROVIDER"); p != "" && p != "local" {
-		t.Skipf("the derived-mode cases run on a local clusterset with an upstream kube-proxy member, not on MCS_E2E_PROVIDER=%s", p)
+	var d *derivedSuite
+	switch p := os.Getenv("MCS_E2E_PROVIDER"); p {
+	case "", "local":
+		l := upLocalOpts(t, clusterset.Options{Clusters: 3, NodesPerCluster: 2, Prefix: "e2eder", UpstreamKubeProxy: []string{"cluster-c"}}, false,
+			"--derived-members=cluster-c", "--derived-grace="+derivedGrace.String())
+		ms := l.members()
+		// The suite's b, where clients run and DNS is asked, is the
+		// derived member.
+		d = &derivedSuite{suite: &suite{p: l, a: ms[0], b: ms[2], top: t}, l: l, nativeB: ms[1]}
+	case "kind":
+		k := connectKindDerived(t)
+		ms := k.members()
+		d = &derivedSuite{suite: &suite{p: k, a: ms[0], b: ms[2], top: t}, nativeB: ms[1]}
+	default:
+		t.Skipf("the derived-mode cases run on a local clusterset or on kind, not on MCS_E2E_PROVIDER=%s", p)
 	}
-	l := upLocalOpts(t, clusterset.Options{Clusters: 3, NodesPerCluster: 2, Prefix: "e2eder", UpstreamKubeProxy: []string{"cluster-c"}}, false,
-		"--derived-members=cluster-c", "--derived-grace="+derivedGrace.String())
-	ms := l.members()
-	// The suite's b, where clients run and DNS is asked, is the derived
-	// member.
-	d := &derivedSuite{suite: &suite{p: l, a: ms[0], b: ms[2], top: t}, l: l, nativeB: ms[1]}
 	t.Run("c reaches the exports of a and b by clusterset name and by its derived Service", d.testReach)
 	t.Run("a headless export answers in both DNS zones of c", d.testHeadless)
 	t.Run("session affinity ClientIP holds through the derived Service", d.testAffinity)
@@ -54,6 +66,7 @@ func TestDerivedMember(t *testing.T) {
 
 type derivedSuite struct {
 	*suite
+	// l is the local clusterset, nil on kind.
 	l       *local
 	nativeB *member
 }
@@ -188,6 +201,9 @@ func (d *derivedSuite) testUnexport(t *testing.T) {
 // back to upstream kube-proxy (node by node), and reports the failed
 // requests and when they happened.
 func (d *derivedSuite) testMigration(t *testing.T) {
+	if d.l == nil {
+		t.Skip("the migration restarts the controller with other flags and rolls kube-proxy node by node through the local clusterset's harness")
+	}
 	sp := d.space(t, "e2e-der-migrate")
 	sp.service(d.a, "web", nil)
 	want := podNames(sp.echoPods(d.a, "web", "web-a-1"))
@@ -428,21 +444,24 @@ func (d *derivedSuite) testConsumersAndProviders(t *testing.T) {
 	}
 	// a's export is the oldest: its annotations are the import's.
 	sp.exportWith(d.a, "web", mcsv1beta1.ServiceExportSpec{ExportedAnnotations: map[string]string{
-		"multiclusterservices.k8s.io/consumer-clusters": "cluster-a,cluster-b",
+		"multiclusterservices.k8s.io/consumer-clusters": d.a.Name + "," + d.nativeB.Name,
 	}})
 	sp.waitImport(d.a, "web", "exported by a", func(si *mcsv1beta1.ServiceImport) bool { return len(si.Status.Clusters) == 1 })
+	// Creation timestamps have a one-second resolution, and a tie goes to
+	// the lower cluster ID (on kind, b's mcs-a).
+	time.Sleep(1100 * time.Millisecond)
 	sp.export(d.nativeB, "web")
 	waitAnswers(t, clientB, "tcp", name, 20, both)
 	sp.waitNoImport(d.c(), "web")
 	if _, err := d.c().Client.CoreV1().Services(sp.name).Get(t.Context(), export.DerivedName(sp.name, "web"), metav1.GetOptions{}); err == nil {
-		t.Errorf("cluster-c, no consumer, got a derived Service")
+		t.Errorf("%s, no consumer, got a derived Service", d.c().Name)
 	}
 
-	setAnnotations(map[string]string{"multiclusterservices.k8s.io/consumer-clusters": "cluster-a,cluster-b,cluster-c"})
+	setAnnotations(map[string]string{"multiclusterservices.k8s.io/consumer-clusters": d.a.Name + "," + d.nativeB.Name + "," + d.c().Name})
 	d.derivedIP(t, sp, "web")
 	waitAnswers(t, clientC, "tcp", name, 20, both)
 
-	setAnnotations(map[string]string{"multiclusterservices.k8s.io/provider-clusters": "cluster-b"})
+	setAnnotations(map[string]string{"multiclusterservices.k8s.io/provider-clusters": d.nativeB.Name})
 	waitAnswers(t, clientC, "tcp", name, 20, podsB)
 	waitAnswers(t, clientB, "tcp", name, 20, podsB)
 	eventually(t, 30*time.Second, "a's export to say it is not a provider", func() (bool, string) {

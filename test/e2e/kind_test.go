@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,7 @@ import (
 //
 //	MCS_E2E_PROVIDER=kind
 //	MCS_E2E_CONTEXTS=kind-mcs-b,kind-mcs-a   cluster a, cluster b (a must not hold the controller's Lease)
+//	                                          [,kind-mcs-c: the derived member of TestDerivedMember]
 //	MCS_E2E_KUBECONFIG=...                    default: $KUBECONFIG or ~/.kube/config
 //	MCS_E2E_KUBE_PROXY_IMAGE=mcs-kube-proxy:dev
 type kind struct {
@@ -54,8 +56,8 @@ func connectKind(t *testing.T) *kind {
 		t.Fatalf("MCS_E2E_PROVIDER=kind needs docker: %v", err)
 	}
 	contexts := strings.Split(os.Getenv("MCS_E2E_CONTEXTS"), ",")
-	if len(contexts) != 2 || contexts[0] == "" || contexts[1] == "" {
-		t.Fatalf("MCS_E2E_CONTEXTS=%q: want two kubeconfig contexts, cluster a then cluster b", os.Getenv("MCS_E2E_CONTEXTS"))
+	if len(contexts) < 2 || len(contexts) > 3 || slices.Contains(contexts, "") {
+		t.Fatalf("MCS_E2E_CONTEXTS=%q: want two or three kubeconfig contexts, cluster a, cluster b, and the derived member", os.Getenv("MCS_E2E_CONTEXTS"))
 	}
 	k := &kind{
 		controlPlane:   map[*member]string{},
@@ -89,6 +91,46 @@ func connectKind(t *testing.T) *kind {
 		t.Cleanup(func() { deleteCaseNamespaces(t, m, false) })
 	}
 	return k
+}
+
+// connectKindDerived connects to the clusters of TestDerivedMember: a and
+// b run this project's kube-proxy, the third keeps kubeadm's kube-proxy
+// DaemonSet with the stock upstream image and no MultiClusterServices gate
+// (hack/kind-e2e.sh's mcs-c), and the controller serves it in derived
+// mode.
+func connectKindDerived(t *testing.T) *kind {
+	t.Helper()
+	k := connectKind(t)
+	if len(k.ms) != 3 {
+		t.Fatalf("MCS_E2E_CONTEXTS=%q: the derived suite wants three contexts, the third the derived member", os.Getenv("MCS_E2E_CONTEXTS"))
+	}
+	for i, m := range k.ms {
+		image, gate, err := kubeProxyOf(t.Context(), m)
+		if err != nil {
+			t.Fatalf("%s: %v", m.Name, err)
+		}
+		if derived := i == 2; derived != (image == k.upstreamImage && !gate) {
+			t.Fatalf("%s runs kube-proxy image %s with the MultiClusterServices gate %v; want the stock %s without it only in the derived member (the third context)",
+				m.Name, image, gate, k.upstreamImage)
+		}
+		t.Logf("%s: kube-proxy %s, MultiClusterServices gate %v", m.Name, image, gate)
+	}
+	return k
+}
+
+// kubeProxyOf reads the image of m's kube-proxy DaemonSet and whether its
+// configuration turns the MultiClusterServices gate on.
+func kubeProxyOf(ctx context.Context, m *member) (image string, gate bool, err error) {
+	ds, err := m.Client.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
+	if err != nil {
+		return "", false, err
+	}
+	cm, err := m.Client.CoreV1().ConfigMaps("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
+	if err != nil {
+		return "", false, err
+	}
+	gate = regexp.MustCompile(`(?m)^\s*MultiClusterServices:\s*true\b`).MatchString(cm.Data["config.conf"])
+	return ds.Spec.Template.Spec.Containers[0].Image, gate, nil
 }
 
 func envOr(name, def string) string {
