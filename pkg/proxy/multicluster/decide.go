@@ -194,21 +194,39 @@ func (p *Proxier) reconcileImport(key types.NamespacedName, want *v1.Service, re
 }
 
 func (p *Proxier) reconcileSlice(st *sliceState, fresh *discoveryv1.EndpointSlice) {
+	var held choice
+	if st.obj != nil {
+		if imp := p.imports[importKeyOf(st.obj)]; imp != nil {
+			held = imp.chosen
+		}
+	}
+	p.reconcileSliceFrom(st, fresh, held)
+}
+
+// reconcileSliceFrom hands the Provider what it is to hold for slice st
+// (fresh: st.obj's translation, if the caller has made it), having been
+// handed st.programmedFrom under the choice held (cluster selection hands
+// a slice with only the ports its cluster serves).
+func (p *Proxier) reconcileSliceFrom(st *sliceState, fresh *discoveryv1.EndpointSlice, held choice) {
 	var imp *importState
 	if st.obj != nil {
 		imp = p.imports[importKeyOf(st.obj)]
 	}
-	want := st.obj != nil && st.invalid == nil && imp != nil && imp.programmedFrom != nil && imp.chosen.allows(st.obj)
-	current := st.programmedFrom != nil && st.programmedFrom == st.obj && st.programmedGen == p.optsGen
+	var next choice
+	if imp != nil {
+		next = imp.chosen
+	}
+	want := st.obj != nil && st.invalid == nil && imp != nil && imp.programmedFrom != nil && next.allows(st.obj)
+	current := st.programmedFrom != nil && st.programmedFrom == st.obj && st.programmedGen == p.optsGen && held.samePorts(st.obj, next)
 	switch {
 	case !want && st.programmedFrom != nil:
-		p.Provider.OnEndpointSliceDelete(p.programmedTranslation(st))
+		p.Provider.OnEndpointSliceDelete(held.handedOrStub(st.programmedFrom, p.programmedTranslation(st)))
 		st.programmedFrom = nil
 	case want && st.programmedFrom == nil:
-		p.Provider.OnEndpointSliceAdd(p.translationOf(st, fresh))
+		p.Provider.OnEndpointSliceAdd(next.handed(st.obj, p.translationOf(st, fresh)))
 		st.programmedFrom, st.programmedGen = st.obj, p.optsGen
 	case want && !current:
-		p.Provider.OnEndpointSliceUpdate(p.programmedTranslation(st), p.translationOf(st, fresh))
+		p.Provider.OnEndpointSliceUpdate(held.handedOrStub(st.programmedFrom, p.programmedTranslation(st)), next.handed(st.obj, p.translationOf(st, fresh)))
 		st.programmedFrom, st.programmedGen = st.obj, p.optsGen
 	}
 	if st.obj != nil {

@@ -1,7 +1,9 @@
 package multicluster
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
 	"k8s.io/multiclusterservices/clusterselection"
+	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
@@ -23,8 +26,8 @@ import (
 // the mcs-controller publishes, in each import's status, the source
 // clusters each of its selectors matches for this cluster; this proxier
 // gives the import's clusterset IPs the endpoints of the first result that
-// has a usable endpoint (clusterselection.Choose), per address family, and
-// of every source cluster when none has. The choice is made again at every
+// has a usable endpoint (clusterselection.Choose), per address family and
+// port, and of every source cluster when none has. The choice is made again at every
 // change of the import or its slices, from the slices it already holds:
 // no API write is on the failover path. A change of choice hands the
 // Provider the slices that join before those that leave, so that a sync
@@ -46,9 +49,19 @@ func (p *Proxier) OnServiceImportSelected(si *mcsv1beta1.ServiceImport, results 
 	p.upsertImport(si, results)
 }
 
-// choice is the result an import's endpoints come from, per address
-// family; a family not in it (or a nil choice) takes every source cluster.
-type choice map[discoveryv1.AddressType]chosenResult
+// choice is, per address family and port of an import, the result whose
+// clusters serve that traffic (the KEP makes eligibility per port and
+// protocol, so each port chooses on its own); traffic not in it (or a nil
+// choice) takes every source cluster.
+type choice map[trafficKey]chosenResult
+
+// trafficKey is one kind of traffic to an import: a port (name and
+// protocol, TCP when unset, as an EndpointSlice's) of one address family.
+type trafficKey struct {
+	family   discoveryv1.AddressType
+	port     string
+	protocol v1.Protocol
+}
 
 // chosenResult is the index of the chosen result and its clusters.
 type chosenResult struct {
@@ -56,17 +69,82 @@ type chosenResult struct {
 	clusters sets.Set[string]
 }
 
-func (c choice) allows(slice *discoveryv1.EndpointSlice) bool {
-	r, ok := c[slice.AddressType]
+// allowsPort tells whether port, one of slice's ports, is to be handed
+// over with it: whether slice's cluster serves that port's traffic.
+func (c choice) allowsPort(slice *discoveryv1.EndpointSlice, port discoveryv1.EndpointPort) bool {
+	if len(c) == 0 {
+		return true
+	}
+	r, ok := c[trafficKey{family: slice.AddressType, port: ptr.Deref(port.Name, ""), protocol: ptr.Deref(port.Protocol, v1.ProtocolTCP)}]
 	return !ok || r.clusters.Has(slice.Labels[mcsv1beta1.LabelSourceCluster])
+}
+
+// allows tells whether slice is to be handed over at all: for one of its
+// ports at least (a slice without ports serves nothing, and is).
+func (c choice) allows(slice *discoveryv1.EndpointSlice) bool {
+	if len(c) == 0 || len(slice.Ports) == 0 {
+		return true
+	}
+	return slices.ContainsFunc(slice.Ports, func(port discoveryv1.EndpointPort) bool { return c.allowsPort(slice, port) })
+}
+
+// samePorts tells whether slice is handed over with the same ports under
+// c and o.
+func (c choice) samePorts(slice *discoveryv1.EndpointSlice, o choice) bool {
+	for _, port := range slice.Ports {
+		if c.allowsPort(slice, port) != o.allowsPort(slice, port) {
+			return false
+		}
+	}
+	return true
+}
+
+// handed returns what the Provider is to hold for slice, whose
+// translation is translated, under c: the translation, or a copy with only
+// the ports whose traffic slice's cluster serves (nil when slice is not
+// allowed at all).
+func (c choice) handed(slice, translated *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+	if translated == nil || !c.allows(slice) {
+		return nil
+	}
+	n := 0
+	for _, port := range slice.Ports {
+		if c.allowsPort(slice, port) {
+			n++
+		}
+	}
+	if n == len(slice.Ports) {
+		return translated
+	}
+	out := *translated
+	out.Ports = make([]discoveryv1.EndpointPort, 0, n)
+	for i, port := range slice.Ports {
+		if c.allowsPort(slice, port) {
+			out.Ports = append(out.Ports, translated.Ports[i])
+		}
+	}
+	return &out
+}
+
+// handedOrStub is handed for a slice the Provider holds, from, whose
+// translation (or stub, programmedTranslation) is translated: the stub
+// names the slice whatever its ports.
+func (c choice) handedOrStub(from, translated *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+	if len(translated.Ports) != len(from.Ports) {
+		return translated
+	}
+	if h := c.handed(from, translated); h != nil {
+		return h
+	}
+	return translated
 }
 
 func (c choice) equal(o choice) bool {
 	if len(c) != len(o) {
 		return false
 	}
-	for family, r := range c {
-		if other, ok := o[family]; !ok || other.index != r.index || !other.clusters.Equal(r.clusters) {
+	for key, r := range c {
+		if other, ok := o[key]; !ok || other.index != r.index || !other.clusters.Equal(r.clusters) {
 			return false
 		}
 	}
@@ -74,7 +152,7 @@ func (c choice) equal(o choice) bool {
 }
 
 // index is what the gauge kubeproxy_multicluster_cluster_selection_result
-// shows: the latest result any family uses, AllClusters when every family
+// shows: the latest result any traffic uses, AllClusters when all traffic
 // takes every cluster.
 func (c choice) index() int {
 	latest := clusterselection.AllClusters
@@ -84,12 +162,11 @@ func (c choice) index() int {
 	return latest
 }
 
-// choose decides import st's choice. One choice serves all the import's
-// ports (the Provider gets whole slices): the KEP makes eligibility per
-// port and protocol, so each port chooses, and the import takes the
-// latest result any port needs (every port then has a usable endpoint
-// where results widen, as locality ones do), or every cluster if a port
-// finds none. Called with p.mu held.
+// choose decides import st's choice: per address family and port, the
+// first result with an eligible endpoint for that port and protocol that
+// is ready or serving (clusterselection.Choose), or every cluster if none
+// has. The Provider is then handed each slice with only the ports its
+// cluster serves (choice.handed). Called with p.mu held.
 func (p *Proxier) choose(st *importState) choice {
 	if !p.clusterSelection || st.obj == nil || len(st.results) == 0 {
 		return nil
@@ -116,22 +193,17 @@ func (p *Proxier) choose(st *importState) choice {
 	}
 	out := choice{}
 	for _, family := range []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6} {
-		latest := -1
-		var chosen sets.Set[string]
 		for _, port := range st.obj.Spec.Ports {
+			key := trafficKey{family: family, port: port.Name, protocol: port.Protocol}
+			if key.protocol == "" {
+				key.protocol = v1.ProtocolTCP
+			}
 			i, clusters := clusterselection.Choose(st.results, raw, clusterselection.Traffic{
-				PortName: port.Name, Protocol: port.Protocol, LocalNode: node, AddressType: family,
+				PortName: key.port, Protocol: key.protocol, LocalNode: node, AddressType: family,
 			})
-			if i == clusterselection.AllClusters {
-				chosen = nil
-				break
+			if i != clusterselection.AllClusters {
+				out[key] = chosenResult{index: i, clusters: clusters}
 			}
-			if i > latest || chosen == nil {
-				latest, chosen = i, clusters
-			}
-		}
-		if chosen != nil {
-			out[family] = chosenResult{index: latest, clusters: chosen}
 		}
 	}
 	if len(out) == 0 {
@@ -141,8 +213,10 @@ func (p *Proxier) choose(st *importState) choice {
 }
 
 // reselect decides import key's choice again and, if it changed, hands
-// the Provider the slices that join, then those that leave, and reports
-// the change. Called with p.mu held.
+// the Provider the slices that gain ports (joining ones among them), then
+// those that gain and lose or stay (the event's own change), then those
+// that lose ports (leaving ones among them), so that a sync in between
+// sees a superset; and reports the change. Called with p.mu held.
 func (p *Proxier) reselect(key types.NamespacedName) {
 	st := p.imports[key]
 	if st == nil {
@@ -155,26 +229,42 @@ func (p *Proxier) reselect(key types.NamespacedName) {
 	}
 	prev := st.chosen
 	st.chosen = next
-	// Joining slices, then those that stay (the event's own change), then
-	// leaving ones.
-	var staying, leaving []*sliceState
+	var gaining, staying, losing []*sliceState
 	for _, s := range st.slices {
+		gained, lost := portChange(s, prev, next)
 		switch {
-		case s.programmedFrom == nil:
-			p.reconcileSlice(s, nil)
-		case s.obj != nil && !next.allows(s.obj):
-			leaving = append(leaving, s)
+		case gained && !lost:
+			gaining = append(gaining, s)
+		case lost && !gained:
+			losing = append(losing, s)
 		default:
 			staying = append(staying, s)
 		}
 	}
-	for _, s := range append(staying, leaving...) {
-		p.reconcileSlice(s, nil)
+	for _, s := range slices.Concat(gaining, staying, losing) {
+		p.reconcileSliceFrom(s, nil, prev)
 	}
 	clusterSelectionChanges.Inc()
 	if st.obj != nil && len(st.results) > 0 {
-		p.reportSelectionChanged(st.obj, prev.index(), next.index(), selectionChange(st.results, prev, next))
+		p.reportSelectionChanged(st.obj, prev.index(), next.index(), selectionChange(st.results, len(st.obj.Spec.Ports) > 1, prev, next))
 	}
+}
+
+// portChange tells whether slice s, handed over under prev, gains ports
+// under next and whether it loses some (joining: it gains all of them;
+// leaving, or gone: it loses all).
+func portChange(s *sliceState, prev, next choice) (gained, lost bool) {
+	if s.obj == nil || s.programmedFrom == nil {
+		// Gone, or not handed over yet: a leave or a join, whatever the
+		// choice (reconcileSliceFrom decides which).
+		return s.programmedFrom == nil, s.programmedFrom != nil
+	}
+	for _, port := range s.obj.Ports {
+		was, will := prev.allowsPort(s.obj, port), next.allowsPort(s.obj, port)
+		gained = gained || will && !was
+		lost = lost || was && !will
+	}
+	return gained, lost
 }
 
 // showSelection sets import key's gauge of the chosen result: only while
@@ -189,12 +279,24 @@ func (p *Proxier) showSelection(key types.NamespacedName, st *importState, next 
 }
 
 // selectionChange says, for a user reading the import's events, what a
-// change of choice was and why: per family, from which result to which.
-func selectionChange(results []csv1beta1.ClusterSelectorResult, prev, next choice) string {
+// change of choice was and why: per family (and port, for an import of
+// several), from which result to which.
+func selectionChange(results []csv1beta1.ClusterSelectorResult, perPort bool, prev, next choice) string {
+	keys := sets.New[trafficKey]()
+	for key := range prev {
+		keys.Insert(key)
+	}
+	for key := range next {
+		keys.Insert(key)
+	}
+	ordered := keys.UnsortedList()
+	slices.SortFunc(ordered, func(a, b trafficKey) int {
+		return cmp.Or(cmp.Compare(a.family, b.family), cmp.Compare(a.port, b.port), cmp.Compare(a.protocol, b.protocol))
+	})
 	var parts []string
-	for _, family := range []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6} {
-		from, hadFrom := prev[family]
-		to, hasTo := next[family]
+	for _, key := range ordered {
+		from, hadFrom := prev[key]
+		to, hasTo := next[key]
 		if !hadFrom {
 			from.index = clusterselection.AllClusters
 		}
@@ -204,17 +306,21 @@ func selectionChange(results []csv1beta1.ClusterSelectorResult, prev, next choic
 		if from.index == to.index && (!hadFrom || from.clusters.Equal(to.clusters)) {
 			continue
 		}
+		traffic := string(key.family)
+		if perPort {
+			traffic = fmt.Sprintf("%s port %s/%s", key.family, key.port, key.protocol)
+		}
 		fromText := describeResult(from)
 		changed := hadFrom && (from.index >= len(results) || !sets.New(results[from.index].Clusters...).Equal(from.clusters))
 		switch {
 		case changed:
-			parts = append(parts, fmt.Sprintf("the cluster selector results changed; using %s for %s instead of %s", describeResult(to), family, fromText))
+			parts = append(parts, fmt.Sprintf("the cluster selector results changed; using %s for %s instead of %s", describeResult(to), traffic, fromText))
 		case to.index == clusterselection.AllClusters:
-			parts = append(parts, fmt.Sprintf("no result has a ready or serving endpoint for %s; using every source cluster instead of %s", family, fromText))
+			parts = append(parts, fmt.Sprintf("no result has a ready or serving endpoint for %s; using every source cluster instead of %s", traffic, fromText))
 		case from.index == clusterselection.AllClusters || to.index < from.index:
-			parts = append(parts, fmt.Sprintf("%s has a ready or serving endpoint for %s; using it instead of %s", describeResult(to), family, fromText))
+			parts = append(parts, fmt.Sprintf("%s has a ready or serving endpoint for %s; using it instead of %s", describeResult(to), traffic, fromText))
 		default:
-			parts = append(parts, fmt.Sprintf("%s has no ready or serving endpoint for %s; using %s", fromText, family, describeResult(to)))
+			parts = append(parts, fmt.Sprintf("%s has no ready or serving endpoint for %s; using %s", fromText, traffic, describeResult(to)))
 		}
 	}
 	return strings.Join(parts, "; ")

@@ -3,6 +3,7 @@ package multicluster
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
 	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
+	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 	mcsfake "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned/fake"
 )
@@ -276,4 +278,86 @@ func TestClusterSelectionReportsChanges(t *testing.T) {
 			t.Errorf("%d gauge series after the import went, want 0", len(mf.GetMetric()))
 		}
 	}
+}
+
+// withMetrics adds a second port, metrics, to an MCS slice.
+func withMetrics(s *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+	name, proto, port := "metrics", v1.ProtocolTCP, int32(9090)
+	s.Ports = append(s.Ports, discoveryv1.EndpointPort{Name: &name, Protocol: &proto, Port: &port})
+	return s
+}
+
+// readyForPort returns the addresses of the ready endpoints held for
+// Service ns/name in slices that list port name: those a proxier programs
+// for that port. Called with mu held.
+func (r *recordingProvider) readyForPort(service, port string) []string {
+	var out []string
+	for _, s := range r.byService[service] {
+		if !slices.ContainsFunc(s.Ports, func(p discoveryv1.EndpointPort) bool { return ptr.Deref(p.Name, "") == port }) {
+			continue
+		}
+		for _, ep := range s.Endpoints {
+			if ptr.Deref(ep.Conditions.Ready, true) {
+				out = append(out, ep.Addresses...)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestClusterSelectionPerPort: each port of an import takes the first
+// result with an endpoint for that port (KEP-5939: eligibility is per port
+// and protocol). When cluster-b stops serving metrics, metrics moves to
+// cluster-a while http stays in cluster-b: cluster-a's slice is handed over
+// with the metrics port only, joining before cluster-b's change, and
+// leaves after cluster-b serves metrics again; no port is left without a
+// ready endpoint at any moment a sync could happen.
+func TestClusterSelectionPerPort(t *testing.T) {
+	f := newFixture(t)
+	p := f.proxier
+	events := &notingEvents{}
+	p.recorder = events
+	p.SetClusterSelection(true)
+	p.OnServiceSynced()
+	p.OnEndpointSlicesSynced()
+	p.MultiClusterSynced()
+	DeliverSlice(p, withMetrics(mcsSlice("ns", "api-a", "api", "cluster-a", "10.1.0.1")))
+	DeliverSlice(p, withMetrics(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1")))
+	si := serviceImport("ns", "api", 0, "10.250.0.10")
+	si.Spec.Ports = append(si.Spec.Ports, mcsv1beta1.ServicePort{Name: "metrics", Protocol: v1.ProtocolTCP, Port: 9090})
+	p.OnServiceImportSelected(si, storyResults)
+	f.provider.takeCalls()
+	events.take()
+	served := func() map[string][]string {
+		return map[string][]string{"http": f.provider.readyForPort("ns/api.clusterset", "http"), "metrics": f.provider.readyForPort("ns/api.clusterset", "metrics")}
+	}
+	check := func(want map[string][]string) {
+		t.Helper()
+		f.provider.mu.Lock()
+		defer f.provider.mu.Unlock()
+		if diff := cmp.Diff(want, served()); diff != "" {
+			t.Errorf("ready endpoints per port (-want +got):\n%s", diff)
+		}
+	}
+	check(map[string][]string{"http": {"10.2.0.1"}, "metrics": {"10.2.0.1"}})
+	f.provider.afterSlice = func() {
+		for port, ready := range served() {
+			if len(ready) == 0 {
+				t.Errorf("port %s without a ready endpoint after %v", port, f.provider.calls[len(f.provider.calls)-1])
+			}
+		}
+	}
+
+	DeliverSlice(p, mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1")) // http only
+	f.expectCalls("SliceAdd ns/api-a", "SliceUpdate ns/api-b")
+	check(map[string][]string{"http": {"10.2.0.1"}, "metrics": {"10.1.0.1"}})
+	want := []string{"Normal ClusterSelectionChanged Result0ToResult1 ns/api: result 0 (cluster-b) has no ready or serving endpoint for IPv4 port metrics/TCP; using result 1 (cluster-a,cluster-b)"}
+	if diff := cmp.Diff(want, events.take()); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+
+	DeliverSlice(p, withMetrics(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1")))
+	f.expectCalls("SliceUpdate ns/api-b", "SliceDelete ns/api-a")
+	check(map[string][]string{"http": {"10.2.0.1"}, "metrics": {"10.2.0.1"}})
 }
