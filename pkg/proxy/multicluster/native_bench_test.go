@@ -11,6 +11,7 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	kubeproxyconfig "k8s.io/kubernetes/pkg/proxy/apis/config"
+	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/netns"
@@ -55,6 +56,102 @@ func TestMeasureLocalFirstFailover(t *testing.T) {
 	p.OnEndpointSliceAdd(plainOne)
 	d.settle()
 
+	flip, transactions := ruleProbe(t, d)
+	update := func(old, cur *discoveryv1.EndpointSlice) func() {
+		return func() { p.OnEndpointSliceUpdate(old, cur) }
+	}
+	// 10.1.0.1 is an endpoint of the clusterset IP always, of the local
+	// Service only while failed over; 10.3.0.9 is the plain Service's
+	// second endpoint, there or not.
+	const remote, plainNew = "10.1.0.1", "10.3.0.9"
+	var native, plain, swap []time.Duration
+	for range flips {
+		native = append(native, flip(update(ready, unready), remote, 2), flip(update(unready, ready), remote, 1))
+		plain = append(plain, flip(update(plainOne, plainTwo), plainNew, 1), flip(update(plainTwo, plainOne), plainNew, 0))
+		swap = append(swap, flip(update(plainOne, plainSwapped), plainNew, 1), flip(update(plainSwapped, plainOne), plainNew, 0))
+	}
+	t.Logf("transactions per change: LocalFirst %.2f, plain %.2f", float64(transactions[remote])/float64(2*flips), float64(transactions[plainNew])/float64(4*flips))
+	q := quantile
+	t.Logf("LocalFirst failover/failback to the rules: p50 %v p99 %v (%d flips)", q(native, .5), q(native, .99), len(native))
+	t.Logf("plain local endpoint change to the rules:  p50 %v p99 %v (%d flips)", q(plain, .5), q(plain, .99), len(plain))
+	t.Logf("plain local endpoint swapped for another:   p50 %v p99 %v (%d flips)", q(swap, .5), q(swap, .99), len(swap))
+	t.Logf("RESULT LocalFirst / local Service: p50 %.2f, p99 %.2f", float64(q(native, .5))/float64(q(plain, .5)), float64(q(native, .99))/float64(q(plain, .99)))
+	t.Logf("RESULT LocalFirst / local Service swapping an endpoint: p50 %.2f, p99 %.2f", float64(q(native, .5))/float64(q(swap, .5)), float64(q(native, .99))/float64(q(swap, .99)))
+}
+
+// quantile returns the f quantile of ds.
+func quantile(ds []time.Duration, f float64) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[int(f*float64(len(s)-1))]
+}
+
+// TestMeasureClusterSelectionFailover measures, in one run on real
+// nftables, how long a cluster selection failover to the next result (and
+// the failback) takes from the EndpointSlice update that makes the first
+// result lose its last ready endpoint to the rules of the node, against a
+// plain local Service's endpoint change: both are the proxier's own sync,
+// so the ratio is the cost of choosing. Story 1 of KEP-5939 as cluster-b
+// sees it: cluster-b, then cluster-a and cluster-b. Figures only:
+//
+//	MCS_MEASURE=1 go test -run TestMeasureClusterSelectionFailover -v ./pkg/proxy/multicluster
+//
+// hack/bench-cluster-selection.sh runs it.
+func TestMeasureClusterSelectionFailover(t *testing.T) {
+	const flips = 150
+	if os.Getenv("MCS_MEASURE") == "" {
+		t.Skip("a measurement, not a test: set MCS_MEASURE=1 (hack/bench-cluster-selection.sh)")
+	}
+	if !netns.Isolate(t, "nft") {
+		return
+	}
+	d := newDataplane(t, kubeproxyconfig.ProxyModeNFTables)
+	p := d.proxier
+	p.SetClusterSelection(true)
+	p.OnServiceAdd(localService("ns", "plain", "10.96.0.60"))
+	ready, unready := slice("api", "cluster-b", httpPort, readyEP("10.2.0.1")), slice("api", "cluster-b", httpPort, ep{ip: "10.2.0.1"})
+	p.OnEndpointSliceAdd(ready)
+	p.OnEndpointSliceAdd(slice("api", "cluster-a", httpPort, readyEP("10.1.0.1")))
+	p.OnServiceImportSelected(serviceImport("api", []string{"10.250.0.51"}), []csv1beta1.ClusterSelectorResult{
+		{Clusters: []string{"cluster-b"}}, {Clusters: []string{"cluster-a", "cluster-b"}},
+	})
+	plainOne := plainSlice(readyEP("10.3.0.2"))
+	plainTwo := plainSlice(readyEP("10.3.0.2"), readyEP("10.3.0.9"))
+	// A failover is one update (an endpoint no longer ready) making
+	// another cluster's endpoint join: the like-for-like plain change
+	// swaps one endpoint for another in one update.
+	plainSwapped := plainSlice(ep{ip: "10.3.0.2"}, readyEP("10.3.0.9"))
+	p.OnEndpointSliceAdd(plainOne)
+	d.settle()
+
+	flip, transactions := ruleProbe(t, d)
+	update := func(old, cur *discoveryv1.EndpointSlice) func() {
+		return func() { p.OnEndpointSliceUpdate(old, cur) }
+	}
+	// 10.1.0.1 (cluster-a) is an endpoint of the clusterset IP only while
+	// failed over to the second result.
+	const remote, plainNew = "10.1.0.1", "10.3.0.9"
+	var selection, plain, swap []time.Duration
+	for range flips {
+		selection = append(selection, flip(update(ready, unready), remote, 1), flip(update(unready, ready), remote, 0))
+		plain = append(plain, flip(update(plainOne, plainTwo), plainNew, 1), flip(update(plainTwo, plainOne), plainNew, 0))
+		swap = append(swap, flip(update(plainOne, plainSwapped), plainNew, 1), flip(update(plainSwapped, plainOne), plainNew, 0))
+	}
+	q := quantile
+	t.Logf("transactions per change: cluster selection %.2f, plain %.2f", float64(transactions[remote])/float64(2*flips), float64(transactions[plainNew])/float64(4*flips))
+	t.Logf("cluster selection failover/failback to the rules: p50 %v p99 %v (%d flips)", q(selection, .5), q(selection, .99), len(selection))
+	t.Logf("plain local endpoint change to the rules:         p50 %v p99 %v (%d flips)", q(plain, .5), q(plain, .99), len(plain))
+	t.Logf("plain local endpoint swapped for another:          p50 %v p99 %v (%d flips)", q(swap, .5), q(swap, .99), len(swap))
+	t.Logf("RESULT cluster selection / local Service: p50 %.2f, p99 %.2f", float64(q(selection, .5))/float64(q(plain, .5)), float64(q(selection, .99))/float64(q(plain, .99)))
+	t.Logf("RESULT cluster selection / local Service swapping an endpoint: p50 %.2f, p99 %.2f", float64(q(selection, .5))/float64(q(swap, .5)), float64(q(selection, .99))/float64(q(swap, .99)))
+}
+
+// ruleProbe returns flip, which applies update and returns how long until
+// the rules named endpoint ip n times (once per Service it is an endpoint
+// of: alone in a DNAT rule, or in the DNAT map of a Service with several
+// endpoints), timed by the committing transaction; and, per ip, how many
+// transactions it took.
+func ruleProbe(t *testing.T, d *dataplane) (flip func(update func(), ip string, n int) time.Duration, transactions map[string]int) {
 	// The probe: `nft monitor` prints each committed transaction as it is
 	// committed, so the time of its first line is when the rules changed,
 	// with no polling competing with the proxier for the CPU. After each
@@ -98,12 +195,8 @@ func TestMeasureLocalFirstFailover(t *testing.T) {
 		r := d.rules()
 		return strings.Count(r, "dnat to "+ip+":8080") + strings.Count(r, ip+" . 8080")
 	}
-	// flip applies update and returns how long until the rules named
-	// endpoint ip n times (once per Service it is an endpoint of: alone
-	// in a DNAT rule, or in the DNAT map of a Service with several
-	// endpoints), timed by the committing transaction.
-	transactions := map[string]int{}
-	flip := func(update func(), ip string, n int) time.Duration {
+	transactions = map[string]int{}
+	flip = func(update func(), ip string, n int) time.Duration {
 		for len(lines) > 0 {
 			<-lines
 		}
@@ -121,30 +214,7 @@ func TestMeasureLocalFirstFailover(t *testing.T) {
 			}
 		}
 	}
-	update := func(old, cur *discoveryv1.EndpointSlice) func() {
-		return func() { p.OnEndpointSliceUpdate(old, cur) }
-	}
-	// 10.1.0.1 is an endpoint of the clusterset IP always, of the local
-	// Service only while failed over; 10.3.0.9 is the plain Service's
-	// second endpoint, there or not.
-	const remote, plainNew = "10.1.0.1", "10.3.0.9"
-	var native, plain, swap []time.Duration
-	for range flips {
-		native = append(native, flip(update(ready, unready), remote, 2), flip(update(unready, ready), remote, 1))
-		plain = append(plain, flip(update(plainOne, plainTwo), plainNew, 1), flip(update(plainTwo, plainOne), plainNew, 0))
-		swap = append(swap, flip(update(plainOne, plainSwapped), plainNew, 1), flip(update(plainSwapped, plainOne), plainNew, 0))
-	}
-	t.Logf("transactions per change: LocalFirst %.2f, plain %.2f", float64(transactions[remote])/float64(2*flips), float64(transactions[plainNew])/float64(4*flips))
-	q := func(ds []time.Duration, f float64) time.Duration {
-		s := slices.Clone(ds)
-		slices.Sort(s)
-		return s[int(f*float64(len(s)-1))]
-	}
-	t.Logf("LocalFirst failover/failback to the rules: p50 %v p99 %v (%d flips)", q(native, .5), q(native, .99), len(native))
-	t.Logf("plain local endpoint change to the rules:  p50 %v p99 %v (%d flips)", q(plain, .5), q(plain, .99), len(plain))
-	t.Logf("plain local endpoint swapped for another:   p50 %v p99 %v (%d flips)", q(swap, .5), q(swap, .99), len(swap))
-	t.Logf("RESULT LocalFirst / local Service: p50 %.2f, p99 %.2f", float64(q(native, .5))/float64(q(plain, .5)), float64(q(native, .99))/float64(q(plain, .99)))
-	t.Logf("RESULT LocalFirst / local Service swapping an endpoint: p50 %.2f, p99 %.2f", float64(q(native, .5))/float64(q(swap, .5)), float64(q(native, .99))/float64(q(swap, .99)))
+	return flip, transactions
 }
 
 // plainSlice is ns/plain's own slice.
