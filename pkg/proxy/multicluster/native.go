@@ -133,7 +133,24 @@ type localChange struct {
 // reconcileNative decides the native name of Service key again after a
 // change of its import or of the import's slices. Called with p.mu held.
 func (p *Proxier) reconcileNative(key types.NamespacedName) {
+	if p.native[key] == nil && !asksNativeNames(p.imports[key]) {
+		// No local Service of that name and nothing asked or reported:
+		// the decision is "nothing", as it was (most imports, at every
+		// change of their slices).
+		return
+	}
 	p.applyNative([]nativePlan{p.planNative(key)}, nil)
+}
+
+// asksNativeNames tells whether import st says anything of native names,
+// or has had a native-names error reported that may need clearing.
+func asksNativeNames(st *importState) bool {
+	if st == nil || st.obj == nil {
+		return false
+	}
+	_, strategy := st.obj.Annotations[mcsproxy.AnnotationNativeNames]
+	_, minimum := st.obj.Annotations[mcsproxy.AnnotationLocalFirstMinimum]
+	return strategy || minimum || st.nativeReported != ""
 }
 
 // planNative decides what the Provider is to hold for the local Service

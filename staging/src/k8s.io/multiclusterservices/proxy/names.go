@@ -70,17 +70,31 @@ func invalidServiceName(name string) string {
 	return ""
 }
 
+// invalidPortName is invalidServiceName for a port name, a DNS-1123 label.
+func invalidPortName(name string) string {
+	if isDNS1123Label(name) {
+		return ""
+	}
+	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
+		return errs[0]
+	}
+	return ""
+}
+
 // isDNS1035Label is validation.IsDNS1035Label's rule: [a-z]([-a-z0-9]*[a-z0-9])?,
 // at most 63 characters.
 func isDNS1035Label(s string) bool {
-	if len(s) == 0 || len(s) > validation.DNS1035LabelMaxLength || s[len(s)-1] == '-' {
+	return len(s) > 0 && s[0] >= 'a' && s[0] <= 'z' && isDNS1123Label(s)
+}
+
+// isDNS1123Label is validation.IsDNS1123Label's rule: [a-z0-9]([-a-z0-9]*[a-z0-9])?,
+// at most 63 characters.
+func isDNS1123Label(s string) bool {
+	if len(s) == 0 || len(s) > validation.DNS1123LabelMaxLength || s[0] == '-' || s[len(s)-1] == '-' {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c >= 'a' && c <= 'z':
-		case i > 0 && (c >= '0' && c <= '9' || c == '-'):
-		default:
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
 			return false
 		}
 	}

@@ -7,11 +7,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
-// isDNS1035Label must agree with validation.IsDNS1035Label everywhere: a
-// name it accepts and validation refuses would reach the proxier.
-func TestIsDNS1035LabelAgreesWithValidation(t *testing.T) {
+// isDNS1035Label and isDNS1123Label must agree with validation's
+// everywhere: a name they accept and validation refuses would reach the
+// proxier.
+func TestLabelChecksAgreeWithValidation(t *testing.T) {
 	names := []string{"", "a", "web", "web-1", "1web", "-web", "web-", "Web", "we_b", "we.b", "a--b", "a1", "z9-x",
-		"web.clusterset", "wéb", strings.Repeat("a", 63), strings.Repeat("a", 64), "a\x00", "a b"}
+		"web.clusterset", "wéb", "1", "9a", "-", "a-", strings.Repeat("1", 63), strings.Repeat("1", 64), strings.Repeat("a", 63), strings.Repeat("a", 64), "a\x00", "a b"}
 	// Every string of up to three characters over an alphabet with each
 	// class of byte.
 	alphabet := "az09-A._ \xff"
@@ -32,6 +33,12 @@ func TestIsDNS1035LabelAgreesWithValidation(t *testing.T) {
 		}
 		if got, valid := invalidServiceName(name), len(validation.IsDNS1035Label(name)) == 0; (got == "") != valid {
 			t.Errorf("invalidServiceName(%q) = %q, validation says valid=%v", name, got, valid)
+		}
+		if got, want := isDNS1123Label(name), len(validation.IsDNS1123Label(name)) == 0; got != want {
+			t.Errorf("isDNS1123Label(%q) = %v, validation says %v", name, got, want)
+		}
+		if got, valid := invalidPortName(name), len(validation.IsDNS1123Label(name)) == 0; (got == "") != valid {
+			t.Errorf("invalidPortName(%q) = %q, validation says valid=%v", name, got, valid)
 		}
 	}
 }

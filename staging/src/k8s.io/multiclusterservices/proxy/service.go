@@ -6,7 +6,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
@@ -157,8 +156,8 @@ func servicePorts(in []mcsv1beta1.ServicePort) ([]v1.ServicePort, error) {
 			return nil, reject(ReasonInvalidPort, "ports[%d].port %d is not in 1..65535", i, p.Port)
 		}
 		if p.Name != "" {
-			if errs := validation.IsDNS1123Label(p.Name); len(errs) > 0 {
-				return nil, reject(ReasonInvalidPort, "ports[%d].name %q: %s", i, p.Name, errs[0])
+			if msg := invalidPortName(p.Name); msg != "" {
+				return nil, reject(ReasonInvalidPort, "ports[%d].name %q: %s", i, p.Name, msg)
 			}
 		} else if len(in) > 1 {
 			// Endpoints are matched to Service ports by name, so names
