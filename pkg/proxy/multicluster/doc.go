@@ -20,8 +20,11 @@
 //   - claims.go: who owns a clusterset IP on this node (a local Service,
 //     or the oldest import), so an import cannot take traffic that is not
 //     its own;
+//   - selection.go: cluster selection (KEP-5939), which source clusters
+//     each port and family of an import's clusterset IPs takes;
 //   - native.go: native names (an import's remote endpoints for the local
-//     Service of its name);
+//     Service of its name), LocalFirst being a cluster selection decided
+//     by the same functions;
 //   - report.go, metrics.go: events and metrics of every refusal.
 //
 // Watcher runs the ServiceImport informer while the ServiceImport CRD is
