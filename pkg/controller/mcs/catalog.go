@@ -402,7 +402,11 @@ func (c *Controller) bindingSlices(b *catalogv1alpha1.ServiceBinding, p catalog.
 		if svc, err := src.services.Services(ns).Get(name); err == nil {
 			ranges, known := src.endpointRanges(c.cfg.MemberPodCIDRs[b.Spec.Cluster])
 			for _, sl := range indexed[*discoveryv1.EndpointSlice](src.localSlices, byService, ns+"/"+name) {
-				if sl = c.sourceSlice(src, sl, svc, known); sl == nil {
+				sl, reports := trustedPart(&c.cfg, &memberSnapshot{ID: src.id, RangesKnown: known}, sl, svc)
+				for _, r := range reports {
+					c.reportSource(src, r)
+				}
+				if sl == nil {
 					continue
 				}
 				if is := catalog.ServiceSlice(sl, b, p, c.cfg.ManagedBy, served, r.Spec.TrafficDistribution); is != nil {

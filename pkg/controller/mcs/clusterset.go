@@ -2,20 +2,13 @@ package mcs
 
 import (
 	"context"
-	"fmt"
-	"maps"
-	"slices"
-	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/klog/v2"
 	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
-	"k8s.io/multiclusterservices/export"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
@@ -65,240 +58,44 @@ type desiredState struct {
 	removed map[string]bool
 }
 
-// syncClusterset merges the exports of key across the members and records
-// what every member should hold, then asks every member to write it.
+// syncClusterset plans what every member should hold of key from a
+// snapshot of their caches (planName), gives its import clusterset IPs,
+// records it, says once what of the sources is not mirrored, and asks
+// every member to write it.
 func (c *Controller) syncClusterset(ctx context.Context, key string) error {
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return nil
 	}
-	refused := slices.Contains(c.cfg.RefusedNamespaces, ns)
-	var exports []export.Export
-	validity := map[string]export.Validity{}
-	selectors := map[string][]csv1beta1.ClusterSelector{}
-	// One snapshot of the members for the whole merge: one that joins or
-	// leaves meanwhile is merged again by its own enqueueAll.
-	members := c.memberList()
-	byID := map[string]*member{}
-	for _, m := range members {
-		byID[m.id] = m
+	s, err := c.readSnapshot(ns, name)
+	if err != nil {
+		return err
 	}
-	for _, m := range members {
-		if !m.hasSynced() {
-			continue
-		}
-		se, err := m.exports.ServiceExports(ns).Get(name)
-		if apierrors.IsNotFound(err) || err == nil && se.DeletionTimestamp != nil {
-			continue
-		} else if err != nil {
-			return err
-		}
-		if refused {
-			validity[m.id] = export.NamespaceNotAllowed(ns)
-			continue
-		}
-		if allowed, limited := c.cfg.ExportNamespaces[m.id]; limited && !slices.Contains(allowed, ns) {
-			validity[m.id] = export.NamespaceNotAllowedForCluster(ns, m.id, allowed)
-			continue
-		}
-		svc, err := m.services.Services(ns).Get(name)
-		if err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
-		v := export.Validate(svc)
-		if v.Valid {
-			// Control data never travels in an exporter's maps.
-			v = export.ValidateExportedMetadata(se)
-		}
-		if v.Valid && c.cfg.ClusterSelection {
-			sels := exportSelectors(m, key)
-			v = export.ValidateClusterSelectors(svc, sels)
-			selectors[m.id] = sels
-		}
-		validity[m.id] = v
-		if v.Valid {
-			var notBefore time.Time
-			if n, err := m.namespaces.Get(ns); err == nil {
-				notBefore = n.CreationTimestamp.Time
-			}
-			se = export.BoundCreation(se, notBefore, time.Now())
-			exports = append(exports, export.Export{Cluster: m.id, ServiceExport: se, Service: svc})
-		}
-	}
-
-	r := export.Merge(exports)
-	// Provision: the exporters may name the clusters whose endpoints serve
-	// the name (in the oldest export's annotations, as every exported
-	// annotation). The others' exports then shape and serve nothing; the
-	// import keeps the annotations that said so.
-	providers, limited := export.Providers(r.Annotations)
-	var notProviding []string
-	if limited {
-		var serving []export.Export
-		for _, e := range exports {
-			if slices.Contains(providers, e.Cluster) {
-				serving = append(serving, e)
-			} else {
-				notProviding = append(notProviding, e.Cluster)
-			}
-		}
-		all := r
-		exports = serving
-		r = export.Merge(exports)
-		r.Labels, r.Annotations, r.Conflicts = all.Labels, all.Annotations, all.Conflicts
-	}
-	var clusterSelectors []csv1beta1.ClusterSelector
-	if c.cfg.ClusterSelection {
-		var conflicts []export.Conflict
-		clusterSelectors, conflicts = export.MergeClusterSelectors(exports, func(id string) []csv1beta1.ClusterSelector { return selectors[id] })
-		r.Conflicts = append(r.Conflicts, conflicts...)
-	}
-	d := &desiredState{ExportConditions: map[string][]metav1.Condition{}}
-	readyMessage := ""
-	if missing := membersWithoutNamespace(members, ns); len(exports) > 0 && len(missing) > 0 {
-		// KEP-1645: a service is imported only where its namespace exists.
-		readyMessage = fmt.Sprintf("imported in %d of %d member clusters; namespace %q does not exist in: %s",
-			len(members)-len(missing), len(members), ns, strings.Join(missing, ", "))
-	}
-	for id, v := range validity {
-		d.ExportConditions[id] = export.ExportConditions(v, r.Conflicts, readyMessage)
-		if slices.Contains(notProviding, id) {
-			d.ExportConditions[id] = export.NotAProvider(v, id, providers, r.Conflicts)
-		}
-	}
-
-	if len(exports) == 0 {
-		if c.retained(ns, name) {
-			d.Retain = true
-		} else {
-			c.vips.Release(key)
-		}
-	} else {
-		d.Import = c.desiredImport(key, ns, name, r, d)
-		d.Clusters = r.Clusters
-		if r.Spec.Type == mcsv1beta1.ClusterSetIP {
-			d.ClusterSelectors = clusterSelectors
-		}
-		d.Slices = map[string]*discoveryv1.EndpointSlice{}
-		// An expired source cluster still counts for the import (its last
-		// known export) but its endpoints are withdrawn, so that traffic
-		// fails over to the sources that answer. When none answers, the
-		// endpoints of all are kept, marked stale: withdrawing the last
-		// ones would turn an outage of the hub's view (a cut link, the
-		// hub's own network) into an outage of the service.
-		var alive []string
-		for _, e := range exports {
-			if c.ttl.alive(e.Cluster) {
-				alive = append(alive, e.Cluster)
-			}
-		}
-		if len(alive) == 0 {
-			d.Stale = r.Clusters
-		}
-		for _, e := range exports {
-			if len(alive) > 0 && !slices.Contains(alive, e.Cluster) {
-				continue
-			}
-			// What a member may publish: slices Kubernetes wrote for
-			// the exported Service, within where its endpoints may be,
-			// or, where that is not known, what the writer vouches for.
-			ranges, known := byID[e.Cluster].endpointRanges(c.cfg.MemberPodCIDRs[e.Cluster])
-			var own []*discoveryv1.EndpointSlice
-			for _, s := range indexed[*discoveryv1.EndpointSlice](byID[e.Cluster].localSlices, byService, key) {
-				if s = c.sourceSlice(byID[e.Cluster], s, e.Service, known); s == nil {
-					continue
-				}
-				if is := export.ImportedSlice(s, name, e.Cluster, c.cfg.ManagedBy, r.ServedPorts[e.Cluster], r.Spec.TrafficDistribution); is != nil {
-					if dropped := export.KeepWithin(is, ranges); len(dropped) > 0 {
-						c.reportOutsidePodRanges(byID[e.Cluster], s, dropped)
-					}
-					d.Slices[is.Name] = is
-					own = append(own, is)
-					if t, err := time.Parse(time.RFC3339Nano, s.Annotations[v1.EndpointsLastChangeTriggerTime]); err == nil {
-						if d.Triggers == nil {
-							d.Triggers = map[string]time.Time{}
-						}
-						d.Triggers[is.Name] = t
-					}
-				}
-			}
-			if c.needsIngress(e.Cluster, members) {
-				c.desiredIngress(byID[e.Cluster], e, r, own, d)
-			}
-		}
-	}
-
-	c.mu.Lock()
-	c.desired[key] = d
-	c.mu.Unlock()
-	c.metrics.setConflicts(key, r.Conflicts)
-	c.enqueueMembers(key)
-	return nil
-}
-
-// desiredImport builds the import for a merge result and allocates its
-// clusterset IPs.
-func (c *Controller) desiredImport(key, ns, name string, r export.Result, d *desiredState) *mcsv1beta1.ServiceImport {
-	si := &mcsv1beta1.ServiceImport{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace:   ns,
-			Name:        name,
-			Labels:      maps.Clone(export.WithoutReservedKeys(r.Labels)),
-			Annotations: export.WithoutReservedKeys(r.Annotations),
-		},
-		Spec: r.Spec,
-	}
-	if si.Labels == nil {
-		si.Labels = map[string]string{}
-	}
-	// Set last: an exported label cannot take an import away from us.
-	si.Labels[managedLabel] = c.cfg.ManagedBy
-	if r.Spec.Type == mcsv1beta1.ClusterSetIP {
-		ips, err := c.vips.Allocate(key, r.Spec.IPFamilies)
-		si.Spec.IPs = ips
+	p := planName(&c.cfg, s)
+	d := p.Desired
+	switch {
+	case d.Import != nil && d.Import.Spec.Type == mcsv1beta1.ClusterSetIP:
+		ips, err := c.vips.Allocate(key, d.Import.Spec.IPFamilies)
+		d.Import.Spec.IPs = ips
 		if err != nil {
 			d.IPError = err.Error()
 		}
-	} else {
-		// Headless imports have no clusterset IP (KEP-1645).
+	case !d.Retain:
+		// Headless imports have no clusterset IP (KEP-1645); nor has a
+		// name nobody exports.
 		c.vips.Release(key)
 	}
-	return si
-}
-
-// membersWithoutNamespace returns the IDs of the synced members in which
-// namespace ns does not exist.
-func membersWithoutNamespace(members []*member, ns string) []string {
-	var out []string
-	for _, m := range members {
-		if !m.hasSynced() {
-			continue
-		}
-		if n, err := m.namespaces.Get(ns); err != nil || n.Status.Phase == v1.NamespaceTerminating {
-			out = append(out, m.id)
+	for _, r := range p.Reports {
+		if m := c.member(r.Cluster); m != nil {
+			c.reportSource(m, r)
 		}
 	}
-	return out
-}
-
-// retained says whether an existing import of ns/name lists a source
-// cluster whose exports are unknown right now but may still exist.
-func (c *Controller) retained(ns, name string) bool {
-	for _, m := range c.memberList() {
-		if !m.hasSynced() {
-			continue
-		}
-		si, err := m.imports.ServiceImports(ns).Get(name)
-		if err != nil || !c.wrote(si) {
-			continue
-		}
-		for _, cs := range si.Status.Clusters {
-			if c.retainedSource(cs.Cluster) {
-				return true
-			}
-		}
-	}
-	return false
+	c.mu.Lock()
+	c.desired[key] = d
+	c.mu.Unlock()
+	c.metrics.setConflicts(key, p.Conflicts)
+	c.enqueueMembers(key)
+	return nil
 }
 
 // retainedSource says whether the endpoints of source cluster id must be
@@ -350,39 +147,4 @@ func (c *Controller) getDesired(key string) *desiredState {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.desired[key]
-}
-
-// reportOutsidePodRanges says, once per slice, that addresses of a slice
-// of an exported Service are not mirrored because they lie outside the
-// source cluster's pod ranges.
-func (c *Controller) reportOutsidePodRanges(m *member, s *discoveryv1.EndpointSlice, dropped []string) {
-	cluster := m.id
-	id := cluster + "/" + string(s.UID) + "/outside"
-	if _, seen := c.told.LoadOrStore(id, true); seen {
-		return
-	}
-	c.logger.Info("Not mirroring endpoint addresses outside the source cluster's pod ranges", "cluster", cluster, "endpointSlice", klog.KObj(s), "addresses", dropped)
-	c.metrics.countOutsidePodRanges(cluster, len(dropped))
-	if se, err := m.exports.ServiceExports(s.Namespace).Get(s.Labels[discoveryv1.LabelServiceName]); err == nil {
-		m.recorder.Eventf(se, v1.EventTypeWarning, "EndpointsOutsidePodRanges",
-			"EndpointSlice %s: addresses %v are outside cluster %s's pod ranges and node addresses; they are not exported", s.Name, dropped, cluster)
-	}
-}
-
-// reportUnmirrored says, once per slice, that a slice of an exported
-// Service is not mirrored because no trusted source manager wrote it: an
-// event on the export, a log line and a metric.
-func (c *Controller) reportUnmirrored(m *member, s *discoveryv1.EndpointSlice) {
-	cluster := m.id
-	id := cluster + "/" + string(s.UID)
-	if _, seen := c.told.LoadOrStore(id, true); seen {
-		return
-	}
-	manager := s.Labels[discoveryv1.LabelManagedBy]
-	c.logger.Info("Not mirroring an EndpointSlice of an exported Service: its manager is not trusted", "cluster", cluster, "endpointSlice", klog.KObj(s), "managedBy", manager, "trusted", c.cfg.SourceManagers)
-	c.metrics.countUnmirrored(cluster)
-	if se, err := m.exports.ServiceExports(s.Namespace).Get(s.Labels[discoveryv1.LabelServiceName]); err == nil {
-		m.recorder.Eventf(se, v1.EventTypeWarning, "EndpointSliceNotMirrored",
-			"EndpointSlice %s is not exported: its endpointslice.kubernetes.io/managed-by %q is not one of %v", s.Name, manager, c.cfg.SourceManagers)
-	}
 }

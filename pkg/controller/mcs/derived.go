@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
+	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
 	"k8s.io/multiclusterservices/export"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 	"k8s.io/utils/ptr"
@@ -38,15 +39,20 @@ const derivedSettle = 3 * time.Second
 // derived tells whether member m is served in derived mode.
 func (c *Controller) derived(m *member) bool { return c.cfg.DerivedMembers[m.id] }
 
-// syncDerived writes import d into derived member m: the import (named
+// derivedWriter serves a member whose proxies do not program
+// ServiceImports (see above).
+type derivedWriter struct{ c *Controller }
+
+// write writes import d into derived member m: the import (named
 // after its derived Service by the annotation), the derived Service, its
 // slices, and the import's status. The order keeps the clusterset name
 // answering on a switch from native mode: the derived Service and its
 // endpoints exist before the import names their IPs, and the MCS slices go
 // only after it does.
-func (c *Controller) syncDerived(ctx context.Context, m *member, key string, d *desiredState) error {
-	c.retiring.Delete(m.id + "/" + key)
-	c.switching.Delete(m.id + "/" + key)
+func (w derivedWriter) write(ctx context.Context, m *member, key string, d *desiredState) error {
+	c := w.c
+	m.state.retiring.Delete(key)
+	m.state.switching.Delete(key)
 	want := d.Import.DeepCopy()
 	want.Annotations = maps.Clone(want.Annotations)
 	if want.Annotations == nil {
@@ -76,7 +82,7 @@ func (c *Controller) syncDerived(ctx context.Context, m *member, key string, d *
 		m.queue.AddAfter(key, 30*time.Second)
 	}
 	if svc != nil {
-		wantSlices, triggers := c.derivedSlicesFor(m, d, svc)
+		wantSlices, triggers := c.derivedSlicesFor(m, d, svc, c.derivedSelectionResults(ctx, m, d, si))
 		errs = append(errs, c.writeSlices(ctx, m, si, wantSlices, derivedSlices, triggers))
 		if left := derivedSettle - time.Since(svc.CreationTimestamp.Time); si.Annotations[export.AnnotationDerivedService] == "" && len(si.Spec.IPs) > 0 && left > 0 {
 			// Switching from native mode: DNS answers the import's IPs
@@ -104,15 +110,25 @@ func (c *Controller) syncDerived(ctx context.Context, m *member, key string, d *
 	errs = append(errs, c.writeSlices(ctx, m, updated, nil, mcsSlices, nil),
 		c.writeNativeService(ctx, m, updated), c.writeLocalServiceSlices(ctx, m, updated, d, localSlices))
 	errs = append(errs, c.writeImportStatus(ctx, m, &dd, updated))
+	if m.sel != nil {
+		// The results say, as in a native member, which clusters the
+		// member's slices hold.
+		errs = append(errs, c.writeClusterSelection(ctx, m, d, updated))
+	}
 	return errors.Join(errs...)
 }
 
 // derivedSlicesFor returns the EndpointSlices of derived Service svc in m,
-// by name, and the propagation triggers by those names.
-func (c *Controller) derivedSlicesFor(m *member, d *desiredState, svc *v1.Service) (map[string]*discoveryv1.EndpointSlice, map[string]time.Time) {
+// by name, and the propagation triggers by those names: of the clusters
+// chosen with results (cluster selection), of every cluster without.
+func (c *Controller) derivedSlicesFor(m *member, d *desiredState, svc *v1.Service, results []csv1beta1.ClusterSelectorResult) (map[string]*discoveryv1.EndpointSlice, map[string]time.Time) {
 	out := map[string]*discoveryv1.EndpointSlice{}
 	triggers := map[string]time.Time{}
-	for imported, s := range export.DerivedSlices(c.memberView(m, d), svc, c.cfg.ManagedBy) {
+	imported := c.memberView(m, d)
+	if d.Import != nil {
+		imported = chooseForDerived(results, d.Import.Spec.Ports, imported)
+	}
+	for imported, s := range export.DerivedSlices(imported, svc, c.cfg.ManagedBy) {
 		out[s.Name] = s
 		if t, ok := d.Triggers[imported]; ok {
 			triggers[s.Name] = t
@@ -134,7 +150,7 @@ func (c *Controller) writeDerivedService(ctx context.Context, m *member, si *mcs
 	api := m.kube.CoreV1().Services(si.Namespace)
 	taken := func(have *v1.Service) string {
 		why := fmt.Sprintf("its derived Service name %s is taken by a Service %s did not create", want.Name, c.cfg.ManagedBy)
-		if _, told := c.told.LoadOrStore(m.id+"/"+string(have.UID)+"/derived", true); !told {
+		if m.state.firstTime(string(have.UID) + "/derived") {
 			klog.FromContext(ctx).Info("A Service not written by the controller has the name of an import's derived Service; the import is not served in this member", "cluster", m.id, "service", klog.KObj(have), "import", klog.KObj(si))
 			m.recorder.Eventf(si, v1.EventTypeWarning, "DerivedServiceConflict", "the import cannot be served in cluster %s: %s", m.id, why)
 		}
@@ -229,14 +245,14 @@ func (c *Controller) retireDerived(ctx context.Context, m *member, si *mcsv1beta
 	key := si.Namespace + "/" + si.Name
 	svc, err := m.services.Services(si.Namespace).Get(export.DerivedName(si.Namespace, si.Name))
 	if err != nil || !c.ownsDerived(svc, si) {
-		c.retiring.Delete(m.id + "/" + key)
+		m.state.retiring.Delete(key)
 		// Slices left without their Service (its deletion was seen
 		// first) are deleted, not left to the garbage collector alone.
 		return c.writeSlices(ctx, m, si, nil, have, nil)
 	}
-	since, _ := c.retiring.LoadOrStore(m.id+"/"+key, time.Now())
-	if left := c.cfg.DerivedGrace - time.Since(since.(time.Time)); left > 0 {
-		want, triggers := c.derivedSlicesFor(m, d, svc)
+	if left := c.cfg.DerivedGrace - time.Since(since(&m.state.retiring, key)); left > 0 {
+		// A native member's proxies choose among the clusters themselves.
+		want, triggers := c.derivedSlicesFor(m, d, svc, nil)
 		m.queue.AddAfter(key, left)
 		return c.writeSlices(ctx, m, si, want, have, triggers)
 	}
@@ -247,7 +263,7 @@ func (c *Controller) retireDerived(ctx context.Context, m *member, si *mcsv1beta
 	if err := deleteOwnService(ctx, m, svc); err != nil {
 		return err
 	}
-	c.retiring.Delete(m.id + "/" + key)
+	m.state.retiring.Delete(key)
 	return nil
 }
 
@@ -307,7 +323,6 @@ func (c *Controller) announceClusterSetIPs(ctx context.Context, m *member, key s
 	if d.Import.Spec.Type != mcsv1beta1.ClusterSetIP || len(d.Import.Spec.IPs) == 0 {
 		return false, nil
 	}
-	id := m.id + "/" + key
 	ips := strings.Join(d.Import.Spec.IPs, ",")
 	if have.Annotations[mcsproxy.AnnotationClusterSetIPs] != ips {
 		update := have.DeepCopy()
@@ -316,12 +331,11 @@ func (c *Controller) announceClusterSetIPs(ctx context.Context, m *member, key s
 		if _, err := m.mcs.MulticlusterV1beta1().ServiceImports(have.Namespace).Update(ctx, update, metav1.UpdateOptions{}); err != nil {
 			return true, fmt.Errorf("updating ServiceImport %s in %s: %w", key, m.id, err)
 		}
-		c.switching.Store(id, time.Now())
+		m.state.switching.Store(key, time.Now())
 		m.queue.AddAfter(key, derivedSettle)
 		return true, nil
 	}
-	since, _ := c.switching.LoadOrStore(id, time.Now())
-	if left := derivedSettle - time.Since(since.(time.Time)); left > 0 {
+	if left := derivedSettle - time.Since(since(&m.state.switching, key)); left > 0 {
 		m.queue.AddAfter(key, left)
 		return true, nil
 	}

@@ -6,10 +6,13 @@
 // The work is split in two levels of rate-limited workqueues, both keyed by
 // namespace/name:
 //
-//   - the clusterset queue merges the exports of a name across members
-//     (package k8s.io/multiclusterservices/export does the merge, purely)
-//     and records the desired import, slices and export conditions;
-//   - one queue per member writes that desired state into the member,
+//   - the clusterset queue reads what every member's caches hold of a
+//     name (snapshot.go), plans from it, purely, the import, slices,
+//     ingress objects and export conditions every member should hold
+//     (plan.go, over package k8s.io/multiclusterservices/export), gives
+//     the import its clusterset IP and records the plan;
+//   - one queue per member writes that desired state into the member
+//     through the writer of its mode, native or derived (member_sync.go),
 //     comparing with its informer caches so that nothing is written when
 //     nothing changed.
 //

@@ -10,7 +10,6 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/multiclusterservices/export"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
@@ -31,30 +30,30 @@ const ConditionIngressReady = "IngressReady"
 
 // reaches tells whether the nodes of member consumer can reach the pods of
 // source cluster source.
-func (c *Controller) reaches(consumer, source string) bool {
-	return consumer == source || !c.cfg.IngressMembers[consumer] && !c.cfg.IngressMembers[source]
+func reaches(cfg *Config, consumer, source string) bool {
+	return consumer == source || !cfg.IngressMembers[consumer] && !cfg.IngressMembers[source]
 }
 
-// needsIngress tells whether any of members other than source cannot
-// reach source's pods.
-func (c *Controller) needsIngress(source string, members []*member) bool {
-	return slices.ContainsFunc(members, func(m *member) bool { return !c.reaches(m.id, source) })
+// needsIngress tells whether any of members (cluster IDs) other than
+// source cannot reach source's pods.
+func needsIngress(cfg *Config, source string, members []string) bool {
+	return slices.ContainsFunc(members, func(id string) bool { return !reaches(cfg, id, source) })
 }
 
 // ingressType is the type of the ingress Services the controller creates.
-func (c *Controller) ingressType() v1.ServiceType {
-	if c.cfg.IngressServiceType == "" {
+func ingressType(cfg *Config) v1.ServiceType {
+	if cfg.IngressServiceType == "" {
 		return v1.ServiceTypeNodePort
 	}
-	return c.cfg.IngressServiceType
+	return cfg.IngressServiceType
 }
 
-// desiredIngress works out, during the merge, how the members that cannot
+// planIngress works out, for the planner, how the members that cannot
 // reach e's pods reach its export: the ingress Service to create in e's
-// cluster (d.IngressServices), the entry-point slices (d.Ingress) and the
-// export's IngressReady condition. own are the slices of e's pods, whose
-// readiness the entry points take.
-func (c *Controller) desiredIngress(m *member, e export.Export, r export.Result, own []*discoveryv1.EndpointSlice, d *desiredState) {
+// cluster m (d.IngressServices), the entry-point slices (d.Ingress) and
+// the export's IngressReady condition. own are the slices of e's pods,
+// whose readiness the entry points take.
+func planIngress(cfg *Config, m *memberSnapshot, e export.Export, r export.Result, own []*discoveryv1.EndpointSlice, d *desiredState) {
 	ns, name := e.Service.Namespace, e.Service.Name
 	cond := metav1.Condition{Type: ConditionIngressReady, Status: metav1.ConditionFalse}
 	defer func() {
@@ -69,30 +68,26 @@ func (c *Controller) desiredIngress(m *member, e export.Export, r export.Result,
 	if !export.IsIngress(e.Service) {
 		if len(e.Service.Spec.Selector) == 0 {
 			cond.Reason = export.IngressReasonNoSelector
-			cond.Message = fmt.Sprintf("Service %s selects no pods, so no %s Service can stand in front of its endpoints; make it a NodePort or LoadBalancer Service to serve the clusters that cannot reach this one's pods", name, c.ingressType())
+			cond.Message = fmt.Sprintf("Service %s selects no pods, so no %s Service can stand in front of its endpoints; make it a NodePort or LoadBalancer Service to serve the clusters that cannot reach this one's pods", name, ingressType(cfg))
 			return
 		}
 		if d.IngressServices == nil {
 			d.IngressServices = map[string]*v1.Service{}
 		}
-		d.IngressServices[e.Cluster] = export.IngressService(e.Service, e.ServiceExport, c.ingressType(), c.cfg.ManagedBy)
-		have, err := m.services.Services(ns).Get(export.IngressName(ns, name))
+		d.IngressServices[e.Cluster] = export.IngressService(e.Service, e.ServiceExport, ingressType(cfg), cfg.ManagedBy)
+		have := m.IngressService
 		switch {
-		case err != nil:
-			cond.Reason, cond.Message = export.IngressReasonPending, fmt.Sprintf("the %s Service %s is being created", c.ingressType(), export.IngressName(ns, name))
+		case have == nil:
+			cond.Reason, cond.Message = export.IngressReasonPending, fmt.Sprintf("the %s Service %s is being created", ingressType(cfg), export.IngressName(ns, name))
 			return
-		case !c.wrote(have):
+		case have.Labels[managedLabel] != cfg.ManagedBy:
 			delete(d.IngressServices, e.Cluster)
-			cond.Reason, cond.Message = "IngressNameTaken", fmt.Sprintf("a Service %s that %s did not create exists: it is not used as the ingress", have.Name, c.cfg.ManagedBy)
+			cond.Reason, cond.Message = "IngressNameTaken", fmt.Sprintf("a Service %s that %s did not create exists: it is not used as the ingress", have.Name, cfg.ManagedBy)
 			return
 		}
 		ingress = have
 	}
-	var nodes []*v1.Node
-	if m.inf.nodes.HasSynced() {
-		nodes, _ = m.nodes.List(labels.Everything())
-	}
-	out, st := export.IngressSlices(ingress, nodes, name, e.Cluster, c.cfg.ManagedBy, r.ServedPorts[e.Cluster], export.ReadyEndpoints(own) > 0)
+	out, st := export.IngressSlices(ingress, m.Nodes, name, e.Cluster, cfg.ManagedBy, r.ServedPorts[e.Cluster], export.ReadyEndpoints(own) > 0)
 	cond.Reason, cond.Message = st.Reason, st.Message
 	if st.Serving {
 		cond.Status = metav1.ConditionTrue
@@ -159,7 +154,7 @@ func nodeReadyChanged(o, n *v1.Node) bool {
 func (c *Controller) memberView(m *member, d *desiredState) []*discoveryv1.EndpointSlice {
 	out := make([]*discoveryv1.EndpointSlice, 0, len(d.Slices))
 	for _, name := range slices.Sorted(maps.Keys(d.Slices)) {
-		if !c.reaches(m.id, d.Slices[name].Labels[mcsv1beta1.LabelSourceCluster]) {
+		if !reaches(&c.cfg, m.id, d.Slices[name].Labels[mcsv1beta1.LabelSourceCluster]) {
 			continue
 		}
 		s := d.Slices[name].DeepCopy()
@@ -167,7 +162,7 @@ func (c *Controller) memberView(m *member, d *desiredState) []*discoveryv1.Endpo
 		out = append(out, s)
 	}
 	for _, name := range slices.Sorted(maps.Keys(d.Ingress)) {
-		if c.reaches(m.id, d.Ingress[name].Labels[mcsv1beta1.LabelSourceCluster]) {
+		if reaches(&c.cfg, m.id, d.Ingress[name].Labels[mcsv1beta1.LabelSourceCluster]) {
 			continue
 		}
 		out = append(out, d.Ingress[name].DeepCopy())

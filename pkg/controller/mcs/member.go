@@ -2,10 +2,8 @@ package mcs
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -24,8 +22,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/klog/v2"
-	"k8s.io/multiclusterservices/export"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 	mcsclientset "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 	mcsinformers "sigs.k8s.io/mcs-api/pkg/client/informers/externalversions"
@@ -76,6 +72,13 @@ type member struct {
 	// be written into this member.
 	queue    workqueue.TypedRateLimitingInterface[string]
 	recorder record.EventRecorder
+	// stopEvents shuts down the broadcaster behind recorder, once: a
+	// member that left must not keep a goroutine and a client per
+	// cluster that ever joined.
+	stopEvents func()
+	// state is what the controller remembers of the member between
+	// syncs; it goes with the member.
+	state *memberState
 
 	// ctx ends when the member leaves the clusterset (or the controller
 	// stops): its informers stop, and wg holds its workers.
@@ -84,7 +87,7 @@ type member struct {
 	wg     sync.WaitGroup
 }
 
-func newMember(m topology.Member, managedBy string, recorder func(kubernetes.Interface) record.EventRecorder) (*member, error) {
+func newMember(m topology.Member, managedBy string, recorder func(kubernetes.Interface) (record.EventRecorder, func())) (*member, error) {
 	cfg := *m.Config
 	// Built-in types go as protobuf, as Kubernetes' own controllers send
 	// them: the apiservers encode every watch event of the slices and
@@ -103,13 +106,20 @@ func newMember(m topology.Member, managedBy string, recorder func(kubernetes.Int
 	if err != nil {
 		return nil, err
 	}
-	return newMemberWith(m, kube, mcs, managedBy, recorder(kube))
+	rec, stopEvents := recorder(kube)
+	mb, err := newMemberWith(m, kube, mcs, managedBy, rec)
+	if err != nil {
+		stopEvents()
+		return nil, err
+	}
+	mb.stopEvents = sync.OnceFunc(stopEvents)
+	return mb, nil
 }
 
 // newMemberWith builds member m on the given clients (fake ones in unit
 // tests of the controller's core).
 func newMemberWith(m topology.Member, kube kubernetes.Interface, mcs mcsclientset.Interface, managedBy string, recorder record.EventRecorder) (*member, error) {
-	mb := &member{Member: m, id: m.ClusterID, kube: kube, mcs: mcs, recorder: recorder}
+	mb := &member{Member: m, id: m.ClusterID, kube: kube, mcs: mcs, recorder: recorder, state: &memberState{}, stopEvents: func() {}}
 	mb.queue = workqueue.NewTypedRateLimitingQueueWithConfig(rateLimiter(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "member-" + m.ClusterID})
 
 	// No resync period: the controller is level-triggered from watch
@@ -245,13 +255,15 @@ func (m *member) start(stop <-chan struct{}) {
 	}
 }
 
-// stop ends m's informers and workers and waits for the workers.
+// stop ends m's informers and workers, waits for the workers, and shuts
+// its event broadcaster down (events recorded until then are sent).
 func (m *member) stop() {
 	if m.cancel != nil {
 		m.cancel()
 	}
 	m.queue.ShutDown()
 	m.wg.Wait()
+	m.stopEvents()
 }
 
 // indexByLabel indexes namespaced objects by namespace/<value of label>.
@@ -315,88 +327,6 @@ func (m *member) endpointRanges(configured []netip.Prefix) ([]netip.Prefix, bool
 		return nil, false
 	}
 	return slices.Concat(configured, cidrs, addrs), true
-}
-
-// sourceSlice returns what of s, member m's own slice of Service svc, may
-// be mirrored to the other members (nil: none of it), and reports what
-// may not: a slice Kubernetes did not write for svc (export.CheckSource:
-// its managed-by is a label anyone who writes slices sets, its owner is
-// what the controllers really set), and, while m's endpoint ranges are
-// unknown (rangesKnown false), the endpoints nothing vouches for
-// (export.Vouched). The caller keeps the rest within the ranges when they
-// are known (export.KeepWithin).
-func (c *Controller) sourceSlice(m *member, s *discoveryv1.EndpointSlice, svc *v1.Service, rangesKnown bool) *discoveryv1.EndpointSlice {
-	switch refusal, why := export.CheckSource(s, svc, c.cfg.SourceManagers); refusal {
-	case "":
-	case export.SourceUntrustedManager:
-		c.reportUnmirrored(m, s)
-		return nil
-	default:
-		c.reportRefusedSource(m, s, refusal, why)
-		return nil
-	}
-	if rangesKnown {
-		return s
-	}
-	vouched, dropped := export.Vouched(s, svc)
-	if len(dropped) > 0 {
-		c.reportRangesUnknown(m, s, svc, dropped)
-		if len(vouched.Endpoints) == 0 {
-			return nil
-		}
-	}
-	return vouched
-}
-
-// reportRefusedSource says, once per slice and refusal, that a slice of
-// an exported Service is not mirrored because Kubernetes did not write it
-// for that Service: a log line, the unmirrored-slices metric and a
-// warning event on the export, whose reason is the refusal.
-func (c *Controller) reportRefusedSource(m *member, s *discoveryv1.EndpointSlice, refusal export.SourceRefusal, why string) {
-	if _, seen := c.told.LoadOrStore(m.id+"/"+string(s.UID)+"/"+string(refusal), true); seen {
-		return
-	}
-	c.logger.Info("Not mirroring an EndpointSlice of an exported Service: Kubernetes did not write it for that Service", "cluster", m.id, "endpointSlice", klog.KObj(s), "reason", refusal, "why", why)
-	c.metrics.countUnmirrored(m.id)
-	if se, err := m.exports.ServiceExports(s.Namespace).Get(s.Labels[discoveryv1.LabelServiceName]); err == nil {
-		m.recorder.Eventf(se, v1.EventTypeWarning, string(refusal), "EndpointSlice %s is not exported: %s", s.Name, why)
-	}
-}
-
-// ReasonEndpointRangesUnknown is the reason of the event on an export
-// whose endpoints are not mirrored because nothing says where its
-// cluster's endpoints may be.
-const ReasonEndpointRangesUnknown = "EndpointRangesUnknown"
-
-// reportRangesUnknown says, once per slice, that addresses of a slice of
-// an exported Service are not mirrored because m's endpoint ranges are
-// unknown and their writer does not vouch for them: a log line, a metric
-// and a warning event on the export, so that the operator learns what to
-// configure rather than finding the endpoints missing.
-func (c *Controller) reportRangesUnknown(m *member, s *discoveryv1.EndpointSlice, svc *v1.Service, dropped []string) {
-	if _, seen := c.told.LoadOrStore(m.id+"/"+string(s.UID)+"/"+ReasonEndpointRangesUnknown, true); seen {
-		return
-	}
-	why := "their endpoints name no Pod of the namespace"
-	if svc.Spec.Selector == nil {
-		why = "Service " + svc.Name + " has no selector, so they come from Endpoints someone wrote, which may hold any address"
-	}
-	c.logger.Info("Not mirroring endpoint addresses: the source cluster's endpoint ranges are unknown", "cluster", m.id, "endpointSlice", klog.KObj(s), "addresses", dropped, "why", why)
-	c.metrics.countRangesUnknown(m.id, len(dropped))
-	if se, err := m.exports.ServiceExports(s.Namespace).Get(s.Labels[discoveryv1.LabelServiceName]); err == nil {
-		m.recorder.Eventf(se, v1.EventTypeWarning, ReasonEndpointRangesUnknown,
-			"EndpointSlice %s: addresses %s are not exported: %s, and cluster %s's endpoint ranges are unknown (no node has spec.podCIDRs, and the mcs-controller's --member-pod-cidrs names none for it)",
-			s.Name, addressList(dropped), why, m.id)
-	}
-}
-
-// addressList names at most ten addresses, for an event.
-func addressList(addrs []string) string {
-	const most = 10
-	if len(addrs) <= most {
-		return strings.Join(addrs, ", ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(addrs[:most], ", "), len(addrs)-most)
 }
 
 func clusterSetIPIndex(obj any) ([]string, error) {

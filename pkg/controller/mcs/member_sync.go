@@ -4,21 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"net/netip"
 	"slices"
-	"strings"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/klog/v2"
 	"k8s.io/multiclusterservices/export"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 	"k8s.io/utils/ptr"
@@ -60,9 +53,36 @@ func (c *Controller) syncMember(ctx context.Context, m *member, key string) erro
 		}
 		return nil
 	}
+	return errors.Join(append(errs, c.writerFor(m).write(ctx, m, key, d))...)
+}
+
+// memberWriter writes the import of one name, as planned, into a member
+// the way that member serves imports. Which one a member gets is decided
+// once, by writerFor; the writers share the steps that do not depend on
+// the mode (syncMember: export status, ingress Service, removal).
+type memberWriter interface {
+	write(ctx context.Context, m *member, key string, d *desiredState) error
+}
+
+// writerFor chooses m's writer: derived for a member whose proxies do not
+// program ServiceImports (Config.DerivedMembers), native otherwise.
+func (c *Controller) writerFor(m *member) memberWriter {
 	if c.derived(m) {
-		return errors.Join(append(errs, c.syncDerived(ctx, m, key, d))...)
+		return derivedWriter{c}
 	}
+	return nativeWriter{c}
+}
+
+// nativeWriter serves a member whose proxies program ServiceImports and
+// MCS EndpointSlices: the import with its clusterset IPs, the slices of
+// every source cluster, the import's status and its cluster selection
+// results.
+type nativeWriter struct{ c *Controller }
+
+func (w nativeWriter) write(ctx context.Context, m *member, key string, d *desiredState) error {
+	c := w.c
+	ns, name, _ := cache.SplitMetaNamespaceKey(key)
+	var errs []error
 	mcsSlices, derivedSlices, localSlices := importedSlicesIn(m, ns, name)
 	if have, err := m.imports.ServiceImports(ns).Get(name); err == nil && c.wrote(have) && have.Annotations[export.AnnotationDerivedService] != "" {
 		// Back from derived mode: the endpoints are written, and the
@@ -73,7 +93,7 @@ func (c *Controller) syncMember(ctx context.Context, m *member, key string) erro
 			return errors.Join(append(errs, err)...)
 		}
 	}
-	c.switching.Delete(m.id + "/" + key)
+	m.state.switching.Delete(key)
 	si, err := c.writeImport(ctx, m, d.Import)
 	if err != nil || si == nil {
 		return errors.Join(append(errs, err)...)
@@ -133,8 +153,7 @@ func (c *Controller) writeNativeService(ctx context.Context, m *member, si *mcsv
 		}
 	case wanted && exists:
 		// Someone else's Service: told once per change of policy.
-		id := m.id + "/" + string(have.UID) + "/" + string(policy.Strategy)
-		if _, told := c.told.LoadOrStore(id, true); !told {
+		if m.state.firstTime(string(have.UID) + "/" + string(policy.Strategy)) {
 			m.recorder.Eventf(have, v1.EventTypeNormal, "ServesClusterSetEndpoints",
 				"the exporters of ServiceImport %s ask for native names (%s): this Service's ClusterIP also reaches the endpoints of other clusters", si.Name, policy.Strategy)
 		}
@@ -257,369 +276,4 @@ func (c *Controller) writeImport(ctx context.Context, m *member, want *mcsv1beta
 
 func annotationsEqual(a, b map[string]string) bool {
 	return len(a) == 0 && len(b) == 0 || apiequality.Semantic.DeepEqual(a, b)
-}
-
-// writeImportStatus sets status.clusters and the Ready condition of m's
-// import. Ready is false where the member cannot serve the import's IP
-// families, so that nobody mistakes an import that answers nothing for a
-// working one.
-func (c *Controller) writeImportStatus(ctx context.Context, m *member, d *desiredState, si *mcsv1beta1.ServiceImport) error {
-	status := *si.Status.DeepCopy()
-	status.Clusters = nil
-	for _, id := range d.Clusters {
-		status.Clusters = append(status.Clusters, mcsv1beta1.ClusterStatus{Cluster: id})
-	}
-	status.EndpointSliceObjects = mcsv1beta1.EndpointSliceObjectsAbsent
-	if len(d.Slices) > 0 {
-		status.EndpointSliceObjects = mcsv1beta1.EndpointSliceObjectsPresent
-	}
-	// Each condition is set; one in its bad state with a reason it did not
-	// have before is also told as a warning event, once written.
-	var warnings []metav1.Condition
-	set := func(cond metav1.Condition, bad metav1.ConditionStatus) {
-		cond.ObservedGeneration = si.Generation
-		before := meta.FindStatusCondition(si.Status.Conditions, cond.Type)
-		meta.SetStatusCondition(&status.Conditions, cond)
-		if cond.Status == bad && (before == nil || before.Reason != cond.Reason) {
-			warnings = append(warnings, cond)
-		}
-	}
-	set(importReadyCondition(si.Spec.IPFamilies, memberFamilies(m), m.id, d.IPError), metav1.ConditionFalse)
-	set(c.ipConflictCondition(m, si), metav1.ConditionTrue)
-	set(staleCondition(d.Stale, c.cfg.EndpointTTL), metav1.ConditionTrue)
-	if inRange, on := c.serviceRangeCondition(m, si); on {
-		set(inRange, metav1.ConditionTrue)
-	} else {
-		meta.RemoveStatusCondition(&status.Conditions, ConditionClusterSetIPInServiceRange)
-	}
-	if native, on := c.nativeNamesCondition(m, si); on {
-		set(native, metav1.ConditionFalse)
-	} else {
-		meta.RemoveStatusCondition(&status.Conditions, ConditionNativeNames)
-	}
-	if apiequality.Semantic.DeepEqual(status, si.Status) {
-		return nil
-	}
-	update := si.DeepCopy()
-	update.Status = status
-	api := m.mcs.MulticlusterV1beta1().ServiceImports(si.Namespace)
-	var err error
-	if m.sel != nil {
-		// An update of mcs-api's typed status would drop the KEP's results.
-		_, err = updateImport(ctx, m, update, true)
-	} else {
-		_, err = api.UpdateStatus(ctx, update, metav1.UpdateOptions{})
-	}
-	if err != nil {
-		return fmt.Errorf("updating status of ServiceImport %s/%s in %s: %w", si.Namespace, si.Name, m.id, err)
-	}
-	for _, w := range warnings {
-		m.recorder.Event(si, v1.EventTypeWarning, w.Reason, w.Message)
-	}
-	return nil
-}
-
-// ConditionNativeNames is a ServiceImport condition of this controller's,
-// present while the exporters ask for native names: whether the local
-// Service of the import's name in this member serves the import's
-// endpoints (the proxies add them), and why not.
-const ConditionNativeNames = "NativeNames"
-
-// nativeNamesCondition is the NativeNames condition of si in m, and
-// whether it applies at all.
-func (c *Controller) nativeNamesCondition(m *member, si *mcsv1beta1.ServiceImport) (metav1.Condition, bool) {
-	cond := metav1.Condition{Type: ConditionNativeNames}
-	policy, err := mcsproxy.NativeNamesOf(si.Annotations)
-	switch {
-	case err != nil:
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "InvalidNativeNames", err.Error()
-		return cond, true
-	case policy.Strategy == mcsproxy.NativeNamesOff:
-		return cond, false
-	case si.Spec.Type != mcsv1beta1.ClusterSetIP:
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "HeadlessImport", "a headless import has no endpoints a local Service could add; native names apply to ClusterSetIP imports"
-		return cond, true
-	case c.derived(m) && policy.Strategy != mcsproxy.RemoteAndLocal:
-		cond.Status, cond.Reason = metav1.ConditionFalse, "DerivedMember"
-		cond.Message = fmt.Sprintf("cluster %s is served in derived mode (its proxies do not program ServiceImports): the local Service %s gets no endpoints of other clusters; %s is decided by the multi-cluster kube-proxy and needs native mode (RemoteAndLocal works in derived mode). The clusterset name and IP work.", m.id, si.Name, policy.Strategy)
-		return cond, true
-	}
-	svc, err := m.services.Services(si.Namespace).Get(si.Name)
-	switch {
-	case err != nil:
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, "ServiceCreated", fmt.Sprintf("Service %s is created for the import (%s)", si.Name, policy.Strategy)
-	case c.wrote(svc):
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, "ServiceCreated", fmt.Sprintf("Service %s was created for the import (%s)", si.Name, policy.Strategy)
-	case svc.Spec.Type == v1.ServiceTypeExternalName || svc.Spec.ClusterIP == v1.ClusterIPNone:
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "ServiceTypeConflict", fmt.Sprintf("the local Service %s is %s and has no ClusterIP for the import's endpoints", si.Name, map[bool]string{true: "an ExternalName Service", false: "headless"}[svc.Spec.Type == v1.ServiceTypeExternalName])
-	default:
-		var missing []string
-		for _, p := range si.Spec.Ports {
-			if !slices.ContainsFunc(svc.Spec.Ports, func(sp v1.ServicePort) bool { return sp.Name == p.Name }) {
-				missing = append(missing, fmt.Sprintf("%q", p.Name))
-			}
-		}
-		if len(missing) > 0 {
-			cond.Status, cond.Reason = metav1.ConditionFalse, "PortConflict"
-			cond.Message = fmt.Sprintf("the local Service %s has no port named %s: the import's endpoints for it are not added (endpoints are matched to ports by name)", si.Name, strings.Join(missing, ", "))
-		} else {
-			cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, "ServiceMerged", fmt.Sprintf("the import's endpoints join the local Service %s (%s)", si.Name, policy.Strategy)
-		}
-	}
-	return cond, true
-}
-
-// ConditionEndpointsStale is a ServiceImport condition of this
-// controller's: True while every source cluster of the import has been
-// unreachable for longer than the endpoint TTL, and their last known
-// endpoints are kept (fail static) rather than withdrawn.
-const ConditionEndpointsStale = "EndpointsStale"
-
-func staleCondition(stale []string, ttl time.Duration) metav1.Condition {
-	if len(stale) == 0 {
-		return metav1.Condition{Type: ConditionEndpointsStale, Status: metav1.ConditionFalse, Reason: "SourcesReachable", Message: "the endpoints come from reachable source clusters"}
-	}
-	return metav1.Condition{
-		Type: ConditionEndpointsStale, Status: metav1.ConditionTrue, Reason: "SourcesUnreachable",
-		Message: fmt.Sprintf("every source cluster (%s) has been unreachable for longer than the endpoint TTL (%s); their last known endpoints are kept until one answers", strings.Join(stale, ", "), ttl),
-	}
-}
-
-// ConditionClusterSetIPConflict is a ServiceImport condition of this
-// controller's: True while an import it did not write, in the same member,
-// carries one of the import's clusterset IPs. Proxies that trust only this
-// controller's imports still program the right one; a proxy or DNS server
-// that trusts any import might not, so the owner of the import hears of it.
-const ConditionClusterSetIPConflict = "ClusterSetIPConflict"
-
-// ipConflictCondition is the ClusterSetIPConflict condition of si in m.
-func (c *Controller) ipConflictCondition(m *member, si *mcsv1beta1.ServiceImport) metav1.Condition {
-	key := si.Namespace + "/" + si.Name
-	var claims []string
-	for _, ip := range si.Spec.IPs {
-		for _, other := range m.foreignImports(ip, key, c.cfg.ManagedBy) {
-			claims = append(claims, fmt.Sprintf("%s (%s)", other, ip))
-		}
-	}
-	if len(claims) == 0 {
-		return noIPConflictCondition
-	}
-	return metav1.Condition{
-		Type: ConditionClusterSetIPConflict, Status: metav1.ConditionTrue, Reason: "ForeignServiceImport",
-		Message: fmt.Sprintf("ServiceImports not written by %s carry this import's clusterset IPs: %s; proxies that trust only %s keep this import", c.cfg.ManagedBy, strings.Join(claims, ", "), c.cfg.ManagedBy),
-	}
-}
-
-var noIPConflictCondition = metav1.Condition{Type: ConditionClusterSetIPConflict, Status: metav1.ConditionFalse, Reason: "NoConflict", Message: "no other ServiceImport carries this import's clusterset IPs"}
-
-// HealthyImportConditions are the conditions this controller writes on
-// almost every import: ready, no foreign import on its clusterset IPs, its
-// sources reachable. (The controller benchmark's limit phase writes the
-// same, so that it measures the same writes.)
-func HealthyImportConditions() []metav1.Condition {
-	return []metav1.Condition{importReadyCondition(nil, nil, "", ""), noIPConflictCondition, staleCondition(nil, 0)}
-}
-
-// importReadyCondition is the Ready condition of an import with IP
-// families families in a member serving the families served (empty:
-// unknown, assumed to serve all). ipError says why clusterset IPs are
-// missing, if they are.
-func importReadyCondition(families []v1.IPFamily, served map[v1.IPFamily]bool, member, ipError string) metav1.Condition {
-	ready := metav1.Condition{Type: string(mcsv1beta1.ServiceImportConditionReady), Status: metav1.ConditionTrue, Reason: string(mcsv1beta1.ServiceImportReasonReady), Message: "the import is ready"}
-	if len(served) > 0 && !slices.ContainsFunc(families, func(f v1.IPFamily) bool { return served[f] }) {
-		ready.Status, ready.Reason = metav1.ConditionFalse, string(mcsv1beta1.ServiceImportReasonIPFamilyNotSupported)
-		ready.Message = fmt.Sprintf("the import's IP families %v are not served by cluster %s, whose Service CIDRs are %s only", families, member, familyList(served))
-	} else if ipError != "" {
-		ready.Status, ready.Reason = metav1.ConditionFalse, string(mcsv1beta1.ServiceImportReasonPending)
-		ready.Message = "no clusterset IP: " + ipError
-	}
-	return ready
-}
-
-// memberFamilies returns the IP families of m's Service CIDRs; empty when
-// unknown (then every family is assumed to be served).
-func memberFamilies(m *member) map[v1.IPFamily]bool {
-	cidrs, _ := m.serviceCIDRs.List(labels.Everything())
-	out := map[v1.IPFamily]bool{}
-	for _, sc := range cidrs {
-		for _, s := range sc.Spec.CIDRs {
-			if p, err := netip.ParsePrefix(s); err == nil {
-				if p.Addr().Is4() {
-					out[v1.IPv4Protocol] = true
-				} else {
-					out[v1.IPv6Protocol] = true
-				}
-			}
-		}
-	}
-	return out
-}
-
-func familyList(f map[v1.IPFamily]bool) string {
-	var out []string
-	for _, x := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
-		if f[x] {
-			out = append(out, string(x))
-		}
-	}
-	return fmt.Sprint(out)
-}
-
-// importedSlicesIn returns the slices this controller wrote into m for
-// import ns/name: its MCS EndpointSlices; the EndpointSlices of its derived
-// Service (derived mode); and those of other local Services (native names
-// in derived mode).
-func importedSlicesIn(m *member, ns, name string) (mcs, derived, local []*writtenSlice) {
-	derivedName := export.DerivedName(ns, name)
-	for _, s := range writtenIn(m, ns, name) {
-		switch service, isLocal := s.service(); {
-		case !isLocal:
-			mcs = append(mcs, s)
-		case service == derivedName:
-			derived = append(derived, s)
-		default:
-			local = append(local, s)
-		}
-	}
-	return mcs, derived, local
-}
-
-// mcsSlicesFor returns the MCS EndpointSlices member m gets for import si,
-// by name.
-func (c *Controller) mcsSlicesFor(m *member, d *desiredState, si *mcsv1beta1.ServiceImport) map[string]*discoveryv1.EndpointSlice {
-	owner := []metav1.OwnerReference{{
-		APIVersion: mcsv1beta1.GroupVersion.String(),
-		Kind:       mcsv1beta1.ServiceImportKindName,
-		Name:       si.Name,
-		UID:        si.UID,
-	}}
-	out := make(map[string]*discoveryv1.EndpointSlice, len(d.Slices))
-	for _, s := range c.memberView(m, d) {
-		s.OwnerReferences = owner
-		out[s.Name] = s
-	}
-	return out
-}
-
-// writeSlices makes the slices have (of one kind, in si's namespace of m)
-// exactly want, leaving alone the slices of source clusters whose state is
-// unknown. triggers are, by wanted slice name, when the change each
-// carries happened (the propagation metric).
-func (c *Controller) writeSlices(ctx context.Context, m *member, si *mcsv1beta1.ServiceImport, want map[string]*discoveryv1.EndpointSlice, have []*writtenSlice, triggers map[string]time.Time) error {
-	api := m.kube.DiscoveryV1().EndpointSlices(si.Namespace)
-	existing := make(map[string]*writtenSlice, len(have))
-	for _, s := range have {
-		existing[s.name] = s
-	}
-	var errs []error
-	for _, name := range slices.Sorted(maps.Keys(want)) {
-		want := want[name]
-		cur, ok := existing[name]
-		delete(existing, name)
-		if ok && sameSlice(cur, want) {
-			continue
-		}
-		var err error
-		if !ok {
-			_, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: fieldManager})
-			if apierrors.IsAlreadyExists(err) {
-				// Our cache lags behind our own earlier create.
-				var read *discoveryv1.EndpointSlice
-				if read, err = api.Get(ctx, name, metav1.GetOptions{}); err == nil {
-					cur = newWrittenSlice(read)
-					ok = !sameSlice(cur, want)
-				}
-			}
-		}
-		if ok {
-			_, err = api.Update(ctx, cur.update(want), metav1.UpdateOptions{FieldManager: fieldManager})
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("writing EndpointSlice %s/%s in %s: %w", si.Namespace, name, m.id, err))
-		} else if t, ok := triggers[name]; ok {
-			c.metrics.observePropagation(m.id, time.Since(t))
-		}
-	}
-	for _, s := range existing {
-		if c.retainedSource(s.sourceCluster()) {
-			continue
-		}
-		errs = append(errs, c.deleteSlice(ctx, m, s, si))
-	}
-	return errors.Join(errs...)
-}
-
-// deleteSlice deletes one of m's slices that carry our managed-by label and
-// are not desired. Most are ours and stale (a source slice went away). A
-// slice someone else wrote with our label would otherwise be programmed by
-// every proxy that trusts our label, so it is deleted all the same, and
-// said loudly: a log line and a metric per slice, and an event on the
-// import when there is one.
-func (c *Controller) deleteSlice(ctx context.Context, m *member, s *writtenSlice, si *mcsv1beta1.ServiceImport) error {
-	ns := s.Namespace()
-	err := m.kube.DiscoveryV1().EndpointSlices(ns).Delete(ctx, s.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: ptr.To(s.resourceVersion)}})
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		// Gone already, or changed since: the next sync sees it.
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("deleting EndpointSlice %s/%s in %s: %w", ns, s.name, m.id, err)
-	}
-	// Only the controller's own writes use fieldManager; a writer can
-	// claim that name too, and then its slice still goes, only without
-	// the report.
-	if len(s.writers) > 0 {
-		klog.FromContext(ctx).Info("Deleted an EndpointSlice that carries this controller's managed-by label but was written by someone else",
-			"cluster", m.id, "endpointSlice", klog.KRef(ns, s.name), "writers", s.writers, "serviceName", s.importName())
-		c.metrics.countForeignSlice(m.id)
-		if si != nil {
-			m.recorder.Eventf(si, v1.EventTypeWarning, "ForeignEndpointSliceDeleted",
-				"deleted EndpointSlice %s, labelled as written by this controller but written by %s", s.name, strings.Join(s.writers, ", "))
-		}
-	}
-	return nil
-}
-
-// holdsNothing tells whether m's caches show neither an import of ns/name
-// written by this controller nor any of its slices.
-func (c *Controller) holdsNothing(m *member, ns, name string) bool {
-	if si, err := m.imports.ServiceImports(ns).Get(name); err == nil && c.wrote(si) {
-		return false
-	}
-	// A derived Service is held only while its import is (owner
-	// reference): one someone labelled as ours is not.
-	return len(writtenIn(m, ns, name)) == 0
-}
-
-// removeImport deletes m's import of ns/name and its slices, except the
-// slices of source clusters whose state is unknown.
-func (c *Controller) removeImport(ctx context.Context, m *member, ns, name string) error {
-	var errs []error
-	retainedAny := false
-	si, err := m.imports.ServiceImports(ns).Get(name)
-	if err != nil {
-		si = nil
-	}
-	for _, s := range writtenIn(m, ns, name) {
-		if c.retainedSource(s.sourceCluster()) {
-			retainedAny = true
-			continue
-		}
-		errs = append(errs, c.deleteSlice(ctx, m, s, si))
-	}
-	// The native and derived Services go with their import (their owner
-	// reference says so too, for a member whose garbage collector is
-	// slow); a Service someone else made, whatever its labels, stays.
-	for _, svcName := range []string{name, export.DerivedName(ns, name)} {
-		if svc, err := m.services.Services(ns).Get(svcName); err == nil && si != nil && c.wrote(svc) && export.OwnedByImport(svc, si) && !retainedAny {
-			errs = append(errs, deleteOwnService(ctx, m, svc))
-		}
-	}
-	if si != nil && c.wrote(si) && !retainedAny {
-		err := m.mcs.MulticlusterV1beta1().ServiceImports(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(si.UID)}})
-		if err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
 }

@@ -57,6 +57,11 @@ func (c *Controller) join(ctx context.Context, m *member) error {
 	if old != nil && old.Context != m.Context {
 		return &DuplicateClusterIDError{ClusterID: m.id, Member: m.Context, Other: old.Context}
 	}
+	if old != nil {
+		// The same cluster through new credentials: what it was told
+		// stays told.
+		m.state = old.state
+	}
 	c.startInformers(runCtx, m)
 	if !cache.WaitForCacheSync(ctx.Done(), m.hasSynced) {
 		c.abandon(m)

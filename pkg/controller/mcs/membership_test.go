@@ -2,14 +2,20 @@ package mcs
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
+	mcsproxy "k8s.io/multiclusterservices/proxy"
 	mcsfake "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned/fake"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/topology"
@@ -60,4 +66,108 @@ func TestCoreJoinRefusesOverlappingServiceRanges(t *testing.T) {
 	if mcs, _ := slicesIn(t, a); len(mcs) != 0 {
 		t.Errorf("a still holds %d imported slices of an export with no endpoints", len(mcs))
 	}
+}
+
+// What the controller remembers of a member goes when it leaves: its
+// event broadcaster is shut down, and the reports it was told once are
+// told again when it joins again, as to any cluster joining. A member
+// replaced by new credentials keeps what it was told.
+func TestCoreLeaveReleasesTheMembersState(t *testing.T) {
+	c, ms := newFakeClusterset(t, Config{LeaseNamespace: "kube-system"}, []string{"cluster-a", "cluster-b"}, nil, nil)
+	c.membersMu.Lock()
+	c.runCtx = t.Context()
+	c.membersMu.Unlock()
+	b := ms["cluster-b"]
+	// A slice no trusted manager wrote: reported once, on b's export.
+	exportSource(t, b, source{selector: true, manager: "someone-else", kind: "Service", owner: "web", targets: true}, "10.2.0.1")
+	stopped := 0
+	b.stopEvents = func() { stopped++ }
+	unmirrored := func(m *member) int {
+		n := 0
+		for _, e := range events(&fakeMember{member: m}) {
+			if strings.Contains(e, "EndpointSliceNotMirrored") {
+				n++
+			}
+		}
+		return n
+	}
+	syncAll(t, c, "demo/web")
+	syncAll(t, c, "demo/web")
+	if n := unmirrored(b.member); n != 1 {
+		t.Fatalf("cluster-b got %d EndpointSliceNotMirrored events over two syncs, want 1", n)
+	}
+
+	// New credentials for the same cluster: nothing is told again.
+	same, err := newMemberWith(topology.Member{ClusterID: "cluster-b", Context: "cluster-b"}, probed(t, b.kube), b.mcs, c.cfg.ManagedBy, record.NewFakeRecorder(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.join(t.Context(), same); err != nil {
+		t.Fatal(err)
+	}
+	if stopped != 1 {
+		t.Fatalf("the replaced member's event broadcaster was shut down %d times, want 1", stopped)
+	}
+	syncAll(t, c, "demo/web")
+	if n := unmirrored(same); n != 0 {
+		t.Errorf("the same cluster under new credentials was told again (%d events)", n)
+	}
+
+	if err := c.Leave(t.Context(), "cluster-b"); err != nil {
+		t.Fatal(err)
+	}
+	again, err := newMemberWith(topology.Member{ClusterID: "cluster-b", Context: "cluster-b"}, probed(t, b.kube), b.mcs, c.cfg.ManagedBy, record.NewFakeRecorder(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	againStopped := 0
+	again.stopEvents = func() { againStopped++ }
+	if err := c.join(t.Context(), again); err != nil {
+		t.Fatal(err)
+	}
+	syncAll(t, c, "demo/web")
+	if n := unmirrored(again); n != 1 {
+		t.Errorf("cluster-b joining again got %d EndpointSliceNotMirrored events, want 1: what it was told before outlived its membership", n)
+	}
+	if err := c.Leave(t.Context(), "cluster-b"); err != nil {
+		t.Fatal(err)
+	}
+	if againStopped != 1 {
+		t.Errorf("the event broadcaster of a member that left was shut down %d times, want 1", againStopped)
+	}
+}
+
+// A member built on real clients has its broadcaster shut down by stop:
+// events recorded after it are dropped, not sent.
+func TestMemberStopShutsDownItsBroadcaster(t *testing.T) {
+	var shut bool
+	m, err := newMember(topology.Member{ClusterID: "cluster-x", Context: "cluster-x", Config: &rest.Config{Host: "https://127.0.0.1:1"}}, mcsproxy.DefaultManagedBy,
+		func(kube kubernetes.Interface) (record.EventRecorder, func()) {
+			rec, stop := newRecorder(kube)
+			return rec, func() { shut = true; stop() }
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.stop()
+	m.stop()
+	if !shut {
+		t.Fatal("stop left the member's event broadcaster running")
+	}
+}
+
+// probedKube is a fake clientset whose apiserver answers the readiness
+// probe of a member being served (the fake's own discovery has no REST
+// client).
+type probedKube struct {
+	*kubefake.Clientset
+	discovery discovery.DiscoveryInterfaces
+}
+
+func (k probedKube) Discovery() discovery.DiscoveryInterfaces { return k.discovery }
+
+func probed(t *testing.T, kube *kubefake.Clientset) kubernetes.Interface {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }))
+	t.Cleanup(srv.Close)
+	return probedKube{Clientset: kube, discovery: discovery.NewDiscoveryClientForConfigOrDie(&rest.Config{Host: srv.URL})}
 }

@@ -1,0 +1,120 @@
+package mcs
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/klog/v2"
+	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
+	"k8s.io/multiclusterservices/clusterselection"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// Cluster selection (KEP-5939) in a derived member. The consumer's rule
+// (the first result with a ready or serving endpoint gives the clusters
+// to use; none has: every cluster) is our kube-proxy's to apply per node
+// in a native member. A derived member's proxies program a Service's
+// endpoints as they are and know nothing of results, so the controller
+// applies the rule for them and writes only the chosen clusters'
+// endpoints into the derived Service's slices. Every change of a source's
+// endpoints plans the name again and rewrites the member, so the choice
+// fails over and back as they come and go. What a Service cannot
+// express is left out: internalTrafficPolicy Local (a per-node choice)
+// and connections kept through a change (the slices change at once).
+
+// chooseForDerived keeps, of in (the MCS slices a derived member gets for
+// an import with ports ports), what the consumer's rule chooses with
+// results: for each port and address family, the slices of the clusters
+// chosen for it keep that port; a port a cluster is not chosen for is
+// taken out of its slices, and a slice left with no port goes (a proxy
+// matches endpoints to a Service's ports by name). With no results, in is
+// returned as it is.
+func chooseForDerived(results []csv1beta1.ClusterSelectorResult, ports []mcsv1beta1.ServicePort, in []*discoveryv1.EndpointSlice) []*discoveryv1.EndpointSlice {
+	if len(results) == 0 {
+		return in
+	}
+	type choiceKey struct {
+		port     string
+		protocol v1.Protocol
+		family   discoveryv1.AddressType
+	}
+	chosen := map[choiceKey]func(cluster string) bool{}
+	choose := func(k choiceKey) func(string) bool {
+		if f, ok := chosen[k]; ok {
+			return f
+		}
+		i, clusters := clusterselection.Choose(results, in, clusterselection.Traffic{PortName: k.port, Protocol: k.protocol, AddressType: k.family})
+		f := func(string) bool { return true }
+		if i != clusterselection.AllClusters {
+			f = clusters.Has
+		}
+		chosen[k] = f
+		return f
+	}
+	out := make([]*discoveryv1.EndpointSlice, 0, len(in))
+	for _, s := range in {
+		cluster := s.Labels[mcsv1beta1.LabelSourceCluster]
+		var keep []discoveryv1.EndpointPort
+		for _, p := range s.Ports {
+			k := choiceKey{protocol: v1.ProtocolTCP, family: s.AddressType}
+			if p.Name != nil {
+				k.port = *p.Name
+			}
+			if p.Protocol != nil {
+				k.protocol = *p.Protocol
+			}
+			if !importHasPort(ports, k.port, k.protocol) || choose(k)(cluster) {
+				keep = append(keep, p)
+			}
+		}
+		switch {
+		case len(keep) == len(s.Ports):
+			out = append(out, s)
+		case len(keep) > 0:
+			s = s.DeepCopy()
+			s.Ports = keep
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// importHasPort tells whether ports hold a port of that name and
+// protocol: the choice is the import's ports' (a slice's other ports
+// serve no port of the derived Service, and are left as they are).
+func importHasPort(ports []mcsv1beta1.ServicePort, name string, protocol v1.Protocol) bool {
+	for _, p := range ports {
+		proto := p.Protocol
+		if proto == "" {
+			proto = v1.ProtocolTCP
+		}
+		if p.Name == name && proto == protocol {
+			return true
+		}
+	}
+	return false
+}
+
+// derivedSelectionResults are the results a derived member m chooses
+// with for import si, planned as d: evaluated for m as the importer, as
+// they are written into its import's status; when they cannot be
+// evaluated now (a cluster's properties not known yet), those the import
+// already has (KEP-5939: the previous results stay). None with the gate
+// off or without selectors.
+func (c *Controller) derivedSelectionResults(ctx context.Context, m *member, d *desiredState, si *mcsv1beta1.ServiceImport) []csv1beta1.ClusterSelectorResult {
+	if m.sel == nil || len(d.ClusterSelectors) == 0 || si.Spec.Type != mcsv1beta1.ClusterSetIP {
+		return nil
+	}
+	results, err := c.resolveFor(m.id, d)
+	if err == nil {
+		return results
+	}
+	klog.FromContext(ctx).V(2).Info("Choosing with the import's previous cluster selector results", "cluster", m.id, "import", klog.KObj(si), "err", err)
+	if whole := wholeImport(m, si.Namespace+"/"+si.Name, si.UID); whole != nil {
+		if have := importOverlay(whole); have != nil {
+			return have.Status.ClusterSelectorResults
+		}
+	}
+	return nil
+}

@@ -1,0 +1,335 @@
+package mcs
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
+	"k8s.io/multiclusterservices/export"
+	mcsproxy "k8s.io/multiclusterservices/proxy"
+	"k8s.io/utils/ptr"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+var planEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// exporting is a synced member that exports demo/web (created age
+// minutes after the epoch), a ClusterIP Service with a selector and the
+// given ports, and one EndpointSlice of addrs that the EndpointSlice
+// controller wrote; its endpoint ranges are 10.0.0.0/8.
+func exporting(id string, age int, ports []v1.ServicePort, addrs ...string) memberSnapshot {
+	svc := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web", UID: types.UID("svc-" + id)},
+		Spec:       v1.ServiceSpec{Type: v1.ServiceTypeClusterIP, ClusterIP: "10.96.0.10", Selector: map[string]string{"app": "web"}, Ports: ports},
+	}
+	m := memberSnapshot{
+		ID: id, Synced: true,
+		Export:         &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web", CreationTimestamp: metav1.NewTime(planEpoch.Add(time.Duration(age) * time.Minute))}},
+		Service:        svc,
+		Namespace:      &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "demo"}},
+		EndpointRanges: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
+		RangesKnown:    true,
+	}
+	if len(addrs) > 0 {
+		m.Slices = []*discoveryv1.EndpointSlice{sourceSlice(svc, "web-"+id, export.ManagerEndpointSliceController, addrs...)}
+	}
+	return m
+}
+
+func sourceSlice(svc *v1.Service, name, manager string, addrs ...string) *discoveryv1.EndpointSlice {
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: name, UID: types.UID("uid-" + name),
+			Labels:          map[string]string{discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: manager},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: svc.Name, UID: svc.UID, Controller: ptr.To(true)}}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(v1.ProtocolTCP)}},
+	}
+	for i, a := range addrs {
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{a}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+			TargetRef: &v1.ObjectReference{Kind: "Pod", Namespace: "demo", Name: fmt.Sprintf("web-%d", i)}})
+	}
+	return s
+}
+
+// member is a synced member that exports nothing.
+func bystander(id string) memberSnapshot {
+	return memberSnapshot{ID: id, Synced: true, Namespace: &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "demo"}}}
+}
+
+var httpPort = []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}}
+
+// with returns m changed by f.
+func with(m memberSnapshot, f func(*memberSnapshot)) memberSnapshot {
+	f(&m)
+	return m
+}
+
+// planSummary is what a user sees of a plan: whether and from where the
+// name is imported, which addresses each source cluster contributes, each
+// export's conditions, and what is reported.
+type planSummary struct {
+	Imported  bool
+	Type      mcsv1beta1.ServiceImportType
+	Clusters  []string
+	Addresses map[string][]string
+	// Conditions are, per cluster, its export's conditions as
+	// Type=Status/Reason.
+	Conditions map[string][]string
+	Retain     bool
+	Stale      []string
+	Reports    []string
+	Selectors  int
+	Ingress    []string
+}
+
+func summarize(p plan) planSummary {
+	d := p.Desired
+	out := planSummary{Imported: d.Import != nil, Clusters: d.Clusters, Retain: d.Retain, Stale: d.Stale, Selectors: len(d.ClusterSelectors)}
+	if d.Import != nil {
+		out.Type = d.Import.Spec.Type
+	}
+	for _, s := range d.Slices {
+		if out.Addresses == nil {
+			out.Addresses = map[string][]string{}
+		}
+		c := s.Labels[mcsv1beta1.LabelSourceCluster]
+		for _, ep := range s.Endpoints {
+			out.Addresses[c] = append(out.Addresses[c], ep.Addresses...)
+		}
+		slices.Sort(out.Addresses[c])
+	}
+	for id, conds := range d.ExportConditions {
+		if out.Conditions == nil {
+			out.Conditions = map[string][]string{}
+		}
+		for _, c := range conds {
+			out.Conditions[id] = append(out.Conditions[id], fmt.Sprintf("%s=%s/%s", c.Type, c.Status, c.Reason))
+		}
+		slices.Sort(out.Conditions[id])
+	}
+	for _, r := range p.Reports {
+		out.Reports = append(out.Reports, r.Cluster+" "+r.Reason)
+	}
+	slices.Sort(out.Reports)
+	for id := range d.IngressServices {
+		out.Ingress = append(out.Ingress, id)
+	}
+	slices.Sort(out.Ingress)
+	return out
+}
+
+// TestPlan runs the planner over snapshots of plain values. Every case is
+// planned again on the members in every rotation and in reverse: what
+// every member should hold may not depend on the order in which the
+// members are listed.
+func TestPlan(t *testing.T) {
+	exported := func() []string {
+		return []string{"Conflict=False/NoConflicts", "Ready=True/Exported", "Valid=True/Valid"}
+	}
+	for _, tc := range []struct {
+		name    string
+		cfg     Config
+		members []memberSnapshot
+		alive   map[string]bool
+		want    planSummary
+	}{{
+		name:    "an export is imported with its cluster's endpoints",
+		members: []memberSnapshot{exporting("cluster-a", 0, httpPort, "10.1.0.1"), bystander("cluster-b")},
+		want: planSummary{Imported: true, Type: mcsv1beta1.ClusterSetIP, Clusters: []string{"cluster-a"},
+			Addresses: map[string][]string{"cluster-a": {"10.1.0.1"}}, Conditions: map[string][]string{"cluster-a": exported()}},
+	}, {
+		name: "two exports whose ports differ: both say Conflict, the oldest's ports win, both serve",
+		members: []memberSnapshot{
+			exporting("cluster-a", 1, httpPort, "10.1.0.1"),
+			exporting("cluster-b", 0, []v1.ServicePort{{Name: "http", Port: 81, Protocol: v1.ProtocolTCP}}, "10.2.0.1"),
+		},
+		want: planSummary{Imported: true, Type: mcsv1beta1.ClusterSetIP, Clusters: []string{"cluster-a", "cluster-b"},
+			Addresses: map[string][]string{"cluster-a": {"10.1.0.1"}, "cluster-b": {"10.2.0.1"}},
+			Conditions: map[string][]string{
+				"cluster-a": {"Conflict=True/PortConflict", "Ready=True/Exported", "Valid=True/Valid"},
+				"cluster-b": {"Conflict=True/PortConflict", "Ready=True/Exported", "Valid=True/Valid"},
+			}},
+	}, {
+		name:    "an export from a refused namespace is not valid and nothing is imported",
+		cfg:     Config{RefusedNamespaces: []string{"demo"}},
+		members: []memberSnapshot{exporting("cluster-a", 0, httpPort, "10.1.0.1")},
+		want:    planSummary{Conditions: map[string][]string{"cluster-a": {"Conflict=False/NoConflicts", "Ready=False/Failed", "Valid=False/NamespaceNotAllowed"}}},
+	}, {
+		name:    "a cluster exporting outside its namespaces is refused, the other is imported",
+		cfg:     Config{ExportNamespaces: map[string][]string{"cluster-b": {"other"}}},
+		members: []memberSnapshot{exporting("cluster-a", 0, httpPort, "10.1.0.1"), exporting("cluster-b", 0, httpPort, "10.2.0.1")},
+		want: planSummary{Imported: true, Type: mcsv1beta1.ClusterSetIP, Clusters: []string{"cluster-a"},
+			Addresses: map[string][]string{"cluster-a": {"10.1.0.1"}},
+			Conditions: map[string][]string{
+				"cluster-a": exported(),
+				"cluster-b": {"Conflict=False/NoConflicts", "Ready=False/Failed", "Valid=False/NamespaceNotAllowed"},
+			}},
+	}, {
+		name: "an ExternalName Service is not exported",
+		members: []memberSnapshot{with(exporting("cluster-a", 0, httpPort), func(m *memberSnapshot) {
+			m.Service.Spec.Type, m.Service.Spec.ExternalName = v1.ServiceTypeExternalName, "example.com"
+		})},
+		want: planSummary{Conditions: map[string][]string{"cluster-a": {"Conflict=False/NoConflicts", "Ready=False/Failed", "Valid=False/InvalidServiceType"}}},
+	}, {
+		name: "a slice no trusted manager wrote is not mirrored, and said",
+		members: []memberSnapshot{with(exporting("cluster-a", 0, httpPort, "10.1.0.1"), func(m *memberSnapshot) {
+			m.Slices = append(m.Slices, sourceSlice(m.Service, "web-forged", "someone", "10.1.0.66"))
+		})},
+		want: planSummary{Imported: true, Type: mcsv1beta1.ClusterSetIP, Clusters: []string{"cluster-a"},
+			Addresses: map[string][]string{"cluster-a": {"10.1.0.1"}}, Conditions: map[string][]string{"cluster-a": exported()},
+			Reports: []string{"cluster-a " + ReasonEndpointSliceNotMirrored}},
+	}, {
+		name:    "addresses outside the source's pod ranges are dropped, and said",
+		members: []memberSnapshot{exporting("cluster-a", 0, httpPort, "10.1.0.1", "192.168.0.1")},
+		want: planSummary{Imported: true, Type: mcsv1beta1.ClusterSetIP, Clusters: []string{"cluster-a"},
+			Addresses: map[string][]string{"cluster-a": {"10.1.0.1"}}, Conditions: map[string][]string{"cluster-a": exported()},
+			Reports: []string{"cluster-a " + ReasonEndpointsOutsidePodRanges}},
+	}, {
+		name:    "a source whose lease expired still counts, but its endpoints are withdrawn",
+		members: []memberSnapshot{exporting("cluster-a", 0, httpPort, "10.1.0.1"), exporting("cluster-b", 0, httpPort, "10.2.0.1")},
+		alive:   map[string]bool{"cluster-a": true},
+		want: planSummary{Imported: true, Type: mcsv1beta1.ClusterSetIP, Clusters: []string{"cluster-a", "cluster-b"},
+			Addresses:  map[string][]string{"cluster-a": {"10.1.0.1"}},
+			Conditions: map[string][]string{"cluster-a": exported(), "cluster-b": exported()}},
+	}, {
+		name:    "every source's lease expired: their endpoints are kept, stale",
+		members: []memberSnapshot{exporting("cluster-a", 0, httpPort, "10.1.0.1"), exporting("cluster-b", 0, httpPort, "10.2.0.1")},
+		alive:   map[string]bool{},
+		want: planSummary{Imported: true, Type: mcsv1beta1.ClusterSetIP, Clusters: []string{"cluster-a", "cluster-b"},
+			Addresses:  map[string][]string{"cluster-a": {"10.1.0.1"}, "cluster-b": {"10.2.0.1"}},
+			Conditions: map[string][]string{"cluster-a": exported(), "cluster-b": exported()},
+			Stale:      []string{"cluster-a", "cluster-b"}},
+	}, {
+		name: "nothing exported, but an import lists a source whose state is unknown and whose lease holds: kept",
+		members: []memberSnapshot{
+			with(bystander("cluster-a"), func(m *memberSnapshot) { m.ImportClusters = []string{"cluster-c"} }),
+			{ID: "cluster-c"},
+		},
+		alive: map[string]bool{"cluster-c": true},
+		want:  planSummary{Retain: true},
+	}, {
+		name: "nothing exported and every source known: nothing is kept",
+		members: []memberSnapshot{
+			with(bystander("cluster-a"), func(m *memberSnapshot) { m.ImportClusters = []string{"cluster-c"} }),
+			bystander("cluster-c"),
+		},
+		alive: map[string]bool{"cluster-c": true},
+		want:  planSummary{},
+	}, {
+		name: "a member without the namespace: the export's Ready says where it is not imported",
+		members: []memberSnapshot{exporting("cluster-a", 0, httpPort, "10.1.0.1"),
+			with(bystander("cluster-b"), func(m *memberSnapshot) { m.Namespace = nil }),
+			with(bystander("cluster-c"), func(m *memberSnapshot) { m.Namespace = nil })},
+		want: planSummary{Imported: true, Type: mcsv1beta1.ClusterSetIP, Clusters: []string{"cluster-a"},
+			Addresses: map[string][]string{"cluster-a": {"10.1.0.1"}}, Conditions: map[string][]string{"cluster-a": exported()}},
+	}, {
+		name: "provider clusters named by the oldest export: another cluster's export serves nothing",
+		members: []memberSnapshot{
+			with(exporting("cluster-a", 0, httpPort, "10.1.0.1"), func(m *memberSnapshot) {
+				m.Export.Spec.ExportedAnnotations = map[string]string{export.AnnotationProviderClusters: "cluster-a"}
+			}),
+			with(exporting("cluster-b", 1, httpPort, "10.2.0.1"), func(m *memberSnapshot) {
+				m.Export.Spec.ExportedAnnotations = map[string]string{export.AnnotationProviderClusters: "cluster-a"}
+			}),
+		},
+		want: planSummary{Imported: true, Type: mcsv1beta1.ClusterSetIP, Clusters: []string{"cluster-a"},
+			Addresses: map[string][]string{"cluster-a": {"10.1.0.1"}},
+			Conditions: map[string][]string{
+				"cluster-a": exported(),
+				"cluster-b": {"Conflict=False/NoConflicts", "Ready=False/" + export.ReasonNotAProvider, "Valid=True/Valid"},
+			}},
+	}, {
+		name:    "an exporter the others cannot reach: its ingress Service is planned, IngressReady pending",
+		cfg:     Config{IngressMembers: map[string]bool{"cluster-a": true}},
+		members: []memberSnapshot{exporting("cluster-a", 0, httpPort, "10.1.0.1"), bystander("cluster-b")},
+		want: planSummary{Imported: true, Type: mcsv1beta1.ClusterSetIP, Clusters: []string{"cluster-a"},
+			Addresses:  map[string][]string{"cluster-a": {"10.1.0.1"}},
+			Conditions: map[string][]string{"cluster-a": {"Conflict=False/NoConflicts", "IngressReady=False/" + export.IngressReasonPending, "Ready=True/Exported", "Valid=True/Valid"}},
+			Ingress:    []string{"cluster-a"}},
+	}, {
+		name: "cluster selection: the oldest export's selectors go on the import; others differing say Conflict",
+		cfg:  Config{ClusterSelection: true},
+		members: []memberSnapshot{
+			with(exporting("cluster-a", 0, httpPort, "10.1.0.1"), func(m *memberSnapshot) { m.ClusterSelectors = sameCluster }),
+			exporting("cluster-b", 1, httpPort, "10.2.0.1"),
+		},
+		want: planSummary{Imported: true, Type: mcsv1beta1.ClusterSetIP, Clusters: []string{"cluster-a", "cluster-b"}, Selectors: 1,
+			Addresses: map[string][]string{"cluster-a": {"10.1.0.1"}, "cluster-b": {"10.2.0.1"}},
+			Conditions: map[string][]string{
+				"cluster-a": {"Conflict=True/" + string(export.ReasonClusterSelectorsConflict), "Ready=True/Exported", "Valid=True/Valid"},
+				"cluster-b": {"Conflict=True/" + string(export.ReasonClusterSelectorsConflict), "Ready=True/Exported", "Valid=True/Valid"},
+			}},
+	}, {
+		name: "cluster selection on a headless export is not valid",
+		cfg:  Config{ClusterSelection: true},
+		members: []memberSnapshot{with(exporting("cluster-a", 0, httpPort, "10.1.0.1"), func(m *memberSnapshot) {
+			m.Service.Spec.ClusterIP = v1.ClusterIPNone
+			m.ClusterSelectors = sameCluster
+		})},
+		want: planSummary{Conditions: map[string][]string{"cluster-a": {"Conflict=False/NoConflicts", "Ready=False/Failed", "Valid=False/InvalidServiceType"}}},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tc.cfg
+			cfg.ManagedBy = mcsproxy.DefaultManagedBy
+			cfg.SourceManagers = []string{export.ManagerEndpointSliceController}
+			alive := tc.alive
+			if alive == nil {
+				alive = map[string]bool{}
+				for _, m := range tc.members {
+					alive[m.ID] = true
+				}
+			}
+			s := snapshot{Namespace: "demo", Name: "web", Members: tc.members, Alive: alive, Now: planEpoch.Add(time.Hour)}
+			first := planName(&cfg, s)
+			if diff := cmp.Diff(tc.want, summarize(first)); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+			for _, order := range memberOrders(tc.members) {
+				s.Members = order
+				got := planName(&cfg, s)
+				if diff := cmp.Diff(first.Desired, got.Desired, cmp.AllowUnexported(desiredState{})); diff != "" {
+					t.Errorf("planned on the members in the order %v, the desired state differs (-first +this):\n%s", memberIDsOf(order), diff)
+				}
+				if diff := cmp.Diff(summarize(first).Reports, summarize(got).Reports); diff != "" {
+					t.Errorf("planned on the members in the order %v, the reports differ:\n%s", memberIDsOf(order), diff)
+				}
+			}
+		})
+	}
+}
+
+var sameCluster = []csv1beta1.ClusterSelector{{PropertySelector: &csv1beta1.PropertySelector{MatchProperties: map[string]string{"cluster.clusterset.k8s.io": csv1beta1.SameAsImporter}}}}
+
+// memberOrders returns every rotation of members and of their reverse.
+func memberOrders(members []memberSnapshot) [][]memberSnapshot {
+	var out [][]memberSnapshot
+	for _, base := range [][]memberSnapshot{members, reversed(members)} {
+		for i := range base {
+			out = append(out, slices.Concat(base[i:], base[:i]))
+		}
+	}
+	return out
+}
+
+func reversed(members []memberSnapshot) []memberSnapshot {
+	out := slices.Clone(members)
+	slices.Reverse(out)
+	return out
+}
+
+func memberIDsOf(members []memberSnapshot) string {
+	var ids []string
+	for _, m := range members {
+		ids = append(ids, m.ID)
+	}
+	return strings.Join(ids, ",")
+}

@@ -1,0 +1,120 @@
+package mcs
+
+import (
+	"context"
+	"time"
+
+	"golang.org/x/time/rate"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+)
+
+// The two levels of queues (see the package doc): the clusterset queue,
+// whose worker plans a name from a snapshot of every member
+// (syncClusterset), and one queue per member, whose workers write the
+// plan into it (syncMember).
+
+func newLimiter() *rate.Limiter {
+	// Overall retry rate across keys, as in client-go's default controller
+	// rate limiter but with room for thousands of names: after a member
+	// outage every name of the member is retried at once.
+	return rate.NewLimiter(rate.Limit(500), 5000)
+}
+
+func rateLimiter() workqueue.TypedRateLimiter[string] {
+	// Backoff is capped well below client-go's default 1000 s so that a
+	// member coming back is caught up within seconds.
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](50*time.Millisecond, 30*time.Second),
+		&workqueue.TypedBucketRateLimiter[string]{Limiter: newLimiter()},
+	)
+}
+
+// enqueueAll merges every name any member exports or imports again. It
+// runs on rare transitions (a member syncing, a lease expiring), never on
+// the hot path.
+func (c *Controller) enqueueAll() {
+	keys := map[string]bool{}
+	c.mu.RLock()
+	for k := range c.desired {
+		keys[k] = true
+	}
+	c.mu.RUnlock()
+	for _, m := range c.memberList() {
+		for _, k := range m.exportKeys() {
+			keys[k] = true
+		}
+	}
+	for k := range keys {
+		c.queue.Add(k)
+	}
+}
+
+func (c *Controller) clustersetWorker(ctx context.Context) {
+	for c.processClusterset(ctx) {
+	}
+}
+
+func (c *Controller) processClusterset(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	if c.catalogMode() {
+		// Whatever changed, the catalog is resolved again as a whole.
+		c.catalog.queue.Add(catalogQueueKey)
+		c.queue.Forget(key)
+		return true
+	}
+	start := time.Now()
+	err := c.syncClusterset(ctx, key)
+	c.metrics.observeExportSync(time.Since(start), err)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Merging exports failed; retrying", "key", key)
+		c.queue.AddRateLimited(key)
+		return true
+	}
+	c.queue.Forget(key)
+	return true
+}
+
+func (c *Controller) memberWorker(ctx context.Context, m *member) {
+	for c.processMember(ctx, m) {
+	}
+}
+
+func (c *Controller) processMember(ctx context.Context, m *member) bool {
+	key, quit := m.queue.Get()
+	if quit {
+		return false
+	}
+	defer m.queue.Done(key)
+	start := time.Now()
+	err := c.syncMember(ctx, m, key)
+	c.metrics.observeSliceSync(m.id, time.Since(start), err)
+	if err != nil {
+		klog.FromContext(ctx).V(2).Info("Writing into member failed; retrying", "cluster", m.id, "key", key, "err", err)
+		m.queue.AddRateLimited(key)
+		return true
+	}
+	m.queue.Forget(key)
+	return true
+}
+
+// enqueueMembers asks every member to write key.
+func (c *Controller) enqueueMembers(key string) {
+	for _, m := range c.memberList() {
+		m.queue.Add(key)
+	}
+}
+
+func (c *Controller) desiredKeys() []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	keys := make([]string, 0, len(c.desired))
+	for k := range c.desired {
+		keys = append(keys, k)
+	}
+	return keys
+}

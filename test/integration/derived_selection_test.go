@@ -1,0 +1,94 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/app"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/features"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
+)
+
+// TestClusterSelectionDerivedMember: a derived member's proxies (stock
+// kube-proxy) program its derived Service's endpoints as they are, so
+// the controller applies the consumer's rule of KEP-5939 for it. With
+// story 1's selectors (my cluster, then my region) and cluster-c derived
+// in eu beside cluster-a (eu) and cluster-b (us), c's derived slices hold
+// c's endpoints only; when c's endpoint is not ready, those of c's region
+// (a and c); when none there is ready, every cluster's; and c's own again
+// once it is ready. A native member keeps every cluster's slices: its
+// kube-proxy chooses per node.
+func TestClusterSelectionDerivedMember(t *testing.T) {
+	dir := t.TempDir()
+	etcd := framework.StartTestEtcd(t)
+	var members []*testMember
+	for _, id := range []string{"cluster-a", "cluster-b", "cluster-c"} {
+		m := startMember(t, etcd, dir, id)
+		grantClusterPropertiesRead(t, m)
+		createNamespace(t, m, "demo")
+		members = append(members, m)
+	}
+	a, b, c := members[0], members[1], members[2]
+	setProperty(t, a, regionKey, "eu")
+	setProperty(t, b, regionKey, "us")
+	setProperty(t, c, regionKey, "eu")
+	kubeconfig := writeControllerKubeconfig(t, dir, members)
+	startControllerWith(t, kubeconfig, "replica-1", 8*time.Second, func(o *app.Options) {
+		o.DerivedMembers = []string{"cluster-c"}
+		if err := o.FeatureGates.SetFromMap(map[string]bool{string(features.MultiClusterServiceClusterSelection): true}); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	for i, m := range members {
+		exportService(t, m, "demo", "web", servicePorts("http", 80), endpoints("http", 8080, fmt.Sprintf("10.%d.0.1", i+1)))
+		setSelectors(t, m, "demo", "web", storySelectors)
+	}
+	const (
+		onlyC   = "cluster-c=10.3.0.1 ports http:8080"
+		regionC = "cluster-a=10.1.0.1 ports http:8080;cluster-c=10.3.0.1 ports http:8080"
+		every   = "cluster-a=10.1.0.1 ports http:8080;cluster-b=10.2.0.1 ports http:8080;cluster-c=10.3.0.1 ports http:8080"
+	)
+	waitResults(t, c, "demo", "web", storySelectors, "[cluster-c] [cluster-a cluster-c]")
+	waitDerived(t, c, "demo", "web", onlyC)
+	waitSlices(t, a, "demo", "web", every)
+
+	// c's endpoint goes: its region's clusters serve.
+	setEndpointReady(t, c, "demo", "web", false)
+	waitSlices(t, c, "demo", "web", regionC)
+	// None of the region's is ready: every cluster serves.
+	setEndpointReady(t, a, "demo", "web", false)
+	waitSlices(t, c, "demo", "web", every)
+	// c's endpoint is back: c's own again.
+	setEndpointReady(t, c, "demo", "web", true)
+	waitDerived(t, c, "demo", "web", onlyC)
+	waitSlices(t, a, "demo", "web", every)
+}
+
+// setEndpointReady sets the readiness of every endpoint of the slice
+// exportService wrote for ns/name in m, as the EndpointSlice controller
+// does when pods pass or fail their readiness probes.
+func setEndpointReady(t *testing.T, m *testMember, ns, name string, ready bool) {
+	t.Helper()
+	api := m.kube.DiscoveryV1().EndpointSlices(ns)
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s, err := api.Get(context.Background(), name+"-local", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for i := range s.Endpoints {
+			s.Endpoints[i].Conditions.Ready = ptr.To(ready)
+			s.Endpoints[i].Conditions.Serving = ptr.To(ready)
+		}
+		_, err = api.Update(context.Background(), s, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
