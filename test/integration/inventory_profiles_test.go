@@ -360,6 +360,19 @@ func TestMCSControllerClusterProfiles(t *testing.T) {
 		// Still written to after they expired (a watch opened earlier
 		// would not prove it): a new export's import and slices are
 		// created in b, and b's change arrives in a.
+		// Each run is counted, and timed, in the controller's metrics.
+		out, err := httpGet("http://" + r.metrics + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := metricValue(out, `mcs_controller_credential_plugin_runs_total{call_status="no_error",exit_code="0"}`); v < 4 {
+			t.Errorf("%v plugin runs without error counted after four", v)
+		}
+		// Runs for two members may overlap, and only those that do not
+		// are timed.
+		if v := metricValue(out, "mcs_controller_credential_plugin_duration_seconds_count"); v < 1 {
+			t.Errorf("%v plugin runs timed after four", v)
+		}
 		exportService(t, a, "demo", "api", servicePorts("grpc", 9000), endpoints("grpc", 9000, "10.1.0.9"))
 		waitSlices(t, b, "demo", "api", "cluster-a=10.1.0.9 ports grpc:9000")
 		setEndpoints(t, b, "demo", "web", "10.2.0.2")
@@ -392,4 +405,18 @@ func TestMCSControllerClusterProfiles(t *testing.T) {
 		})
 		r.waitMetric(t, "one member", "\nmcs_controller_clusters 1\n")
 	})
+}
+
+// metricValue returns the value of the sample named (with its labels)
+// name in a /metrics text, or -1.
+func metricValue(out, name string) float64 {
+	for _, l := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err == nil {
+				return f
+			}
+		}
+	}
+	return -1
 }
