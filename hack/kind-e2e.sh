@@ -10,7 +10,8 @@
 # (a Service exported from every cluster reached from the last one by
 # clusterset IP and clusterset.local name) and the end-to-end suite of
 # test/e2e against the clusters (MCS_E2E_PROVIDER=kind), with the kind-only
-# tests (test/e2e/kind*_test.go). Then it adds a third cluster, mcs-c, that
+# tests (test/e2e/kind*_test.go) and the dual-stack cases (mcs-a and mcs-b
+# are dual-stack, IPv4 first). Then it adds a third cluster, mcs-c, that
 # keeps kubeadm's kube-proxy DaemonSet with the stock upstream image (built
 # here from the pinned k8s.io/kubernetes), restarts the controller with
 # --derived-members=cluster-c, and runs the derived-mode suite
@@ -177,23 +178,29 @@ create_cluster() {
 }
 
 # flat_routes: the nodes' pod network is containerd's (kind-config/node):
-# each node knows its own podCIDR only. Every node routes every other
+# each node knows its own podCIDRs only. Every node routes every other
 # node's, in its cluster and the others, to that node, as a flat-network
-# clusterset does.
-declare -A NODE_IP NODE_CIDR
+# clusterset does: IPv4, and IPv6 where the other node has an IPv6 pod
+# range (the dual-stack members; the kind network has both families).
+declare -A NODE_IP NODE_CIDR NODE_IP6 NODE_CIDR6
 flat_routes() {
-  step "Flat pod network: every node routes every other node's podCIDR"
-  local name node other
+  step "Flat pod network: every node routes every other node's podCIDRs"
+  local name node other network="{{(index .NetworkSettings.Networks \"${KIND_EXPERIMENTAL_DOCKER_NETWORK}\")"
   for name in $(members); do
     for node in $(kind get nodes --name "${name}"); do
-      NODE_IP[${node}]=$(docker inspect -f "{{(index .NetworkSettings.Networks \"${KIND_EXPERIMENTAL_DOCKER_NETWORK}\").IPAddress}}" "${node}")
-      NODE_CIDR[${node}]=$(kc "${name}" get node "${node}" -o jsonpath='{.spec.podCIDR}')
+      NODE_IP[${node}]=$(docker inspect -f "${network}.IPAddress}}" "${node}")
+      NODE_IP6[${node}]=$(docker inspect -f "${network}.GlobalIPv6Address}}" "${node}")
+      NODE_CIDR[${node}]=$(kc "${name}" get node "${node}" -o jsonpath='{.spec.podCIDRs[0]}')
+      NODE_CIDR6[${node}]=$(kc "${name}" get node "${node}" -o jsonpath='{.spec.podCIDRs[1]}')
     done
   done
   for node in "${!NODE_IP[@]}"; do
     for other in "${!NODE_IP[@]}"; do
       [[ "${other}" == "${node}" ]] && continue
       docker exec "${node}" ip route replace "${NODE_CIDR[${other}]}" via "${NODE_IP[${other}]}"
+      if [[ -n "${NODE_CIDR6[${other}]}" && -n "${NODE_IP6[${other}]}" ]]; then
+        docker exec "${node}" ip -6 route replace "${NODE_CIDR6[${other}]}" via "${NODE_IP6[${other}]}"
+      fi
     done
   done
 }
@@ -265,7 +272,15 @@ deploy_controller() {
   kc "${hub}" -n mcs-system get deployment mcs-controller >/dev/null 2>&1 && existed=true
   # The Deployment's args are an atomic list: applying the manifest puts
   # them back as deploy/ has them, the patch adds the derived member.
-  kc "${hub}" apply --server-side --force-conflicts -f kind-config/mcs-controller-deployment.yaml
+  # Clusterset IPs of both families (mcs-a and mcs-b are dual-stack): the
+  # package's IPv4 range, and kube-proxy's default IPv6 one.
+  local cidrs='--clusterset-ip-cidrs=10.250.0.0/16'
+  if ! grep -q -- "- ${cidrs}$" kind-config/mcs-controller-deployment.yaml; then
+    echo "kind-config/mcs-controller-deployment.yaml has no ${cidrs}: its arguments changed shape" >&2
+    exit 1
+  fi
+  sed "s|- ${cidrs}$|- ${cidrs},fd00:10:250::/108|" kind-config/mcs-controller-deployment.yaml |
+    kc "${hub}" apply --server-side --force-conflicts -f -
   if exists "${DERIVED}"; then
     id=$(kc "${DERIVED}" get clusterproperties.about.k8s.io cluster.clusterset.k8s.io -o jsonpath='{.spec.value}')
     kc "${hub}" -n mcs-system patch deployment mcs-controller --type json \
@@ -356,8 +371,8 @@ deploy_controller
 
 if [[ "${TESTS}" == true ]]; then
   smoke_test
-  step "End-to-end suite (test/e2e) against kind-mcs-b (a) and kind-mcs-a (b), and the kind-only tests"
-  suite kind-mcs-b,kind-mcs-a 'TestMultiClusterServices$|^TestKindCluster'
+  step "End-to-end suite (test/e2e) against kind-mcs-b (a) and kind-mcs-a (b), the kind-only tests and the dual-stack cases"
+  suite kind-mcs-b,kind-mcs-a '^TestMultiClusterServices$|^TestKindCluster|^TestDualStack$'
   add_derived_member
   step "Derived-mode suite (test/e2e TestDerivedMember): a = kind-mcs-b, native b = kind-mcs-a, derived c = kind-mcs-c"
   suite kind-mcs-b,kind-mcs-a,kind-mcs-c '^TestDerivedMember$'

@@ -17,12 +17,19 @@ import (
 )
 
 // TestDualStack runs the dual-stack cases on a dual-stack local clusterset
-// (nodes, pods, Services and clusterset IPs of both families, IPv4 first).
+// (nodes, pods, Services and clusterset IPs of both families, IPv4 first),
+// or on hack/kind-e2e.sh's kind clusters, which are dual-stack
+// (MCS_E2E_PROVIDER=kind).
 func TestDualStack(t *testing.T) {
-	if p := os.Getenv("MCS_E2E_PROVIDER"); p != "" && p != "local" {
-		t.Skipf("the dual-stack cases run on a dual-stack local clusterset, not on MCS_E2E_PROVIDER=%s", p)
+	var p provider
+	switch name := os.Getenv("MCS_E2E_PROVIDER"); name {
+	case "", "local":
+		p = upLocalWith(t, "e2edual", clusterset.DualStack, false)
+	case "kind":
+		p = connectKindDualStack(t)
+	default:
+		t.Skipf("the dual-stack cases run on a dual-stack local clusterset or on kind, not on MCS_E2E_PROVIDER=%s", name)
 	}
-	p := upLocalWith(t, "e2edual", clusterset.DualStack, false)
 	ms := p.members()
 	s := &suite{p: p, a: ms[0], b: ms[1], top: t}
 	t.Run("a dual-stack export has a clusterset IP per family, A and AAAA records, and both reach every exporting pod", s.testDualStackExport)
@@ -87,6 +94,9 @@ func (s *suite) testFamilyConflict(t *testing.T) {
 	client := sp.client(s.b, "client")
 	sp.export(s.a, "web")
 	si := sp.waitImport(s.b, "web", "with A's two families", func(si *mcsv1beta1.ServiceImport) bool { return len(si.Spec.IPs) == 2 })
+	// Creation timestamps have a one-second resolution, and a tie goes to
+	// the lower cluster ID (on kind, B's mcs-a).
+	time.Sleep(1100 * time.Millisecond)
 	sp.export(s.b, "web")
 	for _, m := range []*member{s.a, s.b} {
 		eventually(t, 30*time.Second, m.Name+"'s export to report the family conflict", func() (bool, string) {

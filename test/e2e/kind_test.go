@@ -118,6 +118,24 @@ func connectKindDerived(t *testing.T) *kind {
 	return k
 }
 
+// connectKindDualStack connects to kind clusters whose nodes have a pod
+// range of each family (hack/kind-e2e.sh's mcs-a and mcs-b are
+// dual-stack).
+func connectKindDualStack(t *testing.T) *kind {
+	t.Helper()
+	k := connectKind(t)
+	for _, m := range k.ms {
+		node, err := m.Client.CoreV1().Nodes().Get(t.Context(), m.Node, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(node.Spec.PodCIDRs) != 2 {
+			t.Fatalf("%s: node %s has pod ranges %v, want one per family (a dual-stack kind cluster)", m.Name, m.Node, node.Spec.PodCIDRs)
+		}
+	}
+	return k
+}
+
 // kubeProxyOf reads the image of m's kube-proxy DaemonSet and whether its
 // configuration turns the MultiClusterServices gate on.
 func kubeProxyOf(ctx context.Context, m *member) (image string, gate bool, err error) {

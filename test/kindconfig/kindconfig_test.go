@@ -48,7 +48,10 @@ func TestKindClusterConfigs(t *testing.T) {
 	if err != nil || len(files) < 3 {
 		t.Fatalf("want configs for 3 clusters, found %v (%v)", files, err)
 	}
-	ranges := map[string]netip.Prefix{"clusterset IPs": netip.MustParsePrefix("10.250.0.0/16")}
+	ranges := map[string]netip.Prefix{
+		"clusterset IPv4": netip.MustParsePrefix("10.250.0.0/16"),
+		"clusterset IPv6": netip.MustParsePrefix("fd00:10:250::/108"),
+	}
 	names := map[string]bool{}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
@@ -68,17 +71,27 @@ func TestKindClusterConfigs(t *testing.T) {
 			t.Errorf("%s: kube-proxy mode %q, want nftables", f, c.Networking.KubeProxyMode)
 		}
 		for what, s := range map[string]string{"pods": c.Networking.PodSubnet, "services": c.Networking.ServiceSubnet} {
-			p, err := netip.ParsePrefix(s)
-			if err != nil {
-				t.Errorf("%s: %s range %q: %v", f, what, s, err)
-				continue
+			// A dual-stack cluster has a range per family, IPv4 first.
+			families := strings.Split(s, ",")
+			if want := map[kindv1alpha4.ClusterIPFamily]int{kindv1alpha4.DualStackFamily: 2}[c.Networking.IPFamily]; want != 0 && len(families) != want {
+				t.Errorf("%s: %s ranges %q, want one per family of a dual-stack cluster", f, what, s)
 			}
-			for other, q := range ranges {
-				if p.Overlaps(q) {
-					t.Errorf("%s: %s range %s overlaps %s %s", f, what, p, other, q)
+			for i, r := range families {
+				p, err := netip.ParsePrefix(r)
+				if err != nil {
+					t.Errorf("%s: %s range %q: %v", f, what, r, err)
+					continue
 				}
+				if p.Addr().Is4() != (i == 0) {
+					t.Errorf("%s: %s range %d is %s: IPv4 first, then IPv6", f, what, i, p)
+				}
+				for other, q := range ranges {
+					if p.Overlaps(q) {
+						t.Errorf("%s: %s range %s overlaps %s %s", f, what, p, other, q)
+					}
+				}
+				ranges[fmt.Sprintf("%s %s %d", c.Name, what, i)] = p
 			}
-			ranges[c.Name+" "+what] = p
 		}
 	}
 }
