@@ -8,6 +8,7 @@
 # Usage: hack/local-up-clusterset.sh [--clusters=2] [--nodes=1]
 #          [--proxy-mode=nftables|iptables] [--dir=_output/clusterset]
 #          [--prefix=cset] [--ip-family=ipv4|ipv6|dual] [--kube-proxy-arg=--v=4 ...]
+#          [--inventory-hub=cluster-a]  (members as ClusterProfiles; prints the controller command)
 # Needs root. Builds what is missing first (once: several minutes).
 # After a crash: hack/local-down-clusterset.sh.
 set -o errexit -o nounset -o pipefail

@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -56,7 +59,12 @@ func TestClusterInventory(t *testing.T) {
 	// From here on the controller knows the members from the profiles
 	// only; its leader election Lease is in the hub.
 	l.baseControllerArgs = []string{"--endpoint-ttl=" + localEndpointTTL.String()}
-	l.restartController(t, inv.ControllerArgs()...)
+	port, err := framework.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics := fmt.Sprintf("127.0.0.1:%d", port)
+	l.restartController(t, append(inv.ControllerArgs(), "--metrics-bind-address="+metrics)...)
 
 	sp := s.space(t, "e2e-inv")
 	var ips map[string]string
@@ -66,6 +74,11 @@ func TestClusterInventory(t *testing.T) {
 		sp.t = t
 		ips, client, vip = sp.webInBoth()
 		s.waitDNS(t, client, "web."+sp.name+".svc.clusterset.local", []string{vip})
+		// The plugin ran once per cluster when the controller started
+		// (its tokens last 20 s), and each run is counted.
+		if got := pluginRuns(t, metrics, "no_error"); got < 2 {
+			t.Errorf("%v credential plugin runs counted; it ran for both clusters at start-up", got)
+		}
 	})
 	if t.Failed() {
 		return
@@ -166,4 +179,29 @@ func eventuallyFast(t *testing.T, timeout time.Duration, what string, cond func(
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("timed out after %v waiting for %s: %s", timeout, what, last)
+}
+
+// pluginRuns reads the controller's count of credential plugin runs of
+// call status status.
+func pluginRuns(t *testing.T, addr, status string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, `mcs_controller_credential_plugin_runs_total{call_status="`+status+`"`) {
+			continue
+		}
+		if v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64); err == nil {
+			total += v
+		}
+	}
+	return total
 }

@@ -142,6 +142,12 @@ func Run(ctx context.Context, o *Options) error {
 		joined[inventory.ContextKey(m.Context)] = m.ClusterID
 	}
 	inv := inventory.New(invCfg, joined)
+	reg := compmetrics.NewKubeRegistry()
+	// The Go runtime's and the process's own, as every component serves.
+	reg.RawMustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.CustomMustRegister(inv.Collector())
+	// Before Initial, whose credential plugin runs count too.
+	inventory.RegisterPluginMetrics(reg)
 	inv.Pending(unreachable)
 	// Members listed by Secrets start with the others, so that no name
 	// is merged without an exporter that is merely late to join.
@@ -150,11 +156,6 @@ func Run(ctx context.Context, o *Options) error {
 		logger.Info("Running without unreachable member clusters; they join once they answer", "contexts", unreachable)
 	}
 
-	reg := compmetrics.NewKubeRegistry()
-	// The Go runtime's and the process's own, as every component serves.
-	reg.RawMustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	reg.CustomMustRegister(inv.Collector())
-	inventory.RegisterPluginMetrics(reg)
 	metrics := mcs.NewMetrics(reg)
 	h := &health{}
 	metricsMux := http.NewServeMux()

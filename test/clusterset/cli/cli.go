@@ -143,6 +143,7 @@ func writePID(dir string) (func(), error) {
 
 func upCommand() *cobra.Command {
 	var o clusterset.Options
+	var inventoryHub string
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Bring up a clusterset and keep it until Ctrl-C, then clean up",
@@ -164,12 +165,49 @@ func upCommand() *cobra.Command {
 			}
 			defer cs.Down()
 			printUsage(cs)
+			if inventoryHub != "" {
+				if err := writeInventory(ctx, cs, inventoryHub); err != nil {
+					return unlessInterrupted(ctx, err)
+				}
+			}
 			<-ctx.Done()
 			return nil
 		},
 	}
 	addClusterSetFlags(cmd, &o)
+	cmd.Flags().StringVar(&inventoryHub, "inventory-hub", "", "CLUSTER: write a Cluster Inventory (KEP-4322) in that cluster, a ClusterProfile per cluster reached with _output/bin/credential-plugin (KEP-5339), and print the mcs-controller command that takes its members from it only")
 	return cmd
+}
+
+// writeInventory writes the inventory of --inventory-hub and says how to
+// run the controller with it.
+func writeInventory(ctx context.Context, cs *clusterset.ClusterSet, hubName string) error {
+	hub := cs.Cluster(hubName)
+	if hub == nil {
+		return fmt.Errorf("--inventory-hub: no cluster %q", hubName)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	plugin := filepath.Join(filepath.Dir(self), "credential-plugin")
+	if _, err := os.Stat(plugin); err != nil {
+		return fmt.Errorf("--inventory-hub needs the credential plugin (hack/build.sh credential-plugin): %w", err)
+	}
+	inv, err := cs.NewInventory(ctx, hub, plugin, "1h")
+	if err != nil {
+		return err
+	}
+	for _, c := range cs.Clusters {
+		if err := inv.PutProfile(ctx, c); err != nil {
+			return err
+		}
+	}
+	fmt.Printf(`A Cluster Inventory is in %s (kubectl --context %s -n %s get clusterprofiles);
+the mcs-controller that knows the members from it only:
+  %s %s
+`, hub.Name, hub.Name, clusterset.InventoryNamespace, filepath.Join(filepath.Dir(self), "mcs-controller"), strings.Join(inv.ControllerArgs(), " "))
+	return nil
 }
 
 func printUsage(cs *clusterset.ClusterSet) {
