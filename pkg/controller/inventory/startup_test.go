@@ -1,0 +1,85 @@
+package inventory
+
+import (
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	inventoryv1alpha1 "k8s.io/multiclusterservices/apis/inventory/v1alpha1"
+)
+
+// A profile present at start-up is a member the controller starts with
+// (Initial), not one joining later. If the hub then stops answering, its
+// cache, never read, says nothing: the member stays, even when its key is
+// worked; once the hub answers, a profile deleted is a member leaving.
+func TestProfilesAtStartUp(t *testing.T) {
+	ctx := t.Context()
+	b := newMemberAPI(t, "cluster-b")
+	providers, err := ParseAccessProviders([]byte(testProviders))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{inventoryv1alpha1.Resource: "ClusterProfileList"})
+	profiles := hub.Resource(inventoryv1alpha1.Resource).Namespace("fleet")
+	if _, err := profiles.Create(ctx, profile("b", b, nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	inv := New(Config{Hub: kubefake.NewSimpleClientset(), Profiles: hub, ProfileNamespace: "fleet", ProfileSelector: labels.Everything(), AccessProviders: providers,
+		ClusterIDTimeout: time.Second, SyncTimeout: time.Second, LeaveTimeout: time.Second, RecheckPeriod: time.Hour}, nil)
+	members := inv.Initial(ctx)
+	if len(members) != 1 || members[0].ClusterID != "cluster-b" || members[0].Context != ProfileKey("fleet", "b") {
+		t.Fatalf("members at start-up: %+v, want cluster-b as profile/fleet/b", members)
+	}
+
+	var down atomic.Bool
+	down.Store(true)
+	unreachable := errors.New("the hub does not answer")
+	hub.PrependReactor("list", "clusterprofiles", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return down.Load(), nil, unreachable
+	})
+	hub.PrependWatchReactor("clusterprofiles", func(clienttesting.Action) (bool, watch.Interface, error) {
+		return down.Load(), nil, unreachable
+	})
+	r := &recorder{}
+	go inv.Run(ctx, r)
+	// Worked while the hub is away (as a listing refused is when another
+	// member leaves): retried, not drained.
+	key := ProfileKey("fleet", "b")
+	inv.queue.Add(key)
+	waitFor(t, "the profile's key to be worked", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return inv.queue.NumRequeues(key) > 0 || len(r.calls) > 0
+	})
+	r.waitFor(t)
+	if got := inv.States()[key]; got != Joined {
+		t.Errorf("profile/fleet/b is %q while the hub is away, want joined", got)
+	}
+
+	down.Store(false)
+	waitFor(t, "the profiles read", inv.profileInformer.HasSynced)
+	if err := profiles.Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, "leave cluster-b")
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
