@@ -260,13 +260,13 @@ func (p *Proxier) reportSlice(st *sliceState, imp *importState) {
 		}
 	}
 	if rejected == nil {
-		st.reported = ""
+		st.reported = nil
 		return
 	}
-	if st.reported == rejected.Reason {
+	if st.reported != nil && st.reported.Reason == rejected.Reason {
 		return
 	}
-	st.reported = rejected.Reason
+	st.reported = rejected
 	r := rejection{kind: kindEndpointSlice, obj: st.obj, RejectionError: rejected}
 	if imp != nil && imp.obj != nil {
 		// Users look at the import; the slice is named in the note.

@@ -124,7 +124,9 @@ type sliceState struct {
 	// pure function, gives it again when it is to be updated or deleted.
 	programmedFrom *discoveryv1.EndpointSlice
 	programmedGen  int
-	reported       mcsproxy.Reason
+	// reported is the rejection last reported, if any (a pointer, not the
+	// reason itself: a proxier holds one sliceState per slice).
+	reported *mcsproxy.RejectionError
 	// native is obj translated as a slice of the local Service of the
 	// import's name (native names); only slices of imports that ask for
 	// native names have one.
