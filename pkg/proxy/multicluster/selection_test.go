@@ -3,6 +3,7 @@ package multicluster
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 	"testing"
 
@@ -360,4 +361,36 @@ func TestClusterSelectionPerPort(t *testing.T) {
 	DeliverSlice(p, withMetrics(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1")))
 	f.expectCalls("SliceUpdate ns/api-b", "SliceDelete ns/api-a")
 	check(map[string][]string{"http": {"10.2.0.1"}, "metrics": {"10.2.0.1"}})
+}
+
+// TestClusterSelectionDualStackPerFamily: each family of a dual-stack
+// import chooses on its own endpoints: cluster-b's IPv6 endpoint going
+// unready moves IPv6 to the region (cluster-a's IPv6 slice joins) while
+// IPv4 stays in cluster-b.
+func TestClusterSelectionDualStackPerFamily(t *testing.T) {
+	f := newFixture(t)
+	p := f.proxier
+	p.opts.ClusterSetIPCIDRs = append(p.opts.ClusterSetIPCIDRs, netip.MustParsePrefix("fd00:250::/64"))
+	p.SetClusterSelection(true)
+	v6 := func(s *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+		s.AddressType = discoveryv1.AddressTypeIPv6
+		return s
+	}
+	DeliverSlice(p, mcsSlice("ns", "api-a", "api", "cluster-a", "10.1.0.1"))
+	DeliverSlice(p, mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1"))
+	DeliverSlice(p, v6(mcsSlice("ns", "api-a6", "api", "cluster-a", "fd00:1::1")))
+	DeliverSlice(p, v6(mcsSlice("ns", "api-b6", "api", "cluster-b", "fd00:2::1")))
+	si := serviceImport("ns", "api", 0, "10.250.0.10", "fd00:250::10")
+	si.Spec.IPFamilies = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
+	p.OnServiceImportSelected(si, storyResults)
+	f.expectCalls("SliceAdd ns/api-b", "SliceAdd ns/api-b6", "ServiceAdd ns/api.clusterset")
+
+	DeliverSlice(p, unready(v6(mcsSlice("ns", "api-b6", "api", "cluster-b", "fd00:2::1"))))
+	f.expectCalls("SliceAdd ns/api-a6", "SliceUpdate ns/api-b6")
+	f.provider.mu.Lock()
+	ready := f.provider.readyOf("ns/api.clusterset")
+	f.provider.mu.Unlock()
+	if diff := cmp.Diff([]string{"10.2.0.1", "fd00:1::1"}, ready); diff != "" {
+		t.Errorf("ready endpoints (-want +got):\n%s", diff)
+	}
 }
