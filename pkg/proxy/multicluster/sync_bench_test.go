@@ -87,8 +87,9 @@ func measureSync(b *testing.B, mode kubeproxyconfig.ProxyMode, n int, imports bo
 
 	// Feed everything before the first sync, as at start-up.
 	start := time.Now()
-	feedSync(handler, n, imports)
+	cache := feedSync(handler, n, imports)
 	feed := time.Since(start)
+	defer runtime.KeepAlive(cache)
 
 	hist := proxymetrics.SyncProxyRulesLatency.WithLabelValues(string(v1.IPv4Protocol))
 	count0, _ := testutil.GetHistogramMetricCount(hist)
@@ -122,31 +123,41 @@ func measureSync(b *testing.B, mode kubeproxyconfig.ProxyMode, n int, imports bo
 
 // feedSync hands handler n Services, or n ServiceImports (through the
 // multi-cluster Proxier handler wraps), with their EndpointSlices, as
-// kube-proxy's informers deliver them at start-up.
-func feedSync(handler proxy.Provider, n int, imports bool) {
+// kube-proxy's informers deliver them at start-up, and returns the objects
+// handed over: the caller keeps them while it measures, as the informers'
+// caches keep every object they deliver (upstream's proxier keeps none of
+// them, so without this a Service would be garbage at once and an import,
+// which the Proxier points to, would not).
+func feedSync(handler proxy.Provider, n int, imports bool) []any {
 	wrapper, _ := handler.(*multicluster.Proxier)
+	cache := make([]any, 0, 3*n)
 	for i := 0; i < n; i++ {
 		vip := fmt.Sprintf("10.250.%d.%d", i/250, i%250+1)
 		name := fmt.Sprintf("svc-%d", i)
+		a, b := benchSlice(name, "a", i, 0, imports), benchSlice(name, "b", i, 5, imports)
 		if imports {
-			wrapper.OnServiceImportUpsert(&mcsv1beta1.ServiceImport{
+			si := &mcsv1beta1.ServiceImport{
 				ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: name, CreationTimestamp: metav1.NewTime(time.Unix(int64(i), 0)), Labels: map[string]string{mcsproxy.LabelImportManagedBy: mcsproxy.DefaultManagedBy}},
 				Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, IPs: []string{vip},
 					Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}}},
-			})
-			// Two source clusters, 5 endpoints each: 10 endpoints.
-			wrapper.OnEndpointSliceAdd(benchSlice(name, "a", i, 0, true))
-			wrapper.OnEndpointSliceAdd(benchSlice(name, "b", i, 5, true))
+			}
+			wrapper.OnServiceImportUpsert(si)
+			cache = append(cache, si)
 		} else {
-			handler.OnServiceAdd(&v1.Service{
+			svc := &v1.Service{
 				ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: name},
 				Spec: v1.ServiceSpec{Type: v1.ServiceTypeClusterIP, ClusterIP: vip, ClusterIPs: []string{vip}, IPFamilies: []v1.IPFamily{v1.IPv4Protocol},
 					Ports: []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}}},
-			})
-			handler.OnEndpointSliceAdd(benchSlice(name, "a", i, 0, false))
-			handler.OnEndpointSliceAdd(benchSlice(name, "b", i, 5, false))
+			}
+			handler.OnServiceAdd(svc)
+			cache = append(cache, svc)
 		}
+		// Two source clusters, 5 endpoints each: 10 endpoints.
+		handler.OnEndpointSliceAdd(a)
+		handler.OnEndpointSliceAdd(b)
+		cache = append(cache, a, b)
 	}
+	return cache
 }
 
 // BenchmarkFeed measures only what BenchmarkFirstSync's feed-ms reports:
@@ -171,9 +182,10 @@ func BenchmarkFeed(b *testing.B) {
 					runtime.GC()
 					before := cpuTime()
 					b.StartTimer()
-					feedSync(handler, n, path == "imports")
+					cache := feedSync(handler, n, path == "imports")
 					b.StopTimer()
 					cpu += cpuTime() - before
+					runtime.KeepAlive(cache)
 					b.StartTimer()
 				}
 				// CPU time, GC included, moves less than wall time on a
