@@ -90,8 +90,11 @@ func (x *claimIndex) owner(ip netip.Addr) (types.NamespacedName, bool) {
 // keeps the answer it had, so only these need to be decided again. (A
 // list, not a set: it is made for every import a proxier is handed, and
 // almost always holds c.key alone.)
-func (x *claimIndex) setImport(rec *claimOf, c claim, ips []netip.Addr) []types.NamespacedName {
-	affected := []types.NamespacedName{c.key}
+//
+// The list is appended to dst[:0], so that a caller may hand a buffer of
+// its own.
+func (x *claimIndex) setImport(rec *claimOf, c claim, ips []netip.Addr, dst []types.NamespacedName) []types.NamespacedName {
+	affected := append(dst[:0], c.key)
 	oldIPs := rec.ips
 	if rec.claim == c && slices.Equal(oldIPs, ips) {
 		return affected

@@ -81,7 +81,7 @@ func TestClaimRule(t *testing.T) {
 		if s.service != "" {
 			affected = x.setService(nn(s.service), addrs(s.svcIPs...))
 		} else {
-			list := x.setImport(record(s.importKey), claim{key: nn(s.importKey), created: s.created}, addrs(s.importIPs...))
+			list := x.setImport(record(s.importKey), claim{key: nn(s.importKey), created: s.created}, addrs(s.importIPs...), nil)
 			affected = sets.New(list...)
 			if affected.Len() != len(list) {
 				t.Errorf("%s: affected %v lists an import twice", s.what, list)

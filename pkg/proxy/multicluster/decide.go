@@ -46,7 +46,11 @@ func (p *Proxier) reconcileImports(keys []types.NamespacedName, fresh importTran
 		keys = slices.Clone(keys)
 		slices.SortFunc(keys, compareKeys)
 	}
-	decisions := make([]decision, 0, len(keys))
+	var one [1]decision // the usual case, without an allocation
+	decisions := one[:0]
+	if len(keys) > 1 {
+		decisions = make([]decision, 0, len(keys))
+	}
 	for _, key := range keys {
 		want, rejection := p.desired(key, fresh)
 		decisions = append(decisions, decision{key, want, rejection})

@@ -48,7 +48,8 @@ func (p *Proxier) upsertImport(si *mcsv1beta1.ServiceImport, results []csv1beta1
 	if err != nil && !errors.As(err, &st.invalid) {
 		st.invalid = &mcsproxy.RejectionError{Reason: mcsproxy.ReasonInvalidType, Message: err.Error()}
 	}
-	affected := p.claims.setImport(&st.claim, claim{key: key, created: si.CreationTimestamp.Unix()}, claimIPs(svc))
+	var buf [2]types.NamespacedName
+	affected := p.claims.setImport(&st.claim, claim{key: key, created: si.CreationTimestamp.Unix()}, claimIPs(svc), buf[:0])
 	nativeDecided := p.reconcileImports(affected, importTranslation{st: st, svc: svc})
 	if p.clusterSelection {
 		p.reselect(key)
@@ -67,7 +68,7 @@ func (p *Proxier) OnServiceImportDelete(si *mcsv1beta1.ServiceImport) {
 	if st == nil || st.obj == nil {
 		return
 	}
-	affected := p.claims.setImport(&st.claim, claim{key: key}, nil)
+	affected := p.claims.setImport(&st.claim, claim{key: key}, nil, nil)
 	st.obj, st.invalid = nil, nil
 	p.trackDerivedService(key, nil)
 	p.reconcileImports(affected, importTranslation{})
@@ -252,7 +253,7 @@ func (p *Proxier) Reset() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for key, st := range p.imports {
-		p.claims.setImport(&st.claim, claim{key: key}, nil)
+		p.claims.setImport(&st.claim, claim{key: key}, nil, nil)
 		st.obj, st.invalid = nil, nil
 		p.reconcileImport(key, nil, nil)
 		st.reported, st.nativeReported = "", ""
