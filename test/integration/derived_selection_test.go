@@ -58,6 +58,21 @@ func TestClusterSelectionDerivedMember(t *testing.T) {
 	waitResults(t, c, "demo", "web", storySelectors, "[cluster-c] [cluster-a cluster-c]")
 	waitDerived(t, c, "demo", "web", onlyC)
 	waitSlices(t, a, "demo", "web", every)
+	// The controller records through the events API; the same event is
+	// read through core/v1 (kubectl describe, kubectl mcs) too.
+	waitEventOn(t, c, "ServiceImport", "demo", "web", "DerivedServiceCreated")
+	eventually(t, 30*time.Second, "the DerivedServiceCreated event through events.k8s.io", func() (bool, string) {
+		list, err := c.kube.EventsV1().Events("demo").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, e := range list.Items {
+			if e.Reason == "DerivedServiceCreated" && e.Regarding.Name == "web" && e.ReportingController == "mcs-controller" && e.Action != "" {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d events", len(list.Items))
+	})
 
 	// c's endpoint goes: its region's clusters serve.
 	setEndpointReady(t, c, "demo", "web", false)

@@ -20,10 +20,9 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/multiclusterservices/catalog"
@@ -76,7 +75,7 @@ type catalogState struct {
 	imports  cataloglisters.GlobalServiceImportLister
 	teams    corelisters.NamespaceLister
 	synced   []cache.InformerSynced
-	recorder record.EventRecorder
+	recorder events.EventRecorder
 	// queue holds the one key of the catalog: any change resolves it all
 	// again (a catalog is small next to the endpoints it stands for).
 	queue  workqueue.TypedRateLimitingInterface[string]
@@ -168,18 +167,17 @@ func (c *Controller) startCatalog(ctx context.Context) (shutdown func(), err err
 	_, _ = nsInf.AddEventHandler(enqueue)
 	s.teams = kube.Core().V1().Namespaces().Lister()
 	s.synced = append(s.synced, nsInf.HasSynced)
-	b := record.NewBroadcaster()
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: s.cfg.HubKube.CoreV1().Events("")})
-	s.recorder = b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "mcs-controller"})
+	var stopEvents func()
+	s.recorder, stopEvents = newEventRecorder(s.cfg.HubKube)
 	hub.Start(ctx.Done())
 	kube.Start(ctx.Done())
 	wctx, cancel := context.WithTimeout(ctx, c.cfg.InitialSyncTimeout+time.Minute)
 	defer cancel()
 	if !cache.WaitForCacheSync(wctx.Done(), s.synced...) {
-		b.Shutdown()
+		stopEvents()
 		return nil, errors.New("the hub's catalog caches did not sync (are the catalog CRDs installed in the hub, and the controller allowed to read them?)")
 	}
-	return b.Shutdown, nil
+	return stopEvents, nil
 }
 
 func (c *Controller) processCatalog(ctx context.Context) bool {

@@ -260,10 +260,10 @@ func (n nextStatus) written(s *catalogState, key string, update runtime.Object, 
 		return fmt.Errorf("updating the status of %s: %w", key, err)
 	}
 	if b := meta.FindStatusCondition(before, catalog.ConditionValid); (b == nil || b.Reason != n.valid.Reason) && n.valid.Status == metav1.ConditionFalse {
-		s.recorder.Event(update, v1.EventTypeWarning, n.valid.Reason, n.valid.Message)
+		s.recorder.Eventf(update, nil, v1.EventTypeWarning, n.valid.Reason, "Validate", "%s", n.valid.Message)
 	}
 	if b := meta.FindStatusCondition(before, catalog.ConditionHealthChecked); n.checked && (b == nil || b.Reason != n.probed.Reason) && n.probed.Status == metav1.ConditionFalse {
-		s.recorder.Event(update, v1.EventTypeWarning, n.probed.Reason, n.probed.Message)
+		s.recorder.Eventf(update, nil, v1.EventTypeWarning, n.probed.Reason, "HealthCheck", "%s", n.probed.Message)
 	}
 	return nil
 }

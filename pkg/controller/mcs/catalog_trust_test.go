@@ -118,9 +118,12 @@ func TestCatalogHealthChecksAreBounded(t *testing.T) {
 		}
 	}
 	waitCache(t, "a ProbeLimitReached event on team-a's binding", func() bool {
-		events, _ := c.catalog.cfg.HubKube.CoreV1().Events("team-a").List(context.Background(), metav1.ListOptions{})
+		// The controller records through the events API; a real
+		// apiserver shows the same events as core/v1 Events, the fake
+		// keeps the two apart.
+		events, _ := c.catalog.cfg.HubKube.EventsV1().Events("team-a").List(context.Background(), metav1.ListOptions{})
 		for _, e := range events.Items {
-			if e.InvolvedObject.Name == "sweep" && e.Reason == catalog.ReasonProbeLimitReached && e.Type == v1.EventTypeWarning {
+			if e.Regarding.Name == "sweep" && e.Reason == catalog.ReasonProbeLimitReached && e.Type == v1.EventTypeWarning {
 				return true
 			}
 		}

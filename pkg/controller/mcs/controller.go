@@ -16,9 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/multiclusterservices/catalog"
@@ -192,10 +191,8 @@ func init() {
 
 // newRecorder returns a member's event recorder and the function that
 // shuts its broadcaster down.
-func newRecorder(kube kubernetes.Interface) (record.EventRecorder, func()) {
-	b := record.NewBroadcaster()
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
-	return b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "mcs-controller"}), b.Shutdown
+func newRecorder(kube kubernetes.Interface) (events.EventRecorder, func()) {
+	return newEventRecorder(kube)
 }
 
 // Ready is closed once start-up is done and the queues are being worked.

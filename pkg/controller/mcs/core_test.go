@@ -21,7 +21,7 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/multiclusterservices/export"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 	"k8s.io/utils/ptr"
@@ -81,7 +81,7 @@ func newFakeClusterset(t *testing.T, cfg Config, ids []string, started func(id s
 			return false, nil, nil
 		})
 		mcs := mcsfake.NewSimpleClientset(objects[id+"/mcs"]...)
-		m, err := newMemberWith(topology.Member{ClusterID: id, Context: id}, kube, mcs, cfg.ManagedBy, record.NewFakeRecorder(1000))
+		m, err := newMemberWith(topology.Member{ClusterID: id, Context: id}, kube, mcs, cfg.ManagedBy, events.NewFakeRecorder(1000))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -152,7 +152,7 @@ func (c *Controller) writeDerivedService(ctx context.Context, m *member, si *mcs
 		why := fmt.Sprintf("its derived Service name %s is taken by a Service %s did not create", want.Name, c.cfg.ManagedBy)
 		if m.state.firstTime(string(have.UID) + "/derived") {
 			klog.FromContext(ctx).Info("A Service not written by the controller has the name of an import's derived Service; the import is not served in this member", "cluster", m.id, "service", klog.KObj(have), "import", klog.KObj(si))
-			m.recorder.Eventf(si, v1.EventTypeWarning, "DerivedServiceConflict", "the import cannot be served in cluster %s: %s", m.id, why)
+			m.recorder.Eventf(si, have, v1.EventTypeWarning, "DerivedServiceConflict", "WriteDerivedService", "the import cannot be served in cluster %s: %s", m.id, why)
 		}
 		return why
 	}
@@ -170,7 +170,7 @@ func (c *Controller) writeDerivedService(ctx context.Context, m *member, si *mcs
 	if apierrors.IsNotFound(err) {
 		created, err := api.Create(ctx, want, metav1.CreateOptions{FieldManager: fieldManager})
 		if err == nil {
-			m.recorder.Eventf(si, v1.EventTypeNormal, "DerivedServiceCreated", "created derived Service %s (cluster IPs %v)", created.Name, created.Spec.ClusterIPs)
+			m.recorder.Eventf(si, created, v1.EventTypeNormal, "DerivedServiceCreated", "CreateDerivedService", "created derived Service %s (cluster IPs %v)", created.Name, created.Spec.ClusterIPs)
 			return created, "", nil
 		}
 		if !apierrors.IsAlreadyExists(err) {
@@ -193,7 +193,7 @@ func (c *Controller) writeDerivedService(ctx context.Context, m *member, si *mcs
 		return have, "", nil
 	}
 	if update.Spec.Type != have.Spec.Type || len(have.Spec.Selector) > 0 || len(have.Spec.ExternalIPs) > 0 {
-		m.recorder.Eventf(si, v1.EventTypeWarning, "DerivedServiceRestored", "derived Service %s in cluster %s was changed by someone else; the controller put it back", have.Name, m.id)
+		m.recorder.Eventf(si, have, v1.EventTypeWarning, "DerivedServiceRestored", "RestoreDerivedService", "derived Service %s in cluster %s was changed by someone else; the controller put it back", have.Name, m.id)
 	}
 	updated, err := api.Update(ctx, update, metav1.UpdateOptions{FieldManager: fieldManager})
 	if err != nil {

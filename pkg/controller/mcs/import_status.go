@@ -75,7 +75,7 @@ func (c *Controller) writeImportStatus(ctx context.Context, m *member, d *desire
 		return fmt.Errorf("updating status of ServiceImport %s/%s in %s: %w", si.Namespace, si.Name, m.id, err)
 	}
 	for _, w := range warnings {
-		m.recorder.Event(si, v1.EventTypeWarning, w.Reason, w.Message)
+		m.recorder.Eventf(si, nil, v1.EventTypeWarning, w.Reason, "WriteImportStatus", "%s", w.Message)
 	}
 	return nil
 }

@@ -20,7 +20,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	networkinglisters "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 	mcsclientset "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
@@ -71,7 +71,7 @@ type member struct {
 	// queue holds the names whose import, slices and export status must
 	// be written into this member.
 	queue    workqueue.TypedRateLimitingInterface[string]
-	recorder record.EventRecorder
+	recorder events.EventRecorder
 	// stopEvents shuts down the broadcaster behind recorder, once: a
 	// member that left must not keep a goroutine and a client per
 	// cluster that ever joined.
@@ -87,7 +87,7 @@ type member struct {
 	wg     sync.WaitGroup
 }
 
-func newMember(m topology.Member, managedBy string, recorder func(kubernetes.Interface) (record.EventRecorder, func())) (*member, error) {
+func newMember(m topology.Member, managedBy string, recorder func(kubernetes.Interface) (events.EventRecorder, func())) (*member, error) {
 	cfg := *m.Config
 	// Built-in types go as protobuf, as Kubernetes' own controllers send
 	// them: the apiservers encode every watch event of the slices and
@@ -118,7 +118,7 @@ func newMember(m topology.Member, managedBy string, recorder func(kubernetes.Int
 
 // newMemberWith builds member m on the given clients (fake ones in unit
 // tests of the controller's core).
-func newMemberWith(m topology.Member, kube kubernetes.Interface, mcs mcsclientset.Interface, managedBy string, recorder record.EventRecorder) (*member, error) {
+func newMemberWith(m topology.Member, kube kubernetes.Interface, mcs mcsclientset.Interface, managedBy string, recorder events.EventRecorder) (*member, error) {
 	mb := &member{Member: m, id: m.ClusterID, kube: kube, mcs: mcs, recorder: recorder, state: &memberState{}, stopEvents: func() {}}
 	mb.queue = workqueue.NewTypedRateLimitingQueueWithConfig(rateLimiter(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "member-" + m.ClusterID})
 

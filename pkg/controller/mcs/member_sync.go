@@ -140,7 +140,7 @@ func (c *Controller) writeNativeService(ctx context.Context, m *member, si *mcsv
 			return fmt.Errorf("creating Service %s/%s in %s: %w", si.Namespace, si.Name, m.id, err)
 		}
 		if err == nil {
-			m.recorder.Eventf(si, v1.EventTypeNormal, "NativeServiceCreated", "created Service %s so that %s reaches the clusterset by name (%s)", created.Name, si.Name, policy.Strategy)
+			m.recorder.Eventf(si, created, v1.EventTypeNormal, "NativeServiceCreated", "CreateNativeService", "created Service %s so that %s reaches the clusterset by name (%s)", created.Name, si.Name, policy.Strategy)
 		}
 	case wanted && ours:
 		// Whatever someone else changed in it is put back.
@@ -154,7 +154,7 @@ func (c *Controller) writeNativeService(ctx context.Context, m *member, si *mcsv
 	case wanted && exists:
 		// Someone else's Service: told once per change of policy.
 		if m.state.firstTime(string(have.UID) + "/" + string(policy.Strategy)) {
-			m.recorder.Eventf(have, v1.EventTypeNormal, "ServesClusterSetEndpoints",
+			m.recorder.Eventf(have, si, v1.EventTypeNormal, "ServesClusterSetEndpoints", "ServeNativeNames",
 				"the exporters of ServiceImport %s ask for native names (%s): this Service's ClusterIP also reaches the endpoints of other clusters", si.Name, policy.Strategy)
 		}
 	}
@@ -212,15 +212,15 @@ func exportEvents(m *member, se *mcsv1beta1.ServiceExport, before, after []metav
 		return a, a != nil && (b == nil || b.Status != a.Status || b.Reason != a.Reason)
 	}
 	if cond, ok := changed(mcsv1beta1.ServiceExportConditionValid); ok && cond.Status == metav1.ConditionFalse {
-		m.recorder.Event(se, v1.EventTypeWarning, cond.Reason, cond.Message)
+		m.recorder.Eventf(se, nil, v1.EventTypeWarning, cond.Reason, "MergeExports", "%s", cond.Message)
 	}
 	if cond, ok := changed(mcsv1beta1.ServiceExportConditionConflict); ok && cond.Status == metav1.ConditionTrue {
-		m.recorder.Event(se, v1.EventTypeWarning, cond.Reason, cond.Message)
+		m.recorder.Eventf(se, nil, v1.EventTypeWarning, cond.Reason, "MergeExports", "%s", cond.Message)
 	}
 	// An ingress that cannot serve, for a reason the user must act on
 	// (not while node ports or an address are being allocated).
 	if cond, ok := changed(mcsv1beta1.ServiceExportConditionType(ConditionIngressReady)); ok && cond.Status == metav1.ConditionFalse && cond.Reason != export.IngressReasonPending {
-		m.recorder.Event(se, v1.EventTypeWarning, cond.Reason, cond.Message)
+		m.recorder.Eventf(se, nil, v1.EventTypeWarning, cond.Reason, "MergeExports", "%s", cond.Message)
 	}
 	// An export becoming Ready is not an event: the condition says it.
 }

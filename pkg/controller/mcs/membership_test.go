@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 	mcsfake "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned/fake"
 
@@ -39,7 +39,7 @@ func TestCoreJoinRefusesOverlappingServiceRanges(t *testing.T) {
 		Spec:       networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.250.0.0/24"}},
 	})
 	mcs := mcsfake.NewSimpleClientset()
-	d, err := newMemberWith(topology.Member{ClusterID: "cluster-d", Context: "cluster-d"}, kube, mcs, c.cfg.ManagedBy, record.NewFakeRecorder(10))
+	d, err := newMemberWith(topology.Member{ClusterID: "cluster-d", Context: "cluster-d"}, kube, mcs, c.cfg.ManagedBy, events.NewFakeRecorder(10))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestCoreLeaveReleasesTheMembersState(t *testing.T) {
 	b.stopEvents = func() { stopped++ }
 	unmirrored := func(m *member) int {
 		n := 0
-		for _, e := range events(&fakeMember{member: m}) {
+		for _, e := range recordedEvents(&fakeMember{member: m}) {
 			if strings.Contains(e, "EndpointSliceNotMirrored") {
 				n++
 			}
@@ -98,7 +98,7 @@ func TestCoreLeaveReleasesTheMembersState(t *testing.T) {
 	}
 
 	// New credentials for the same cluster: nothing is told again.
-	same, err := newMemberWith(topology.Member{ClusterID: "cluster-b", Context: "cluster-b"}, probed(t, b.kube), b.mcs, c.cfg.ManagedBy, record.NewFakeRecorder(10))
+	same, err := newMemberWith(topology.Member{ClusterID: "cluster-b", Context: "cluster-b"}, probed(t, b.kube), b.mcs, c.cfg.ManagedBy, events.NewFakeRecorder(10))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestCoreLeaveReleasesTheMembersState(t *testing.T) {
 	if err := c.Leave(t.Context(), "cluster-b"); err != nil {
 		t.Fatal(err)
 	}
-	again, err := newMemberWith(topology.Member{ClusterID: "cluster-b", Context: "cluster-b"}, probed(t, b.kube), b.mcs, c.cfg.ManagedBy, record.NewFakeRecorder(10))
+	again, err := newMemberWith(topology.Member{ClusterID: "cluster-b", Context: "cluster-b"}, probed(t, b.kube), b.mcs, c.cfg.ManagedBy, events.NewFakeRecorder(10))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestCoreLeaveReleasesTheMembersState(t *testing.T) {
 func TestMemberStopShutsDownItsBroadcaster(t *testing.T) {
 	var shut bool
 	m, err := newMember(topology.Member{ClusterID: "cluster-x", Context: "cluster-x", Config: &rest.Config{Host: "https://127.0.0.1:1"}}, mcsproxy.DefaultManagedBy,
-		func(kube kubernetes.Interface) (record.EventRecorder, func()) {
+		func(kube kubernetes.Interface) (events.EventRecorder, func()) {
 			rec, stop := newRecorder(kube)
 			return rec, func() { shut = true; stop() }
 		})

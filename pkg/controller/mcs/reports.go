@@ -37,7 +37,7 @@ func (c *Controller) reportOutsidePodRanges(m *member, s *discoveryv1.EndpointSl
 	c.logger.Info("Not mirroring endpoint addresses outside the source cluster's pod ranges", "cluster", cluster, "endpointSlice", klog.KObj(s), "addresses", dropped)
 	c.metrics.countOutsidePodRanges(cluster, len(dropped))
 	if se, err := m.exports.ServiceExports(s.Namespace).Get(s.Labels[discoveryv1.LabelServiceName]); err == nil {
-		m.recorder.Eventf(se, v1.EventTypeWarning, ReasonEndpointsOutsidePodRanges,
+		m.recorder.Eventf(se, s, v1.EventTypeWarning, ReasonEndpointsOutsidePodRanges, "MirrorEndpointSlice",
 			"EndpointSlice %s: addresses %v are outside cluster %s's pod ranges and node addresses; they are not exported", s.Name, dropped, cluster)
 	}
 }
@@ -54,7 +54,7 @@ func (c *Controller) reportUnmirrored(m *member, s *discoveryv1.EndpointSlice) {
 	c.logger.Info("Not mirroring an EndpointSlice of an exported Service: its manager is not trusted", "cluster", cluster, "endpointSlice", klog.KObj(s), "managedBy", manager, "trusted", c.cfg.SourceManagers)
 	c.metrics.countUnmirrored(cluster)
 	if se, err := m.exports.ServiceExports(s.Namespace).Get(s.Labels[discoveryv1.LabelServiceName]); err == nil {
-		m.recorder.Eventf(se, v1.EventTypeWarning, ReasonEndpointSliceNotMirrored,
+		m.recorder.Eventf(se, s, v1.EventTypeWarning, ReasonEndpointSliceNotMirrored, "MirrorEndpointSlice",
 			"EndpointSlice %s is not exported: its endpointslice.kubernetes.io/managed-by %q is not one of %v", s.Name, manager, c.cfg.SourceManagers)
 	}
 }
@@ -70,7 +70,7 @@ func (c *Controller) reportRefusedSource(m *member, s *discoveryv1.EndpointSlice
 	c.logger.Info("Not mirroring an EndpointSlice of an exported Service: Kubernetes did not write it for that Service", "cluster", m.id, "endpointSlice", klog.KObj(s), "reason", refusal, "why", why)
 	c.metrics.countUnmirrored(m.id)
 	if se, err := m.exports.ServiceExports(s.Namespace).Get(s.Labels[discoveryv1.LabelServiceName]); err == nil {
-		m.recorder.Eventf(se, v1.EventTypeWarning, string(refusal), "EndpointSlice %s is not exported: %s", s.Name, why)
+		m.recorder.Eventf(se, s, v1.EventTypeWarning, string(refusal), "MirrorEndpointSlice", "EndpointSlice %s is not exported: %s", s.Name, why)
 	}
 }
 
@@ -95,7 +95,7 @@ func (c *Controller) reportRangesUnknown(m *member, s *discoveryv1.EndpointSlice
 	c.logger.Info("Not mirroring endpoint addresses: the source cluster's endpoint ranges are unknown", "cluster", m.id, "endpointSlice", klog.KObj(s), "addresses", dropped, "why", why)
 	c.metrics.countRangesUnknown(m.id, len(dropped))
 	if se, err := m.exports.ServiceExports(s.Namespace).Get(s.Labels[discoveryv1.LabelServiceName]); err == nil {
-		m.recorder.Eventf(se, v1.EventTypeWarning, ReasonEndpointRangesUnknown,
+		m.recorder.Eventf(se, s, v1.EventTypeWarning, ReasonEndpointRangesUnknown, "MirrorEndpointSlice",
 			"EndpointSlice %s: addresses %s are not exported: %s, and cluster %s's endpoint ranges are unknown (no node has spec.podCIDRs, and the mcs-controller's --member-pod-cidrs names none for it)",
 			s.Name, addressList(dropped), why, m.id)
 	}

@@ -75,7 +75,7 @@ func TestCoreServiceCIDRAddedLater(t *testing.T) {
 	}
 	var evs []string
 	waitCache(t, "a warning event on b's ServiceCIDR", func() bool {
-		evs = append(evs, events(b)...)
+		evs = append(evs, recordedEvents(b)...)
 		return slices.ContainsFunc(evs, func(e string) bool {
 			return strings.HasPrefix(e, "Warning "+ReasonServiceCIDROverlap+" ") && strings.Contains(e, overlap.String())
 		})

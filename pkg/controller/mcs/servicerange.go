@@ -124,7 +124,7 @@ func (c *Controller) serviceCIDRChanged(m *member, sc *networkingv1.ServiceCIDR)
 		return
 	}
 	c.logger.Error(nil, "A member's ServiceCIDR overlaps the clusterset IP ranges: a Service there may take an import's clusterset IP", "cluster", m.id, "serviceCIDR", sc.Name, "ranges", overlaps[0].Prefixes, "clusterSetRanges", c.cfg.ClusterSetIPRanges)
-	m.recorder.Eventf(sc, v1.EventTypeWarning, ReasonServiceCIDROverlap,
+	m.recorder.Eventf(sc, nil, v1.EventTypeWarning, ReasonServiceCIDROverlap, "CheckServiceCIDR",
 		"ranges %v overlap the clusterset IP ranges %v: a Service of cluster %s may be given an import's clusterset IP and take its traffic in this cluster. The mcs-controller hands out no new clusterset IP here while another is free, and the imports whose IPs lie here say so (condition %s); delete this ServiceCIDR, or use ranges outside the clusterset's",
 		overlaps[0].Prefixes, c.cfg.ClusterSetIPRanges, m.id, ConditionClusterSetIPInServiceRange)
 }

@@ -12,7 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/component-base/metrics"
 	"k8s.io/multiclusterservices/export"
 	"k8s.io/utils/ptr"
@@ -103,10 +103,10 @@ func importedAddrs(t *testing.T, m *fakeMember) []string {
 	return out
 }
 
-// events drains m's recorded events.
-func events(m *fakeMember) []string {
+// recordedEvents drains m's recorded events.
+func recordedEvents(m *fakeMember) []string {
 	var out []string
-	ch := m.recorder.(*record.FakeRecorder).Events
+	ch := m.recorder.(*events.FakeRecorder).Events
 	for {
 		select {
 		case e := <-ch:
@@ -225,7 +225,7 @@ func TestCoreSourceTrust(t *testing.T) {
 			if got := importedAddrs(t, b); !slices.Equal(got, tc.want) {
 				t.Errorf("cluster-b imports %v, want %v", got, tc.want)
 			}
-			evs := events(a)
+			evs := recordedEvents(a)
 			if tc.event == "" {
 				if len(evs) > 0 {
 					t.Errorf("events on a legitimate export: %v", evs)

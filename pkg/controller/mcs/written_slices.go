@@ -131,7 +131,8 @@ func (c *Controller) deleteSlice(ctx context.Context, m *member, s *writtenSlice
 			"cluster", m.id, "endpointSlice", klog.KRef(ns, s.name), "writers", s.writers, "serviceName", s.importName())
 		c.metrics.countForeignSlice(m.id)
 		if si != nil {
-			m.recorder.Eventf(si, v1.EventTypeWarning, "ForeignEndpointSliceDeleted",
+			deleted := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s.name}}
+			m.recorder.Eventf(si, deleted, v1.EventTypeWarning, "ForeignEndpointSliceDeleted", "DeleteEndpointSlice",
 				"deleted EndpointSlice %s, labelled as written by this controller but written by %s", s.name, strings.Join(s.writers, ", "))
 		}
 	}
