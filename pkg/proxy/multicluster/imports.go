@@ -96,6 +96,10 @@ func (p *Proxier) upsertMultiClusterSlice(slice *discoveryv1.EndpointSlice) {
 		st = imp.slices[i]
 	} else {
 		st = &sliceState{}
+		if imp.slices == nil {
+			// An import has a slice per source cluster: room for two.
+			imp.slices = make([]*sliceState, 0, 2)
+		}
 		imp.slices = slices.Insert(imp.slices, i, st)
 	}
 	st.obj = slice

@@ -13,6 +13,15 @@ import (
 // have (one day), as enforced by Service validation.
 const maxSessionAffinityTimeout = 86400
 
+// The policies every translation points to: a proxy never writes a Service
+// it is handed, and a proxier is handed one per import.
+var (
+	singleStack          = v1.IPFamilyPolicySingleStack
+	requireDualStack     = v1.IPFamilyPolicyRequireDualStack
+	trafficPolicyCluster = v1.ServiceInternalTrafficPolicyCluster
+	trafficPolicyLocal   = v1.ServiceInternalTrafficPolicyLocal
+)
+
 // ServiceForImport returns the Service a proxy programs for a ServiceImport.
 // It returns (nil, nil) for a Headless import, which is served by DNS only,
 // and a *RejectionError for an import that must not be programmed.
@@ -52,14 +61,14 @@ func ServiceForImport(si *mcsv1beta1.ServiceImport, opts *Options) (*v1.Service,
 			ClusterIP:           ips[0],
 			ClusterIPs:          ips,
 			IPFamilies:          families,
-			IPFamilyPolicy:      ptrTo(v1.IPFamilyPolicySingleStack),
+			IPFamilyPolicy:      &singleStack,
 			Ports:               ports,
 			SessionAffinity:     v1.ServiceAffinityNone,
 			TrafficDistribution: si.Spec.TrafficDistribution,
 		},
 	}
 	if len(ips) == 2 {
-		svc.Spec.IPFamilyPolicy = ptrTo(v1.IPFamilyPolicyRequireDualStack)
+		svc.Spec.IPFamilyPolicy = &requireDualStack
 	}
 
 	switch si.Spec.SessionAffinity {
@@ -81,10 +90,10 @@ func ServiceForImport(si *mcsv1beta1.ServiceImport, opts *Options) (*v1.Service,
 	}
 
 	switch p := si.Spec.InternalTrafficPolicy; {
-	case p == nil:
-		svc.Spec.InternalTrafficPolicy = ptrTo(v1.ServiceInternalTrafficPolicyCluster)
-	case *p == v1.ServiceInternalTrafficPolicyCluster || *p == v1.ServiceInternalTrafficPolicyLocal:
-		svc.Spec.InternalTrafficPolicy = ptrTo(*p)
+	case p == nil || *p == v1.ServiceInternalTrafficPolicyCluster:
+		svc.Spec.InternalTrafficPolicy = &trafficPolicyCluster
+	case *p == v1.ServiceInternalTrafficPolicyLocal:
+		svc.Spec.InternalTrafficPolicy = &trafficPolicyLocal
 	default:
 		return nil, reject(ReasonInvalidTrafficPolicy, "internalTrafficPolicy %q is neither Cluster nor Local", *p)
 	}
@@ -188,8 +197,6 @@ func familyOf(ip netip.Addr) v1.IPFamily {
 	}
 	return v1.IPv6Protocol
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 // ReservedIPs returns the externalIPs and load-balancer ingress IPs of a
 // local Service that lie in the clusterset ranges. Those ranges belong to

@@ -283,3 +283,5 @@ func TestServiceName(t *testing.T) {
 		t.Errorf("ImportName(web) claims a real Service name is synthetic")
 	}
 }
+
+func ptrTo[T any](v T) *T { return &v }
