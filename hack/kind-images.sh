@@ -199,8 +199,9 @@ control_plane_images() {
       kube-apiserver | kube-controller-manager | kube-scheduler)
         binary_image "${image}" "${BIN}/${name}" "/usr/local/bin/${name}" scratch ;;
       # Upstream's kube-proxy, unmodified, on a Debian base with the
-      # tools it runs: the gate-off comparison's image, and the base of
-      # this project's (kind-config/Dockerfile).
+      # tools it runs: the stock image kubeadm's DaemonSet runs in the
+      # derived member (mcs-c), the gate-off comparison's image, and the
+      # base of this project's (kind-config/Dockerfile).
       kube-proxy) binary_image "${image}" "${BIN}/kube-proxy-upstream" /usr/local/bin/kube-proxy "${NET_BASE}" ;;
       etcd) binary_image "${image}" "${BIN}/etcd" /usr/local/bin/etcd scratch ;;
       # kubeadm's CoreDNS Deployment runs the image's entrypoint. The
