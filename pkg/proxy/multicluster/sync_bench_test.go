@@ -125,9 +125,9 @@ func measureSync(b *testing.B, mode kubeproxyconfig.ProxyMode, n int, imports bo
 // multi-cluster Proxier handler wraps), with their EndpointSlices, as
 // kube-proxy's informers deliver them at start-up, and returns the objects
 // handed over: the caller keeps them while it measures, as the informers'
-// caches keep every object they deliver (upstream's proxier keeps none of
-// them, so without this a Service would be garbage at once and an import,
-// which the Proxier points to, would not).
+// caches keep every object they deliver (upstream's proxier keeps a slice
+// but not its Service, so without this a Service would be garbage at once
+// and an import, which the Proxier points to, would not).
 func feedSync(handler proxy.Provider, n int, imports bool) []any {
 	wrapper, _ := handler.(*multicluster.Proxier)
 	cache := make([]any, 0, 3*n)
