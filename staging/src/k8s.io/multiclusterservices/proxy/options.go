@@ -1,10 +1,12 @@
 package proxy
 
 import (
+	"encoding/binary"
 	"fmt"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	"net/netip"
 	"strings"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
 // DefaultClusterSetIPCIDRs are the ranges the reference mcs-controller
@@ -101,6 +103,16 @@ var specialPurpose = []struct {
 // service.
 func SpecialPurpose(ip netip.Addr) (string, bool) {
 	ip = ip.Unmap()
+	if ip.Is4() {
+		a := ip.As4()
+		u := binary.BigEndian.Uint32(a[:])
+		for _, sp := range specialPurpose4 {
+			if u&sp.mask == sp.addr {
+				return sp.name, true
+			}
+		}
+		return "", false
+	}
 	for _, sp := range specialPurpose {
 		if sp.prefix.Contains(ip) {
 			return sp.name, true
@@ -108,6 +120,27 @@ func SpecialPurpose(ip netip.Addr) (string, bool) {
 	}
 	return "", false
 }
+
+// specialPurpose4 is specialPurpose's IPv4 ranges as address and mask:
+// every endpoint address a proxy is handed is checked, and comparing
+// integers is a tenth of Prefix.Contains.
+var specialPurpose4 = func() (out []struct {
+	name       string
+	addr, mask uint32
+}) {
+	for _, sp := range specialPurpose {
+		if !sp.prefix.Addr().Is4() {
+			continue
+		}
+		a := sp.prefix.Addr().As4()
+		mask := ^uint32(0) << (32 - sp.prefix.Bits())
+		out = append(out, struct {
+			name       string
+			addr, mask uint32
+		}{sp.name, binary.BigEndian.Uint32(a[:]) & mask, mask})
+	}
+	return out
+}()
 
 // ParseCIDRs parses a list of CIDR strings (as given on a command line) and
 // refuses an empty list, a range too large to be meant (together, per
