@@ -100,7 +100,7 @@ func (c *Controller) nativeNamesCondition(m *member, si *mcsv1beta1.ServiceImpor
 	case si.Spec.Type != mcsv1beta1.ClusterSetIP:
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "HeadlessImport", "a headless import has no endpoints a local Service could add; native names apply to ClusterSetIP imports"
 		return cond, true
-	case c.derived(m) && policy.Strategy != mcsproxy.RemoteAndLocal:
+	case !c.writerFor(m).servesNativeNames(policy.Strategy):
 		cond.Status, cond.Reason = metav1.ConditionFalse, "DerivedMember"
 		cond.Message = fmt.Sprintf("cluster %s is served in derived mode (its proxies do not program ServiceImports): the local Service %s gets no endpoints of other clusters; %s is decided by the multi-cluster kube-proxy and needs native mode (RemoteAndLocal works in derived mode). The clusterset name and IP work.", m.id, si.Name, policy.Strategy)
 		return cond, true

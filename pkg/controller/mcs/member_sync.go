@@ -62,6 +62,17 @@ func (c *Controller) syncMember(ctx context.Context, m *member, key string) erro
 // the mode (syncMember: export status, ingress Service, removal).
 type memberWriter interface {
 	write(ctx context.Context, m *member, key string, d *desiredState) error
+	// servesNativeNames tells whether a member of this mode serves the
+	// native names strategy (in a native member the proxies decide every
+	// strategy; in a derived one the controller fills the local Service
+	// for RemoteAndLocal only).
+	servesNativeNames(strategy mcsproxy.NativeNames) bool
+}
+
+func (nativeWriter) servesNativeNames(mcsproxy.NativeNames) bool { return true }
+
+func (derivedWriter) servesNativeNames(s mcsproxy.NativeNames) bool {
+	return s == mcsproxy.RemoteAndLocal
 }
 
 // writerFor chooses m's writer: derived for a member whose proxies do not
@@ -121,9 +132,7 @@ func (w nativeWriter) write(ctx context.Context, m *member, key string, d *desir
 func (c *Controller) writeNativeService(ctx context.Context, m *member, si *mcsv1beta1.ServiceImport) error {
 	policy, err := mcsproxy.NativeNamesOf(si.Annotations)
 	wanted := err == nil && policy.Strategy != mcsproxy.NativeNamesOff && si.Spec.Type == mcsv1beta1.ClusterSetIP &&
-		// A derived member's proxies do not decide LocalFirst; the
-		// controller fills the Service only for RemoteAndLocal.
-		(!c.derived(m) || policy.Strategy == mcsproxy.RemoteAndLocal)
+		c.writerFor(m).servesNativeNames(policy.Strategy)
 	have, getErr := m.services.Services(si.Namespace).Get(si.Name)
 	exists := getErr == nil
 	// Ours by owner reference, not by label: a Service someone labelled
