@@ -185,13 +185,15 @@ create_cluster() {
 declare -A NODE_IP NODE_CIDR NODE_IP6 NODE_CIDR6
 flat_routes() {
   step "Flat pod network: every node routes every other node's podCIDRs"
-  local name node other network="{{(index .NetworkSettings.Networks \"${KIND_EXPERIMENTAL_DOCKER_NETWORK}\")"
+  local name node other cidrs network="{{(index .NetworkSettings.Networks \"${KIND_EXPERIMENTAL_DOCKER_NETWORK}\")"
   for name in $(members); do
     for node in $(kind get nodes --name "${name}"); do
       NODE_IP[${node}]=$(docker inspect -f "${network}.IPAddress}}" "${node}")
       NODE_IP6[${node}]=$(docker inspect -f "${network}.GlobalIPv6Address}}" "${node}")
-      NODE_CIDR[${node}]=$(kc "${name}" get node "${node}" -o jsonpath='{.spec.podCIDRs[0]}')
-      NODE_CIDR6[${node}]=$(kc "${name}" get node "${node}" -o jsonpath='{.spec.podCIDRs[1]}')
+      # IPv4 first; an IPv4-only node (mcs-c) has one range.
+      read -r -a cidrs <<<"$(kc "${name}" get node "${node}" -o jsonpath='{.spec.podCIDRs[*]}')"
+      NODE_CIDR[${node}]=${cidrs[0]}
+      NODE_CIDR6[${node}]=${cidrs[1]:-}
     done
   done
   for node in "${!NODE_IP[@]}"; do
