@@ -77,12 +77,16 @@ func TestClusterSelectionDerivedMember(t *testing.T) {
 	// c's endpoint goes: its region's clusters serve.
 	setEndpointReady(t, c, "demo", "web", false)
 	waitSlices(t, c, "demo", "web", regionC)
+	// Each change says so on c's import, as kube-proxy does per node.
+	waitSelectionChange(t, c, "demo", "web", "Result0ToResult1")
 	// None of the region's is ready: every cluster serves.
 	setEndpointReady(t, a, "demo", "web", false)
 	waitSlices(t, c, "demo", "web", every)
+	waitSelectionChange(t, c, "demo", "web", "Result1ToAllClusters")
 	// c's endpoint is back: c's own again.
 	setEndpointReady(t, c, "demo", "web", true)
 	waitDerived(t, c, "demo", "web", onlyC)
+	waitSelectionChange(t, c, "demo", "web", "AllClustersToResult0")
 	waitSlices(t, a, "demo", "web", every)
 }
 
@@ -106,4 +110,26 @@ func setEndpointReady(t *testing.T, m *testMember, ns, name string, ready bool) 
 	}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// waitSelectionChange waits for a ClusterSelectionChanged event with
+// action on m's import ns/name.
+func waitSelectionChange(t *testing.T, m *testMember, ns, name, action string) {
+	t.Helper()
+	eventually(t, 30*time.Second, fmt.Sprintf("a ClusterSelectionChanged %s event on %s/%s in %s", action, ns, name, m.id), func() (bool, string) {
+		list, err := m.kube.EventsV1().Events(ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var got []string
+		for _, e := range list.Items {
+			if e.Reason == "ClusterSelectionChanged" && e.Regarding.Name == name {
+				if e.Action == action {
+					return true, ""
+				}
+				got = append(got, e.Action)
+			}
+		}
+		return false, fmt.Sprint(got)
+	})
 }

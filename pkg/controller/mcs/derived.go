@@ -82,8 +82,12 @@ func (w derivedWriter) write(ctx context.Context, m *member, key string, d *desi
 		m.queue.AddAfter(key, 30*time.Second)
 	}
 	if svc != nil {
-		wantSlices, triggers := c.derivedSlicesFor(m, d, svc, c.derivedSelectionResults(ctx, m, d, si))
-		errs = append(errs, c.writeSlices(ctx, m, si, wantSlices, derivedSlices, triggers))
+		wantSlices, triggers, chosen := c.derivedSlicesFor(m, d, svc, c.derivedSelectionResults(ctx, m, d, si))
+		if err := c.writeSlices(ctx, m, si, wantSlices, derivedSlices, triggers); err != nil {
+			errs = append(errs, err)
+		} else {
+			c.reportDerivedChoice(m, si, key, chosen)
+		}
 		if left := derivedSettle - time.Since(svc.CreationTimestamp.Time); si.Annotations[export.AnnotationDerivedService] == "" && len(si.Spec.IPs) > 0 && left > 0 {
 			// Switching from native mode: DNS answers the import's IPs
 			// as soon as it names them, so the proxies get a sync to
@@ -121,12 +125,13 @@ func (w derivedWriter) write(ctx context.Context, m *member, key string, d *desi
 // derivedSlicesFor returns the EndpointSlices of derived Service svc in m,
 // by name, and the propagation triggers by those names: of the clusters
 // chosen with results (cluster selection), of every cluster without.
-func (c *Controller) derivedSlicesFor(m *member, d *desiredState, svc *v1.Service, results []csv1beta1.ClusterSelectorResult) (map[string]*discoveryv1.EndpointSlice, map[string]time.Time) {
+func (c *Controller) derivedSlicesFor(m *member, d *desiredState, svc *v1.Service, results []csv1beta1.ClusterSelectorResult) (map[string]*discoveryv1.EndpointSlice, map[string]time.Time, map[string]int) {
 	out := map[string]*discoveryv1.EndpointSlice{}
 	triggers := map[string]time.Time{}
 	imported := c.memberView(m, d)
+	var chosen map[string]int
 	if d.Import != nil {
-		imported = chooseForDerived(results, d.Import.Spec.Ports, imported)
+		imported, chosen = chooseForDerived(results, d.Import.Spec.Ports, imported)
 	}
 	for imported, s := range export.DerivedSlices(imported, svc, c.cfg.ManagedBy) {
 		out[s.Name] = s
@@ -134,7 +139,7 @@ func (c *Controller) derivedSlicesFor(m *member, d *desiredState, svc *v1.Servic
 			triggers[s.Name] = t
 		}
 	}
-	return out, triggers
+	return out, triggers, chosen
 }
 
 // writeDerivedService makes m's derived Service of import si what it
@@ -252,7 +257,7 @@ func (c *Controller) retireDerived(ctx context.Context, m *member, si *mcsv1beta
 	}
 	if left := c.cfg.DerivedGrace - time.Since(since(&m.state.retiring, key)); left > 0 {
 		// A native member's proxies choose among the clusters themselves.
-		want, triggers := c.derivedSlicesFor(m, d, svc, nil)
+		want, triggers, _ := c.derivedSlicesFor(m, d, svc, nil)
 		m.queue.AddAfter(key, left)
 		return c.writeSlices(ctx, m, si, want, have, triggers)
 	}

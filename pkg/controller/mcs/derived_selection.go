@@ -2,6 +2,9 @@ package mcs
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -28,11 +31,13 @@ import (
 // results: for each port and address family, the slices of the clusters
 // chosen for it keep that port; a port a cluster is not chosen for is
 // taken out of its slices, and a slice left with no port goes (a proxy
-// matches endpoints to a Service's ports by name). With no results, in is
-// returned as it is.
-func chooseForDerived(results []csv1beta1.ClusterSelectorResult, ports []mcsv1beta1.ServicePort, in []*discoveryv1.EndpointSlice) []*discoveryv1.EndpointSlice {
+// matches endpoints to a Service's ports by name). It also returns the
+// index of the result chosen (clusterselection.AllClusters: none) per
+// port, protocol and family, as "port/protocol/family". With no results,
+// in is returned as it is.
+func chooseForDerived(results []csv1beta1.ClusterSelectorResult, ports []mcsv1beta1.ServicePort, in []*discoveryv1.EndpointSlice) ([]*discoveryv1.EndpointSlice, map[string]int) {
 	if len(results) == 0 {
-		return in
+		return in, nil
 	}
 	type choiceKey struct {
 		port     string
@@ -40,6 +45,7 @@ func chooseForDerived(results []csv1beta1.ClusterSelectorResult, ports []mcsv1be
 		family   discoveryv1.AddressType
 	}
 	chosen := map[choiceKey]func(cluster string) bool{}
+	indexes := map[string]int{}
 	choose := func(k choiceKey) func(string) bool {
 		if f, ok := chosen[k]; ok {
 			return f
@@ -50,6 +56,7 @@ func chooseForDerived(results []csv1beta1.ClusterSelectorResult, ports []mcsv1be
 			f = clusters.Has
 		}
 		chosen[k] = f
+		indexes[fmt.Sprintf("%s/%s/%s", k.port, k.protocol, k.family)] = i
 		return f
 	}
 	out := make([]*discoveryv1.EndpointSlice, 0, len(in))
@@ -77,7 +84,57 @@ func chooseForDerived(results []csv1beta1.ClusterSelectorResult, ports []mcsv1be
 			out = append(out, s)
 		}
 	}
-	return out
+	return out, indexes
+}
+
+// ReasonClusterSelectionChanged is the reason of the Normal event on a
+// derived member's import when the result its slices hold changes, as
+// kube-proxy says it per node in a native member.
+const ReasonClusterSelectionChanged = "ClusterSelectionChanged"
+
+// reportDerivedChoice says, on derived member m's import si, that the
+// result chosen for one of its ports changed since the slices were last
+// written; the first choice after the controller starts (or the member
+// joins) is not a change. The action names the change
+// ("Result0ToResult1", "Result1ToAllClusters"), so that a failover and
+// its failback are two events, not one series.
+func (c *Controller) reportDerivedChoice(m *member, si *mcsv1beta1.ServiceImport, key string, chosen map[string]int) {
+	var before map[string]int
+	if v, ok := m.state.chosen.Load(key); ok {
+		before = v.(map[string]int)
+	}
+	if len(chosen) == 0 {
+		m.state.chosen.Delete(key)
+	} else {
+		m.state.chosen.Store(key, chosen)
+	}
+	if before == nil || chosen == nil {
+		return
+	}
+	for _, k := range slices.Sorted(maps.Keys(chosen)) {
+		from, had := before[k]
+		to := chosen[k]
+		if !had || from == to {
+			continue
+		}
+		m.recorder.Eventf(si, nil, v1.EventTypeNormal, ReasonClusterSelectionChanged, resultName(from)+"To"+resultName(to),
+			"cluster %s is served in derived mode: its derived Service's endpoints for %s now come from %s (were from %s)", m.id, k, resultText(to), resultText(from))
+		return
+	}
+}
+
+func resultName(i int) string {
+	if i == clusterselection.AllClusters {
+		return "AllClusters"
+	}
+	return fmt.Sprintf("Result%d", i)
+}
+
+func resultText(i int) string {
+	if i == clusterselection.AllClusters {
+		return "every source cluster (no result has a ready or serving endpoint)"
+	}
+	return fmt.Sprintf("the clusters of result %d", i)
 }
 
 // importHasPort tells whether ports hold a port of that name and

@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
@@ -82,7 +83,8 @@ func TestChooseForDerived(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, in := range [][]*discoveryv1.EndpointSlice{tc.in, reversedSlices(tc.in)} {
 				before := fmt.Sprint(describeSlices(in))
-				got := describeSlices(chooseForDerived(tc.results, tc.ports, in))
+				kept, _ := chooseForDerived(tc.results, tc.ports, in)
+				got := describeSlices(kept)
 				slices.Sort(got)
 				if !slices.Equal(got, tc.want) {
 					t.Errorf("kept %v, want %v", got, tc.want)
@@ -111,4 +113,31 @@ func describeSlices(in []*discoveryv1.EndpointSlice) []string {
 		out = append(out, fmt.Sprintf("%s/%s:%s", s.Labels[mcsv1beta1.LabelSourceCluster], s.AddressType, strings.Join(ports, ",")))
 	}
 	return out
+}
+
+// A derived member's import says when the result its slices hold
+// changes, naming the change; the first choice, and a choice that stays,
+// say nothing.
+func TestReportDerivedChoice(t *testing.T) {
+	rec := events.NewFakeRecorder(10)
+	rec.Verbose = true
+	m := &member{id: "cluster-c", state: &memberState{}, recorder: rec}
+	c := &Controller{}
+	si := &mcsv1beta1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web"}}
+	var got []string
+	for _, chosen := range []map[string]int{
+		{"http/TCP/IPv4": 0},  // first: nothing
+		{"http/TCP/IPv4": 0},  // the same: nothing
+		{"http/TCP/IPv4": 1},  // failover
+		{"http/TCP/IPv4": -1}, // no endpoint anywhere
+		{"http/TCP/IPv4": 0},  // back
+	} {
+		c.reportDerivedChoice(m, si, "demo/web", chosen)
+		for len(rec.Events) > 0 {
+			got = append(got, strings.Fields(<-rec.Events)[2])
+		}
+	}
+	if want := []string{"Result0ToResult1", "Result1ToAllClusters", "AllClustersToResult0"}; !slices.Equal(got, want) {
+		t.Errorf("actions %v, want %v", got, want)
+	}
 }

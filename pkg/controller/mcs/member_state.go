@@ -22,6 +22,10 @@ type memberState struct {
 	// announced its clusterset IPs to the member's proxies on a switch
 	// to native mode.
 	switching sync.Map
+	// chosen holds, per import key of a derived member, the cluster
+	// selection result its slices were last written with, per port
+	// (map[string]int, see chooseForDerived).
+	chosen sync.Map
 }
 
 // firstTime records report id and tells whether it was not recorded
