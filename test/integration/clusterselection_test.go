@@ -48,27 +48,9 @@ var storySelectors = []csv1beta1.ClusterSelector{
 // that the controller's other writes to the import keep the results.
 func TestClusterSelection(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	etcd := framework.StartTestEtcd(t)
-	var members []*testMember
-	for _, id := range []string{"cluster-a", "cluster-b", "cluster-c"} {
-		m := startMember(t, etcd, dir, id)
-		grantClusterPropertiesRead(t, m)
-		members = append(members, m)
-	}
+	members, kubeconfig := startRegions(t, "eu", "eu", "us")
 	a, b, c := members[0], members[1], members[2]
-	setProperty(t, a, regionKey, "eu")
-	setProperty(t, b, regionKey, "eu")
-	setProperty(t, c, regionKey, "us")
-	for _, m := range members {
-		createNamespace(t, m, "demo")
-	}
-	kubeconfig := writeControllerKubeconfig(t, dir, members)
-	startControllerWith(t, kubeconfig, "replica-1", 8*time.Second, func(o *app.Options) {
-		if err := o.FeatureGates.SetFromMap(map[string]bool{string(features.MultiClusterServiceClusterSelection): true}); err != nil {
-			t.Fatal(err)
-		}
-	})
+	startControllerWith(t, kubeconfig, "replica-1", 8*time.Second, withClusterSelection(t))
 
 	for i, m := range members {
 		exportService(t, m, "demo", "api", servicePorts("http", 80), endpoints("http", 8080, fmt.Sprintf("10.%d.0.1", i+1)))
@@ -146,6 +128,35 @@ func TestClusterSelection(t *testing.T) {
 	err = updateSelectors(a, "demo", "api", slices.Repeat(storySelectors[:1], 17))
 	if !apierrors.IsInvalid(err) {
 		t.Errorf("17 selectors: %v, want Invalid", err)
+	}
+}
+
+// startRegions starts a member per region given, cluster-a, cluster-b,
+// ..., each in that region (ClusterProperty region.topology.k8s.io), with
+// namespace demo, letting the controller read its ClusterProperties; and
+// returns them with the controller's kubeconfig.
+func startRegions(t *testing.T, regions ...string) ([]*testMember, string) {
+	t.Helper()
+	dir := t.TempDir()
+	etcd := framework.StartTestEtcd(t)
+	var members []*testMember
+	for i, region := range regions {
+		m := startMember(t, etcd, dir, fmt.Sprintf("cluster-%c", 'a'+i))
+		grantClusterPropertiesRead(t, m)
+		setProperty(t, m, regionKey, region)
+		createNamespace(t, m, "demo")
+		members = append(members, m)
+	}
+	return members, writeControllerKubeconfig(t, dir, members)
+}
+
+// withClusterSelection turns the controller's
+// MultiClusterServiceClusterSelection gate on.
+func withClusterSelection(t *testing.T) func(*app.Options) {
+	return func(o *app.Options) {
+		if err := o.FeatureGates.SetFromMap(map[string]bool{string(features.MultiClusterServiceClusterSelection): true}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -11,8 +11,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/app"
-	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/features"
-	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
 )
 
 // TestClusterSelectionDerivedMember: a derived member's proxies (stock
@@ -25,25 +23,11 @@ import (
 // once it is ready. A native member keeps every cluster's slices: its
 // kube-proxy chooses per node.
 func TestClusterSelectionDerivedMember(t *testing.T) {
-	dir := t.TempDir()
-	etcd := framework.StartTestEtcd(t)
-	var members []*testMember
-	for _, id := range []string{"cluster-a", "cluster-b", "cluster-c"} {
-		m := startMember(t, etcd, dir, id)
-		grantClusterPropertiesRead(t, m)
-		createNamespace(t, m, "demo")
-		members = append(members, m)
-	}
-	a, b, c := members[0], members[1], members[2]
-	setProperty(t, a, regionKey, "eu")
-	setProperty(t, b, regionKey, "us")
-	setProperty(t, c, regionKey, "eu")
-	kubeconfig := writeControllerKubeconfig(t, dir, members)
+	members, kubeconfig := startRegions(t, "eu", "us", "eu")
+	a, c := members[0], members[2]
 	startControllerWith(t, kubeconfig, "replica-1", 8*time.Second, func(o *app.Options) {
 		o.DerivedMembers = []string{"cluster-c"}
-		if err := o.FeatureGates.SetFromMap(map[string]bool{string(features.MultiClusterServiceClusterSelection): true}); err != nil {
-			t.Fatal(err)
-		}
+		withClusterSelection(t)(o)
 	})
 
 	for i, m := range members {
