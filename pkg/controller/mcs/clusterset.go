@@ -37,7 +37,7 @@ type desiredState struct {
 	// set by the EndpointSlice controller), for the propagation metric.
 	Triggers map[string]time.Time
 	// Ingress are the entry-point slices of the source clusters whose pods
-	// some member cannot reach, by name (desiredIngress); IngressServices
+	// some member cannot reach, by name (planIngress); IngressServices
 	// the ingress Services to create, by exporting cluster.
 	Ingress         map[string]*discoveryv1.EndpointSlice
 	IngressServices map[string]*v1.Service
