@@ -269,6 +269,11 @@ down() {
         sleep 0.5
       done
     fi
+    # dockerd bind-mounts its data root on itself (private propagation)
+    # and leaves the mount when it stops.
+    if mountpoint -q "${DOCKER_ROOT}" 2>/dev/null; then
+      sudo_ umount "${DOCKER_ROOT}" || true
+    fi
     if [[ "${clean_images}" == true ]]; then
       say "removing dockerd's data (every image) under ${DOCKER_ROOT}"
       sudo_ rm -rf "${DOCKER_ROOT}"
