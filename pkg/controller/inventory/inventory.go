@@ -30,18 +30,17 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
 	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
 	inventoryv1alpha1 "k8s.io/multiclusterservices/apis/inventory/v1alpha1"
 
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/eventrecorder"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/topology"
 )
 
@@ -129,7 +128,9 @@ type Inventory struct {
 	secrets  corelisters.SecretLister
 	informer cache.SharedIndexInformer
 	queue    workqueue.TypedRateLimitingInterface[string]
-	recorder record.EventRecorder
+	recorder events.EventRecorder
+	// stopEvents shuts the recorder's broadcaster down when Run ends.
+	stopEvents func()
 
 	profiles        cache.GenericLister
 	profileInformer cache.SharedIndexInformer
@@ -168,9 +169,7 @@ func New(cfg Config, joined map[string]string) *Inventory {
 	if cfg.Hub != nil {
 		// Events go to the namespace of the object they are about
 		// (the Secret's, the profile's).
-		b := record.NewBroadcaster()
-		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cfg.Hub.CoreV1().Events("")})
-		inv.recorder = b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "mcs-controller"})
+		inv.recorder, inv.stopEvents = eventrecorder.New(cfg.Hub)
 	}
 	return inv
 }
@@ -479,6 +478,9 @@ func stateOf(err error) State {
 // source has been read (a hub that does not answer delays only them).
 func (inv *Inventory) Run(ctx context.Context, m Membership) {
 	defer inv.queue.ShutDown()
+	if inv.stopEvents != nil {
+		defer inv.stopEvents()
+	}
 	inv.mu.Lock()
 	inv.logger = klog.FromContext(ctx).WithName("inventory")
 	inv.mu.Unlock()
@@ -728,7 +730,7 @@ func (inv *Inventory) leave(ctx context.Context, m Membership, e *entry, why str
 		}
 	}
 	inv.mu.Unlock()
-	inv.event(e, v1.EventTypeNormal, "MemberLeft", fmt.Sprintf("cluster %s left the clusterset: %s", id, why))
+	inv.event(e, v1.EventTypeNormal, "MemberLeft", "LeaveClusterSet", fmt.Sprintf("cluster %s left the clusterset: %s", id, why))
 }
 
 // set records e's state; a change is logged and, for a Secret, an event.
@@ -746,19 +748,22 @@ func (inv *Inventory) setLocked(e *entry, s State, message string) {
 	switch s {
 	case Joined:
 		inv.logger.Info("Member joined", "member", e.key, "cluster", e.id)
-		inv.event(e, v1.EventTypeNormal, "MemberJoined", message)
+		inv.event(e, v1.EventTypeNormal, "MemberJoined", "JoinClusterSet", message)
 	case Pending:
 		inv.logger.Info("Member not served yet", "member", e.key, "reason", message)
-		inv.event(e, v1.EventTypeWarning, "MemberPending", message)
+		inv.event(e, v1.EventTypeWarning, "MemberPending", "JoinClusterSet", message)
 	case Refused:
 		inv.logger.Error(nil, "Member refused", "member", e.key, "reason", message)
-		inv.event(e, v1.EventTypeWarning, "MemberRefused", message)
+		inv.event(e, v1.EventTypeWarning, "MemberRefused", "JoinClusterSet", message)
 	}
 }
 
-func (inv *Inventory) event(e *entry, kind, reason, message string) {
+// event records an event about e's Secret or profile. action is what the
+// controller did or tried with the member (join, leave); the event has no
+// related object, the cluster it names being outside the hub.
+func (inv *Inventory) event(e *entry, kind, reason, action, note string) {
 	if inv.recorder != nil && e.obj != nil {
-		inv.recorder.Event(e.obj, kind, reason, message)
+		inv.recorder.Eventf(e.obj, nil, kind, reason, action, "%s", note)
 	}
 }
 

@@ -273,10 +273,10 @@ func TestInventoryFollowsSecrets(t *testing.T) {
 	r.waitFor(t, "join cluster-b as secret/mcs-system/b", "leave cluster-b", "join cluster-z as secret/mcs-system/b", "join cluster-b as secret/mcs-system/dup", "leave cluster-z")
 	waitState(t, inv, map[string]State{"secret/mcs-system/evil": Refused, "secret/mcs-system/dup": Joined})
 
-	events, _ := hub.CoreV1().Events("mcs-system").List(ctx, metav1.ListOptions{})
+	events, _ := hub.EventsV1().Events("mcs-system").List(ctx, metav1.ListOptions{})
 	var reasons []string
 	for _, e := range events.Items {
-		reasons = append(reasons, e.InvolvedObject.Name+"/"+e.Reason)
+		reasons = append(reasons, e.Regarding.Name+"/"+e.Reason)
 	}
 	for _, want := range []string{"evil/MemberRefused", "b/MemberJoined", "b/MemberLeft", "dup/MemberRefused", "dup/MemberJoined"} {
 		if !slices.Contains(reasons, want) {
@@ -337,13 +337,13 @@ func TestRefusedReplyNeverInEvents(t *testing.T) {
 	want := map[string]string{"text-403": "HTTP 403 Forbidden", "status-403": "HTTP 403 Forbidden", "text-500": "HTTP 500 Internal Server Error"}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		events, _ := hub.CoreV1().Events("mcs-system").List(ctx, metav1.ListOptions{})
+		events, _ := hub.EventsV1().Events("mcs-system").List(ctx, metav1.ListOptions{})
 		said := map[string]string{}
 		for _, e := range events.Items {
-			if strings.Contains(e.Message, marker) {
-				t.Fatalf("event %s on Secret %s carries the server's reply: %q", e.Reason, e.InvolvedObject.Name, e.Message)
+			if strings.Contains(e.Note, marker) {
+				t.Fatalf("event %s on Secret %s carries the server's reply: %q", e.Reason, e.Regarding.Name, e.Note)
 			}
-			said[e.InvolvedObject.Name] = e.Message
+			said[e.Regarding.Name] = e.Note
 		}
 		done := true
 		for name, w := range want {

@@ -135,10 +135,10 @@ func TestInventoryFollowsProfiles(t *testing.T) {
 	update(relabelled)
 	r.waitFor(t, "join cluster-b as profile/fleet/b", "leave cluster-b", "join cluster-b as profile/fleet/dup", "leave cluster-b", "join cluster-b as profile/fleet/b", "leave cluster-b")
 
-	evs, _ := events.CoreV1().Events("fleet").List(ctx, metav1.ListOptions{})
+	evs, _ := events.EventsV1().Events("fleet").List(ctx, metav1.ListOptions{})
 	var reasons []string
 	for _, e := range evs.Items {
-		reasons = append(reasons, e.InvolvedObject.Kind+"/"+e.InvolvedObject.Name+"/"+e.Reason)
+		reasons = append(reasons, e.Regarding.Kind+"/"+e.Regarding.Name+"/"+e.Reason)
 	}
 	for _, want := range []string{"ClusterProfile/b/MemberJoined", "ClusterProfile/b/MemberLeft", "ClusterProfile/liar/MemberRefused", "ClusterProfile/dup/MemberJoined"} {
 		if !strings.Contains(strings.Join(reasons, " "), want) {

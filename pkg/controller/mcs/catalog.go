@@ -35,6 +35,7 @@ import (
 	cataloglisters "k8s.io/multiclusterservices/client/catalog/listers/catalog/v1alpha1"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/clustersetip"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/eventrecorder"
 )
 
 // In catalog mode (Config.Catalog) the clusterset is described by the
@@ -168,7 +169,7 @@ func (c *Controller) startCatalog(ctx context.Context) (shutdown func(), err err
 	s.teams = kube.Core().V1().Namespaces().Lister()
 	s.synced = append(s.synced, nsInf.HasSynced)
 	var stopEvents func()
-	s.recorder, stopEvents = newEventRecorder(s.cfg.HubKube)
+	s.recorder, stopEvents = eventrecorder.New(s.cfg.HubKube)
 	hub.Start(ctx.Done())
 	kube.Start(ctx.Done())
 	wctx, cancel := context.WithTimeout(ctx, c.cfg.InitialSyncTimeout+time.Minute)

@@ -26,6 +26,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/clustersetip"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/eventrecorder"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/topology"
 )
 
@@ -192,7 +193,7 @@ func init() {
 // newRecorder returns a member's event recorder and the function that
 // shuts its broadcaster down.
 func newRecorder(kube kubernetes.Interface) (events.EventRecorder, func()) {
-	return newEventRecorder(kube)
+	return eventrecorder.New(kube)
 }
 
 // Ready is closed once start-up is done and the queues are being worked.
