@@ -14,6 +14,7 @@ import (
 	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/proxy/multicluster"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/netns"
 )
 
@@ -47,36 +48,62 @@ func TestMeasureLocalFirstFailover(t *testing.T) {
 	si.Annotations = map[string]string{mcsproxy.AnnotationNativeNames: string(mcsproxy.LocalFirst)}
 	p.OnServiceImportUpsert(si)
 	p.OnEndpointSliceAdd(slice("web", "cluster-a", httpPort, readyEP("10.1.0.1")))
-	plainOne := plainSlice(readyEP("10.3.0.2"))
-	plainTwo := plainSlice(readyEP("10.3.0.2"), readyEP("10.3.0.9"))
-	// A failover is the same local update (an endpoint no longer ready)
-	// making another endpoint join: the like-for-like plain change swaps
-	// one endpoint for another in one update.
-	plainSwapped := plainSlice(ep{ip: "10.3.0.2"}, readyEP("10.3.0.9"))
-	p.OnEndpointSliceAdd(plainOne)
+	plain := addPlain(p)
 	d.settle()
 
-	flip, transactions := ruleProbe(t, d)
 	update := func(old, cur *discoveryv1.EndpointSlice) func() {
 		return func() { p.OnEndpointSliceUpdate(old, cur) }
 	}
 	// 10.1.0.1 is an endpoint of the clusterset IP always, of the local
-	// Service only while failed over; 10.3.0.9 is the plain Service's
-	// second endpoint, there or not.
-	const remote, plainNew = "10.1.0.1", "10.3.0.9"
-	var native, plain, swap []time.Duration
-	for range flips {
-		native = append(native, flip(update(ready, unready), remote, 2), flip(update(unready, ready), remote, 1))
-		plain = append(plain, flip(update(plainOne, plainTwo), plainNew, 1), flip(update(plainTwo, plainOne), plainNew, 0))
-		swap = append(swap, flip(update(plainOne, plainSwapped), plainNew, 1), flip(update(plainSwapped, plainOne), plainNew, 0))
+	// Service only while failed over.
+	measureAgainstPlain(t, d, plain, "LocalFirst", "10.1.0.1",
+		[2]func(){update(ready, unready), update(unready, ready)}, [2]int{2, 1}, flips)
+}
+
+// plainChanges are a plain local Service's like-for-like changes: an
+// endpoint joining and leaving, and one swapped for another in one update
+// (as a failover makes one endpoint leave and another join).
+type plainChanges struct {
+	one, two, swapped *discoveryv1.EndpointSlice
+}
+
+// addPlain hands the proxier the plain Service's first slice (the Service
+// itself is the caller's, 10.96.0.60).
+func addPlain(p *multicluster.Proxier) plainChanges {
+	c := plainChanges{
+		one:     plainSlice(readyEP("10.3.0.2")),
+		two:     plainSlice(readyEP("10.3.0.2"), readyEP("10.3.0.9")),
+		swapped: plainSlice(ep{ip: "10.3.0.2"}, readyEP("10.3.0.9")),
 	}
-	t.Logf("transactions per change: LocalFirst %.2f, plain %.2f", float64(transactions[remote])/float64(2*flips), float64(transactions[plainNew])/float64(4*flips))
+	p.OnEndpointSliceAdd(c.one)
+	return c
+}
+
+// measureAgainstPlain makes the failover and the failback (each named by
+// remote appearing want[i] times in the rules) flips times each, with the
+// plain Service's changes in between, and logs both and their ratios.
+func measureAgainstPlain(t *testing.T, d *dataplane, plainC plainChanges, what, remote string, change [2]func(), want [2]int, flips int) {
+	t.Helper()
+	p := d.proxier
+	flip, transactions := ruleProbe(t, d)
+	update := func(old, cur *discoveryv1.EndpointSlice) func() {
+		return func() { p.OnEndpointSliceUpdate(old, cur) }
+	}
+	// 10.3.0.9 is the plain Service's second endpoint, there or not.
+	const plainNew = "10.3.0.9"
+	var failover, plain, swap []time.Duration
+	for range flips {
+		failover = append(failover, flip(change[0], remote, want[0]), flip(change[1], remote, want[1]))
+		plain = append(plain, flip(update(plainC.one, plainC.two), plainNew, 1), flip(update(plainC.two, plainC.one), plainNew, 0))
+		swap = append(swap, flip(update(plainC.one, plainC.swapped), plainNew, 1), flip(update(plainC.swapped, plainC.one), plainNew, 0))
+	}
 	q := quantile
-	t.Logf("LocalFirst failover/failback to the rules: p50 %v p99 %v (%d flips)", q(native, .5), q(native, .99), len(native))
-	t.Logf("plain local endpoint change to the rules:  p50 %v p99 %v (%d flips)", q(plain, .5), q(plain, .99), len(plain))
-	t.Logf("plain local endpoint swapped for another:   p50 %v p99 %v (%d flips)", q(swap, .5), q(swap, .99), len(swap))
-	t.Logf("RESULT LocalFirst / local Service: p50 %.2f, p99 %.2f", float64(q(native, .5))/float64(q(plain, .5)), float64(q(native, .99))/float64(q(plain, .99)))
-	t.Logf("RESULT LocalFirst / local Service swapping an endpoint: p50 %.2f, p99 %.2f", float64(q(native, .5))/float64(q(swap, .5)), float64(q(native, .99))/float64(q(swap, .99)))
+	t.Logf("transactions per change: %s %.2f, plain %.2f", what, float64(transactions[remote])/float64(2*flips), float64(transactions[plainNew])/float64(4*flips))
+	t.Logf("%s failover/failback to the rules: p50 %v p99 %v (%d flips)", what, q(failover, .5), q(failover, .99), len(failover))
+	t.Logf("plain local endpoint change to the rules: p50 %v p99 %v (%d flips)", q(plain, .5), q(plain, .99), len(plain))
+	t.Logf("plain local endpoint swapped for another: p50 %v p99 %v (%d flips)", q(swap, .5), q(swap, .99), len(swap))
+	t.Logf("RESULT %s / local Service: p50 %.2f, p99 %.2f", what, float64(q(failover, .5))/float64(q(plain, .5)), float64(q(failover, .99))/float64(q(plain, .99)))
+	t.Logf("RESULT %s / local Service swapping an endpoint: p50 %.2f, p99 %.2f", what, float64(q(failover, .5))/float64(q(swap, .5)), float64(q(failover, .99))/float64(q(swap, .99)))
 }
 
 // quantile returns the f quantile of ds.
@@ -115,35 +142,16 @@ func TestMeasureClusterSelectionFailover(t *testing.T) {
 	p.OnServiceImportSelected(serviceImport("api", []string{"10.250.0.51"}), []csv1beta1.ClusterSelectorResult{
 		{Clusters: []string{"cluster-b"}}, {Clusters: []string{"cluster-a", "cluster-b"}},
 	})
-	plainOne := plainSlice(readyEP("10.3.0.2"))
-	plainTwo := plainSlice(readyEP("10.3.0.2"), readyEP("10.3.0.9"))
-	// A failover is one update (an endpoint no longer ready) making
-	// another cluster's endpoint join: the like-for-like plain change
-	// swaps one endpoint for another in one update.
-	plainSwapped := plainSlice(ep{ip: "10.3.0.2"}, readyEP("10.3.0.9"))
-	p.OnEndpointSliceAdd(plainOne)
+	plain := addPlain(p)
 	d.settle()
 
-	flip, transactions := ruleProbe(t, d)
 	update := func(old, cur *discoveryv1.EndpointSlice) func() {
 		return func() { p.OnEndpointSliceUpdate(old, cur) }
 	}
 	// 10.1.0.1 (cluster-a) is an endpoint of the clusterset IP only while
 	// failed over to the second result.
-	const remote, plainNew = "10.1.0.1", "10.3.0.9"
-	var selection, plain, swap []time.Duration
-	for range flips {
-		selection = append(selection, flip(update(ready, unready), remote, 1), flip(update(unready, ready), remote, 0))
-		plain = append(plain, flip(update(plainOne, plainTwo), plainNew, 1), flip(update(plainTwo, plainOne), plainNew, 0))
-		swap = append(swap, flip(update(plainOne, plainSwapped), plainNew, 1), flip(update(plainSwapped, plainOne), plainNew, 0))
-	}
-	q := quantile
-	t.Logf("transactions per change: cluster selection %.2f, plain %.2f", float64(transactions[remote])/float64(2*flips), float64(transactions[plainNew])/float64(4*flips))
-	t.Logf("cluster selection failover/failback to the rules: p50 %v p99 %v (%d flips)", q(selection, .5), q(selection, .99), len(selection))
-	t.Logf("plain local endpoint change to the rules:         p50 %v p99 %v (%d flips)", q(plain, .5), q(plain, .99), len(plain))
-	t.Logf("plain local endpoint swapped for another:          p50 %v p99 %v (%d flips)", q(swap, .5), q(swap, .99), len(swap))
-	t.Logf("RESULT cluster selection / local Service: p50 %.2f, p99 %.2f", float64(q(selection, .5))/float64(q(plain, .5)), float64(q(selection, .99))/float64(q(plain, .99)))
-	t.Logf("RESULT cluster selection / local Service swapping an endpoint: p50 %.2f, p99 %.2f", float64(q(selection, .5))/float64(q(swap, .5)), float64(q(selection, .99))/float64(q(swap, .99)))
+	measureAgainstPlain(t, d, plain, "cluster selection", "10.1.0.1",
+		[2]func(){update(ready, unready), update(unready, ready)}, [2]int{1, 0}, flips)
 }
 
 // ruleProbe returns flip, which applies update and returns how long until
