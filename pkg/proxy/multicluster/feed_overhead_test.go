@@ -21,18 +21,7 @@ import (
 func BenchmarkFeedOverhead(b *testing.B) {
 	const n = 10000
 	opts := &mcsproxy.Options{ClusterSetIPCIDRs: []netip.Prefix{netip.MustParsePrefix("10.250.0.0/16")}, TrustedManagers: []string{mcsproxy.DefaultManagedBy}}
-	var imports, services []any
-	for i := range n {
-		name := fmt.Sprintf("svc-%05d", i)
-		imports = append(imports, serviceImport("ns", name, 0, fmt.Sprintf("10.250.%d.%d", i/250, i%250+1)),
-			mcsSlice("ns", name+"-a", name, "cluster-a", "10.1.0.1"), mcsSlice("ns", name+"-b", name, "cluster-b", "10.2.0.1"))
-		services = append(services, localService("ns", name, fmt.Sprintf("10.96.%d.%d", i/250, i%250+1)))
-		for _, half := range []string{"-a", "-b"} {
-			s := mcsSlice("ns", name+half, "", "", "10.1.0.1")
-			s.Labels = map[string]string{discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}
-			services = append(services, s)
-		}
-	}
+	imports, services := importsAndServices(n)
 	for _, path := range []struct {
 		name string
 		objs []any
@@ -55,6 +44,26 @@ func BenchmarkFeedOverhead(b *testing.B) {
 	}
 }
 
+// importsAndServices are n ServiceImports, each followed by its two MCS
+// EndpointSlices (two source clusters), and n plain Services, each followed
+// by its two EndpointSlices: what the feed and memory benchmarks hand
+// over, three objects per name in both paths.
+func importsAndServices(n int) (imports, services []any) {
+	for i := range n {
+		name := fmt.Sprintf("svc-%05d", i)
+		imports = append(imports, serviceImport("ns", name, 0, fmt.Sprintf("10.250.%d.%d", i/250, i%250+1)),
+			mcsSlice("ns", name+"-a", name, "cluster-a", "10.1.0.1"), mcsSlice("ns", name+"-b", name, "cluster-b", "10.2.0.1"))
+		services = append(services, localService("ns", name, fmt.Sprintf("10.96.%d.%d", i/250, i%250+1)))
+		for _, half := range []string{"-a", "-b"} {
+			s := mcsSlice("ns", name+half, "", "", "10.1.0.1")
+			s.Labels = map[string]string{discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}
+			services = append(services, s)
+		}
+	}
+	return imports, services
+}
+
+// feedObject hands o to p as kube-proxy's informers would an add.
 func feedObject(p *Proxier, o any) {
 	switch o := o.(type) {
 	case *v1.Service:

@@ -1,7 +1,6 @@
 package multicluster
 
 import (
-	"fmt"
 	"net/netip"
 	"runtime"
 	"testing"
@@ -11,7 +10,6 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/proxy"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
-	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
 // discardProvider is a proxy.Provider that holds nothing, so that only the
@@ -37,31 +35,13 @@ func BenchmarkProxierMemory(b *testing.B) {
 	const n = 10000
 	opts := &mcsproxy.Options{ClusterSetIPCIDRs: []netip.Prefix{netip.MustParsePrefix("10.250.0.0/16")}, TrustedManagers: []string{mcsproxy.DefaultManagedBy}}
 	// The objects are made first: informers hold them in both paths.
-	var imports, services []any
-	for i := range n {
-		name := fmt.Sprintf("svc-%05d", i)
-		imports = append(imports, serviceImport("ns", name, 0, fmt.Sprintf("10.250.%d.%d", i/250, i%250+1)),
-			mcsSlice("ns", name+"-a", name, "cluster-a", "10.1.0.1"), mcsSlice("ns", name+"-b", name, "cluster-b", "10.2.0.1"))
-		services = append(services, localService("ns", name, fmt.Sprintf("10.96.%d.%d", i/250, i%250+1)))
-		for _, half := range []string{"-a", "-b"} {
-			s := mcsSlice("ns", name+half, "", "", "10.1.0.1")
-			s.Labels = map[string]string{discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}
-			services = append(services, s)
-		}
-	}
+	imports, services := importsAndServices(n)
 	perObject := func(objs []any) float64 {
 		before := liveHeap()
 		p := NewProxier(klog.Background(), discardProvider{}, opts, nil)
 		p.MultiClusterSynced()
 		for _, o := range objs {
-			switch o := o.(type) {
-			case *v1.Service:
-				p.OnServiceAdd(o)
-			case *discoveryv1.EndpointSlice:
-				p.OnEndpointSliceAdd(o)
-			case *mcsv1beta1.ServiceImport:
-				p.OnServiceImportUpsert(o)
-			}
+			feedObject(p, o)
 		}
 		after := liveHeap()
 		runtime.KeepAlive(p)
