@@ -194,6 +194,19 @@ func (r *notingEvents) Eventf(regarding, related runtime.Object, eventtype, reas
 	r.notes = append(r.notes, fmt.Sprintf("%s %s %s %s/%s: %s", eventtype, reason, action, ref.Namespace, ref.Name, fmt.Sprintf(note, args...)))
 }
 
+// syncedSelectionFixture is a synced proxier with cluster selection on,
+// whose events are noted.
+func syncedSelectionFixture(t *testing.T) (*fixture, *notingEvents) {
+	f := newFixture(t)
+	events := &notingEvents{}
+	f.proxier.recorder = events
+	f.proxier.SetClusterSelection(true)
+	f.proxier.OnServiceSynced()
+	f.proxier.OnEndpointSlicesSynced()
+	f.proxier.MultiClusterSynced()
+	return f, events
+}
+
 func (r *notingEvents) take() []string {
 	n := r.notes
 	r.notes = nil
@@ -206,14 +219,8 @@ func (r *notingEvents) take() []string {
 // events library folds events of one action into a series), and the gauge shows the result's index,
 // -1 for every cluster; the series goes with the import.
 func TestClusterSelectionReportsChanges(t *testing.T) {
-	f := newFixture(t)
+	f, events := syncedSelectionFixture(t)
 	p := f.proxier
-	events := &notingEvents{}
-	p.recorder = events
-	p.SetClusterSelection(true)
-	p.OnServiceSynced()
-	p.OnEndpointSlicesSynced()
-	p.MultiClusterSynced()
 	gauge := func() float64 {
 		t.Helper()
 		v, err := testutil.GetGaugeMetricValue(clusterSelectionResult.WithLabelValues("ns", "api"))
@@ -315,14 +322,8 @@ func (r *recordingProvider) readyForPort(service, port string) []string {
 // leaves after cluster-b serves metrics again; no port is left without a
 // ready endpoint at any moment a sync could happen.
 func TestClusterSelectionPerPort(t *testing.T) {
-	f := newFixture(t)
+	f, events := syncedSelectionFixture(t)
 	p := f.proxier
-	events := &notingEvents{}
-	p.recorder = events
-	p.SetClusterSelection(true)
-	p.OnServiceSynced()
-	p.OnEndpointSlicesSynced()
-	p.MultiClusterSynced()
 	DeliverSlice(p, withMetrics(mcsSlice("ns", "api-a", "api", "cluster-a", "10.1.0.1")))
 	DeliverSlice(p, withMetrics(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1")))
 	si := serviceImport("ns", "api", 0, "10.250.0.10")
