@@ -14,15 +14,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -35,9 +32,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
-	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
 	inventoryv1alpha1 "k8s.io/multiclusterservices/apis/inventory/v1alpha1"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/eventrecorder"
@@ -174,22 +169,6 @@ func New(cfg Config, joined map[string]string) *Inventory {
 	return inv
 }
 
-// Keys of listed members start with where they are listed.
-const (
-	contextPrefix = "context/"
-	secretPrefix  = "secret/"
-	profilePrefix = "profile/"
-)
-
-// ProfileKey is the key of a member given as a ClusterProfile.
-func ProfileKey(namespace, name string) string { return profilePrefix + namespace + "/" + name }
-
-// ContextKey is the key of a member given as a kubeconfig context.
-func ContextKey(name string) string { return contextPrefix + name }
-
-// SecretKey is the key of a member given as a Secret.
-func SecretKey(namespace, name string) string { return secretPrefix + namespace + "/" + name }
-
 // Initial lists the member Secrets and ClusterProfiles once and resolves
 // their cluster IDs, so that the controller starts with every member that
 // answers, as it starts with its contexts: their caches synced before it
@@ -282,194 +261,6 @@ func (inv *Inventory) Pending(contexts []string) {
 		key := ContextKey(name)
 		inv.entries[key] = &entry{key: key, state: Pending, message: "unreachable at start-up"}
 	}
-}
-
-// listing is what the source of a listed member says of it now.
-type listing struct {
-	// gone: the member is no longer listed.
-	gone bool
-	obj  runtime.Object
-	// hash identifies the credentials and server, to tell a change.
-	hash string
-	// config builds the member's client configuration.
-	config func() (*rest.Config, error)
-	// notNow, when set, says why the source does not want the member
-	// served now (a profile's cluster not joined, or not healthy).
-	notNow string
-	// wantID is the cluster ID the source states, or "": a server that
-	// answers with another ID is refused.
-	wantID string
-}
-
-// errNotRead is a source in the hub not read yet (the hub has not
-// answered since start-up): its members are neither joined nor left on
-// what an empty cache says.
-var errNotRead = errors.New("the hub has not been read yet")
-
-// listingOf reads what the source of key says now; an error is a
-// source that cannot be read (retried).
-func (inv *Inventory) listingOf(key string) (listing, error) {
-	switch {
-	case strings.HasPrefix(key, contextPrefix):
-		name, _ := contextOf(key)
-		return listing{hash: hashOf(nil), config: func() (*rest.Config, error) { return rest.CopyConfig(inv.cfg.Contexts[name]), nil }}, nil
-	case strings.HasPrefix(key, secretPrefix):
-		if inv.informer == nil || !inv.informer.HasSynced() {
-			return listing{}, errNotRead
-		}
-		ns, name, _ := cache.SplitMetaNamespaceKey(strings.TrimPrefix(key, secretPrefix))
-		s, err := inv.secrets.Secrets(ns).Get(name)
-		if apierrors.IsNotFound(err) || err == nil && s.DeletionTimestamp != nil {
-			return listing{gone: true}, nil
-		}
-		if err != nil {
-			return listing{}, err
-		}
-		return inv.secretListing(s), nil
-	case strings.HasPrefix(key, profilePrefix):
-		if inv.profileInformer == nil || !inv.profileInformer.HasSynced() {
-			return listing{}, errNotRead
-		}
-		ns, name, _ := cache.SplitMetaNamespaceKey(strings.TrimPrefix(key, profilePrefix))
-		obj, err := inv.profiles.ByNamespace(ns).Get(name)
-		if apierrors.IsNotFound(err) {
-			return listing{gone: true}, nil
-		}
-		if err != nil {
-			return listing{}, err
-		}
-		u, ok := obj.(*unstructured.Unstructured)
-		// The informer lists by the selector already; a profile
-		// relabelled out of it is, to the cache, deleted. Checked
-		// here too, so that no cache's view decides alone.
-		if !ok || u.GetDeletionTimestamp() != nil || !inv.cfg.ProfileSelector.Matches(labels.Set(u.GetLabels())) {
-			return listing{gone: true}, nil
-		}
-		return inv.profileListing(u), nil
-	}
-	return listing{gone: true}, nil
-}
-
-func (inv *Inventory) secretListing(s *v1.Secret) listing {
-	data := s.Data[KubeconfigKey]
-	return listing{obj: s, hash: hashOf(data), config: func() (*rest.Config, error) {
-		cfg, err := ConfigFromKubeconfig(data, inv.cfg.AllowProxy)
-		if err == nil && inv.cfg.Configure != nil {
-			inv.cfg.Configure(cfg)
-		}
-		return cfg, err
-	}}
-}
-
-func (inv *Inventory) profileListing(u *unstructured.Unstructured) listing {
-	l := listing{obj: u}
-	cp := &inventoryv1alpha1.ClusterProfile{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, cp); err != nil {
-		l.config = func() (*rest.Config, error) { return nil, fmt.Errorf("%w: %v", ErrInvalidProfile, err) }
-		return l
-	}
-	if ok, why := ProfileSaysServe(cp); !ok {
-		l.notNow = why
-	}
-	l.wantID = profileClusterID(cp)
-	cfg, hash, err := ConfigFromProfile(cp, inv.cfg.AccessProviders, inv.cfg.AllowProxy)
-	l.hash = hash
-	l.config = func() (*rest.Config, error) {
-		if err == nil && inv.cfg.Configure != nil {
-			inv.cfg.Configure(cfg)
-		}
-		return cfg, err
-	}
-	return l
-}
-
-// resolve builds the client configuration of a listed member and reads its
-// cluster ID.
-func (inv *Inventory) resolve(ctx context.Context, key string, l listing) (*topology.Member, error) {
-	cfg, err := l.config()
-	if err != nil {
-		return nil, err
-	}
-	member := key
-	if name, ok := contextOf(key); ok {
-		member = name
-	}
-	id, err := topology.ClusterID(ctx, cfg, inv.cfg.ClusterIDTimeout)
-	if err != nil {
-		// The server's own words, a reply's body among them, go to the
-		// log only, at a verbosity an operator chooses, and truncated.
-		inv.logger.V(4).Info("Reading a member's cluster ID failed", "member", key, "err", truncate(err.Error(), maxLoggedReply))
-		return nil, &readError{err: err}
-	}
-	if l.wantID != "" && id != l.wantID {
-		// The listing names one cluster and its server is another's:
-		// serving it would put the other cluster's endpoints under
-		// this listing's name, or take the ID it names from its owner.
-		return nil, fmt.Errorf("%w: its property %s says cluster %q, but its server holds cluster ID %q", ErrIDMismatch, clusterIDProperty, l.wantID, id)
-	}
-	return &topology.Member{Context: member, ClusterID: id, Config: cfg}, nil
-}
-
-// ErrIDMismatch is why a listing whose server answers for another cluster
-// than the one it names is refused.
-var ErrIDMismatch = errors.New("the server is another cluster's")
-
-// readError is why a listed member's cluster ID could not be read, said
-// (Error) in words that carry nothing its server chose: whoever writes a
-// member Secret picks the server, and the member's state is told in the
-// Secret's events. Echoing a reply (client-go puts up to 2 KiB of a body
-// that is not a Status in its error, and a Status's message is the
-// server's) would let them read, through the controller, any https
-// service the controller reaches; how a connection failed (refused,
-// timed out, a certificate) would map the controller's network. Unwrap
-// gives the error itself, for stateOf and the log.
-type readError struct{ err error }
-
-func (e *readError) Unwrap() error { return e.err }
-
-func (e *readError) Error() string {
-	var status apierrors.APIStatus
-	var down *topology.UnreachableError
-	switch {
-	case errors.Is(e.err, topology.ErrNoClusterID):
-		// The controller's own words (the ClusterProperty is missing,
-		// or its value is not a cluster ID).
-		return e.err.Error()
-	case errors.As(e.err, &status):
-		code := int(status.Status().Code)
-		msg := fmt.Sprintf("the member's server answered HTTP %d %s to reading ClusterProperty %s", code, http.StatusText(code), aboutv1alpha1.ClusterIDProperty)
-		if code == http.StatusUnauthorized || code == http.StatusForbidden {
-			msg += " (are the kubeconfig's credentials valid, and allowed to read it? see kind-config/mcs-controller-rbac.yaml)"
-		}
-		return msg
-	case errors.As(e.err, &down):
-		return fmt.Sprintf("the member's server did not answer within %s (the controller logs why at verbosity 4)", down.Timeout)
-	default:
-		return "the member's cluster ID could not be read (the controller logs why at verbosity 4)"
-	}
-}
-
-// maxLoggedReply bounds what of a member server's words is logged.
-const maxLoggedReply = 512
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
-}
-
-func contextOf(key string) (string, bool) {
-	return strings.CutPrefix(key, contextPrefix)
-}
-
-// stateOf tells a member that is not there yet from one refused.
-func stateOf(err error) State {
-	var down *topology.UnreachableError
-	if errors.As(err, &down) || errors.Is(err, context.DeadlineExceeded) {
-		return Pending
-	}
-	return Refused
 }
 
 // Run watches the member Secrets and ClusterProfiles and rechecks every
@@ -731,79 +522,4 @@ func (inv *Inventory) leave(ctx context.Context, m Membership, e *entry, why str
 	}
 	inv.mu.Unlock()
 	inv.event(e, v1.EventTypeNormal, "MemberLeft", "LeaveClusterSet", fmt.Sprintf("cluster %s left the clusterset: %s", id, why))
-}
-
-// set records e's state; a change is logged and, for a Secret, an event.
-func (inv *Inventory) set(e *entry, s State, message string) {
-	inv.mu.Lock()
-	defer inv.mu.Unlock()
-	inv.setLocked(e, s, message)
-}
-
-func (inv *Inventory) setLocked(e *entry, s State, message string) {
-	if e.state == s && e.message == message {
-		return
-	}
-	e.state, e.message = s, message
-	switch s {
-	case Joined:
-		inv.logger.Info("Member joined", "member", e.key, "cluster", e.id)
-		inv.event(e, v1.EventTypeNormal, "MemberJoined", "JoinClusterSet", message)
-	case Pending:
-		inv.logger.Info("Member not served yet", "member", e.key, "reason", message)
-		inv.event(e, v1.EventTypeWarning, "MemberPending", "JoinClusterSet", message)
-	case Refused:
-		inv.logger.Error(nil, "Member refused", "member", e.key, "reason", message)
-		inv.event(e, v1.EventTypeWarning, "MemberRefused", "JoinClusterSet", message)
-	}
-}
-
-// event records an event about e's Secret or profile. action is what the
-// controller did or tried with the member (join, leave); the event has no
-// related object, the cluster it names being outside the hub.
-func (inv *Inventory) event(e *entry, kind, reason, action, note string) {
-	if inv.recorder != nil && e.obj != nil {
-		inv.recorder.Eventf(e.obj, nil, kind, reason, action, "%s", note)
-	}
-}
-
-// States returns, per key, the state of each listed member.
-func (inv *Inventory) States() map[string]State {
-	inv.mu.Lock()
-	defer inv.mu.Unlock()
-	out := map[string]State{}
-	for k, e := range inv.entries {
-		out[k] = e.state
-	}
-	return out
-}
-
-var membersDesc = metrics.NewDesc("mcs_controller_inventory_members",
-	"Listed member clusters by source (context, secret, profile) and state (joined, pending, refused).", []string{"source", "state"}, nil, metrics.ALPHA, "")
-
-// Collector returns the inventory's metrics, a component-base collector.
-func (inv *Inventory) Collector() metrics.StableCollector { return &inventoryCollector{inv: inv} }
-
-type inventoryCollector struct {
-	metrics.BaseStableCollector
-	inv *Inventory
-}
-
-func (ic *inventoryCollector) DescribeWithStability(ch chan<- *metrics.Desc) { ch <- membersDesc }
-
-func (ic *inventoryCollector) CollectWithStability(ch chan<- metrics.Metric) {
-	inv := ic.inv
-	counts := map[[2]string]int{}
-	for _, src := range []string{"context", "secret", "profile"} {
-		for _, s := range []State{Joined, Pending, Refused} {
-			counts[[2]string{src, string(s)}] = 0
-		}
-	}
-	for k, s := range inv.States() {
-		src, _, _ := strings.Cut(k, "/")
-		counts[[2]string{src, string(s)}]++
-	}
-	for k, n := range counts {
-		ch <- metrics.NewLazyConstMetric(membersDesc, metrics.GaugeValue, float64(n), k[0], k[1])
-	}
 }
