@@ -261,6 +261,33 @@ func putProfile(t *testing.T, hub dynamic.Interface, u *unstructured.Unstructure
 	})
 }
 
+// installInventory makes m a hub with an inventory, fleet: the
+// ClusterProfile CRD, the namespace and deploy/'s RBAC for it; and writes
+// the operator's access provider file, naming plugin for the "token"
+// provider (its tokens signed with the webhook's key, living tokenTTL, its
+// runs logged to dir/plugin.log). It returns a client of the hub and the
+// file.
+func installInventory(t *testing.T, m *testMember, dir, plugin string) (dynamic.Interface, string) {
+	t.Helper()
+	createNamespace(t, m, "fleet")
+	crd, err := crds.ClusterProfile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := crds.Install(context.Background(), apiextensionsclient.NewForConfigOrDie(m.cluster.RESTConfig()), crd); err != nil {
+		t.Fatal(err)
+	}
+	applyRBAC(t, m.kube, repoPath(t, "deploy", "mcs-controller", "inventory-profiles-rbac.yaml"))
+	providers := filepath.Join(dir, "access-providers.json")
+	if err := os.WriteFile(providers, []byte(fmt.Sprintf(`{"providers": [{"name": "token", "execConfig": {
+	  "apiVersion": "client.authentication.k8s.io/v1", "command": %q, "provideClusterInfo": true,
+	  "env": [{"name": "PLUGIN_KEY", "value": "test-signing-key"}, {"name": "PLUGIN_TTL", "value": %q}, {"name": "PLUGIN_LOG", "value": %q}]}}]}`,
+		plugin, tokenTTL.String(), filepath.Join(dir, "plugin.log"))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dynamic.NewForConfigOrDie(m.cluster.RESTConfig()), providers
+}
+
 // TestMCSControllerClusterProfiles: members given only as ClusterProfiles
 // of the hub's inventory, reached with a credential plugin whose tokens
 // expire during the test, join, leave when unhealthy or deleted, and
@@ -276,25 +303,8 @@ func TestMCSControllerClusterProfiles(t *testing.T) {
 	for _, m := range []*testMember{a, b, c} {
 		createNamespace(t, m, "demo")
 	}
-	createNamespace(t, a, "fleet")
-	crd, err := crds.ClusterProfile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := crds.Install(context.Background(), apiextensionsclient.NewForConfigOrDie(a.cluster.RESTConfig()), crd); err != nil {
-		t.Fatal(err)
-	}
-	applyRBAC(t, a.kube, repoPath(t, "deploy", "mcs-controller", "inventory-profiles-rbac.yaml"))
-	hub := dynamic.NewForConfigOrDie(a.cluster.RESTConfig())
-
+	hub, providers := installInventory(t, a, dir, plugin)
 	pluginLog := filepath.Join(dir, "plugin.log")
-	providers := filepath.Join(dir, "access-providers.json")
-	if err := os.WriteFile(providers, []byte(fmt.Sprintf(`{"providers": [{"name": "token", "execConfig": {
-	  "apiVersion": "client.authentication.k8s.io/v1", "command": %q, "provideClusterInfo": true,
-	  "env": [{"name": "PLUGIN_KEY", "value": "test-signing-key"}, {"name": "PLUGIN_TTL", "value": %q}, {"name": "PLUGIN_LOG", "value": %q}]}}]}`,
-		plugin, tokenTTL.String(), pluginLog)), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	kubeconfig := writeControllerKubeconfig(t, dir, []*testMember{a})
 	r := startControllerWith(t, kubeconfig, "replica-1", 8*time.Second, func(o *app.Options) {
 		o.Contexts = []string{"cluster-a"}

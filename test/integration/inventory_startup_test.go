@@ -3,21 +3,17 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	inventoryv1alpha1 "k8s.io/multiclusterservices/apis/inventory/v1alpha1"
-	"k8s.io/multiclusterservices/crds"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/app"
@@ -43,23 +39,7 @@ func TestMCSControllerClusterProfilesAtStartup(t *testing.T) {
 	for _, m := range []*testMember{b, c} {
 		createNamespace(t, m, "demo")
 	}
-	createNamespace(t, hub, "fleet")
-	crd, err := crds.ClusterProfile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := crds.Install(context.Background(), apiextensionsclient.NewForConfigOrDie(hub.cluster.RESTConfig()), crd); err != nil {
-		t.Fatal(err)
-	}
-	applyRBAC(t, hub.kube, repoPath(t, "deploy", "mcs-controller", "inventory-profiles-rbac.yaml"))
-	profiles := dynamic.NewForConfigOrDie(hub.cluster.RESTConfig())
-	providers := filepath.Join(dir, "access-providers.json")
-	if err := os.WriteFile(providers, []byte(fmt.Sprintf(`{"providers": [{"name": "token", "execConfig": {
-	  "apiVersion": "client.authentication.k8s.io/v1", "command": %q, "provideClusterInfo": true,
-	  "env": [{"name": "PLUGIN_KEY", "value": "test-signing-key"}, {"name": "PLUGIN_TTL", "value": %q}, {"name": "PLUGIN_LOG", "value": %q}]}}]}`,
-		plugin, tokenTTL.String(), filepath.Join(dir, "plugin.log"))), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	profiles, providers := installInventory(t, hub, dir, plugin)
 	// The hub is reached through a link the test can cut.
 	kubeconfig := writeControllerKubeconfig(t, dir, []*testMember{hub})
 	start := func(identity string) *runningController {
