@@ -46,9 +46,10 @@ var regionFirst = []csv1beta1.ClusterSelector{
 // --cluster-property), with the MultiClusterServiceClusterSelection gate
 // on in kube-proxy and the mcs-controller: a client in b reaches b's pods
 // only; when they go, a's (its region); when those go too, c's; when b's
-// come back, b's only again, each change an event on b's import. A
-// kube-proxy of b with the gate off serves every cluster; selectors on a
-// headless export are refused.
+// come back, b's only again, each change an event on b's import; when c
+// joins the region (its ClusterProperty changed), b's failover reaches c
+// through the region's result. A kube-proxy of b with the gate off serves
+// every cluster; selectors on a headless export are refused.
 func TestClusterSelection(t *testing.T) {
 	if p := os.Getenv("MCS_E2E_PROVIDER"); p != "" && p != "local" {
 		t.Skipf("cluster selection runs on a local clusterset of its own, not on MCS_E2E_PROVIDER=%s", p)
@@ -143,6 +144,21 @@ func TestClusterSelection(t *testing.T) {
 		})
 	})
 
+	t.Run("a property change moves the choice", func(t *testing.T) {
+		// c joins the eu region: b's second result now holds c, whose
+		// pod serves when b's own go, where every cluster served before.
+		setProperty(t, c, regionProperty, "eu")
+		waitSelectorResults(t, sp, b, "api", "[cluster-b] [cluster-a cluster-b cluster-c]")
+		deletePod(t, sp, b, "api-b-2")
+		waitAnswers(t, client, "tcp", addr, 10, []string{"api-c-1"})
+		// The event of this change folds into the series of the first
+		// Result0ToResult1 (one action, one note): diagnose says it.
+		eventually(t, 30*time.Second, "kubectl mcs diagnose to say b uses the region, c now in it", func() (bool, string) {
+			checks := diagnoseFrom(t, l, sp.name+"/api", b.Name)
+			return slices.Contains(checks, "cluster selection: result 0 (cluster-b) skipped: no ready or serving endpoint; using result 1 (cluster-a,cluster-b,cluster-c)"), strings.Join(checks, " | ")
+		})
+	})
+
 	t.Run("selectors on a headless export are refused", func(t *testing.T) {
 		sp.service(a, "db", func(spec *v1.ServiceSpec) { spec.ClusterIP = v1.ClusterIPNone })
 		exportSelected(t, sp, a, "db", regionFirst)
@@ -152,6 +168,23 @@ func TestClusterSelection(t *testing.T) {
 		})
 	})
 	t.Logf("TestClusterSelection took %v", time.Since(started).Round(10*time.Millisecond))
+}
+
+// setProperty sets m's ClusterProperty key to value, as its admin would.
+func setProperty(t *testing.T, m *member, key, value string) {
+	t.Helper()
+	api := dynamic.NewForConfigOrDie(m.Config).Resource(aboutv1alpha1.Resource)
+	eventually(t, 10*time.Second, "ClusterProperty "+key+" of "+m.Name+" to be "+value, func() (bool, string) {
+		u, err := api.Get(t.Context(), key, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		if err := unstructured.SetNestedField(u.Object, value, "spec", "value"); err != nil {
+			return false, err.Error()
+		}
+		_, err = api.Update(t.Context(), u, metav1.UpdateOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
 }
 
 // diagnoseFrom runs kubectl mcs diagnose of ref from importer and returns
