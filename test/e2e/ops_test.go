@@ -12,6 +12,7 @@ import (
 	apiextensionsclientset "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/multiclusterservices/crds"
 )
 
@@ -147,6 +148,15 @@ func (s *suite) testGateOff(t *testing.T) {
 			return err == nil && hasIP(rs, local.Spec.ClusterIP), errString(err)
 		})
 		t.Logf("the %s kube-proxy programmed the local Service after %v", name, time.Since(started).Round(10*time.Millisecond))
+	}
+	// Upstream kube-proxy writes its "unallocated ClusterIPs" drop rule
+	// on full syncs only, and a ServiceCIDR list that arrives after the
+	// first full sync waits for the next (an hour later): either process
+	// can lose that race at start-up. A topology label on the node makes
+	// both do a full sync now, with every informer synced.
+	patch := []byte(`{"metadata":{"labels":{"topology.kubernetes.io/zone":"e2e-gateoff"}}}`)
+	if _, err := s.b.Client.CoreV1().Nodes().Patch(t.Context(), extra.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
 	}
 	// Same rules as upstream, and no clusterset IP, once both settle.
 	var off, up string
