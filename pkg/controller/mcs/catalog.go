@@ -212,7 +212,7 @@ func (c *Controller) syncCatalog(ctx context.Context) error {
 			cat.Teams[ns.Name] = owned
 		}
 	}
-	members := c.memberList()
+	members, membership := c.membersAt()
 	for _, m := range members {
 		if m.hasSynced() {
 			cat.Members = append(cat.Members, m.id)
@@ -367,7 +367,10 @@ func (c *Controller) syncCatalog(ctx context.Context) error {
 		}
 	}
 	for lk, d := range desired {
-		if old := c.desired[lk]; old == nil || !apiequality.Semantic.DeepEqual(old.Variants, d.Variants) {
+		d.Membership = membership
+		// A plan of fewer members is replaced even when it places the
+		// same: a member that joined since waits for one made with it.
+		if old := c.desired[lk]; old == nil || old.Membership != membership || !apiequality.Semantic.DeepEqual(old.Variants, d.Variants) {
 			c.desired[lk] = d
 			changed = append(changed, lk)
 		}

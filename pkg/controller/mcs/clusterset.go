@@ -52,6 +52,9 @@ type desiredState struct {
 	// ClusterSelectors are the resolved clusterSelectors (KEP-5939) of a
 	// ClusterSetIP import; always empty with the gate off.
 	ClusterSelectors []csv1beta1.ClusterSelector
+	// Membership is the controller's membership count when the plan read
+	// its members (Controller.membership).
+	Membership uint64
 	// removed records, for a name no cluster exports (Import nil), the
 	// members that hold nothing of it any more; once all do, the name is
 	// forgotten (prune). Guarded by Controller.mu.
@@ -73,6 +76,7 @@ func (c *Controller) syncClusterset(ctx context.Context, key string) error {
 	}
 	p := planName(&c.cfg, s)
 	d := p.Desired
+	d.Membership = s.membership
 	switch {
 	case d.Import != nil && d.Import.Spec.Type == mcsv1beta1.ClusterSetIP:
 		ips, err := c.vips.Allocate(key, d.Import.Spec.IPFamilies)

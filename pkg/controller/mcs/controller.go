@@ -109,6 +109,10 @@ type Controller struct {
 	membersMu sync.RWMutex
 	members   []*member
 	byID      map[string]*member
+	// membership counts the changes of the member set. A plan records
+	// the count it read its members at, a member the count it joined at:
+	// a plan older than a member says nothing of it (syncMember).
+	membership uint64
 	// runCtx is Run's context once its workers run: members joining
 	// after that are served under it.
 	runCtx context.Context
@@ -286,9 +290,16 @@ func (c *Controller) Run(ctx context.Context) error {
 
 // memberList returns a snapshot of the members.
 func (c *Controller) memberList() []*member {
+	members, _ := c.membersAt()
+	return members
+}
+
+// membersAt returns a snapshot of the members and the count of member set
+// changes it reflects.
+func (c *Controller) membersAt() ([]*member, uint64) {
 	c.membersMu.RLock()
 	defer c.membersMu.RUnlock()
-	return slices.Clone(c.members)
+	return slices.Clone(c.members), c.membership
 }
 
 // member returns the member of cluster ID id, or nil.

@@ -71,6 +71,9 @@ type member struct {
 	// queue holds the names whose import, slices and export status must
 	// be written into this member.
 	queue    workqueue.TypedRateLimitingInterface[string]
+	// joinedAt is the controller's membership count when the member
+	// joined (Controller.membership).
+	joinedAt uint64
 	recorder events.EventRecorder
 	// stopEvents shuts down the broadcaster behind recorder, once: a
 	// member that left must not keep a goroutine and a client per

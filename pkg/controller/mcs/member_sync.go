@@ -29,6 +29,14 @@ func (c *Controller) syncMember(ctx context.Context, m *member, key string) erro
 		c.queue.Add(key)
 		return nil
 	}
+	if top.Membership < m.joinedAt {
+		// Planned before m joined: that the plan gives m nothing (no
+		// import, no slices) means nothing, and acting on it would
+		// remove what m holds until the next plan. Plan again, which
+		// enqueues this member again.
+		c.queue.Add(key)
+		return nil
+	}
 	d := top.forMember(m.id)
 	if !m.hasSynced() {
 		return fmt.Errorf("caches of member %s are not synced", m.id)

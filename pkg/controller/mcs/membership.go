@@ -87,6 +87,8 @@ func (c *Controller) join(ctx context.Context, m *member) error {
 		c.members = append(c.members, m)
 	}
 	c.byID[m.id] = m
+	c.membership++
+	m.joinedAt = c.membership
 	c.membersMu.Unlock()
 	if old != nil {
 		// The same cluster through new credentials: the old clients go,
@@ -94,6 +96,9 @@ func (c *Controller) join(ctx context.Context, m *member) error {
 		old.stop()
 		klog.FromContext(ctx).Info("Member replaced", "cluster", m.id, "member", m.Context)
 	}
+	// Before it is served: the first plan that counts it knows the
+	// sources whose Leases it holds.
+	c.ttl.learn(ctx, m)
 	c.ttl.joined(m.id)
 	c.serve(m)
 	c.restoreClusterSetIPs()
@@ -135,6 +140,7 @@ func (c *Controller) Leave(ctx context.Context, id string) error {
 	}
 	delete(c.byID, id)
 	c.members = slices.DeleteFunc(c.members, func(x *member) bool { return x == m })
+	c.membership++
 	c.membersMu.Unlock()
 
 	// Its exports as last seen, for their status.

@@ -34,6 +34,9 @@ type snapshot struct {
 	Alive map[string]bool
 	// Now bounds export creation times (export.BoundCreation).
 	Now time.Time
+	// membership is the controller's membership count the members were
+	// read at; not the planner's business, carried to the desired state.
+	membership uint64
 }
 
 // memberSnapshot is what one member's caches hold of the name.

@@ -14,9 +14,9 @@ import (
 // that joins or leaves meanwhile is planned again by its own enqueueAll.
 func (c *Controller) readSnapshot(ns, name string) (snapshot, error) {
 	key := ns + "/" + name
-	members := c.memberList()
+	members, membership := c.membersAt()
 	ids := memberIDs(members)
-	s := snapshot{Namespace: ns, Name: name, Alive: map[string]bool{}, Now: time.Now()}
+	s := snapshot{Namespace: ns, Name: name, Alive: map[string]bool{}, Now: time.Now(), membership: membership}
 	for _, m := range members {
 		ms := memberSnapshot{ID: m.id, Synced: m.hasSynced()}
 		s.Alive[m.id] = c.ttl.alive(m.id)

@@ -73,31 +73,53 @@ func (l *sourceLeases) reachableCount() int {
 // or another replica. Members were reachable moments ago (their cluster
 // IDs were read), so they start renewed.
 func (l *sourceLeases) restore(ctx context.Context) {
-	now := time.Now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	members := l.c.memberList()
+	l.mu.Lock()
+	now := time.Now()
 	for _, m := range members {
 		l.renewed[m.id] = now
 		l.reachable[m.id] = true
 	}
+	l.mu.Unlock()
 	for _, m := range members {
-		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		leases, err := m.kube.CoordinationV1().Leases(l.c.cfg.LeaseNamespace).List(lctx, metav1.ListOptions{LabelSelector: mcsv1beta1.LabelSourceCluster})
-		cancel()
-		if err != nil {
-			klog.FromContext(ctx).Info("Cannot read source cluster leases", "cluster", m.id, "err", err)
-			continue
-		}
-		for _, lease := range leases.Items {
-			id := lease.Labels[mcsv1beta1.LabelSourceCluster]
-			if lease.Spec.RenewTime != nil {
-				l.renewed[id] = laterRenewal(l.renewed[id], lease.Spec.RenewTime.Time, now)
-			}
-		}
+		l.learn(ctx, m)
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	for id := range l.renewed {
 		l.wasAlive[id] = l.aliveLocked(id, now)
+	}
+}
+
+// learn reads the source Leases member m holds and takes from them the
+// renewals of sources not heard from more recently. A member that joins
+// at run time brings what it knows this way as the members of start-up
+// do: without it, a controller that started while the members' inventory
+// did not answer would treat every source cluster not yet joined as
+// expired, and withdraw its endpoints from the first member to join until
+// that source joined too.
+func (l *sourceLeases) learn(ctx context.Context, m *member) {
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	leases, err := m.kube.CoordinationV1().Leases(l.c.cfg.LeaseNamespace).List(lctx, metav1.ListOptions{LabelSelector: mcsv1beta1.LabelSourceCluster})
+	cancel()
+	if err != nil {
+		klog.FromContext(ctx).Info("Cannot read source cluster leases", "cluster", m.id, "err", err)
+		return
+	}
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, lease := range leases.Items {
+		id := lease.Labels[mcsv1beta1.LabelSourceCluster]
+		if id == "" || lease.Spec.RenewTime == nil {
+			continue
+		}
+		_, known := l.renewed[id]
+		l.renewed[id] = laterRenewal(l.renewed[id], lease.Spec.RenewTime.Time, now)
+		if !known {
+			// Learnt, not changed: nothing to restore yet.
+			l.wasAlive[id] = l.aliveLocked(id, now)
+		}
 	}
 }
 
