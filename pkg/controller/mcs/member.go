@@ -70,7 +70,7 @@ type member struct {
 
 	// queue holds the names whose import, slices and export status must
 	// be written into this member.
-	queue    workqueue.TypedRateLimitingInterface[string]
+	queue workqueue.TypedRateLimitingInterface[string]
 	// joinedAt is the controller's membership count when the member
 	// joined (Controller.membership).
 	joinedAt uint64
