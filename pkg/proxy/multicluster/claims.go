@@ -99,15 +99,27 @@ func (x *claimIndex) setImport(rec *claimOf, c claim, ips []netip.Addr, dst []ty
 	if rec.claim == c && slices.Equal(oldIPs, ips) {
 		return affected
 	}
+	add := func(list []*claimOf) {
+		if len(list) > 0 && !slices.Contains(affected, list[0].claim.key) {
+			affected = append(affected, list[0].claim.key)
+		}
+	}
 	owners := func(ips []netip.Addr) {
 		for _, ip := range ips {
-			if o, ok := x.owner(ip); ok && !slices.Contains(affected, o) {
-				affected = append(affected, o)
-			}
+			add(x.byIP[ip])
 		}
 	}
 	owners(oldIPs)
-	owners(ips)
+	// The lists of ips are read once, here: a list the removal below does
+	// not touch is the same when rec joins it (for a new import, every
+	// list). A proxier claims for every import it is handed.
+	var listsBuf [2][]*claimOf
+	lists := listsBuf[:0]
+	for _, ip := range ips {
+		list := x.byIP[ip]
+		add(list)
+		lists = append(lists, list)
+	}
 	// Out of the lists under its old rank, back in under its new one.
 	for _, ip := range oldIPs {
 		list := x.byIP[ip]
@@ -121,13 +133,24 @@ func (x *claimIndex) setImport(rec *claimOf, c claim, ips []netip.Addr, dst []ty
 		}
 	}
 	rec.claim, rec.ips = c, ips
-	for _, ip := range ips {
-		list := x.byIP[ip]
+	for n, ip := range ips {
+		list := lists[n]
+		if slices.Contains(oldIPs, ip) || slices.Contains(ips[:n], ip) {
+			list = x.byIP[ip] // changed above
+		}
 		i, _ := slices.BinarySearchFunc(list, rec, compareClaims)
-		x.byIP[ip] = slices.Insert(list, i, rec)
+		list = slices.Insert(list, i, rec)
+		x.byIP[ip] = list
+		lists[n] = list
 	}
 	owners(oldIPs)
-	owners(ips)
+	for n, ip := range ips {
+		if slices.Contains(ips[n+1:], ip) {
+			// Joined again below: its list is the later one's.
+			continue
+		}
+		add(lists[n])
+	}
 	return affected
 }
 

@@ -21,9 +21,11 @@ import (
 // and owns its clusterset IPs (claims.go); a slice when its import is.
 
 // importTranslation is an import's Service as the event being handled
-// translated it (st nil: none), handed down so that an import is
-// translated once per event.
+// translated it (st nil: none), handed down with the import's name and
+// entry so that an import is translated, and its entry found, once per
+// event.
 type importTranslation struct {
+	key types.NamespacedName
 	st  *importState
 	svc *v1.Service
 }
@@ -33,12 +35,15 @@ type importTranslation struct {
 // never programmed twice.
 //
 // keys are each distinct; several are decided in namespace/name order. It
-// returns the imports whose native names it decided again (those that
-// were programmed or withdrawn), so that a caller about to decide one
-// does not do it twice.
-func (p *Proxier) reconcileImports(keys []types.NamespacedName, fresh importTranslation) (nativeDecided []types.NamespacedName) {
+// returns, appended to nativeDecided, the imports whose native names it
+// decided again (those that were programmed or withdrawn), so that a
+// caller about to decide one does not do it twice (a caller's buffer: an
+// import handed over is programmed, so the list is made for nearly every
+// import).
+func (p *Proxier) reconcileImports(keys []types.NamespacedName, fresh importTranslation, nativeDecided []types.NamespacedName) []types.NamespacedName {
 	type decision struct {
 		key       types.NamespacedName
+		st        *importState
 		want      *v1.Service
 		rejection *mcsproxy.RejectionError
 	}
@@ -52,19 +57,28 @@ func (p *Proxier) reconcileImports(keys []types.NamespacedName, fresh importTran
 		decisions = make([]decision, 0, len(keys))
 	}
 	for _, key := range keys {
-		want, rejection := p.desired(key, fresh)
-		decisions = append(decisions, decision{key, want, rejection})
+		// Looked up once: deciding and applying neither make nor drop
+		// entries.
+		st := fresh.st
+		if st == nil || key != fresh.key {
+			st = p.imports[key]
+		}
+		want, rejection := p.desired(key, st, fresh)
+		decisions = append(decisions, decision{key, st, want, rejection})
 	}
 	slices.SortStableFunc(decisions, func(a, b decision) int {
 		return cmp.Compare(boolInt(a.want != nil), boolInt(b.want != nil))
 	})
 	for _, d := range decisions {
-		programmed := p.imports[d.key] != nil && p.imports[d.key].programmedFrom != nil
-		p.reconcileImport(d.key, d.want, d.rejection)
-		if now := p.imports[d.key] != nil && p.imports[d.key].programmedFrom != nil; now != programmed {
+		if d.st == nil {
+			continue
+		}
+		programmed := d.st.programmedFrom != nil
+		p.reconcileImport(d.key, d.st, d.want, d.rejection)
+		if now := d.st.programmedFrom != nil; now != programmed {
 			// An import that wins or loses its IPs gains or loses its
 			// native names too (nativePolicy).
-			p.reconcileNative(d.key)
+			p.reconcileNativeOf(d.key, d.st)
 			nativeDecided = append(nativeDecided, d.key)
 		}
 	}
@@ -78,10 +92,9 @@ func boolInt(b bool) int {
 	return 0
 }
 
-// desired returns the Service that should be programmed for an import,
-// or nil and the reason it must not be.
-func (p *Proxier) desired(key types.NamespacedName, fresh importTranslation) (*v1.Service, *mcsproxy.RejectionError) {
-	st := p.imports[key]
+// desired returns the Service that should be programmed for import key,
+// whose entry is st, or nil and the reason it must not be.
+func (p *Proxier) desired(key types.NamespacedName, st *importState, fresh importTranslation) (*v1.Service, *mcsproxy.RejectionError) {
 	if st == nil || st.obj == nil {
 		return nil, nil
 	}
@@ -155,11 +168,9 @@ func (p *Proxier) translate(si *mcsv1beta1.ServiceImport) *v1.Service {
 	return svc
 }
 
-func (p *Proxier) reconcileImport(key types.NamespacedName, want *v1.Service, rejection *mcsproxy.RejectionError) {
-	st := p.imports[key]
-	if st == nil {
-		return
-	}
+// reconcileImport hands the Provider what it is to hold for import key,
+// whose entry is st.
+func (p *Proxier) reconcileImport(key types.NamespacedName, st *importState, want *v1.Service, rejection *mcsproxy.RejectionError) {
 	newlyProgrammed := want != nil && st.programmedFrom == nil
 	switch {
 	case want == nil && st.programmedFrom != nil:
@@ -167,14 +178,14 @@ func (p *Proxier) reconcileImport(key types.NamespacedName, want *v1.Service, re
 		st.programmedFrom = nil
 		programmedImports.Dec()
 		for _, slice := range st.slices {
-			p.reconcileSlice(slice, nil)
+			p.reconcileSliceIn(slice, st, nil)
 		}
 	case want != nil && st.programmedFrom == nil:
 		// Endpoints first, so the first sync that sees the VIP already
 		// has somewhere to send it.
 		st.programmedFrom = st.obj
 		for _, slice := range st.slices {
-			p.reconcileSlice(slice, nil)
+			p.reconcileSliceIn(slice, st, nil)
 		}
 		p.Provider.OnServiceAdd(want)
 		programmedImports.Inc()
@@ -198,23 +209,33 @@ func (p *Proxier) reconcileImport(key types.NamespacedName, want *v1.Service, re
 }
 
 func (p *Proxier) reconcileSlice(st *sliceState, fresh *discoveryv1.EndpointSlice) {
-	var held choice
+	var imp *importState
 	if st.obj != nil {
-		if imp := p.imports[importKeyOf(st.obj)]; imp != nil {
-			held = imp.chosen
-		}
+		imp = p.imports[importKeyOf(st.obj)]
 	}
-	p.reconcileSliceFrom(st, fresh, held)
+	p.reconcileSliceIn(st, imp, fresh)
+}
+
+// reconcileSliceIn is reconcileSlice for a caller that holds imp, the
+// entry of the import whose list holds st (a slice is listed under the
+// import it names), and so spares a lookup per slice.
+func (p *Proxier) reconcileSliceIn(st *sliceState, imp *importState, fresh *discoveryv1.EndpointSlice) {
+	var held choice
+	if st.obj != nil && imp != nil {
+		held = imp.chosen
+	}
+	p.reconcileSliceFrom(st, imp, fresh, held)
 }
 
 // reconcileSliceFrom hands the Provider what it is to hold for slice st
 // (fresh: st.obj's translation, if the caller has made it), having been
 // handed st.programmedFrom under the choice held (cluster selection hands
-// a slice with only the ports its cluster serves).
-func (p *Proxier) reconcileSliceFrom(st *sliceState, fresh *discoveryv1.EndpointSlice, held choice) {
-	var imp *importState
-	if st.obj != nil {
-		imp = p.imports[importKeyOf(st.obj)]
+// a slice with only the ports its cluster serves). imp is the entry of the
+// import whose list holds st.
+func (p *Proxier) reconcileSliceFrom(st *sliceState, imp *importState, fresh *discoveryv1.EndpointSlice, held choice) {
+	if st.obj == nil {
+		// A slice gone has no import to be handed over for.
+		imp = nil
 	}
 	var next choice
 	if imp != nil {
@@ -307,7 +328,7 @@ func (p *Proxier) Redecide() {
 			keys.Insert(key)
 		}
 	}
-	p.reconcileImports(sortedKeys(keys), importTranslation{})
+	p.reconcileImports(sortedKeys(keys), importTranslation{}, nil)
 	if p.clusterSelection {
 		for key := range keys {
 			p.reselect(key)

@@ -48,14 +48,19 @@ func (p *Proxier) upsertImport(si *mcsv1beta1.ServiceImport, results []csv1beta1
 	if err != nil && !errors.As(err, &st.invalid) {
 		st.invalid = &mcsproxy.RejectionError{Reason: mcsproxy.ReasonInvalidType, Message: err.Error()}
 	}
-	var buf [2]types.NamespacedName
+	if svc != nil && st.labels == nil {
+		// The labels of the import's translated slices (labelsOf), made
+		// here to share the Service's name, which the Provider keeps.
+		st.labels = map[string]string{discoveryv1.LabelServiceName: svc.Name}
+	}
+	var buf, nativeBuf [2]types.NamespacedName
 	affected := p.claims.setImport(&st.claim, claim{key: key, created: si.CreationTimestamp.Unix()}, claimIPs(svc), buf[:0])
-	nativeDecided := p.reconcileImports(affected, importTranslation{st: st, svc: svc})
+	nativeDecided := p.reconcileImports(affected, importTranslation{key: key, st: st, svc: svc}, nativeBuf[:0])
 	if p.clusterSelection {
 		p.reselect(key)
 	}
 	if !slices.Contains(nativeDecided, key) {
-		p.reconcileNative(key)
+		p.reconcileNativeOf(key, st)
 	}
 }
 
@@ -71,13 +76,13 @@ func (p *Proxier) OnServiceImportDelete(si *mcsv1beta1.ServiceImport) {
 	affected := p.claims.setImport(&st.claim, claim{key: key}, nil, nil)
 	st.obj, st.invalid = nil, nil
 	p.trackDerivedService(key, nil)
-	p.reconcileImports(affected, importTranslation{})
+	p.reconcileImports(affected, importTranslation{}, nil)
 	// The entry stays while its slices do: as a new one, had it gone.
 	st.reported, st.nativeReported = "", ""
-	for _, slice := range p.slicesOf(key) {
-		p.reconcileSlice(slice, nil)
+	for _, slice := range st.slices {
+		p.reconcileSliceIn(slice, st, nil)
 	}
-	p.reconcileNative(key)
+	p.reconcileNativeOf(key, st)
 	p.forgetImport(key)
 }
 
@@ -97,21 +102,24 @@ func (p *Proxier) upsertMultiClusterSlice(slice *discoveryv1.EndpointSlice) {
 	} else {
 		st = &sliceState{}
 		if imp.slices == nil {
-			// An import has a slice per source cluster: room for two.
-			imp.slices = make([]*sliceState, 0, 2)
+			// An import has a slice per source cluster: room for two,
+			// in the entry itself.
+			imp.slices = imp.slicesBuf[:0]
 		}
 		imp.slices = slices.Insert(imp.slices, i, st)
 	}
 	st.obj = slice
 	var translated *discoveryv1.EndpointSlice
+	p.translating = imp
 	translated, st.invalid = p.translateEndpointSlice(slice)
+	p.translating = nil
 	if p.clusterSelection {
 		// A failover or failback is decided, and handed over whole,
 		// before the slice's own change.
 		p.reselect(importKey)
 	}
-	p.reconcileSlice(st, translated)
-	p.reconcileNative(importKey)
+	p.reconcileSliceIn(st, imp, translated)
+	p.reconcileNativeOf(importKey, imp)
 }
 
 func (p *Proxier) translateEndpointSlice(slice *discoveryv1.EndpointSlice) (*discoveryv1.EndpointSlice, *mcsproxy.RejectionError) {
@@ -259,7 +267,7 @@ func (p *Proxier) Reset() {
 	for key, st := range p.imports {
 		p.claims.setImport(&st.claim, claim{key: key}, nil, nil)
 		st.obj, st.invalid = nil, nil
-		p.reconcileImport(key, nil, nil)
+		p.reconcileImport(key, st, nil, nil)
 		st.reported, st.nativeReported = "", ""
 		p.forgetImport(key)
 	}

@@ -133,7 +133,13 @@ type localChange struct {
 // reconcileNative decides the native name of Service key again after a
 // change of its import or of the import's slices. Called with p.mu held.
 func (p *Proxier) reconcileNative(key types.NamespacedName) {
-	if p.native[key] == nil && !asksNativeNames(p.imports[key]) {
+	p.reconcileNativeOf(key, p.imports[key])
+}
+
+// reconcileNativeOf is reconcileNative for a caller that holds imp, the
+// entry of import key (nil: none), and so spares a lookup.
+func (p *Proxier) reconcileNativeOf(key types.NamespacedName, imp *importState) {
+	if p.native[key] == nil && !asksNativeNames(imp) {
 		// No local Service of that name and nothing asked or reported:
 		// the decision is "nothing", as it was (most imports, at every
 		// change of their slices).

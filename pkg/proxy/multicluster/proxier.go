@@ -66,6 +66,11 @@ type Proxier struct {
 
 	// clusterSelection is the MultiClusterServiceClusterSelection gate.
 	clusterSelection bool
+
+	// translating is, while a caller that holds it translates one of its
+	// slices, the entry of that slice's import, so that labelsOf need not
+	// look it up (twice per import a proxier is handed).
+	translating *importState
 }
 
 type importState struct {
@@ -91,8 +96,11 @@ type importState struct {
 	// handed over as the local Service's (native names). An entry lives
 	// while the import or any of its slices does (forgetImport). Slices are
 	// found through their import, not by a map of their own: a proxier
-	// holds one per slice as long as the slice exists.
+	// holds one per slice as long as the slice exists. slicesBuf holds the
+	// list while it has room: an import has a slice per source cluster,
+	// and an entry per import is made anyway.
 	slices               []*sliceState
+	slicesBuf            [2]*sliceState
 	labels, nativeLabels map[string]string
 	// results are the import's cluster selector results and chosen the
 	// source clusters they give it here (selection.go); nil with the gate
@@ -180,7 +188,10 @@ func NewProxier(logger klog.Logger, provider proxy.Provider, opts *mcsproxy.Opti
 // namespace/name shares (the proxier holds each translated slice as long
 // as it exists). Called with p.mu held.
 func (p *Proxier) labelsOf(namespace, name string) map[string]string {
-	st := p.importEntry(types.NamespacedName{Namespace: namespace, Name: name})
+	st := p.translating
+	if st == nil {
+		st = p.importEntry(types.NamespacedName{Namespace: namespace, Name: name})
+	}
 	if st.labels == nil {
 		st.labels = mcsproxy.SliceLabels(name)
 	}

@@ -102,17 +102,23 @@ const (
 	routeDropped
 )
 
+// routeOf applies mcsproxy.ClaimsImportService, then
+// mcsproxy.IsMultiClusterEndpointSlice, reading the label both read first
+// once: every slice kube-proxy is handed is routed.
 func routeOf(slice *discoveryv1.EndpointSlice) sliceRoute {
-	switch {
-	case slice == nil:
+	if slice == nil {
 		return routeNone
-	case mcsproxy.ClaimsImportService(slice):
-		return routeDropped
-	case mcsproxy.IsMultiClusterEndpointSlice(slice):
-		return routeMultiCluster
-	default:
+	}
+	if service, local := slice.Labels[discoveryv1.LabelServiceName]; local {
+		if _, synthetic := mcsproxy.ImportName(service); synthetic {
+			return routeDropped
+		}
 		return routeLocal
 	}
+	if _, ok := slice.Labels[mcsv1beta1.LabelServiceName]; ok {
+		return routeMultiCluster
+	}
+	return routeLocal
 }
 
 // OnEndpointSliceAdd is called by kube-proxy's EndpointSlice informer,
@@ -259,7 +265,7 @@ func (p *Proxier) setServiceClaims(service *v1.Service, ips []netip.Addr) {
 	affected := p.claims.setService(key, ips)
 	// The imports that name this Service as their derived Service.
 	affected = affected.Union(p.derivedBy[key])
-	p.reconcileImports(sortedKeys(affected), importTranslation{})
+	p.reconcileImports(sortedKeys(affected), importTranslation{}, nil)
 }
 
 // localServiceIPs returns every IP on which the proxier programs rules for

@@ -242,7 +242,7 @@ func (p *Proxier) reselect(key types.NamespacedName) {
 		}
 	}
 	for _, s := range slices.Concat(gaining, staying, losing) {
-		p.reconcileSliceFrom(s, nil, prev)
+		p.reconcileSliceFrom(s, st, nil, prev)
 	}
 	clusterSelectionChanges.Inc()
 	if st.obj != nil && len(st.results) > 0 {

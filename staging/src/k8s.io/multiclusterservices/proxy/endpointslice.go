@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"net/netip"
-	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -38,9 +37,20 @@ func ImportNameOf(slice *discoveryv1.EndpointSlice) string {
 }
 
 // namesANode tells whether an endpoint names a node: by nodeName, by a
-// node hint, or by hints that are left empty without them.
-func namesANode(ep discoveryv1.Endpoint) bool {
+// node hint, or by hints that are left empty without them. (A pointer: an
+// Endpoint is large, and every endpoint a proxy is handed is asked.)
+func namesANode(ep *discoveryv1.Endpoint) bool {
 	return ep.NodeName != nil || ep.Hints != nil && (len(ep.Hints.ForNodes) > 0 || len(ep.Hints.ForZones) == 0)
+}
+
+// anyNamesANode tells whether one of eps names a node.
+func anyNamesANode(eps []discoveryv1.Endpoint) bool {
+	for i := range eps {
+		if namesANode(&eps[i]) {
+			return true
+		}
+	}
+	return false
 }
 
 // EndpointSliceForImport returns the EndpointSlice a proxy programs for an
@@ -56,12 +66,11 @@ func EndpointSliceForImport(slice *discoveryv1.EndpointSlice, opts *Options) (*d
 	if manager := slice.Labels[discoveryv1.LabelManagedBy]; !opts.trusts(manager) {
 		return nil, reject(ReasonUntrustedManager, "label %s=%q is not one of the trusted managers %v", discoveryv1.LabelManagedBy, manager, opts.TrustedManagers)
 	}
-	var want func(netip.Addr) bool
+	var v4 bool
 	switch slice.AddressType {
 	case discoveryv1.AddressTypeIPv4:
-		want = netip.Addr.Is4
+		v4 = true
 	case discoveryv1.AddressTypeIPv6:
-		want = func(a netip.Addr) bool { return a.Is6() && !a.Is4In6() }
 	default:
 		return nil, reject(ReasonUnsupportedAddressType, "addressType %q cannot be proxied", slice.AddressType)
 	}
@@ -77,13 +86,18 @@ func EndpointSliceForImport(slice *discoveryv1.EndpointSlice, opts *Options) (*d
 			return nil, reject(ReasonInvalidPort, "ports[%d].port is missing or not in 1..65535", i)
 		}
 	}
-	for i, ep := range slice.Endpoints {
+	// By index, here and below: an Endpoint is large, and a proxy checks
+	// every endpoint it is handed.
+	for i := range slice.Endpoints {
+		ep := &slice.Endpoints[i]
 		if len(ep.Addresses) == 0 {
 			return nil, reject(ReasonInvalidEndpoint, "endpoints[%d] has no address", i)
 		}
 		for _, s := range ep.Addresses {
 			ip, err := netip.ParseAddr(s)
-			if err != nil || ip.Zone() != "" || !want(ip) || !ip.IsGlobalUnicast() {
+			// The family the slice says: IPv4, or IPv6 not mapping IPv4.
+			family := ip.Is4() == v4 && !ip.Is4In6()
+			if err != nil || ip.Zone() != "" || !family || !ip.IsGlobalUnicast() {
 				return nil, reject(ReasonInvalidEndpoint, "endpoints[%d] address %q is not a unicast %s address", i, s, slice.AddressType)
 			}
 			if name, special := SpecialPurpose(ip); special {
@@ -104,7 +118,7 @@ func EndpointSliceForImport(slice *discoveryv1.EndpointSlice, opts *Options) (*d
 	// (Options.Labels).
 	out.Labels = opts.labels(slice.Namespace, name)
 	remote := slice.Labels[mcsv1beta1.LabelSourceCluster] != opts.LocalClusterID || opts.LocalClusterID == ""
-	if remote && slices.ContainsFunc(slice.Endpoints, namesANode) {
+	if remote && anyNamesANode(slice.Endpoints) {
 		// Node names of another cluster mean nothing here: kept, they would
 		// make endpoints look node-local (internalTrafficPolicy Local,
 		// PreferSameNode). Zone hints stay: zones are named alike across a

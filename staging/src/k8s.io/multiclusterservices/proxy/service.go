@@ -100,8 +100,22 @@ func ServiceForImport(si *mcsv1beta1.ServiceImport, opts *Options) (*v1.Service,
 	return svc, nil
 }
 
+// The IP families of a translation, one list per order the import may
+// give: shared, as the policies above, since a proxier is handed a Service
+// per import and never writes one.
+var (
+	familiesV4   = []v1.IPFamily{v1.IPv4Protocol}
+	familiesV6   = []v1.IPFamily{v1.IPv6Protocol}
+	familiesV4V6 = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
+	familiesV6V4 = []v1.IPFamily{v1.IPv6Protocol, v1.IPv4Protocol}
+)
+
 // clusterSetIPs validates an import's IPs and returns them in canonical
-// form with their families, in the order the import lists them.
+// form with their families, in the order the import lists them. When the
+// import lists them in canonical form already (always for IPv4: ParseAddr
+// accepts no other), the list returned is the import's own, shared as
+// EndpointSliceForImport shares a slice's endpoints: informer objects are
+// never modified, and neither is a translation.
 func clusterSetIPs(si *mcsv1beta1.ServiceImport, opts *Options) ([]string, []v1.IPFamily, error) {
 	raw := importIPs(si)
 	if len(raw) == 0 {
@@ -110,9 +124,10 @@ func clusterSetIPs(si *mcsv1beta1.ServiceImport, opts *Options) ([]string, []v1.
 	if len(raw) > 2 {
 		return nil, nil, reject(ReasonInvalidIP, "ips has %d entries; at most one per IP family is allowed", len(raw))
 	}
-	var ips []string
-	var families []v1.IPFamily
-	for _, s := range raw {
+	var canonical [2]string
+	var families [2]v1.IPFamily
+	shared := true
+	for i, s := range raw {
 		ip, err := netip.ParseAddr(s)
 		if err != nil || ip.Zone() != "" || ip.Is4In6() || !ip.IsGlobalUnicast() {
 			return nil, nil, reject(ReasonInvalidIP, "ip %q is not a valid unicast IP address", s)
@@ -121,23 +136,34 @@ func clusterSetIPs(si *mcsv1beta1.ServiceImport, opts *Options) ([]string, []v1.
 			return nil, nil, reject(ReasonIPOutsideClusterSetCIDR, "ip %s is outside the clusterset IP ranges %v this proxy accepts", ip, opts.ClusterSetIPCIDRs)
 		}
 		family := familyOf(ip)
-		for _, f := range families {
-			if f == family {
-				return nil, nil, reject(ReasonInvalidIP, "ips has two %s addresses", family)
-			}
+		if i == 1 && families[0] == family {
+			return nil, nil, reject(ReasonInvalidIP, "ips has two %s addresses", family)
 		}
 		if len(si.Spec.IPFamilies) > 0 && !slices.Contains(si.Spec.IPFamilies, family) {
 			return nil, nil, reject(ReasonIPFamilyMismatch, "ip %s is %s but ipFamilies is %v", ip, family, si.Spec.IPFamilies)
 		}
-		if ip.Is4() {
-			// ParseAddr accepts only the canonical form of an IPv4 address.
-			ips = append(ips, s)
-		} else {
-			ips = append(ips, ip.String())
+		canonical[i] = s
+		if !ip.Is4() {
+			if canonical[i] = ip.String(); canonical[i] != s {
+				shared = false
+			}
 		}
-		families = append(families, family)
+		families[i] = family
 	}
-	return ips, families, nil
+	ips := raw[:len(raw):len(raw)]
+	if !shared {
+		ips = slices.Clone(canonical[:len(raw)])
+	}
+	switch {
+	case len(raw) == 1 && families[0] == v1.IPv4Protocol:
+		return ips, familiesV4, nil
+	case len(raw) == 1:
+		return ips, familiesV6, nil
+	case families[0] == v1.IPv4Protocol:
+		return ips, familiesV4V6, nil
+	default:
+		return ips, familiesV6V4, nil
+	}
 }
 
 func servicePorts(in []mcsv1beta1.ServicePort) ([]v1.ServicePort, error) {
@@ -148,8 +174,13 @@ func servicePorts(in []mcsv1beta1.ServicePort) ([]v1.ServicePort, error) {
 		port     int32
 		protocol v1.Protocol
 	}
-	names := map[string]bool{}
-	seen := map[portKey]bool{}
+	// Duplicates are looked for only among several ports: most imports
+	// have one.
+	var names map[string]bool
+	var seen map[portKey]bool
+	if len(in) > 1 {
+		names, seen = map[string]bool{}, map[portKey]bool{}
+	}
 	out := make([]v1.ServicePort, 0, len(in))
 	for i, p := range in {
 		protocol := p.Protocol
@@ -173,14 +204,16 @@ func servicePorts(in []mcsv1beta1.ServicePort) ([]v1.ServicePort, error) {
 			// must tell the ports apart, as for a Service.
 			return nil, reject(ReasonInvalidPort, "ports[%d] has no name; every port of a multi-port import needs one", i)
 		}
-		if names[p.Name] {
-			return nil, reject(ReasonDuplicatePort, "ports[%d].name %q is used twice", i, p.Name)
+		if len(in) > 1 {
+			if names[p.Name] {
+				return nil, reject(ReasonDuplicatePort, "ports[%d].name %q is used twice", i, p.Name)
+			}
+			k := portKey{p.Port, protocol}
+			if seen[k] {
+				return nil, reject(ReasonDuplicatePort, "ports[%d] %d/%s is listed twice", i, p.Port, protocol)
+			}
+			names[p.Name], seen[k] = true, true
 		}
-		k := portKey{p.Port, protocol}
-		if seen[k] {
-			return nil, reject(ReasonDuplicatePort, "ports[%d] %d/%s is listed twice", i, p.Port, protocol)
-		}
-		names[p.Name], seen[k] = true, true
 		out = append(out, v1.ServicePort{
 			Name:        p.Name,
 			Protocol:    protocol,

@@ -285,3 +285,27 @@ func TestServiceName(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// TestServiceForImportSharesCanonicalIPs: a translation shares the IPs of
+// an import that writes them canonically, and cannot write into them.
+func TestServiceForImportSharesCanonicalIPs(t *testing.T) {
+	for _, ips := range [][]string{{"10.250.0.10"}, {"fd00:10:250::a", "10.250.0.10"}} {
+		si := testImport(func(si *mcsv1beta1.ServiceImport) { si.Spec.IPs = ips })
+		svc, err := ServiceForImport(si, testOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := svc.Spec.ClusterIPs
+		if &got[0] != &si.Spec.IPs[0] || cap(got) != len(got) {
+			t.Errorf("%v: ClusterIPs are a copy, or may be appended into the import's list", ips)
+		}
+	}
+	si := testImport(func(si *mcsv1beta1.ServiceImport) { si.Spec.IPs = []string{"FD00:10:250::A"} })
+	svc, err := ServiceForImport(si, testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if svc.Spec.ClusterIPs[0] != "fd00:10:250::a" || si.Spec.IPs[0] != "FD00:10:250::A" {
+		t.Errorf("a non-canonical IP is canonicalised in a copy: got %v, import %v", svc.Spec.ClusterIPs, si.Spec.IPs)
+	}
+}
