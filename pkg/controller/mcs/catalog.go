@@ -110,9 +110,6 @@ func newCatalogState(cfg CatalogConfig) *catalogState {
 	return s
 }
 
-// catalogMode tells whether the controller serves a catalog.
-func (c *Controller) catalogMode() bool { return c.catalog != nil }
-
 // runCatalog starts the hub's informers and, once they have synced, the
 // catalog's worker and health checks.
 func (c *Controller) runCatalog(ctx context.Context, run func(func(context.Context))) error {

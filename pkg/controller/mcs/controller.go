@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
-	"k8s.io/multiclusterservices/catalog"
 	"k8s.io/multiclusterservices/export"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
@@ -127,7 +126,9 @@ type Controller struct {
 
 	metrics *Metrics
 	ready   chan struct{}
-	// catalog is the hub's catalog in catalog mode, nil otherwise.
+	// source is where the desired state comes from (models.go); catalog
+	// is the hub's catalog when that is the source.
+	source  desiredSource
 	catalog *catalogState
 	// logger is for what happens outside a request's context (event
 	// handlers, reports): Run's logger once it runs.
@@ -183,8 +184,10 @@ func newController(cfg Config, metrics *Metrics, members []*member) *Controller 
 		c.byID[m.id] = m
 	}
 	c.ttl = newSourceLeases(c)
+	c.source = exportModel{c}
 	if cfg.Catalog != nil {
 		c.catalog = newCatalogState(*cfg.Catalog)
+		c.source = catalogModel{c}
 	}
 	return c
 }
@@ -259,11 +262,9 @@ func (c *Controller) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); f(ctx) }()
 	}
-	if c.catalogMode() {
-		if err := c.runCatalog(ctx, run); err != nil {
-			c.stopMembers()
-			return err
-		}
+	if err := c.source.start(ctx, run); err != nil {
+		c.stopMembers()
+		return err
 	}
 	for i := 0; i < c.cfg.Workers; i++ {
 		run(func(ctx context.Context) { wait.UntilWithContext(ctx, c.clustersetWorker, time.Second) })
@@ -415,13 +416,7 @@ func (c *Controller) restoreClusterSetIPs() {
 			// A derived import carries its derived Service's IPs,
 			// which are the member's, not the clusterset's.
 			if len(si.Spec.IPs) > 0 && si.Annotations[export.AnnotationDerivedService] == "" {
-				key := si.Namespace + "/" + si.Name
-				// In catalog mode an import holds its global service's IPs;
-				// in the export model its name does, whoever wrote it.
-				if g := si.Annotations[catalog.AnnotationGlobalService]; g != "" && c.catalogMode() {
-					key = catalogKeyPrefix + g
-				}
-				claims = append(claims, clustersetip.Claim{Key: key, IPs: si.Spec.IPs, Created: si.CreationTimestamp.Time})
+				claims = append(claims, clustersetip.Claim{Key: c.source.ipKey(si), IPs: si.Spec.IPs, Created: si.CreationTimestamp.Time})
 			}
 		}
 	}

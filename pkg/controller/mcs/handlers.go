@@ -10,7 +10,6 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/multiclusterservices/catalog"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
@@ -61,17 +60,14 @@ func (c *Controller) addHandlers(m *member) {
 		if key, ok := c.ingressOwner(obj); ok {
 			c.queue.Add(key)
 		}
-		// Only Services somebody exports (or the catalog binds) matter.
-		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil && c.sourceOf(m, key) {
+		// Only Services the source of the desired state reads matter.
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil && c.source.readsService(m, key) {
 			c.queue.Add(key)
 		}
 	}))
 	handle(f.localSlices, on(func(obj any) {
 		if s := eventObject[*discoveryv1.EndpointSlice](obj); s != nil {
-			key := s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]
-			if c.catalogMode() && c.catalogBinds(m, key) {
-				c.queue.Add(key)
-			} else if _, err := m.exports.ServiceExports(s.Namespace).Get(s.Labels[discoveryv1.LabelServiceName]); err == nil && !c.catalogMode() {
+			if key := s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]; c.source.readsSlicesOf(m, key) {
 				c.queue.Add(key)
 			}
 		}
@@ -95,10 +91,9 @@ func (c *Controller) addHandlers(m *member) {
 			}
 		}
 	}
-	// In catalog mode, the catalog's imports say whether they are written.
 	placed := func(obj any) {
-		if si := eventObject[*mcsv1beta1.ServiceImport](obj); si != nil && c.catalogMode() && si.Annotations[catalog.AnnotationGlobalService] != "" {
-			c.catalog.queue.Add(catalogQueueKey)
+		if si := eventObject[*mcsv1beta1.ServiceImport](obj); si != nil {
+			c.source.importChanged(si)
 		}
 	}
 	handle(f.imports, cache.ResourceEventHandlerFuncs{
@@ -155,16 +150,6 @@ func (c *Controller) addHandlers(m *member) {
 			m.queue.Add(k)
 		}
 	}))
-}
-
-// sourceOf tells whether member m's Service key is a source of the
-// clusterset: exported (somewhere, since a Service change can make an
-// export valid), or bound by the catalog.
-func (c *Controller) sourceOf(m *member, key string) bool {
-	if c.catalogMode() {
-		return c.catalogBinds(m, key)
-	}
-	return c.isExportedSomewhere(key)
 }
 
 func (c *Controller) isExportedSomewhere(key string) bool {

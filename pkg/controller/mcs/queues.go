@@ -61,17 +61,7 @@ func (c *Controller) processClusterset(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(key)
-	if c.catalogMode() {
-		// Whatever changed, the catalog is resolved again as a whole.
-		c.catalog.queue.Add(catalogQueueKey)
-		c.queue.Forget(key)
-		return true
-	}
-	start := time.Now()
-	err := c.syncClusterset(ctx, key)
-	c.metrics.observeExportSync(time.Since(start), err)
-	if err != nil {
-		klog.FromContext(ctx).Error(err, "Merging exports failed; retrying", "key", key)
+	if err := c.source.plan(ctx, key); err != nil {
 		c.queue.AddRateLimited(key)
 		return true
 	}
