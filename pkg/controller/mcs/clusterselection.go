@@ -20,7 +20,6 @@ import (
 	"k8s.io/klog/v2"
 	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
 	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
-	"k8s.io/multiclusterservices/clusterselection"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/inventory"
@@ -140,8 +139,8 @@ func (c *Controller) addSelectionCaches(m *member) error {
 }
 
 // propertiesChanged refreshes m's merged properties and, when they
-// changed, rewrites the results of every import with cluster selectors in
-// every member: m is a source cluster of some and the importer of others.
+// changed, plans again every import with cluster selectors: m is a source
+// cluster of some and the importer of others.
 func (c *Controller) propertiesChanged(m *member) {
 	own := map[string]string{}
 	for _, obj := range m.sel.properties.GetStore().List() {
@@ -177,7 +176,8 @@ func (c *Controller) propertiesChanged(m *member) {
 	}
 	c.mu.RUnlock()
 	for _, key := range keys {
-		c.enqueueMembers(key)
+		// The results are planned: plan again, which enqueues the members.
+		c.queue.Add(key)
 	}
 }
 
@@ -344,7 +344,7 @@ func (c *Controller) writeClusterSelectionOf(ctx context.Context, m *member, d *
 	if len(d.ClusterSelectors) == 0 {
 		want = csv1beta1.ServiceImportStatus{}
 	} else {
-		results, err := c.resolveFor(m.id, d)
+		results, err := d.selectorResultsFor(m.id)
 		if err != nil {
 			// KEP-5939: the previous results stay whole.
 			klog.FromContext(ctx).Info("Keeping the previous cluster selector results", "import", key, "cluster", m.id, "err", err)
@@ -389,24 +389,15 @@ func setOrRemove(obj map[string]any, v any, set bool, path ...string) error {
 	return unstructured.SetNestedField(obj, value, path...)
 }
 
-// resolveFor evaluates d's selectors with member importer as the
-// importing cluster over the import's source clusters.
-func (c *Controller) resolveFor(importer string, d *desiredState) ([]csv1beta1.ClusterSelectorResult, error) {
-	own := c.propertiesOf(importer)
-	if own == nil {
-		return nil, fmt.Errorf("the cluster properties of %s are not known yet", importer)
+// selectorResultsFor returns what d's selectors give member importer, as
+// planned.
+func (d *desiredState) selectorResultsFor(importer string) ([]csv1beta1.ClusterSelectorResult, error) {
+	o, ok := d.SelectorResults[importer]
+	if !ok {
+		return nil, fmt.Errorf("cluster %s was not a member when the import was planned", importer)
 	}
-	sources := make([]clusterselection.Properties, 0, len(d.Clusters))
-	for _, id := range d.Clusters {
-		props := c.propertiesOf(id)
-		if props == nil {
-			return nil, fmt.Errorf("the cluster properties of source cluster %s are not known yet", id)
-		}
-		sources = append(sources, clusterselection.Properties{ID: id, Properties: props})
+	if o.Failed != "" {
+		return nil, errors.New(o.Failed)
 	}
-	results, err := clusterselection.Resolve(d.ClusterSelectors, clusterselection.Properties{ID: importer, Properties: own}, sources)
-	if err != nil {
-		return nil, err
-	}
-	return results, nil
+	return o.Results, nil
 }

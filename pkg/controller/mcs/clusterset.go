@@ -52,6 +52,9 @@ type desiredState struct {
 	// ClusterSelectors are the resolved clusterSelectors (KEP-5939) of a
 	// ClusterSetIP import; always empty with the gate off.
 	ClusterSelectors []csv1beta1.ClusterSelector
+	// SelectorResults are what ClusterSelectors give each member as the
+	// importing cluster, by cluster ID; a member absent was not planned.
+	SelectorResults map[string]selectorOutcome
 	// Membership is the controller's membership count when the plan read
 	// its members (Controller.membership).
 	Membership uint64

@@ -163,7 +163,7 @@ func (c *Controller) derivedSelectionResults(ctx context.Context, m *member, d *
 	if m.sel == nil || len(d.ClusterSelectors) == 0 || si.Spec.Type != mcsv1beta1.ClusterSetIP {
 		return nil
 	}
-	results, err := c.resolveFor(m.id, d)
+	results, err := d.selectorResultsFor(m.id)
 	if err == nil {
 		return results
 	}

@@ -11,6 +11,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
+	"k8s.io/multiclusterservices/clusterselection"
 	"k8s.io/multiclusterservices/export"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
@@ -34,6 +35,10 @@ type snapshot struct {
 	Alive map[string]bool
 	// Now bounds export creation times (export.BoundCreation).
 	Now time.Time
+	// Properties are, by cluster ID, the merged cluster properties of
+	// each member whose properties are known; read only with cluster
+	// selection on.
+	Properties map[string]map[string]string
 	// membership is the controller's membership count the members were
 	// read at; not the planner's business, carried to the desired state.
 	membership uint64
@@ -195,6 +200,7 @@ func planName(cfg *Config, s snapshot) plan {
 	d.Clusters = r.Clusters
 	if r.Spec.Type == mcsv1beta1.ClusterSetIP {
 		d.ClusterSelectors = clusterSelectors
+		d.SelectorResults = planSelectorResults(s, clusterSelectors, r.Clusters)
 	}
 	d.Slices = map[string]*discoveryv1.EndpointSlice{}
 	// An expired source cluster still counts for the import (its last
@@ -338,4 +344,51 @@ func (s snapshot) retained() bool {
 		}
 	}
 	return false
+}
+
+// selectorOutcome is what the selectors of an import give one importing
+// member: its clusterSelectorResults, or why they cannot be evaluated now
+// (Failed; KEP-5939: the import's previous results then stay whole).
+type selectorOutcome struct {
+	Results []csv1beta1.ClusterSelectorResult
+	Failed  string
+}
+
+// planSelectorResults evaluates the selectors with every synced member as
+// the importing cluster over the import's source clusters.
+func planSelectorResults(s snapshot, selectors []csv1beta1.ClusterSelector, clusters []string) map[string]selectorOutcome {
+	if len(selectors) == 0 {
+		return nil
+	}
+	sources := make([]clusterselection.Properties, 0, len(clusters))
+	var unknown string
+	for _, id := range clusters {
+		props, ok := s.Properties[id]
+		if !ok {
+			unknown = fmt.Sprintf("the cluster properties of source cluster %s are not known yet", id)
+			break
+		}
+		sources = append(sources, clusterselection.Properties{ID: id, Properties: props})
+	}
+	out := map[string]selectorOutcome{}
+	for _, m := range s.Members {
+		if !m.Synced {
+			continue
+		}
+		own, ok := s.Properties[m.ID]
+		switch {
+		case !ok:
+			out[m.ID] = selectorOutcome{Failed: fmt.Sprintf("the cluster properties of %s are not known yet", m.ID)}
+		case unknown != "":
+			out[m.ID] = selectorOutcome{Failed: unknown}
+		default:
+			results, err := clusterselection.Resolve(selectors, clusterselection.Properties{ID: m.ID, Properties: own}, sources)
+			if err != nil {
+				out[m.ID] = selectorOutcome{Failed: err.Error()}
+			} else {
+				out[m.ID] = selectorOutcome{Results: results}
+			}
+		}
+	}
+	return out
 }

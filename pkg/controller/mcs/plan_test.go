@@ -88,7 +88,10 @@ type planSummary struct {
 	Stale      []string
 	Reports    []string
 	Selectors  int
-	Ingress    []string
+	// Results are, per importing member, its cluster selector results
+	// ("[a b] [c]") or why they cannot be evaluated.
+	Results map[string]string
+	Ingress []string
 }
 
 func summarize(p plan) planSummary {
@@ -120,6 +123,20 @@ func summarize(p plan) planSummary {
 		out.Reports = append(out.Reports, r.Cluster+" "+r.Reason)
 	}
 	slices.Sort(out.Reports)
+	for id, o := range d.SelectorResults {
+		if out.Results == nil {
+			out.Results = map[string]string{}
+		}
+		if o.Failed != "" {
+			out.Results[id] = "failed: " + o.Failed
+			continue
+		}
+		var rs []string
+		for _, r := range o.Results {
+			rs = append(rs, fmt.Sprint(r.Clusters))
+		}
+		out.Results[id] = strings.Join(rs, " ")
+	}
 	for id := range d.IngressServices {
 		out.Ingress = append(out.Ingress, id)
 	}
@@ -140,7 +157,9 @@ func TestPlan(t *testing.T) {
 		cfg     Config
 		members []memberSnapshot
 		alive   map[string]bool
-		want    planSummary
+		// properties are the members' cluster properties, by ID.
+		properties map[string]map[string]string
+		want       planSummary
 	}{{
 		name:    "an export is imported with its cluster's endpoints",
 		members: []memberSnapshot{exporting("cluster-a", 0, httpPort, "10.1.0.1"), bystander("cluster-b")},
@@ -267,6 +286,31 @@ func TestPlan(t *testing.T) {
 			Conditions: map[string][]string{
 				"cluster-a": {"Conflict=True/" + string(export.ReasonClusterSelectorsConflict), "Ready=True/Exported", "Valid=True/Valid"},
 				"cluster-b": {"Conflict=True/" + string(export.ReasonClusterSelectorsConflict), "Ready=True/Exported", "Valid=True/Valid"},
+			},
+			// No member's properties are known: none is evaluated.
+			Results: map[string]string{
+				"cluster-a": "failed: the cluster properties of cluster-a are not known yet",
+				"cluster-b": "failed: the cluster properties of cluster-b are not known yet",
+			}},
+	}, {
+		name: "cluster selection: each member, as the importer, gets the results of its own properties; one not known yet gets none",
+		cfg:  Config{ClusterSelection: true},
+		members: []memberSnapshot{
+			with(exporting("cluster-a", 0, httpPort, "10.1.0.1"), func(m *memberSnapshot) { m.ClusterSelectors = sameRegion }),
+			with(exporting("cluster-b", 1, httpPort, "10.2.0.1"), func(m *memberSnapshot) { m.ClusterSelectors = sameRegion }),
+			with(exporting("cluster-c", 2, httpPort, "10.3.0.1"), func(m *memberSnapshot) { m.ClusterSelectors = sameRegion }),
+			bystander("cluster-d"), bystander("cluster-e"),
+		},
+		properties: map[string]map[string]string{
+			"cluster-a": {"region": "eu"}, "cluster-b": {"region": "eu"}, "cluster-c": {"region": "us"}, "cluster-d": {"region": "us"},
+		},
+		want: planSummary{Imported: true, Type: mcsv1beta1.ClusterSetIP, Clusters: []string{"cluster-a", "cluster-b", "cluster-c"}, Selectors: 1,
+			Addresses:  map[string][]string{"cluster-a": {"10.1.0.1"}, "cluster-b": {"10.2.0.1"}, "cluster-c": {"10.3.0.1"}},
+			Conditions: map[string][]string{"cluster-a": exported(), "cluster-b": exported(), "cluster-c": exported()},
+			Results: map[string]string{
+				"cluster-a": "[cluster-a cluster-b]", "cluster-b": "[cluster-a cluster-b]",
+				"cluster-c": "[cluster-c]", "cluster-d": "[cluster-c]",
+				"cluster-e": "failed: the cluster properties of cluster-e are not known yet",
 			}},
 	}, {
 		name: "cluster selection on a headless export is not valid",
@@ -288,7 +332,7 @@ func TestPlan(t *testing.T) {
 					alive[m.ID] = true
 				}
 			}
-			s := snapshot{Namespace: "demo", Name: "web", Members: tc.members, Alive: alive, Now: planEpoch.Add(time.Hour)}
+			s := snapshot{Namespace: "demo", Name: "web", Members: tc.members, Alive: alive, Now: planEpoch.Add(time.Hour), Properties: tc.properties}
 			first := planName(&cfg, s)
 			if diff := cmp.Diff(tc.want, summarize(first)); diff != "" {
 				t.Errorf("plan (-want +got):\n%s", diff)
@@ -307,7 +351,10 @@ func TestPlan(t *testing.T) {
 	}
 }
 
-var sameCluster = []csv1beta1.ClusterSelector{{PropertySelector: &csv1beta1.PropertySelector{MatchProperties: map[string]string{"cluster.clusterset.k8s.io": csv1beta1.SameAsImporter}}}}
+var (
+	sameCluster = []csv1beta1.ClusterSelector{{PropertySelector: &csv1beta1.PropertySelector{MatchProperties: map[string]string{"cluster.clusterset.k8s.io": csv1beta1.SameAsImporter}}}}
+	sameRegion  = []csv1beta1.ClusterSelector{{PropertySelector: &csv1beta1.PropertySelector{MatchProperties: map[string]string{"region": csv1beta1.SameAsImporter}}}}
+)
 
 // memberOrders returns every rotation of members and of their reverse.
 func memberOrders(members []memberSnapshot) [][]memberSnapshot {

@@ -17,6 +17,14 @@ func (c *Controller) readSnapshot(ns, name string) (snapshot, error) {
 	members, membership := c.membersAt()
 	ids := memberIDs(members)
 	s := snapshot{Namespace: ns, Name: name, Alive: map[string]bool{}, Now: time.Now(), membership: membership}
+	if c.cfg.ClusterSelection {
+		s.Properties = map[string]map[string]string{}
+		for _, m := range members {
+			if props := c.propertiesOf(m.id); props != nil {
+				s.Properties[m.id] = props
+			}
+		}
+	}
 	for _, m := range members {
 		ms := memberSnapshot{ID: m.id, Synced: m.hasSynced()}
 		s.Alive[m.id] = c.ttl.alive(m.id)
