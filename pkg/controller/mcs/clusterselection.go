@@ -30,9 +30,11 @@ import (
 // member gets three more caches: its ServiceExports and ServiceImports
 // decoded into the overlays of apis/clusterselection (only the KEP's
 // fields; the imports whole), and its ClusterProperties. The merge
-// resolves the exports' clusterSelectors (export.MergeClusterSelectors);
-// each member's writer copies them into its import's spec and writes the
-// results for that member as the importer (clusterselection.Resolve).
+// resolves the exports' clusterSelectors (export.MergeClusterSelectors)
+// and the planner their results for every member as the importer
+// (planSelectorResults, clusterselection.Resolve); each member's writer
+// copies the selectors into its import's spec and its results into the
+// status.
 // Every update of an import with the gate on starts from the whole cached
 // object, so that no write of mcs-api's fields drops the KEP's. With the
 // gate off none of this exists.
