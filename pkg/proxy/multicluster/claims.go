@@ -121,17 +121,7 @@ func (x *claimIndex) setImport(rec *claimOf, c claim, ips []netip.Addr, dst []ty
 		lists = append(lists, list)
 	}
 	// Out of the lists under its old rank, back in under its new one.
-	for _, ip := range oldIPs {
-		list := x.byIP[ip]
-		if i, found := slices.BinarySearchFunc(list, rec, compareClaims); found {
-			list = slices.Delete(list, i, i+1)
-		}
-		if len(list) == 0 {
-			delete(x.byIP, ip)
-		} else {
-			x.byIP[ip] = list
-		}
-	}
+	x.leave(rec, oldIPs)
 	rec.claim, rec.ips = c, ips
 	for n, ip := range ips {
 		list := lists[n]
@@ -209,4 +199,19 @@ func (x *claimIndex) decide(rec *claimOf) *mcsproxy.RejectionError {
 		}
 	}
 	return nil
+}
+
+// leave takes rec out of the claim lists of ips.
+func (x *claimIndex) leave(rec *claimOf, ips []netip.Addr) {
+	for _, ip := range ips {
+		list := x.byIP[ip]
+		if i, found := slices.BinarySearchFunc(list, rec, compareClaims); found {
+			list = slices.Delete(list, i, i+1)
+		}
+		if len(list) == 0 {
+			delete(x.byIP, ip)
+		} else {
+			x.byIP[ip] = list
+		}
+	}
 }

@@ -28,17 +28,7 @@ func referenceSetImport(x *claimIndex, rec *claimOf, c claim, ips []netip.Addr) 
 	}
 	owners(oldIPs)
 	owners(ips)
-	for _, ip := range oldIPs {
-		list := x.byIP[ip]
-		if i, found := slices.BinarySearchFunc(list, rec, compareClaims); found {
-			list = slices.Delete(list, i, i+1)
-		}
-		if len(list) == 0 {
-			delete(x.byIP, ip)
-		} else {
-			x.byIP[ip] = list
-		}
-	}
+	x.leave(rec, oldIPs)
 	rec.claim, rec.ips = c, ips
 	for _, ip := range ips {
 		list := x.byIP[ip]
