@@ -110,9 +110,7 @@ func (p *Proxier) upsertMultiClusterSlice(slice *discoveryv1.EndpointSlice) {
 	}
 	st.obj = slice
 	var translated *discoveryv1.EndpointSlice
-	p.translating = imp
 	translated, st.invalid = p.translateEndpointSlice(slice)
-	p.translating = nil
 	if p.clusterSelection {
 		// A failover or failback is decided, and handed over whole,
 		// before the slice's own change.

@@ -66,11 +66,6 @@ type Proxier struct {
 
 	// clusterSelection is the MultiClusterServiceClusterSelection gate.
 	clusterSelection bool
-
-	// translating is, while a caller that holds it translates one of its
-	// slices, the entry of that slice's import, so that labelsOf need not
-	// look it up (twice per import a proxier is handed).
-	translating *importState
 }
 
 type importState struct {
@@ -188,10 +183,7 @@ func NewProxier(logger klog.Logger, provider proxy.Provider, opts *mcsproxy.Opti
 // namespace/name shares (the proxier holds each translated slice as long
 // as it exists). Called with p.mu held.
 func (p *Proxier) labelsOf(namespace, name string) map[string]string {
-	st := p.translating
-	if st == nil {
-		st = p.importEntry(types.NamespacedName{Namespace: namespace, Name: name})
-	}
+	st := p.importEntry(types.NamespacedName{Namespace: namespace, Name: name})
 	if st.labels == nil {
 		st.labels = mcsproxy.SliceLabels(name)
 	}
