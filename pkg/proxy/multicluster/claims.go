@@ -99,48 +99,25 @@ func (x *claimIndex) setImport(rec *claimOf, c claim, ips []netip.Addr, dst []ty
 	if rec.claim == c && slices.Equal(oldIPs, ips) {
 		return affected
 	}
-	add := func(list []*claimOf) {
-		if len(list) > 0 && !slices.Contains(affected, list[0].claim.key) {
-			affected = append(affected, list[0].claim.key)
-		}
-	}
 	owners := func(ips []netip.Addr) {
 		for _, ip := range ips {
-			add(x.byIP[ip])
+			if o, ok := x.owner(ip); ok && !slices.Contains(affected, o) {
+				affected = append(affected, o)
+			}
 		}
 	}
 	owners(oldIPs)
-	// The lists of ips are read once, here: a list the removal below does
-	// not touch is the same when rec joins it (for a new import, every
-	// list). A proxier claims for every import it is handed.
-	var listsBuf [2][]*claimOf
-	lists := listsBuf[:0]
-	for _, ip := range ips {
-		list := x.byIP[ip]
-		add(list)
-		lists = append(lists, list)
-	}
+	owners(ips)
 	// Out of the lists under its old rank, back in under its new one.
 	x.leave(rec, oldIPs)
 	rec.claim, rec.ips = c, ips
-	for n, ip := range ips {
-		list := lists[n]
-		if slices.Contains(oldIPs, ip) || slices.Contains(ips[:n], ip) {
-			list = x.byIP[ip] // changed above
-		}
+	for _, ip := range ips {
+		list := x.byIP[ip]
 		i, _ := slices.BinarySearchFunc(list, rec, compareClaims)
-		list = slices.Insert(list, i, rec)
-		x.byIP[ip] = list
-		lists[n] = list
+		x.byIP[ip] = slices.Insert(list, i, rec)
 	}
 	owners(oldIPs)
-	for n, ip := range ips {
-		if slices.Contains(ips[n+1:], ip) {
-			// Joined again below: its list is the later one's.
-			continue
-		}
-		add(lists[n])
-	}
+	owners(ips)
 	return affected
 }
 

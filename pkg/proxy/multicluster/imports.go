@@ -48,11 +48,6 @@ func (p *Proxier) upsertImport(si *mcsv1beta1.ServiceImport, results []csv1beta1
 	if err != nil && !errors.As(err, &st.invalid) {
 		st.invalid = &mcsproxy.RejectionError{Reason: mcsproxy.ReasonInvalidType, Message: err.Error()}
 	}
-	if svc != nil && st.labels == nil {
-		// The labels of the import's translated slices (labelsOf), made
-		// here to share the Service's name, which the Provider keeps.
-		st.labels = map[string]string{discoveryv1.LabelServiceName: svc.Name}
-	}
 	var buf, nativeBuf [2]types.NamespacedName
 	affected := p.claims.setImport(&st.claim, claim{key: key, created: si.CreationTimestamp.Unix()}, claimIPs(svc), buf[:0])
 	nativeDecided := p.reconcileImports(affected, importTranslation{key: key, st: st, svc: svc}, nativeBuf[:0])

@@ -102,23 +102,17 @@ const (
 	routeDropped
 )
 
-// routeOf applies mcsproxy.ClaimsImportService, then
-// mcsproxy.IsMultiClusterEndpointSlice, reading the label both read first
-// once: every slice kube-proxy is handed is routed.
 func routeOf(slice *discoveryv1.EndpointSlice) sliceRoute {
-	if slice == nil {
+	switch {
+	case slice == nil:
 		return routeNone
-	}
-	if service, local := slice.Labels[discoveryv1.LabelServiceName]; local {
-		if _, synthetic := mcsproxy.ImportName(service); synthetic {
-			return routeDropped
-		}
+	case mcsproxy.ClaimsImportService(slice):
+		return routeDropped
+	case mcsproxy.IsMultiClusterEndpointSlice(slice):
+		return routeMultiCluster
+	default:
 		return routeLocal
 	}
-	if _, ok := slice.Labels[mcsv1beta1.LabelServiceName]; ok {
-		return routeMultiCluster
-	}
-	return routeLocal
 }
 
 // OnEndpointSliceAdd is called by kube-proxy's EndpointSlice informer,

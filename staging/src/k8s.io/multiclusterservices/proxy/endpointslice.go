@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/netip"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -37,20 +38,9 @@ func ImportNameOf(slice *discoveryv1.EndpointSlice) string {
 }
 
 // namesANode tells whether an endpoint names a node: by nodeName, by a
-// node hint, or by hints that are left empty without them. (A pointer: an
-// Endpoint is large, and every endpoint a proxy is handed is asked.)
-func namesANode(ep *discoveryv1.Endpoint) bool {
+// node hint, or by hints that are left empty without them.
+func namesANode(ep discoveryv1.Endpoint) bool {
 	return ep.NodeName != nil || ep.Hints != nil && (len(ep.Hints.ForNodes) > 0 || len(ep.Hints.ForZones) == 0)
-}
-
-// anyNamesANode tells whether one of eps names a node.
-func anyNamesANode(eps []discoveryv1.Endpoint) bool {
-	for i := range eps {
-		if namesANode(&eps[i]) {
-			return true
-		}
-	}
-	return false
 }
 
 // EndpointSliceForImport returns the EndpointSlice a proxy programs for an
@@ -118,7 +108,7 @@ func EndpointSliceForImport(slice *discoveryv1.EndpointSlice, opts *Options) (*d
 	// (Options.Labels).
 	out.Labels = opts.labels(slice.Namespace, name)
 	remote := slice.Labels[mcsv1beta1.LabelSourceCluster] != opts.LocalClusterID || opts.LocalClusterID == ""
-	if remote && anyNamesANode(slice.Endpoints) {
+	if remote && slices.ContainsFunc(slice.Endpoints, namesANode) {
 		// Node names of another cluster mean nothing here: kept, they would
 		// make endpoints look node-local (internalTrafficPolicy Local,
 		// PreferSameNode). Zone hints stay: zones are named alike across a
