@@ -131,11 +131,16 @@ func (d *dataplane) endpoint(name, ip string, ports ...string) {
 func (d *dataplane) settle() {
 	d.t.Helper()
 	d.canary++
-	ip := fmt.Sprintf("10.96.200.%d", d.canary)
-	svc := localService("canary", fmt.Sprintf("canary-%d", d.canary), ip)
+	// Each IP family has its own proxier with its own sync loop: the canary
+	// has an address of each, and the change has reached both only when
+	// both addresses are in the rules.
+	v4, v6 := fmt.Sprintf("10.96.200.%d", d.canary), fmt.Sprintf("fd00:10:96::c:%x", d.canary)
+	svc := localService("canary", fmt.Sprintf("canary-%d", d.canary), v4)
+	svc.Spec.ClusterIPs = []string{v4, v6}
+	svc.Spec.IPFamilies = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
 	d.proxier.OnServiceAdd(svc)
 	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(d.rules(), ip) {
+	for rules := d.rules(); !strings.Contains(rules, v4) || !strings.Contains(rules, v6); rules = d.rules() {
 		if time.Now().After(deadline) {
 			d.t.Fatalf("rules did not pick up a change within 30s:\n%s", d.rules())
 		}
