@@ -6,8 +6,10 @@ import (
 	"net"
 	"net/netip"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,6 +53,35 @@ type dataplane struct {
 	mode    kubeproxyconfig.ProxyMode
 	proxier *multicluster.Proxier
 	canary  int
+	// withdrawn counts the clusterset IPs the Proxier took back from the
+	// data plane: a synthetic Service deleted, or updated without an IP it
+	// had.
+	withdrawn atomic.Int64
+}
+
+// withdrawals sits between the multi-cluster Proxier and upstream's, and
+// counts in d.withdrawn every clusterset IP handed over and then taken back.
+type withdrawals struct {
+	proxy.Provider
+	d *dataplane
+}
+
+func (w withdrawals) OnServiceUpdate(old, svc *v1.Service) {
+	if _, synthetic := mcsproxy.ImportName(old.Name); synthetic {
+		for _, ip := range old.Spec.ClusterIPs {
+			if !slices.Contains(svc.Spec.ClusterIPs, ip) {
+				w.d.withdrawn.Add(1)
+			}
+		}
+	}
+	w.Provider.OnServiceUpdate(old, svc)
+}
+
+func (w withdrawals) OnServiceDelete(svc *v1.Service) {
+	if _, synthetic := mcsproxy.ImportName(svc.Name); synthetic {
+		w.d.withdrawn.Add(int64(len(svc.Spec.ClusterIPs)))
+	}
+	w.Provider.OnServiceDelete(svc)
 }
 
 func defaultConfig(t testing.TB, mode kubeproxyconfig.ProxyMode) *kubeproxyconfig.KubeProxyConfiguration {
@@ -100,12 +131,13 @@ func newDataplane(t *testing.T, mode kubeproxyconfig.ProxyMode) *dataplane {
 		TrustedManagers:   []string{mcsproxy.DefaultManagedBy},
 		LocalClusterID:    localClusterID,
 	}
-	p := multicluster.NewProxier(klog.Background(), provider, opts, nil)
-	p.OnServiceSynced()
-	p.OnEndpointSlicesSynced()
-	p.MultiClusterSynced()
-	go p.SyncLoop()
-	return &dataplane{t: t, ctx: ctx, mode: mode, proxier: p}
+	d := &dataplane{t: t, ctx: ctx, mode: mode}
+	d.proxier = multicluster.NewProxier(klog.Background(), withdrawals{Provider: provider, d: d}, opts, nil)
+	d.proxier.OnServiceSynced()
+	d.proxier.OnEndpointSlicesSynced()
+	d.proxier.MultiClusterSynced()
+	go d.proxier.SyncLoop()
+	return d
 }
 
 // endpoint starts an echo server for an endpoint address.
@@ -479,8 +511,13 @@ func testDataplane(t *testing.T, mode kubeproxyconfig.ProxyMode) {
 	})
 
 	t.Run("removing the API removes every clusterset IP", func(t *testing.T) {
+		before := d.withdrawn.Load()
 		p.Reset()
 		d.settle()
+		// At least the four below, of every programmed import.
+		if n := d.withdrawn.Load() - before; n < 4 {
+			t.Errorf("reset took %d clusterset IPs back from the data plane, want at least 4", n)
+		}
 		rules := d.rules()
 		for _, ip := range []string{"10.250.0.1", "10.250.0.8", "10.250.0.11", "fd00:10:250::11"} {
 			if strings.Contains(rules, ip) {
