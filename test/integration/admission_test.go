@@ -182,6 +182,12 @@ func TestAdmissionPolicies(t *testing.T) {
 			}), metav1.CreateOptions{})
 			return err
 		}},
+		{what: "alice creates an MCS slice naming its import's synthetic Service", do: func() error {
+			l := mcsLabels(mcsproxy.DefaultManagedBy)
+			l[discoveryv1.LabelServiceName] = mcsproxy.ServiceName("db")
+			_, err := aliceKube.DiscoveryV1().EndpointSlices("attacker").Create(ctx, slice("db-synthetic-forged", l), metav1.CreateOptions{})
+			return err
+		}},
 		{what: "alice relabels her slice into an MCS one", do: func() error {
 			s, err := aliceKube.DiscoveryV1().EndpointSlices("attacker").Get(ctx, "plain", metav1.GetOptions{})
 			if err != nil {
@@ -344,6 +350,18 @@ func TestAdmissionPolicies(t *testing.T) {
 			l := mcsLabels(mcsproxy.DefaultManagedBy)
 			l[discoveryv1.LabelServiceName] = "users"
 			_, err := ctrlKube.DiscoveryV1().EndpointSlices("prod").Create(ctx, slice("users-evil", l), metav1.CreateOptions{})
+			return err
+		}},
+		{what: "the controller writes an MCS slice naming its import's synthetic Service", allowed: true, do: func() error {
+			l := mcsLabels(mcsproxy.DefaultManagedBy)
+			l[discoveryv1.LabelServiceName] = mcsproxy.ServiceName("db")
+			_, err := ctrlKube.DiscoveryV1().EndpointSlices("prod").Create(ctx, slice("db-cluster-a-synthetic", l), metav1.CreateOptions{})
+			return err
+		}},
+		{what: "the controller writes an MCS slice naming another import's synthetic Service", do: func() error {
+			l := mcsLabels(mcsproxy.DefaultManagedBy)
+			l[discoveryv1.LabelServiceName] = mcsproxy.ServiceName("users")
+			_, err := ctrlKube.DiscoveryV1().EndpointSlices("prod").Create(ctx, slice("users-synthetic-evil", l), metav1.CreateOptions{})
 			return err
 		}},
 		{what: "the controller writes a slice of the local Service named as its import (native names in derived mode)", allowed: true, do: func() error {

@@ -1049,8 +1049,10 @@ func checkSliceMetadata(t *testing.T, m *testMember, ns, name string) {
 		if s.Labels[discoveryv1.LabelManagedBy] != mcsproxy.DefaultManagedBy {
 			t.Errorf("%s: managed-by %q", s.Name, s.Labels[discoveryv1.LabelManagedBy])
 		}
-		if _, ok := s.Labels[discoveryv1.LabelServiceName]; ok {
-			t.Errorf("%s has the kubernetes.io/service-name label of a local Service", s.Name)
+		// kubernetes.io/service-name names the import's synthetic
+		// Service, never a local one: kube-proxy hands the slice on as it is.
+		if !mcsproxy.IsMultiClusterEndpointSlice(&s) || !mcsproxy.SharesImportService(&s) {
+			t.Errorf("%s is not an MCS slice naming its import's synthetic Service: %v", s.Name, s.Labels)
 		}
 		if len(s.OwnerReferences) != 1 || s.OwnerReferences[0].UID != si.UID || s.OwnerReferences[0].Kind != "ServiceImport" {
 			t.Errorf("%s: owner references %v, want the ServiceImport %s", s.Name, s.OwnerReferences, si.UID)

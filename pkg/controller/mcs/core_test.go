@@ -227,10 +227,10 @@ func slicesIn(t *testing.T, m *fakeMember) (mcs, derived []discoveryv1.EndpointS
 		if s.Labels[mcsv1beta1.LabelServiceName] != "web" {
 			continue
 		}
-		if _, local := s.Labels[discoveryv1.LabelServiceName]; local {
-			derived = append(derived, s)
-		} else {
+		if mcsproxy.IsMultiClusterEndpointSlice(&s) {
 			mcs = append(mcs, s)
+		} else {
+			derived = append(derived, s)
 		}
 	}
 	return mcs, derived

@@ -133,8 +133,13 @@ func newMemberWith(m topology.Member, kube kubernetes.Interface, mcs mcsclientse
 	mb.serviceCIDRs = core.Networking().V1().ServiceCIDRs().Lister()
 	mb.nodes = core.Core().V1().Nodes().Lister()
 
+	// A Service's own slices: those that name a Service and no import.
+	// The slices this controller writes name their import's synthetic
+	// Service too (export.ImportedSliceLabels); they are in the imported
+	// informer, and cached once.
 	own, _ := labels.NewRequirement(discoveryv1.LabelServiceName, selection.Exists, nil)
-	local, localInformer := sliceInformer(kube, compactLocalSlice, own.String(), cache.Indexers{byService: indexByLabel(discoveryv1.LabelServiceName)})
+	notImported, _ := labels.NewRequirement(mcsv1beta1.LabelServiceName, selection.DoesNotExist, nil)
+	local, localInformer := sliceInformer(kube, compactLocalSlice, labels.NewSelector().Add(*own, *notImported).String(), cache.Indexers{byService: indexByLabel(discoveryv1.LabelServiceName)})
 	mb.localSlices = localInformer.GetIndexer()
 	imported, importedInformer := sliceInformer(kube, toWrittenSlice, labels.Set{discoveryv1.LabelManagedBy: managedBy}.String(), cache.Indexers{byImport: byImportIndex})
 	mb.importedSlices = importedInformer.GetIndexer()

@@ -43,8 +43,9 @@ type writtenLabels struct {
 	importName string
 	// sourceCluster is multicluster.kubernetes.io/source-cluster.
 	sourceCluster string
-	// service is kubernetes.io/service-name: set on the slices of derived
-	// Services and, in derived members, of local Services (native names).
+	// service is kubernetes.io/service-name: the import's synthetic
+	// Service on MCS slices, the derived Service on a derived Service's,
+	// and, in derived members, a local Service (native names).
 	service    string
 	hasService bool
 }

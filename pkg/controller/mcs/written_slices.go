@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/multiclusterservices/export"
+	mcsproxy "k8s.io/multiclusterservices/proxy"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
@@ -30,8 +31,10 @@ import (
 func importedSlicesIn(m *member, ns, name string) (mcs, derived, local []*writtenSlice) {
 	derivedName := export.DerivedName(ns, name)
 	for _, s := range writtenIn(m, ns, name) {
-		switch service, isLocal := s.service(); {
-		case !isLocal:
+		switch service, named := s.service(); {
+		case !named || service == mcsproxy.ServiceName(name):
+			// An MCS slice names the import's synthetic Service (one
+			// written before it did names none).
 			mcs = append(mcs, s)
 		case service == derivedName:
 			derived = append(derived, s)

@@ -168,13 +168,36 @@ func TestPlainSliceNamingAnImportIsDropped(t *testing.T) {
 	p.OnEndpointSliceDelete(forged)
 	f.expectCalls()
 
-	// With both labels it is still not an MCS slice.
-	both := forged.DeepCopy()
-	both.Labels[discoveryv1.LabelManagedBy] = mcsproxy.DefaultManagedBy
-	both.Labels["multicluster.kubernetes.io/service-name"] = "db"
-	p.OnEndpointSliceAdd(both)
+	// With the MCS label of another import it is still dropped: the two
+	// names must agree.
+	other := forged.DeepCopy()
+	other.Labels[discoveryv1.LabelManagedBy] = mcsproxy.DefaultManagedBy
+	other.Labels["multicluster.kubernetes.io/service-name"] = "web"
+	other.Labels["multicluster.kubernetes.io/source-cluster"] = "cluster-a"
+	p.OnServiceImportUpsert(serviceImport("prod", "web", 0, "10.250.0.11"))
+	f.expectCalls("ServiceAdd prod/web.clusterset")
+	p.OnEndpointSliceAdd(other)
 	f.expectCalls()
+	f.expectEvents("EndpointSlice prod/forged ReservedServiceName")
 	if got := f.provider.slices["prod/forged"]; got != nil {
-		t.Errorf("forged slice reached the proxier: %v", got.Labels)
+		t.Errorf("a slice naming another import's Service reached the proxier: %v", got.Labels)
 	}
+	p.OnEndpointSliceDelete(other)
+	f.expectCalls()
+
+	// With db's own MCS label it is an MCS slice of db, trusted as every
+	// MCS slice is (by its manager), and handed over as it is.
+	own := forged.DeepCopy()
+	own.Labels[discoveryv1.LabelManagedBy] = mcsproxy.DefaultManagedBy
+	own.Labels["multicluster.kubernetes.io/service-name"] = "db"
+	own.Labels["multicluster.kubernetes.io/source-cluster"] = "cluster-a"
+	p.OnEndpointSliceAdd(own)
+	f.expectCalls("SliceAdd prod/forged")
+	if got := f.provider.slices["prod/forged"]; got != own {
+		t.Errorf("an MCS slice naming its own import's Service was not handed over as it is")
+	}
+	untrusted := own.DeepCopy()
+	untrusted.Labels[discoveryv1.LabelManagedBy] = "someone"
+	p.OnEndpointSliceUpdate(own, untrusted)
+	f.expectCalls("SliceDelete prod/forged")
 }

@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/klog/v2"
+	"k8s.io/multiclusterservices/export"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
@@ -51,8 +52,10 @@ func BenchmarkFeedOverhead(b *testing.B) {
 func importsAndServices(n int) (imports, services []any) {
 	for i := range n {
 		name := fmt.Sprintf("svc-%05d", i)
-		imports = append(imports, serviceImport("ns", name, 0, fmt.Sprintf("10.250.%d.%d", i/250, i%250+1)),
-			mcsSlice("ns", name+"-a", name, "cluster-a", "10.1.0.1"), mcsSlice("ns", name+"-b", name, "cluster-b", "10.2.0.1"))
+		a, b := mcsSlice("ns", name+"-a", name, "cluster-a", "10.1.0.1"), mcsSlice("ns", name+"-b", name, "cluster-b", "10.2.0.1")
+		// As the mcs-controller writes them.
+		a.Labels, b.Labels = export.ImportedSliceLabels(name, "cluster-a", mcsproxy.DefaultManagedBy), export.ImportedSliceLabels(name, "cluster-b", mcsproxy.DefaultManagedBy)
+		imports = append(imports, serviceImport("ns", name, 0, fmt.Sprintf("10.250.%d.%d", i/250, i%250+1)), a, b)
 		services = append(services, localService("ns", name, fmt.Sprintf("10.96.%d.%d", i/250, i%250+1)))
 		for _, half := range []string{"-a", "-b"} {
 			s := mcsSlice("ns", name+half, "", "", "10.1.0.1")

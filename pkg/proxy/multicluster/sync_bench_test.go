@@ -27,6 +27,7 @@ import (
 	"k8s.io/kubernetes/pkg/proxy/nftables"
 	proxyutil "k8s.io/kubernetes/pkg/proxy/util"
 	utiliptables "k8s.io/kubernetes/pkg/util/iptables"
+	"k8s.io/multiclusterservices/export"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
@@ -240,7 +241,8 @@ func benchSlice(service, cluster string, i, first int, mcs bool) *discoveryv1.En
 		Ports:       []discoveryv1.EndpointPort{port("http", v1.ProtocolTCP, 8080)},
 	}
 	if mcs {
-		s.Labels = map[string]string{mcsv1beta1.LabelServiceName: service, mcsv1beta1.LabelSourceCluster: cluster, discoveryv1.LabelManagedBy: mcsproxy.DefaultManagedBy}
+		// As the mcs-controller writes them.
+		s.Labels = export.ImportedSliceLabels(service, cluster, mcsproxy.DefaultManagedBy)
 	} else {
 		s.Labels = map[string]string{discoveryv1.LabelServiceName: service}
 	}

@@ -36,6 +36,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
 	"k8s.io/multiclusterservices/crds"
+	"k8s.io/multiclusterservices/export"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
@@ -198,7 +199,8 @@ func create(ctx context.Context, kube kubernetes.Interface, mcs mcsclientset.Int
 		if path == "services" {
 			slice.Labels = map[string]string{discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: "bench"}
 		} else {
-			slice.Labels = map[string]string{mcsv1beta1.LabelServiceName: name, mcsv1beta1.LabelSourceCluster: fmt.Sprintf("cluster-%d", half), discoveryv1.LabelManagedBy: mcsproxy.DefaultManagedBy}
+			// As the mcs-controller writes them.
+			slice.Labels = export.ImportedSliceLabels(name, fmt.Sprintf("cluster-%d", half), mcsproxy.DefaultManagedBy)
 		}
 		if _, err := kube.DiscoveryV1().EndpointSlices(namespace).Create(ctx, slice, metav1.CreateOptions{}); err != nil {
 			return err

@@ -159,11 +159,7 @@ func BindingSlices(b *catalogv1alpha1.ServiceBinding, p Placement, managedBy str
 				ObjectMeta: metav1.ObjectMeta{
 					Namespace: p.LocalName.Namespace,
 					Name:      export.SliceName(p.LocalName.Name, b.Spec.Cluster, b.Name+"-"+strings.ToLower(string(family))),
-					Labels: map[string]string{
-						mcsv1beta1.LabelServiceName:   p.LocalName.Name,
-						mcsv1beta1.LabelSourceCluster: b.Spec.Cluster,
-						discoveryv1.LabelManagedBy:    managedBy,
-					},
+					Labels:    export.ImportedSliceLabels(p.LocalName.Name, b.Spec.Cluster, managedBy),
 				},
 				AddressType: family,
 				Ports:       ports,

@@ -100,8 +100,8 @@ func checkImportedSlice(t *testing.T, s *discoveryv1.EndpointSlice, ns, name, cl
 		s.Labels[discoveryv1.LabelManagedBy] != "mcs-controller" {
 		t.Errorf("slice %s/%s labels %v, want service %s from %s", s.Namespace, s.Name, s.Labels, name, cluster)
 	}
-	if _, local := s.Labels[discoveryv1.LabelServiceName]; local {
-		t.Errorf("slice %s names a local Service", s.Name)
+	if !proxy.IsMultiClusterEndpointSlice(s) || !proxy.SharesImportService(s) {
+		t.Errorf("slice %s is not an MCS slice that names its import's synthetic Service: %v", s.Name, s.Labels)
 	}
 	if errs := validation.IsDNS1123Subdomain(s.Name); len(errs) > 0 {
 		t.Errorf("slice name %q: %v", s.Name, errs)

@@ -77,11 +77,7 @@ func ImportedSlice(src *discoveryv1.EndpointSlice, service, cluster, managedBy s
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      SliceName(service, cluster, src.Name),
 			Namespace: src.Namespace,
-			Labels: map[string]string{
-				mcsv1beta1.LabelServiceName:   service,
-				mcsv1beta1.LabelSourceCluster: cluster,
-				discoveryv1.LabelManagedBy:    managedBy,
-			},
+			Labels:    ImportedSliceLabels(service, cluster, managedBy),
 		},
 		AddressType: src.AddressType,
 	}
@@ -117,6 +113,22 @@ func ImportedSlice(src *discoveryv1.EndpointSlice, service, cluster, managedBy s
 	}
 	trafficdist.ReconcileHints(trafficDistribution, []*discoveryv1.EndpointSlice{out}, nil, nil)
 	return out
+}
+
+// ImportedSliceLabels are the labels of every EndpointSlice the
+// mcs-controller writes for import service from source cluster: the
+// import, the cluster and the writer, and in kubernetes.io/service-name
+// the import's synthetic Service (proxy.ServiceName), the name a proxy
+// programs the import as and keys its slices by, so that a proxy can hand
+// the slice on as it is, with no copy (proxy.SharesImportService). No real
+// Service has such a name.
+func ImportedSliceLabels(service, cluster, managedBy string) map[string]string {
+	return map[string]string{
+		mcsv1beta1.LabelServiceName:   service,
+		mcsv1beta1.LabelSourceCluster: cluster,
+		discoveryv1.LabelManagedBy:    managedBy,
+		discoveryv1.LabelServiceName:  proxy.ServiceName(service),
+	}
 }
 
 // importedAddresses returns the addresses of addrs an imported slice

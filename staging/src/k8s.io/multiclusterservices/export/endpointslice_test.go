@@ -11,6 +11,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/multiclusterservices/proxy"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
@@ -50,6 +51,7 @@ func TestImportedSlice(t *testing.T) {
 			mcsv1beta1.LabelServiceName:   "web",
 			mcsv1beta1.LabelSourceCluster: "cluster-a",
 			discoveryv1.LabelManagedBy:    "mcs-controller.multicluster.x-k8s.io",
+			discoveryv1.LabelServiceName:  "web.clusterset",
 		}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(v1.ProtocolTCP)}},
@@ -64,8 +66,10 @@ func TestImportedSlice(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("ImportedSlice (-want +got):\n%s", diff)
 	}
-	if _, ok := got.Labels[discoveryv1.LabelServiceName]; ok {
-		t.Errorf("an imported slice must not belong to a local Service")
+	// It names the import's synthetic Service, which no real Service can
+	// be: never a local Service's slice, and a proxy hands it on as it is.
+	if !proxy.IsMultiClusterEndpointSlice(got) || !proxy.SharesImportService(got) {
+		t.Errorf("an imported slice must be an MCS slice naming its import's synthetic Service: %v", got.Labels)
 	}
 
 	// Ports with no name default to "" and are kept when "" is served.

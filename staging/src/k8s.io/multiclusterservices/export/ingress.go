@@ -267,11 +267,7 @@ func IngressSlices(ingress *v1.Service, nodes []*v1.Node, service, cluster, mana
 			ObjectMeta: metav1.ObjectMeta{
 				Name:      SliceName(service, cluster, "ingress-"+strings.ToLower(string(t))),
 				Namespace: ingress.Namespace,
-				Labels: map[string]string{
-					mcsv1beta1.LabelServiceName:   service,
-					mcsv1beta1.LabelSourceCluster: cluster,
-					discoveryv1.LabelManagedBy:    managedBy,
-				},
+				Labels:    ImportedSliceLabels(service, cluster, managedBy),
 			},
 			AddressType: t,
 			Ports:       slices.Clone(ports),

@@ -120,12 +120,11 @@ func TestIngressSlices(t *testing.T) {
 				if errs := validation.IsDNS1123Subdomain(s.Name); len(errs) > 0 {
 					t.Errorf("slice name %q: %v", s.Name, errs)
 				}
-				wantLabels := map[string]string{mcsv1beta1.LabelServiceName: "web", mcsv1beta1.LabelSourceCluster: "cluster-c", discoveryv1.LabelManagedBy: "mcs-controller"}
+				// The import's synthetic Service, never a local one.
+				wantLabels := map[string]string{mcsv1beta1.LabelServiceName: "web", mcsv1beta1.LabelSourceCluster: "cluster-c", discoveryv1.LabelManagedBy: "mcs-controller",
+					discoveryv1.LabelServiceName: "web.clusterset"}
 				if diff := cmp.Diff(wantLabels, s.Labels); diff != "" {
 					t.Errorf("labels (-want +got):\n%s", diff)
-				}
-				if _, has := s.Labels[discoveryv1.LabelServiceName]; has {
-					t.Errorf("slice %s names a local Service", s.Name)
 				}
 				var addrs []string
 				for _, ep := range s.Endpoints {

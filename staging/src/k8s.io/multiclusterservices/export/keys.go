@@ -47,7 +47,7 @@ var Keys = []Key{
 	{Name: discoveryv1.LabelManagedBy, On: "EndpointSlice", WrittenBy: "the slice's controller (admission reserves the MCS and EndpointSlice controllers' values)", ReadBy: "kube-proxy (trusts MCS slices), mcs-controller (mirrors a source's slices)"},
 	{Name: mcsv1beta1.LabelServiceName, On: "EndpointSlice, derived Service", WrittenBy: "mcs-controller (admission)", ReadBy: "kube-proxy, CoreDNS, mcs-controller"},
 	{Name: mcsv1beta1.LabelSourceCluster, On: "EndpointSlice, Lease", WrittenBy: "mcs-controller (admission)", ReadBy: "kube-proxy (own cluster's endpoints keep node names), mcs-controller"},
-	{Name: discoveryv1.LabelServiceName, On: "EndpointSlice", WrittenBy: "slice writers; admission refuses *.clusterset and derived-<hash> to all but the mcs-controller", ReadBy: "kube-proxy"},
+	{Name: discoveryv1.LabelServiceName, On: "EndpointSlice", WrittenBy: "slice writers; on MCS slices the mcs-controller, as the import's synthetic <import>.clusterset; admission refuses *.clusterset and derived-<hash> to all but the mcs-controller", ReadBy: "kube-proxy (keys slices by it; obeyed on an MCS slice only when it is that slice's own import's synthetic name)"},
 	{Name: LabelIngressFor, On: "ingress Service", WrittenBy: "mcs-controller (admission)", ReadBy: "mcs-controller"},
 }
 

@@ -11,24 +11,40 @@ import (
 
 // IsMultiClusterEndpointSlice tells whether a slice belongs to a
 // ServiceImport rather than to a local Service: it names an import and no
-// local Service.
+// local Service. An MCS slice may also carry kubernetes.io/service-name
+// with its import's synthetic Service name (SharesImportService): it
+// still names no local Service.
 func IsMultiClusterEndpointSlice(slice *discoveryv1.EndpointSlice) bool {
-	if _, local := slice.Labels[discoveryv1.LabelServiceName]; local {
+	name, ok := slice.Labels[mcsv1beta1.LabelServiceName]
+	if !ok {
 		return false
 	}
-	_, ok := slice.Labels[mcsv1beta1.LabelServiceName]
-	return ok
+	service, local := slice.Labels[discoveryv1.LabelServiceName]
+	return !local || service == ServiceName(name)
 }
 
 // ClaimsImportService tells whether a slice names, in its
-// kubernetes.io/service-name label, the synthetic Service of an import. No
-// real Service has such a name, and only a checked MCS EndpointSlice may
-// reach an import's rules, so a proxy must drop such a slice: anyone who
-// can write an EndpointSlice in the namespace could otherwise steer the
-// import's clusterset IP.
+// kubernetes.io/service-name label, the synthetic Service of an import
+// that it is not an MCS EndpointSlice of. No real Service has such a name,
+// and only a checked MCS EndpointSlice may reach an import's rules, so a
+// proxy must drop such a slice: anyone who can write an EndpointSlice in
+// the namespace could otherwise steer the import's clusterset IP.
 func ClaimsImportService(slice *discoveryv1.EndpointSlice) bool {
-	_, synthetic := ImportName(slice.Labels[discoveryv1.LabelServiceName])
-	return synthetic
+	service := slice.Labels[discoveryv1.LabelServiceName]
+	if _, synthetic := ImportName(service); !synthetic {
+		return false
+	}
+	name, mcs := slice.Labels[mcsv1beta1.LabelServiceName]
+	return !mcs || service != ServiceName(name)
+}
+
+// SharesImportService tells whether an MCS EndpointSlice already names its
+// import's synthetic Service in kubernetes.io/service-name, the label a
+// proxy keys slices by: a proxy can then be handed the slice itself, as
+// long as it needs nothing else changed.
+func SharesImportService(slice *discoveryv1.EndpointSlice) bool {
+	name, ok := slice.Labels[mcsv1beta1.LabelServiceName]
+	return ok && slice.Labels[discoveryv1.LabelServiceName] == ServiceName(name)
 }
 
 // ImportNameOf returns the name of the ServiceImport an MCS EndpointSlice
@@ -45,7 +61,8 @@ func namesANode(ep discoveryv1.Endpoint) bool {
 
 // EndpointSliceForImport returns the EndpointSlice a proxy programs for an
 // MCS EndpointSlice: a copy that belongs to the import's synthetic Service
-// and shares with slice what it does not change.
+// and shares with slice what it does not change, or slice itself when it
+// already names that Service and holds nothing a proxy would remove.
 // A slice that is not trusted, or that holds anything a proxy could not turn
 // into a valid rule, is rejected whole with a *RejectionError.
 func EndpointSliceForImport(slice *discoveryv1.EndpointSlice, opts *Options) (*discoveryv1.EndpointSlice, error) {
@@ -96,6 +113,13 @@ func EndpointSliceForImport(slice *discoveryv1.EndpointSlice, opts *Options) (*d
 		}
 	}
 
+	remote := slice.Labels[mcsv1beta1.LabelSourceCluster] != opts.LocalClusterID || opts.LocalClusterID == ""
+	stripNodes := remote && slices.ContainsFunc(slice.Endpoints, namesANode)
+	if !stripNodes && SharesImportService(slice) {
+		// Labelled as a proxy keys it, with nothing to remove: the
+		// slice itself, shared with the informer that holds it anyway.
+		return slice, nil
+	}
 	// A proxy holds the result as long as the slice exists: it shares with
 	// slice what it does not change (addresses, conditions, ports), which
 	// is safe because informer objects are never modified, and neither is
@@ -107,8 +131,7 @@ func EndpointSliceForImport(slice *discoveryv1.EndpointSlice, opts *Options) (*d
 	// kept, so that every slice of an import can share one map
 	// (Options.Labels).
 	out.Labels = opts.labels(slice.Namespace, name)
-	remote := slice.Labels[mcsv1beta1.LabelSourceCluster] != opts.LocalClusterID || opts.LocalClusterID == ""
-	if remote && slices.ContainsFunc(slice.Endpoints, namesANode) {
+	if stripNodes {
 		// Node names of another cluster mean nothing here: kept, they would
 		// make endpoints look node-local (internalTrafficPolicy Local,
 		// PreferSameNode). Zone hints stay: zones are named alike across a

@@ -53,6 +53,77 @@ func TestIsMultiClusterEndpointSlice(t *testing.T) {
 	}
 }
 
+// Which slices reach an import, by their two service-name labels: an MCS
+// slice may name its own import's synthetic Service too (the label a
+// proxy keys slices by); any other slice naming a synthetic Service is
+// dropped, whatever else it says.
+func TestServiceNameLabels(t *testing.T) {
+	for _, c := range []struct {
+		name                 string
+		mcsName, serviceName string // "-": label absent
+		mcs, claims, shares  bool
+	}{
+		{"MCS slice", "web", "-", true, false, false},
+		{"MCS slice naming its import's Service", "web", "web.clusterset", true, false, true},
+		{"MCS slice naming another import's Service", "web", "db.clusterset", false, true, false},
+		{"MCS slice naming a local Service", "web", "web", false, false, false},
+		{"plain slice naming an import's Service", "-", "web.clusterset", false, true, false},
+		{"local Service's slice", "-", "web", false, false, false},
+	} {
+		s := testSlice(func(s *discoveryv1.EndpointSlice) {
+			for key, value := range map[string]string{mcsv1beta1.LabelServiceName: c.mcsName, discoveryv1.LabelServiceName: c.serviceName} {
+				if value == "-" {
+					delete(s.Labels, key)
+				} else {
+					s.Labels[key] = value
+				}
+			}
+		})
+		if got := IsMultiClusterEndpointSlice(s); got != c.mcs {
+			t.Errorf("%s: IsMultiClusterEndpointSlice = %v, want %v", c.name, got, c.mcs)
+		}
+		if got := ClaimsImportService(s); got != c.claims {
+			t.Errorf("%s: ClaimsImportService = %v, want %v", c.name, got, c.claims)
+		}
+		if got := SharesImportService(s); got != c.shares {
+			t.Errorf("%s: SharesImportService = %v, want %v", c.name, got, c.shares)
+		}
+	}
+}
+
+// A slice that already names its import's Service is handed over as it
+// is, unless it holds another cluster's node names, which are removed
+// from a copy.
+func TestEndpointSliceForImportShares(t *testing.T) {
+	opts := &Options{TrustedManagers: []string{DefaultManagedBy}, LocalClusterID: "cluster-b"}
+	labelled := func(s *discoveryv1.EndpointSlice) { s.Labels[discoveryv1.LabelServiceName] = "web.clusterset" }
+	withoutNodes := testSlice(func(s *discoveryv1.EndpointSlice) {
+		labelled(s)
+		s.Endpoints[0].NodeName, s.Endpoints[0].Hints = nil, nil
+	})
+	if got, err := EndpointSliceForImport(withoutNodes, opts); err != nil || got != withoutNodes {
+		t.Errorf("a labelled slice without node names was not handed over as it is (err %v)", err)
+	}
+	withNodes := testSlice(labelled)
+	got, err := EndpointSliceForImport(withNodes, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got == withNodes || got.Endpoints[0].NodeName != nil || withNodes.Endpoints[0].NodeName == nil {
+		t.Errorf("another cluster's node names were not removed from a copy")
+	}
+	// The source cluster's own proxies keep its node names: as it is.
+	own := &Options{TrustedManagers: []string{DefaultManagedBy}, LocalClusterID: "cluster-a"}
+	if got, _ := EndpointSliceForImport(withNodes, own); got != withNodes {
+		t.Errorf("the source cluster's own labelled slice was copied")
+	}
+	// Still checked: an untrusted manager is refused.
+	untrusted := testSlice(func(s *discoveryv1.EndpointSlice) { labelled(s); s.Labels[discoveryv1.LabelManagedBy] = "someone" })
+	if _, err := EndpointSliceForImport(untrusted, opts); err == nil {
+		t.Errorf("a labelled slice of an untrusted manager was accepted")
+	}
+}
+
 func TestEndpointSliceForImport(t *testing.T) {
 	tests := []struct {
 		name       string
