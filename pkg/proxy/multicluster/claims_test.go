@@ -168,12 +168,17 @@ func TestPlainSliceNamingAnImportIsDropped(t *testing.T) {
 	p.OnEndpointSliceDelete(forged)
 	f.expectCalls()
 
+	// forged as a trusted MCS slice of import name.
+	mcsOf := func(name string) *discoveryv1.EndpointSlice {
+		s := forged.DeepCopy()
+		s.Labels[discoveryv1.LabelManagedBy] = mcsproxy.DefaultManagedBy
+		s.Labels["multicluster.kubernetes.io/service-name"] = name
+		s.Labels["multicluster.kubernetes.io/source-cluster"] = "cluster-a"
+		return s
+	}
 	// With the MCS label of another import it is still dropped: the two
 	// names must agree.
-	other := forged.DeepCopy()
-	other.Labels[discoveryv1.LabelManagedBy] = mcsproxy.DefaultManagedBy
-	other.Labels["multicluster.kubernetes.io/service-name"] = "web"
-	other.Labels["multicluster.kubernetes.io/source-cluster"] = "cluster-a"
+	other := mcsOf("web")
 	p.OnServiceImportUpsert(serviceImport("prod", "web", 0, "10.250.0.11"))
 	f.expectCalls("ServiceAdd prod/web.clusterset")
 	p.OnEndpointSliceAdd(other)
@@ -187,10 +192,7 @@ func TestPlainSliceNamingAnImportIsDropped(t *testing.T) {
 
 	// With db's own MCS label it is an MCS slice of db, trusted as every
 	// MCS slice is (by its manager), and handed over as it is.
-	own := forged.DeepCopy()
-	own.Labels[discoveryv1.LabelManagedBy] = mcsproxy.DefaultManagedBy
-	own.Labels["multicluster.kubernetes.io/service-name"] = "db"
-	own.Labels["multicluster.kubernetes.io/source-cluster"] = "cluster-a"
+	own := mcsOf("db")
 	p.OnEndpointSliceAdd(own)
 	f.expectCalls("SliceAdd prod/forged")
 	if got := f.provider.slices["prod/forged"]; got != own {
