@@ -15,12 +15,11 @@ import (
 // with its import's synthetic Service name (SharesImportService): it
 // still names no local Service.
 func IsMultiClusterEndpointSlice(slice *discoveryv1.EndpointSlice) bool {
-	name, ok := slice.Labels[mcsv1beta1.LabelServiceName]
-	if !ok {
+	if _, ok := slice.Labels[mcsv1beta1.LabelServiceName]; !ok {
 		return false
 	}
-	service, local := slice.Labels[discoveryv1.LabelServiceName]
-	return !local || service == ServiceName(name)
+	_, local := slice.Labels[discoveryv1.LabelServiceName]
+	return !local || SharesImportService(slice)
 }
 
 // ClaimsImportService tells whether a slice names, in its
@@ -30,21 +29,19 @@ func IsMultiClusterEndpointSlice(slice *discoveryv1.EndpointSlice) bool {
 // proxy must drop such a slice: anyone who can write an EndpointSlice in
 // the namespace could otherwise steer the import's clusterset IP.
 func ClaimsImportService(slice *discoveryv1.EndpointSlice) bool {
-	service := slice.Labels[discoveryv1.LabelServiceName]
-	if _, synthetic := ImportName(service); !synthetic {
-		return false
-	}
-	name, mcs := slice.Labels[mcsv1beta1.LabelServiceName]
-	return !mcs || service != ServiceName(name)
+	_, synthetic := ImportName(slice.Labels[discoveryv1.LabelServiceName])
+	return synthetic && !SharesImportService(slice)
 }
 
 // SharesImportService tells whether an MCS EndpointSlice already names its
 // import's synthetic Service in kubernetes.io/service-name, the label a
 // proxy keys slices by: a proxy can then be handed the slice itself, as
-// long as it needs nothing else changed.
+// long as it needs nothing else changed. The one place that decides
+// whether the two labels agree.
 func SharesImportService(slice *discoveryv1.EndpointSlice) bool {
 	name, ok := slice.Labels[mcsv1beta1.LabelServiceName]
-	return ok && slice.Labels[discoveryv1.LabelServiceName] == ServiceName(name)
+	imported, synthetic := ImportName(slice.Labels[discoveryv1.LabelServiceName])
+	return ok && synthetic && imported == name
 }
 
 // ImportNameOf returns the name of the ServiceImport an MCS EndpointSlice
