@@ -99,25 +99,44 @@ func (x *claimIndex) setImport(rec *claimOf, c claim, ips []netip.Addr, dst []ty
 	if rec.claim == c && slices.Equal(oldIPs, ips) {
 		return affected
 	}
-	owners := func(ips []netip.Addr) {
-		for _, ip := range ips {
-			if o, ok := x.owner(ip); ok && !slices.Contains(affected, o) {
-				affected = append(affected, o)
-			}
+	// The owner of a list, noted before and after the change of each list;
+	// each list is looked up once (the index holds an IP per import).
+	noteOwner := func(list []*claimOf) {
+		if len(list) > 0 && !slices.Contains(affected, list[0].claim.key) {
+			affected = append(affected, list[0].claim.key)
 		}
 	}
-	owners(oldIPs)
-	owners(ips)
-	// Out of the lists under its old rank, back in under its new one.
-	x.leave(rec, oldIPs)
+	// Out of the lists under its old rank...
+	for _, ip := range oldIPs {
+		list := x.byIP[ip]
+		noteOwner(list)
+		if i, found := slices.BinarySearchFunc(list, rec, compareClaims); found {
+			list = slices.Delete(list, i, i+1)
+		}
+		if !slices.Contains(ips, ip) {
+			// Left for good: this list is final.
+			noteOwner(list)
+		}
+		if len(list) == 0 {
+			delete(x.byIP, ip)
+		} else {
+			x.byIP[ip] = list
+		}
+	}
+	// ...back in under its new one.
 	rec.claim, rec.ips = c, ips
 	for _, ip := range ips {
 		list := x.byIP[ip]
+		if !slices.Contains(oldIPs, ip) {
+			// The owner before (that of an IP claimed before too is
+			// noted above, before the import left its list).
+			noteOwner(list)
+		}
 		i, _ := slices.BinarySearchFunc(list, rec, compareClaims)
-		x.byIP[ip] = slices.Insert(list, i, rec)
+		list = slices.Insert(list, i, rec)
+		x.byIP[ip] = list
+		noteOwner(list)
 	}
-	owners(oldIPs)
-	owners(ips)
 	return affected
 }
 
@@ -176,19 +195,4 @@ func (x *claimIndex) decide(rec *claimOf) *mcsproxy.RejectionError {
 		}
 	}
 	return nil
-}
-
-// leave takes rec out of the claim lists of ips.
-func (x *claimIndex) leave(rec *claimOf, ips []netip.Addr) {
-	for _, ip := range ips {
-		list := x.byIP[ip]
-		if i, found := slices.BinarySearchFunc(list, rec, compareClaims); found {
-			list = slices.Delete(list, i, i+1)
-		}
-		if len(list) == 0 {
-			delete(x.byIP, ip)
-		} else {
-			x.byIP[ip] = list
-		}
-	}
 }

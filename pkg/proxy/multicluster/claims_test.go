@@ -67,6 +67,12 @@ func TestClaimRule(t *testing.T) {
 			want: map[string]mcsproxy.Reason{"ns/d": mcsproxy.ReasonIPInUseByImport, "ns/e": ""}},
 		{what: "an import moving to another IP frees the old one", importKey: "ns/e", created: 0, importIPs: []string{"fd00:10:250::3"},
 			want: map[string]mcsproxy.Reason{"ns/d": "", "ns/e": ""}},
+		{what: "an import ranked anew on an IP it keeps takes it", importKey: "ns/c", created: 2, importIPs: []string{"10.250.0.1"},
+			want:     map[string]mcsproxy.Reason{"ns/c": "", "ns/z": mcsproxy.ReasonIPInUseByImport, "ns/a": mcsproxy.ReasonIPInUseByImport},
+			affected: []string{"ns/c", "ns/z"}},
+		{what: "an owner ranked anew, still first, affects only itself", importKey: "ns/c", created: 3, importIPs: []string{"10.250.0.1"},
+			want:     map[string]mcsproxy.Reason{"ns/c": "", "ns/z": mcsproxy.ReasonIPInUseByImport},
+			affected: []string{"ns/c"}},
 	}
 	x := newClaimIndex()
 	records := map[string]*claimOf{}

@@ -97,18 +97,22 @@ const (
 	// routeMultiCluster: an MCS EndpointSlice, checked and translated
 	// here before its import's rules get it.
 	routeMultiCluster
-	// routeDropped: a plain slice that names an import's synthetic
-	// Service. It would reach the import's rules without any check.
+	// routeDropped: a slice that names an import's synthetic Service
+	// without being that import's MCS EndpointSlice. It would reach the
+	// import's rules without any check.
 	routeDropped
 )
 
+// routeOf reads a slice's route from its labels (mcsproxy.KindOf, which
+// reads each once: every slice of the cluster passes here).
 func routeOf(slice *discoveryv1.EndpointSlice) sliceRoute {
-	switch {
-	case slice == nil:
+	if slice == nil {
 		return routeNone
-	case mcsproxy.ClaimsImportService(slice):
+	}
+	switch mcsproxy.KindOf(slice) {
+	case mcsproxy.ImportClaimingSlice:
 		return routeDropped
-	case mcsproxy.IsMultiClusterEndpointSlice(slice):
+	case mcsproxy.MultiClusterSlice:
 		return routeMultiCluster
 	default:
 		return routeLocal

@@ -9,39 +9,75 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
-// IsMultiClusterEndpointSlice tells whether a slice belongs to a
-// ServiceImport rather than to a local Service: it names an import and no
-// local Service. An MCS slice may also carry kubernetes.io/service-name
-// with its import's synthetic Service name (SharesImportService): it
-// still names no local Service.
-func IsMultiClusterEndpointSlice(slice *discoveryv1.EndpointSlice) bool {
-	if _, ok := slice.Labels[mcsv1beta1.LabelServiceName]; !ok {
-		return false
+// SliceKind is what a proxy makes of an EndpointSlice, by its two
+// service-name labels.
+type SliceKind int
+
+const (
+	// LocalSlice belongs to a local Service (or to none): the Service path
+	// handles it.
+	LocalSlice SliceKind = iota
+	// MultiClusterSlice belongs to the ServiceImport its
+	// multicluster.kubernetes.io/service-name label names, and to no local
+	// Service. It may also carry kubernetes.io/service-name with its
+	// import's synthetic Service name (SharesImportService): it still
+	// names no local Service.
+	MultiClusterSlice
+	// ImportClaimingSlice names, in kubernetes.io/service-name, the
+	// synthetic Service of an import that it is not an MCS EndpointSlice
+	// of. No real Service has such a name, and only a checked MCS
+	// EndpointSlice may reach an import's rules, so a proxy must drop such
+	// a slice: anyone who can write an EndpointSlice in the namespace could
+	// otherwise steer the import's clusterset IP.
+	ImportClaimingSlice
+)
+
+// KindOf classifies a slice, reading each of its two service-name labels
+// once: a proxy asks it of every EndpointSlice it is handed.
+func KindOf(slice *discoveryv1.EndpointSlice) SliceKind {
+	name, mcs := slice.Labels[mcsv1beta1.LabelServiceName]
+	service, local := slice.Labels[discoveryv1.LabelServiceName]
+	imported, synthetic := ImportName(service)
+	shares := sharesImportService(name, mcs, imported, synthetic)
+	switch {
+	case synthetic && !shares:
+		return ImportClaimingSlice
+	case mcs && (!local || shares):
+		return MultiClusterSlice
+	default:
+		return LocalSlice
 	}
-	_, local := slice.Labels[discoveryv1.LabelServiceName]
-	return !local || SharesImportService(slice)
 }
 
-// ClaimsImportService tells whether a slice names, in its
-// kubernetes.io/service-name label, the synthetic Service of an import
-// that it is not an MCS EndpointSlice of. No real Service has such a name,
-// and only a checked MCS EndpointSlice may reach an import's rules, so a
-// proxy must drop such a slice: anyone who can write an EndpointSlice in
-// the namespace could otherwise steer the import's clusterset IP.
+// IsMultiClusterEndpointSlice tells whether a slice belongs to a
+// ServiceImport rather than to a local Service (MultiClusterSlice).
+func IsMultiClusterEndpointSlice(slice *discoveryv1.EndpointSlice) bool {
+	return KindOf(slice) == MultiClusterSlice
+}
+
+// ClaimsImportService tells whether a slice names an import's synthetic
+// Service without being that import's MCS EndpointSlice
+// (ImportClaimingSlice): a proxy must drop it.
 func ClaimsImportService(slice *discoveryv1.EndpointSlice) bool {
-	_, synthetic := ImportName(slice.Labels[discoveryv1.LabelServiceName])
-	return synthetic && !SharesImportService(slice)
+	return KindOf(slice) == ImportClaimingSlice
 }
 
 // SharesImportService tells whether an MCS EndpointSlice already names its
 // import's synthetic Service in kubernetes.io/service-name, the label a
 // proxy keys slices by: a proxy can then be handed the slice itself, as
-// long as it needs nothing else changed. The one place that decides
-// whether the two labels agree.
+// long as it needs nothing else changed.
 func SharesImportService(slice *discoveryv1.EndpointSlice) bool {
-	name, ok := slice.Labels[mcsv1beta1.LabelServiceName]
+	name, mcs := slice.Labels[mcsv1beta1.LabelServiceName]
 	imported, synthetic := ImportName(slice.Labels[discoveryv1.LabelServiceName])
-	return ok && synthetic && imported == name
+	return sharesImportService(name, mcs, imported, synthetic)
+}
+
+// sharesImportService is the one place that decides whether a slice's two
+// service-name labels agree: it names import name (mcs: the label is
+// there) and the synthetic Service of import imported (synthetic: its
+// kubernetes.io/service-name is a synthetic name), and they are the same.
+func sharesImportService(name string, mcs bool, imported string, synthetic bool) bool {
+	return mcs && synthetic && imported == name
 }
 
 // ImportNameOf returns the name of the ServiceImport an MCS EndpointSlice

@@ -69,6 +69,7 @@ func TestServiceNameLabels(t *testing.T) {
 		{"MCS slice naming a local Service", "web", "web", false, false, false},
 		{"plain slice naming an import's Service", "-", "web.clusterset", false, true, false},
 		{"local Service's slice", "-", "web", false, false, false},
+		{"slice of no Service", "-", "-", false, false, false},
 	} {
 		s := testSlice(func(s *discoveryv1.EndpointSlice) {
 			for key, value := range map[string]string{mcsv1beta1.LabelServiceName: c.mcsName, discoveryv1.LabelServiceName: c.serviceName} {
@@ -87,6 +88,16 @@ func TestServiceNameLabels(t *testing.T) {
 		}
 		if got := SharesImportService(s); got != c.shares {
 			t.Errorf("%s: SharesImportService = %v, want %v", c.name, got, c.shares)
+		}
+		want := LocalSlice
+		switch {
+		case c.mcs:
+			want = MultiClusterSlice
+		case c.claims:
+			want = ImportClaimingSlice
+		}
+		if got := KindOf(s); got != want {
+			t.Errorf("%s: KindOf = %v, want %v", c.name, got, want)
 		}
 	}
 }
