@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/multiclusterservices/export"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 )
@@ -51,8 +50,11 @@ func compareKeys(a, b types.NamespacedName) int { return strings.Compare(a.Strin
 // claimIndex keeps, per IP, the imports that claim it in rank order (the
 // owner first), and per IP the local Services that use it.
 type claimIndex struct {
-	byIP    map[netip.Addr][]*claimOf
-	service map[netip.Addr]sets.Set[types.NamespacedName]
+	byIP map[netip.Addr][]*claimOf
+	// service lists, per IP, the local Services that use it, sorted
+	// (nearly always one: a list, not a set, since a proxier keeps one per
+	// Service IP).
+	service map[netip.Addr][]types.NamespacedName
 	ipsOf   map[types.NamespacedName][]netip.Addr // local Service -> its IPs
 }
 
@@ -70,7 +72,7 @@ func compareClaims(a, b *claimOf) int { return a.claim.compare(b.claim) }
 func newClaimIndex() *claimIndex {
 	return &claimIndex{
 		byIP:    map[netip.Addr][]*claimOf{},
-		service: map[netip.Addr]sets.Set[types.NamespacedName]{},
+		service: map[netip.Addr][]types.NamespacedName{},
 		ipsOf:   map[types.NamespacedName][]netip.Addr{},
 	}
 }
@@ -141,21 +143,24 @@ func (x *claimIndex) setImport(rec *claimOf, c claim, ips []netip.Addr, dst []ty
 }
 
 // setService records the IPs a local Service uses (none: it is gone) and
-// returns the imports whose standing may have changed: the owners of its
-// old and new IPs.
-func (x *claimIndex) setService(key types.NamespacedName, ips []netip.Addr) sets.Set[types.NamespacedName] {
-	affected := sets.New[types.NamespacedName]()
-	for _, ip := range slices.Concat(x.ipsOf[key], ips) {
-		if o, ok := x.owner(ip); ok {
-			affected.Insert(o)
+// returns, appended to dst[:0], the imports whose standing may have
+// changed: the owners of its old and new IPs, each once.
+func (x *claimIndex) setService(key types.NamespacedName, ips []netip.Addr, dst []types.NamespacedName) []types.NamespacedName {
+	affected := dst[:0]
+	old := x.ipsOf[key]
+	for _, list := range [][]netip.Addr{old, ips} {
+		for _, ip := range list {
+			if o, ok := x.owner(ip); ok && !slices.Contains(affected, o) {
+				affected = append(affected, o)
+			}
 		}
 	}
-	for _, ip := range x.ipsOf[key] {
-		if s := x.service[ip]; s != nil {
-			s.Delete(key)
-			if s.Len() == 0 {
-				delete(x.service, ip)
-			}
+	for _, ip := range old {
+		users := slices.DeleteFunc(x.service[ip], func(k types.NamespacedName) bool { return k == key })
+		if len(users) == 0 {
+			delete(x.service, ip)
+		} else {
+			x.service[ip] = users
 		}
 	}
 	delete(x.ipsOf, key)
@@ -163,10 +168,10 @@ func (x *claimIndex) setService(key types.NamespacedName, ips []netip.Addr) sets
 		x.ipsOf[key] = ips
 	}
 	for _, ip := range ips {
-		if x.service[ip] == nil {
-			x.service[ip] = sets.New[types.NamespacedName]()
+		users := x.service[ip]
+		if i, found := slices.BinarySearchFunc(users, key, compareKeys); !found {
+			x.service[ip] = slices.Insert(users, i, key)
 		}
-		x.service[ip].Insert(key)
 	}
 	return affected
 }
@@ -181,10 +186,10 @@ func (x *claimIndex) ipsOfService(key types.NamespacedName) []netip.Addr {
 func (x *claimIndex) decide(rec *claimOf) *mcsproxy.RejectionError {
 	key := rec.claim.key
 	for _, ip := range rec.ips {
-		if users := x.service[ip]; users.Len() > 0 {
+		if users := x.service[ip]; len(users) > 0 {
 			return &mcsproxy.RejectionError{
 				Reason:  mcsproxy.ReasonIPInUseByService,
-				Message: fmt.Sprintf("clusterset IP %s is used by Service %s; the Service keeps its traffic", ip, sortedKeys(users)[0]),
+				Message: fmt.Sprintf("clusterset IP %s is used by Service %s; the Service keeps its traffic", ip, users[0]),
 			}
 		}
 		if o, _ := x.owner(ip); o != key {

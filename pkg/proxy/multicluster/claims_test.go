@@ -57,7 +57,11 @@ func TestClaimRule(t *testing.T) {
 		{what: "a local Service on the IP beats every import", service: "kube-system/dns", svcIPs: []string{"10.250.0.1"},
 			want:     map[string]mcsproxy.Reason{"aa/z": mcsproxy.ReasonIPInUseByService, "ns/z": mcsproxy.ReasonIPInUseByService},
 			affected: []string{"aa/z"}},
-		{what: "the Service leaves; the owner comes back", service: "kube-system/dns",
+		{what: "a second Service on the same IP", service: "default/web", svcIPs: []string{"10.250.0.1", "10.250.0.1"},
+			want: map[string]mcsproxy.Reason{"aa/z": mcsproxy.ReasonIPInUseByService}, affected: []string{"aa/z"}},
+		{what: "one Service leaves; the other keeps the IP", service: "kube-system/dns",
+			want: map[string]mcsproxy.Reason{"aa/z": mcsproxy.ReasonIPInUseByService}, affected: []string{"aa/z"}},
+		{what: "the last Service leaves; the owner comes back", service: "default/web",
 			want: map[string]mcsproxy.Reason{"aa/z": ""}, affected: []string{"aa/z"}},
 		{what: "the owner leaves; the next in rank owns the IP", importKey: "aa/z",
 			want: map[string]mcsproxy.Reason{"ns/z": "", "ns/a": mcsproxy.ReasonIPInUseByImport}, affected: []string{"aa/z", "ns/z"}},
@@ -83,15 +87,15 @@ func TestClaimRule(t *testing.T) {
 		return records[key]
 	}
 	for _, s := range steps {
-		var affected sets.Set[types.NamespacedName]
+		var list []types.NamespacedName
 		if s.service != "" {
-			affected = x.setService(nn(s.service), addrs(s.svcIPs...))
+			list = x.setService(nn(s.service), addrs(s.svcIPs...), nil)
 		} else {
-			list := x.setImport(record(s.importKey), claim{key: nn(s.importKey), created: s.created}, addrs(s.importIPs...), nil)
-			affected = sets.New(list...)
-			if affected.Len() != len(list) {
-				t.Errorf("%s: affected %v lists an import twice", s.what, list)
-			}
+			list = x.setImport(record(s.importKey), claim{key: nn(s.importKey), created: s.created}, addrs(s.importIPs...), nil)
+		}
+		affected := sets.New(list...)
+		if affected.Len() != len(list) {
+			t.Errorf("%s: affected %v lists an import twice", s.what, list)
 		}
 		for key, want := range s.want {
 			var got mcsproxy.Reason
@@ -111,6 +115,10 @@ func TestClaimRule(t *testing.T) {
 				t.Errorf("%s: affected %v, want %v", s.what, sortedKeys(affected), sortedKeys(want))
 			}
 		}
+	}
+	// Every Service has left: the index keeps nothing of them.
+	if len(x.service) != 0 || len(x.ipsOf) != 0 {
+		t.Errorf("Services gone, but the index still holds %v and %v", x.service, x.ipsOf)
 	}
 }
 

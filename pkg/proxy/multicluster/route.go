@@ -260,10 +260,15 @@ func ownedByServiceImport(slice *discoveryv1.EndpointSlice) bool {
 // every import that owned one of its old or new IPs.
 func (p *Proxier) setServiceClaims(service *v1.Service, ips []netip.Addr) {
 	key := types.NamespacedName{Namespace: service.Namespace, Name: service.Name}
-	affected := p.claims.setService(key, ips)
+	var buf [2]types.NamespacedName
+	affected := p.claims.setService(key, ips, buf[:0])
 	// The imports that name this Service as their derived Service.
-	affected = affected.Union(p.derivedBy[key])
-	p.reconcileImports(sortedKeys(affected), importTranslation{}, nil)
+	for k := range p.derivedBy[key] {
+		if !slices.Contains(affected, k) {
+			affected = append(affected, k)
+		}
+	}
+	p.reconcileImports(affected, importTranslation{}, nil)
 }
 
 // localServiceIPs returns every IP on which the proxier programs rules for
