@@ -177,7 +177,9 @@ func BenchmarkFeed(b *testing.B) {
 	}
 	proxymetrics.RegisterMetrics(kubeproxyconfig.ProxyModeNFTables)
 	multicluster.RegisterMetrics()
-	for _, path := range []string{"services", "imports"} {
+	// services-gate-on: the same Services through the multi-cluster
+	// Proxier, as kube-proxy hands them with the gate on.
+	for _, path := range []string{"services", "imports", "services-gate-on"} {
 		for _, n := range []int{1000, 10000} {
 			b.Run(fmt.Sprintf("%s/%d", path, n), func(b *testing.B) {
 				var cpu time.Duration
@@ -185,7 +187,7 @@ func BenchmarkFeed(b *testing.B) {
 				var stats runtime.MemStats
 				for i := 0; i < b.N; i++ {
 					b.StopTimer()
-					handler := benchProvider(b.Context(), b, kubeproxyconfig.ProxyModeNFTables, path == "imports")
+					handler := benchProvider(b.Context(), b, kubeproxyconfig.ProxyModeNFTables, path != "services")
 					runtime.GC()
 					runtime.ReadMemStats(&stats)
 					gcs -= stats.NumGC
@@ -210,8 +212,8 @@ func BenchmarkFeed(b *testing.B) {
 }
 
 // benchProvider returns upstream's proxier of mode, wrapped by the
-// multi-cluster Proxier for imports.
-func benchProvider(ctx context.Context, b *testing.B, mode kubeproxyconfig.ProxyMode, imports bool) proxy.Provider {
+// multi-cluster Proxier if wrap (imports, or the gate on).
+func benchProvider(ctx context.Context, b *testing.B, mode kubeproxyconfig.ProxyMode, wrap bool) proxy.Provider {
 	cfg := benchConfig(b, mode)
 	recorder := &events.FakeRecorder{}
 	nodeIP := net.ParseIP("192.168.99.1")
@@ -225,7 +227,7 @@ func benchProvider(ctx context.Context, b *testing.B, mode kubeproxyconfig.Proxy
 	if err != nil {
 		b.Fatal(err)
 	}
-	if !imports {
+	if !wrap {
 		return provider
 	}
 	opts := &mcsproxy.Options{TrustedManagers: []string{mcsproxy.DefaultManagedBy}}
