@@ -90,8 +90,12 @@ type nativePlan struct {
 func (p *Proxier) localSliceChanged(old, slice *discoveryv1.EndpointSlice) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	ch := &localChange{}
-	var keys []types.NamespacedName
+	// A change names one Service, or two when a slice moves: buffers of
+	// two, since every local slice of the cluster passes here.
+	var ch localChange
+	var keyBuf [2]types.NamespacedName
+	var planBuf [2]nativePlan
+	keys := keyBuf[:0]
 	for i, s := range []*discoveryv1.EndpointSlice{old, slice} {
 		if s == nil {
 			continue
@@ -115,11 +119,11 @@ func (p *Proxier) localSliceChanged(old, slice *discoveryv1.EndpointSlice) {
 			keys = append(keys, key)
 		}
 	}
-	plans := make([]nativePlan, 0, len(keys))
+	plans := planBuf[:0]
 	for _, key := range keys {
 		plans = append(plans, p.planNative(key))
 	}
-	p.applyNative(plans, ch)
+	p.applyNative(plans, &ch)
 }
 
 // localChange is a change of one local slice (at least one of old and cur
