@@ -32,7 +32,7 @@ func importedSlicesIn(m *member, ns, name string) (mcs, derived, local []*writte
 	derivedName := export.DerivedName(ns, name)
 	for _, s := range writtenIn(m, ns, name) {
 		switch service, named := s.service(); {
-		case !named || service == mcsproxy.ServiceName(name):
+		case !named || mcsproxy.IsServiceOfImport(service, name):
 			// An MCS slice names the import's synthetic Service (one
 			// written before it did names none).
 			mcs = append(mcs, s)

@@ -37,8 +37,8 @@ const (
 func KindOf(slice *discoveryv1.EndpointSlice) SliceKind {
 	name, mcs := slice.Labels[mcsv1beta1.LabelServiceName]
 	service, local := slice.Labels[discoveryv1.LabelServiceName]
-	imported, synthetic := ImportName(service)
-	shares := sharesImportService(name, mcs, imported, synthetic)
+	_, synthetic := ImportName(service)
+	shares := mcs && IsServiceOfImport(service, name)
 	switch {
 	case synthetic && !shares:
 		return ImportClaimingSlice
@@ -68,16 +68,7 @@ func ClaimsImportService(slice *discoveryv1.EndpointSlice) bool {
 // long as it needs nothing else changed.
 func SharesImportService(slice *discoveryv1.EndpointSlice) bool {
 	name, mcs := slice.Labels[mcsv1beta1.LabelServiceName]
-	imported, synthetic := ImportName(slice.Labels[discoveryv1.LabelServiceName])
-	return sharesImportService(name, mcs, imported, synthetic)
-}
-
-// sharesImportService is the one place that decides whether a slice's two
-// service-name labels agree: it names import name (mcs: the label is
-// there) and the synthetic Service of import imported (synthetic: its
-// kubernetes.io/service-name is a synthetic name), and they are the same.
-func sharesImportService(name string, mcs bool, imported string, synthetic bool) bool {
-	return mcs && synthetic && imported == name
+	return mcs && IsServiceOfImport(slice.Labels[discoveryv1.LabelServiceName], name)
 }
 
 // ImportNameOf returns the name of the ServiceImport an MCS EndpointSlice
@@ -148,7 +139,9 @@ func EndpointSliceForImport(slice *discoveryv1.EndpointSlice, opts *Options) (*d
 
 	remote := slice.Labels[mcsv1beta1.LabelSourceCluster] != opts.LocalClusterID || opts.LocalClusterID == ""
 	stripNodes := remote && slices.ContainsFunc(slice.Endpoints, namesANode)
-	if !stripNodes && SharesImportService(slice) {
+	// name is the import's, checked above: whether the slice names its
+	// synthetic Service is SharesImportService without reading it again.
+	if !stripNodes && IsServiceOfImport(slice.Labels[discoveryv1.LabelServiceName], name) {
 		// Labelled as a proxy keys it, with nothing to remove: the
 		// slice itself, shared with the informer that holds it anyway.
 		return slice, nil

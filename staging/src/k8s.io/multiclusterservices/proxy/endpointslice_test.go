@@ -242,3 +242,20 @@ func TestEndpointSliceForImport(t *testing.T) {
 		})
 	}
 }
+
+func TestIsServiceOfImport(t *testing.T) {
+	for _, c := range []struct {
+		service, importName string
+		want                bool
+	}{
+		{"web.clusterset", "web", true},
+		{"db.clusterset", "web", false},
+		{"web", "web", false}, // a local Service's name, not the synthetic one
+		{".clusterset", "", true},
+		{"", "", false},
+	} {
+		if got := IsServiceOfImport(c.service, c.importName); got != c.want {
+			t.Errorf("IsServiceOfImport(%q, %q) = %v, want %v", c.service, c.importName, got, c.want)
+		}
+	}
+}

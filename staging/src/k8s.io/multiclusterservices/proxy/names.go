@@ -22,6 +22,16 @@ func ImportName(serviceName string) (string, bool) {
 	return strings.CutSuffix(serviceName, ServiceNameSuffix)
 }
 
+// IsServiceOfImport tells whether serviceName (a kubernetes.io/service-name
+// value) is the synthetic Service of import importName: the one place that
+// decides whether an MCS slice's two service-name labels agree, for a
+// proxy (SharesImportService, KindOf) and for the controller that writes
+// them.
+func IsServiceOfImport(serviceName, importName string) bool {
+	imported, synthetic := ImportName(serviceName)
+	return synthetic && imported == importName
+}
+
 // AnnotationDerivedService, on a ServiceImport, names the derived Service
 // that represents the import in this cluster (derived mode, the mcs-api
 // reference controller's annotation): the import's IPs are that Service's
