@@ -122,15 +122,22 @@ func measureSync(b *testing.B, mode kubeproxyconfig.ProxyMode, n int, imports bo
 	return syncResult{feed: feed, first: first, incremental: incremental, rules: rules, elements: elements}
 }
 
+// importHandler is what is handed ServiceImports: the multi-cluster
+// Proxier, or translateOnly.
+type importHandler interface {
+	OnServiceImportUpsert(*mcsv1beta1.ServiceImport)
+}
+
 // feedSync hands handler n Services, or n ServiceImports (through the
-// multi-cluster Proxier handler wraps), with their EndpointSlices, as
-// kube-proxy's informers deliver them at start-up, and returns the objects
-// handed over: the caller keeps them while it measures, as the informers'
-// caches keep every object they deliver (upstream's proxier keeps a slice
-// but not its Service, so without this a Service would be garbage at once
-// and an import, which the Proxier points to, would not).
+// multi-cluster Proxier handler wraps, or translateOnly), with their
+// EndpointSlices, as kube-proxy's informers deliver them at start-up, and
+// returns the objects handed over: the caller keeps them while it
+// measures, as the informers' caches keep every object they deliver
+// (upstream's proxier keeps a slice but not its Service, so without this a
+// Service would be garbage at once and an import, which the Proxier points
+// to, would not).
 func feedSync(handler proxy.Provider, n int, imports bool) []any {
-	wrapper, _ := handler.(*multicluster.Proxier)
+	wrapper, _ := handler.(importHandler)
 	cache := make([]any, 0, 3*n)
 	// kube-proxy's ServiceImport informer keeps one labels map per trusted
 	// manager, shared by every import it wrote (its transform,
@@ -168,7 +175,9 @@ func feedSync(handler proxy.Provider, n int, imports bool) []any {
 // BenchmarkFeed measures only what BenchmarkFirstSync's feed-ms reports:
 // handing upstream's nftables proxier N ServiceImports through the
 // multi-cluster Proxier against N Services, no sync (the objects are made
-// inside the timer on both paths). For profiles of the feed:
+// inside the timer on both paths). The path translate-only is the floor
+// of the imports' feed: their checks and translations handed to upstream
+// with nothing kept (translateOnly). For profiles of the feed:
 //
 //	unshare --net env MCS_BENCH_IN_NETNS=1 go test -run '^$' -bench 'Feed/imports/10000' -benchtime 1x -count 5 -cpuprofile cpu.out ./pkg/proxy/multicluster
 func BenchmarkFeed(b *testing.B) {
@@ -179,7 +188,7 @@ func BenchmarkFeed(b *testing.B) {
 	multicluster.RegisterMetrics()
 	// services-gate-on: the same Services through the multi-cluster
 	// Proxier, as kube-proxy hands them with the gate on.
-	for _, path := range []string{"services", "imports", "services-gate-on"} {
+	for _, path := range []string{"services", "imports", "services-gate-on", "translate-only"} {
 		for _, n := range []int{1000, 10000} {
 			b.Run(fmt.Sprintf("%s/%d", path, n), func(b *testing.B) {
 				var cpu time.Duration
@@ -187,13 +196,18 @@ func BenchmarkFeed(b *testing.B) {
 				var stats runtime.MemStats
 				for i := 0; i < b.N; i++ {
 					b.StopTimer()
-					handler := benchProvider(b.Context(), b, kubeproxyconfig.ProxyModeNFTables, path != "services")
+					var handler proxy.Provider
+					if path == "translate-only" {
+						handler = newTranslateOnly(benchProvider(b.Context(), b, kubeproxyconfig.ProxyModeNFTables, false))
+					} else {
+						handler = benchProvider(b.Context(), b, kubeproxyconfig.ProxyModeNFTables, path != "services")
+					}
 					runtime.GC()
 					runtime.ReadMemStats(&stats)
 					gcs -= stats.NumGC
 					before := cpuTime()
 					b.StartTimer()
-					cache := feedSync(handler, n, path == "imports")
+					cache := feedSync(handler, n, path == "imports" || path == "translate-only")
 					b.StopTimer()
 					cpu += cpuTime() - before
 					runtime.ReadMemStats(&stats)
@@ -230,9 +244,48 @@ func benchProvider(ctx context.Context, b *testing.B, mode kubeproxyconfig.Proxy
 	if !wrap {
 		return provider
 	}
+	return multicluster.NewProxier(klog.Background(), provider, benchOptions(), nil)
+}
+
+// benchOptions are the Proxier's options in the benchmarks: the bench
+// imports' clusterset range, the default manager trusted.
+func benchOptions() *mcsproxy.Options {
 	opts := &mcsproxy.Options{TrustedManagers: []string{mcsproxy.DefaultManagedBy}}
 	opts.ClusterSetIPCIDRs, _ = mcsproxy.ParseCIDRs([]string{"10.250.0.0/16"})
-	return multicluster.NewProxier(klog.Background(), provider, opts, nil)
+	return opts
+}
+
+// translateOnly hands upstream's proxier what the multi-cluster Proxier
+// hands it for a new import and its slices, checked and translated by the
+// same functions (mcsproxy.ServiceForImport, EndpointSliceForImport), and
+// keeps nothing: no entry per import, no claim on its clusterset IPs, no
+// state per slice. It is no proxier (it could neither update, delete nor
+// arbitrate anything); it measures what any proxier that checks and
+// translates imports pays in the feed before it keeps any state: the
+// floor of BenchmarkFeed's imports path.
+type translateOnly struct {
+	proxy.Provider
+	opts *mcsproxy.Options
+}
+
+func newTranslateOnly(provider proxy.Provider) *translateOnly {
+	return &translateOnly{Provider: provider, opts: benchOptions()}
+}
+
+func (t *translateOnly) OnServiceImportUpsert(si *mcsv1beta1.ServiceImport) {
+	if svc, err := mcsproxy.ServiceForImport(si, t.opts); err == nil && svc != nil {
+		t.Provider.OnServiceAdd(svc)
+	}
+}
+
+func (t *translateOnly) OnEndpointSliceAdd(slice *discoveryv1.EndpointSlice) {
+	if mcsproxy.KindOf(slice) != mcsproxy.MultiClusterSlice {
+		t.Provider.OnEndpointSliceAdd(slice)
+		return
+	}
+	if translated, err := mcsproxy.EndpointSliceForImport(slice, t.opts); err == nil {
+		t.Provider.OnEndpointSliceAdd(translated)
+	}
 }
 
 // cpuTime is the CPU time the process has used, user and system.
