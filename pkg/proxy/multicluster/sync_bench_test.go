@@ -278,13 +278,17 @@ func (t *translateOnly) OnServiceImportUpsert(si *mcsv1beta1.ServiceImport) {
 	}
 }
 
+// OnEndpointSliceAdd routes a slice as the Proxier does: a local one as
+// it is, an MCS one translated, one claiming an import's synthetic Service
+// dropped.
 func (t *translateOnly) OnEndpointSliceAdd(slice *discoveryv1.EndpointSlice) {
-	if mcsproxy.KindOf(slice) != mcsproxy.MultiClusterSlice {
+	switch mcsproxy.KindOf(slice) {
+	case mcsproxy.LocalSlice:
 		t.Provider.OnEndpointSliceAdd(slice)
-		return
-	}
-	if translated, err := mcsproxy.EndpointSliceForImport(slice, t.opts); err == nil {
-		t.Provider.OnEndpointSliceAdd(translated)
+	case mcsproxy.MultiClusterSlice:
+		if translated, err := mcsproxy.EndpointSliceForImport(slice, t.opts); err == nil {
+			t.Provider.OnEndpointSliceAdd(translated)
+		}
 	}
 }
 
