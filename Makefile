@@ -16,8 +16,13 @@ RACE := CGO_ENABLED=1 go test -race
 
 all: build
 
+# Installs the Debian packages hack/deps.txt lists for the target (demo or
+# test) when missing, then checks every command, cgo library and kernel
+# feature: a missing one stops the target here, in seconds, with the
+# package's name (hack/check-deps.sh).
+DEPS_PROFILE ?= test
 deps:
-	hack/install-deps.sh
+	hack/install-deps.sh $(DEPS_PROFILE)
 
 tools:
 	hack/build-tools.sh
@@ -55,6 +60,7 @@ fuzz:
 
 # The demo builds what a local clusterset runs (hack/demo.sh), not the
 # binaries only the tests use.
+demo: DEPS_PROFILE := demo
 demo: deps
 	hack/demo.sh
 

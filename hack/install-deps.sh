@@ -1,41 +1,55 @@
 #!/usr/bin/env bash
-# Installs the system packages the project's binaries and tests use, with
-# apt-get, when any is missing: nftables and iptables (kube-proxy's
-# backends), iproute2 and util-linux (network namespaces and veth pairs),
-# conntrack (kube-proxy clears stale UDP flows with it), and the tools of a
-# debug image that `kubectl exec` into a local clusterset's pod runs (curl,
-# dig, nc: the fake kubelet runs exec'd commands from the host).
+# Installs, with apt-get, the Debian packages of hack/deps.txt that PROFILE
+# (demo or test) needs and this machine lacks, then runs hack/check-deps.sh,
+# which fails naming whatever is still missing. No daemon is started by
+# the install (Docker's is configured and started by hack/kind-docker.sh).
+#
+# Usage: hack/install-deps.sh [demo|test]   (default: test)
 set -o errexit -o nounset -o pipefail
 
-declare -A PACKAGE_OF=(
-  [nft]=nftables
-  [iptables]=iptables
-  [ip6tables]=iptables
-  [ip]=iproute2
-  [conntrack]=conntrack
-  [unshare]=util-linux
-  [nsenter]=util-linux
-  [curl]=curl
-  [dig]=bind9-dnsutils
-  [nc]=netcat-openbsd
-)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PROFILE=${1:-test}
+case "${PROFILE}" in
+  demo | test) ;;
+  *) echo "install-deps: unknown profile ${PROFILE} (demo or test)" >&2; exit 2 ;;
+esac
 
 missing=()
-for tool in "${!PACKAGE_OF[@]}"; do
-  if ! command -v "${tool}" >/dev/null 2>&1 && ! [[ -x "/usr/sbin/${tool}" || -x "/sbin/${tool}" ]]; then
-    missing+=("${PACKAGE_OF[${tool}]}")
+while read -r profile kind name package _; do
+  [[ -z "${profile}" || "${profile}" == \#* ]] && continue
+  [[ "${profile}" == demo || "${PROFILE}" == test ]] || continue
+  case "${kind}" in
+    cmd) command -v "${name}" >/dev/null 2>&1 || missing+=("${package}") ;;
+    pc) { command -v pkg-config >/dev/null 2>&1 && pkg-config --exists "${name}"; } || missing+=(pkg-config "${package}") ;;
+  esac
+done <"${ROOT}/hack/deps.txt"
+
+if [[ ${#missing[@]} -gt 0 ]]; then
+  packages=$(printf '%s\n' "${missing[@]}" | sort -u | tr '\n' ' ')
+  echo "Installing system packages: ${packages}"
+  sudo_() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
+  # policy-rc.d keeps packages (docker.io) from starting a daemon with their
+  # stock configuration (docker0, iptables rules).
+  policy=/usr/sbin/policy-rc.d
+  created=false
+  if [[ ! -e "${policy}" ]]; then
+    printf '#!/bin/sh\nexit 101\n' | sudo_ tee "${policy}" >/dev/null
+    sudo_ chmod 755 "${policy}"
+    created=true
   fi
-done
-if [[ ${#missing[@]} -eq 0 ]]; then
-  exit 0
+  status=0
+  {
+    sudo_ env DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+      # shellcheck disable=SC2086
+      sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ${packages} >/dev/null
+  } || status=$?
+  if [[ "${created}" == true ]]; then sudo_ rm -f "${policy}"; fi
+  if [[ ${status} -ne 0 ]]; then
+    echo "install-deps: apt-get failed (exit ${status}); what is still missing:" >&2
+  fi
+  if [[ " ${packages} " == *" docker.io "* ]] && command -v systemctl >/dev/null && systemctl is-system-running >/dev/null 2>&1; then
+    # Under systemd the package enables the stock units: ours runs instead.
+    sudo_ systemctl disable --now docker.service docker.socket >/dev/null 2>&1 || true
+  fi
 fi
-packages=$(printf '%s\n' "${missing[@]}" | sort -u | tr '\n' ' ')
-echo "Installing system packages: ${packages}"
-SUDO=""
-if [[ $(id -u) -ne 0 ]]; then
-  SUDO=sudo
-fi
-export DEBIAN_FRONTEND=noninteractive
-${SUDO} apt-get update -qq
-# shellcheck disable=SC2086
-${SUDO} apt-get install -y -qq --no-install-recommends ${packages} >/dev/null
+exec "${ROOT}/hack/check-deps.sh" "${PROFILE}"

@@ -56,21 +56,9 @@ install_docker() {
     return
   fi
   say "installing Debian's docker.io (dockerd is missing)"
-  sudo_ env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  # policy-rc.d keeps the package from starting a daemon with the stock
-  # configuration (docker0, iptables rules) before ours is written.
-  local policy=/usr/sbin/policy-rc.d created=false
-  if [[ ! -e "${policy}" ]]; then
-    printf '#!/bin/sh\nexit 101\n' | sudo_ tee "${policy}" >/dev/null
-    sudo_ chmod 755 "${policy}"
-    created=true
-  fi
-  sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker.io >/dev/null
-  if [[ "${created}" == true ]]; then sudo_ rm -f "${policy}"; fi
-  if command -v systemctl >/dev/null && systemctl is-system-running >/dev/null 2>&1; then
-    # Under systemd the package enables the stock units: ours runs instead.
-    sudo_ systemctl disable --now docker.service docker.socket >/dev/null 2>&1 || true
-  fi
+  # The one installer of Debian packages (hack/deps.txt lists them): it
+  # starts no daemon, and disables the stock units under systemd.
+  "$(dirname "${BASH_SOURCE[0]}")/install-deps.sh" test
 }
 
 # write_config RUNTIME_JSON writes dockerd's configuration; RUNTIME_JSON is

@@ -136,7 +136,7 @@ rootfs() {
     return
   fi
   step "debootstrap ${SUITE} (${name}): $*"
-  command -v debootstrap >/dev/null || apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
+  command -v debootstrap >/dev/null || hack/install-deps.sh test
   local dir start=${SECONDS}
   dir=$(mktemp -d "${WORK}/rootfs.XXXXXX")
   mkdir -p "${WORK}/debs"
