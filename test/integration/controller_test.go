@@ -1310,7 +1310,7 @@ func TestMCSControllerExportNamespacesPerMember(t *testing.T) {
 	}
 	kubeconfig := writeControllerKubeconfig(t, dir, []*testMember{a, b})
 	startControllerWith(t, kubeconfig, "replica-1", 8*time.Second, func(o *app.Options) {
-		o.ExportNamespaces = []string{"cluster-b=team-b"}
+		o.ExportNamespaces = []string{"cluster-a=*", "cluster-b=team-b"}
 	})
 	exportService(t, a, "demo", "web", servicePorts("http", 80), endpoints("http", 8080, "10.1.0.1"))
 	exportService(t, b, "demo", "web", servicePorts("http", 80), endpoints("http", 8080, "10.2.0.66"))

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/component-base/featuregate"
+	"k8s.io/multiclusterservices/export"
 	"k8s.io/multiclusterservices/proxy"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/inventory"
@@ -142,9 +143,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.ClusterSetIPCIDRs, "clusterset-ip-cidrs", o.ClusterSetIPCIDRs, "Ranges clusterset IPs are allocated from, at most one per IP family; kube-proxy's --clusterset-ip-cidrs must admit them.")
 	fs.StringVar(&o.ManagedBy, "managed-by", o.ManagedBy, "endpointslice.kubernetes.io/managed-by value of the EndpointSlices written; kube-proxy trusts "+proxy.DefaultManagedBy+" by default.")
 	fs.StringSliceVar(&o.RefusedNamespaces, "refuse-namespaces", o.RefusedNamespaces, "Namespaces whose ServiceExports are refused (KEP-1645 advises kube-system and default; the system namespaces and the controller's own are refused too). Empty refuses none.")
-	fs.StringArrayVar(&o.ExportNamespaces, "export-namespaces", o.ExportNamespaces, "CLUSTER=NAMESPACE[,NAMESPACE...]: the only namespaces cluster CLUSTER (its cluster ID) may export from; repeat for each cluster to limit. Clusters not named may export from any namespace not refused.")
+	fs.StringArrayVar(&o.ExportNamespaces, "export-namespaces", o.ExportNamespaces, "CLUSTER=NAMESPACE[,NAMESPACE...]: the only namespaces cluster CLUSTER (its cluster ID) may export from; repeat for each cluster. Once one cluster is named, a cluster not named may export from no namespace (a member that appears under another ID gains nothing); CLUSTER=* names a cluster without confining it. Without the flag every member may export from any namespace not refused.")
 	fs.StringSliceVar(&o.SourceManagers, "source-endpointslice-managers", o.SourceManagers, "endpointslice.kubernetes.io/managed-by values of the exported Services' EndpointSlices that are mirrored to other members (default: Kubernetes' EndpointSlice and mirroring controllers). Slices anyone else wrote stay in their cluster.")
-	fs.StringArrayVar(&o.MemberPodCIDRs, "member-pod-cidrs", o.MemberPodCIDRs, "CLUSTER=CIDR[,CIDR...]: the ranges the pods of cluster CLUSTER (its cluster ID) get their IPs from, for network plugins that allocate pod IPs without writing the nodes' spec.podCIDRs; repeat the flag or separate clusters with ';'. A member's endpoints are mirrored only within these ranges, its nodes' pod CIDRs and its nodes' addresses. Where neither these nor its nodes say where its pods are, only endpoints the EndpointSlice controller wrote for Pods are mirrored from it, and none of Services without a selector.")
+	fs.StringArrayVar(&o.MemberPodCIDRs, "member-pod-cidrs", o.MemberPodCIDRs, "CLUSTER=CIDR[,CIDR...]: the ranges the pods of cluster CLUSTER (its cluster ID) get their IPs from, for network plugins that allocate pod IPs without writing the nodes' spec.podCIDRs; repeat the flag or separate clusters with ';'. Where the flag names a member, its endpoints are mirrored only within these ranges: its Node objects, which its own administrator writes, widen nothing. Where it names other members but not this one, nothing says where this member's pods are. A member the flag does not name while it names none has its endpoints mirrored within its nodes' pod CIDRs and addresses. Where nothing says where a member's pods are, only endpoints the EndpointSlice controller wrote for Pods are mirrored from it, and none of Services without a selector.")
 	fs.StringSliceVar(&o.DerivedMembers, "derived-members", o.DerivedMembers, "Cluster IDs of the members served in derived mode, comma separated: members whose proxies do not program ServiceImports (upstream kube-proxy, a kube-proxy-free network plugin) get a derived Service per import (derived-<hash>, with EndpointSlices per source cluster) and the import's ips are its cluster IPs. The others are served natively.")
 	fs.DurationVar(&o.DerivedGrace, "derived-grace", o.DerivedGrace, "How long a derived Service keeps serving after its member is switched to native mode, for clients that still hold its IPs from earlier DNS answers (at least the DNS TTL of clusterset.local).")
 	fs.StringSliceVar(&o.IngressMembers, "ingress-members", o.IngressMembers, "Cluster IDs of the members whose pods the other members cannot reach, nor they the others' (private or overlapping pod networks), comma separated. Between such a member and any other, an export is reached through its cluster's ingress: the exported Service itself when it is a NodePort or LoadBalancer Service, otherwise a Service of --ingress-service-type the controller creates for it (ingress-<hash>); the EndpointSlices the other side gets carry the ingress's addresses and ports instead of pod IPs.")
@@ -243,6 +244,10 @@ func (o *Options) exportNamespaces() (map[string][]string, error) {
 		var namespaces []string
 		for _, ns := range strings.Split(list, ",") {
 			if ns = strings.TrimSpace(ns); ns == "" {
+				continue
+			}
+			if ns == export.AnyNamespace {
+				namespaces = append(namespaces, ns)
 				continue
 			}
 			if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {

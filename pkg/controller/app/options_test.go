@@ -8,13 +8,14 @@ import (
 
 func TestExportNamespaces(t *testing.T) {
 	o := NewOptions()
-	o.ExportNamespaces = []string{"cluster-b=team-b, shared", "cluster-c="}
+	o.ExportNamespaces = []string{"cluster-b=team-b, shared", "cluster-c=", "cluster-a=*"}
 	got, err := o.exportNamespaces()
 	if err != nil {
 		t.Fatal(err)
 	}
-	// cluster-c may export from no namespace at all; cluster-a is free.
-	want := map[string][]string{"cluster-b": {"team-b", "shared"}, "cluster-c": nil}
+	// cluster-c may export from no namespace at all; cluster-a from any
+	// (a cluster not named, from none).
+	want := map[string][]string{"cluster-a": {"*"}, "cluster-b": {"team-b", "shared"}, "cluster-c": nil}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}

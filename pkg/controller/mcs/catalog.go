@@ -399,9 +399,9 @@ func (c *Controller) bindingSlices(b *catalogv1alpha1.ServiceBinding, p catalog.
 		// Service that is gone has none.
 		ns, name := b.Spec.Service.Namespace, b.Spec.Service.Name
 		if svc, err := src.services.Services(ns).Get(name); err == nil {
-			ranges, known := src.endpointRanges(c.cfg.MemberPodCIDRs[b.Spec.Cluster])
+			ranges := src.endpointRanges(c.cfg.MemberPodCIDRs)
 			for _, sl := range indexed[*discoveryv1.EndpointSlice](src.localSlices, byService, ns+"/"+name) {
-				sl, reports := trustedPart(&c.cfg, &memberSnapshot{ID: src.id, RangesKnown: known}, sl, svc)
+				sl, reports := trustedPart(&c.cfg, &memberSnapshot{ID: src.id, RangesKnown: ranges.Known}, sl, svc)
 				for _, r := range reports {
 					c.reportSource(src, r)
 				}
@@ -409,7 +409,7 @@ func (c *Controller) bindingSlices(b *catalogv1alpha1.ServiceBinding, p catalog.
 					continue
 				}
 				if is := catalog.ServiceSlice(sl, b, p, c.cfg.ManagedBy, served, r.Spec.TrafficDistribution); is != nil {
-					if dropped := export.KeepWithin(is, ranges); len(dropped) > 0 {
+					if dropped := export.KeepWithin(is, ranges.Prefixes); len(dropped) > 0 {
 						c.reportOutsidePodRanges(src, sl, dropped)
 					}
 					out = append(out, is)

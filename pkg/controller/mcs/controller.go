@@ -40,8 +40,8 @@ type Config struct {
 	// RefusedNamespaces are namespaces whose exports are refused.
 	RefusedNamespaces []string
 	// ExportNamespaces lists, per cluster ID, the only namespaces that
-	// cluster may export from; a cluster not listed may export from any
-	// namespace not refused. A team that owns one member should not be
+	// cluster may export from; once any cluster is listed, a cluster not
+	// listed exports from none (export.CheckExportNamespace). A team that owns one member should not be
 	// able to publish endpoints under every other team's names.
 	ExportNamespaces map[string][]string
 	// SourceManagers are the endpointslice.kubernetes.io/managed-by values
@@ -50,11 +50,12 @@ type Config struct {
 	// publish any address to every member under the Service's name.
 	SourceManagers []string
 	// MemberPodCIDRs are, per cluster ID, the ranges the member's pods
-	// get their IPs from, for network plugins that allocate them without
-	// writing the nodes' spec.podCIDRs: a member's endpoints are mirrored
-	// only within these, its nodes' pod CIDRs and its nodes' addresses.
-	// Where neither is known, only what the EndpointSlice controller
-	// wrote for Pods is mirrored (member.endpointRanges).
+	// get their IPs from, as the operator states them: a member named
+	// here has its endpoints mirrored only within these, whatever its
+	// Node objects say. Where it names no member, nodes' pod CIDRs and
+	// addresses are used; where nothing is known, only what the
+	// EndpointSlice controller wrote for Pods is mirrored
+	// (endpointRangesOf).
 	MemberPodCIDRs map[string][]netip.Prefix
 	// EndpointTTL is how long a source cluster's endpoints outlive the
 	// last time its API was reached.

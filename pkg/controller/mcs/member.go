@@ -322,19 +322,55 @@ func (m *member) nodeRanges() (cidrs, addrs []netip.Prefix) {
 	return cidrs, addrs
 }
 
-// endpointRanges returns where m's endpoints may be, and whether that is
-// known at all: the ranges configured for m (--member-pod-cidrs: where a
-// network plugin that leaves spec.podCIDRs empty allocates pod IPs), its
-// nodes' pod CIDRs, and its nodes' own addresses (host-network pods).
-// Unknown when neither configured ranges nor a node's pod CIDR say where
-// its pods are: node addresses alone say nothing of them, and then
-// sourceSlice mirrors only what the writer vouches for.
-func (m *member) endpointRanges(configured []netip.Prefix) ([]netip.Prefix, bool) {
-	cidrs, addrs := m.nodeRanges()
-	if len(configured) == 0 && len(cidrs) == 0 {
-		return nil, false
+// endpointRanges are where a member's endpoints may be, as far as anyone
+// the controller believes says so.
+type endpointRanges struct {
+	Prefixes []netip.Prefix
+	// Known is false when nothing says where the member's pods are:
+	// then only what the endpoint's writer vouches for is mirrored.
+	Known bool
+	// Source says, for events and conditions, whose word the ranges are.
+	Source string
+}
+
+// Sources of a member's endpoint ranges.
+const (
+	rangesFromOperator = "the mcs-controller's --member-pod-cidrs"
+	rangesFromNodes    = "its nodes' spec.podCIDRs and addresses"
+	rangesNotNamed     = "none: --member-pod-cidrs names other clusters but not this one"
+	rangesUnknown      = "none: no node has spec.podCIDRs, and --member-pod-cidrs names no cluster"
+)
+
+// endpointRangesOf decides where the endpoints of cluster may be. The
+// operator's ranges (configured: --member-pod-cidrs, by cluster ID) win
+// outright: a member's Node objects are written by its own administrator,
+// and two nodes with 0.0.0.0/1 and 128.0.0.0/1 would otherwise let it
+// publish any address. Once the operator states ranges for any member, a
+// member not named has none (confinement fails closed for IDs it does
+// not name). Only where the operator states none are the member's nodes
+// believed: their pod CIDRs, with their own addresses (host-network pods);
+// node addresses alone say nothing of where pods are.
+func endpointRangesOf(configured map[string][]netip.Prefix, cluster string, nodeCIDRs, nodeAddrs []netip.Prefix) endpointRanges {
+	if own, named := configured[cluster]; named {
+		return endpointRanges{Prefixes: own, Known: true, Source: rangesFromOperator}
 	}
-	return slices.Concat(configured, cidrs, addrs), true
+	if len(configured) > 0 {
+		return endpointRanges{Source: rangesNotNamed}
+	}
+	if len(nodeCIDRs) == 0 {
+		return endpointRanges{Source: rangesUnknown}
+	}
+	return endpointRanges{Prefixes: slices.Concat(nodeCIDRs, nodeAddrs), Known: true, Source: rangesFromNodes}
+}
+
+// endpointRanges returns where m's endpoints may be (endpointRangesOf).
+// Nodes are listed only when the operator states no ranges.
+func (m *member) endpointRanges(configured map[string][]netip.Prefix) endpointRanges {
+	if len(configured) > 0 {
+		return endpointRangesOf(configured, m.id, nil, nil)
+	}
+	cidrs, addrs := m.nodeRanges()
+	return endpointRangesOf(configured, m.id, cidrs, addrs)
 }
 
 func clusterSetIPIndex(obj any) ([]string, error) {

@@ -130,7 +130,7 @@ func (mc *memberCollector) CollectWithStability(ch chan<- metrics.Metric) {
 		ch <- metrics.NewLazyConstMetric(memberQueueDepthDesc, metrics.GaugeValue, float64(m.queue.Len()), m.id)
 		ch <- metrics.NewLazyConstMetric(foreignClaimsDesc, metrics.GaugeValue, float64(mc.c.foreignClaims(m)), m.id)
 		known := 0.0
-		if _, ok := m.endpointRanges(mc.c.cfg.MemberPodCIDRs[m.id]); ok {
+		if m.endpointRanges(mc.c.cfg.MemberPodCIDRs).Known {
 			known = 1
 		}
 		ch <- metrics.NewLazyConstMetric(rangesKnownDesc, metrics.GaugeValue, known, m.id)

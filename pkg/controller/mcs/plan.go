@@ -126,8 +126,8 @@ func planName(cfg *Config, s snapshot) plan {
 			validity[m.ID] = export.NamespaceNotAllowed(ns)
 			continue
 		}
-		if allowed, limited := cfg.ExportNamespaces[m.ID]; limited && !slices.Contains(allowed, ns) {
-			validity[m.ID] = export.NamespaceNotAllowedForCluster(ns, m.ID, allowed)
+		if refusal := export.CheckExportNamespace(cfg.ExportNamespaces, m.ID, ns); refusal != nil {
+			validity[m.ID] = *refusal
 			continue
 		}
 		v := export.Validate(m.Service)

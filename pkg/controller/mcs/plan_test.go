@@ -184,7 +184,7 @@ func TestPlan(t *testing.T) {
 		want:    planSummary{Conditions: map[string][]string{"cluster-a": {"Conflict=False/NoConflicts", "Ready=False/Failed", "Valid=False/NamespaceNotAllowed"}}},
 	}, {
 		name:    "a cluster exporting outside its namespaces is refused, the other is imported",
-		cfg:     Config{ExportNamespaces: map[string][]string{"cluster-b": {"other"}}},
+		cfg:     Config{ExportNamespaces: map[string][]string{"cluster-a": {"*"}, "cluster-b": {"other"}}},
 		members: []memberSnapshot{exporting("cluster-a", 0, httpPort, "10.1.0.1"), exporting("cluster-b", 0, httpPort, "10.2.0.1")},
 		want: planSummary{Imported: true, Type: mcsv1beta1.ClusterSetIP, Clusters: []string{"cluster-a"},
 			Addresses: map[string][]string{"cluster-a": {"10.1.0.1"}},
@@ -192,6 +192,16 @@ func TestPlan(t *testing.T) {
 				"cluster-a": exported(),
 				"cluster-b": {"Conflict=False/NoConflicts", "Ready=False/Failed", "Valid=False/NamespaceNotAllowed"},
 			}},
+	}, {
+		// A confined member that appears under an ID the operator did not
+		// name (renamed, or new) gains nothing: confinement fails closed.
+		name:    "attack: a cluster the export namespaces do not name exports from nowhere",
+		cfg:     Config{ExportNamespaces: map[string][]string{"cluster-b": {"other"}}},
+		members: []memberSnapshot{exporting("cluster-a", 0, httpPort, "10.1.0.1"), exporting("cluster-x", 0, httpPort, "10.9.0.1")},
+		want: planSummary{Conditions: map[string][]string{
+			"cluster-a": {"Conflict=False/NoConflicts", "Ready=False/Failed", "Valid=False/NamespaceNotAllowed"},
+			"cluster-x": {"Conflict=False/NoConflicts", "Ready=False/Failed", "Valid=False/NamespaceNotAllowed"},
+		}},
 	}, {
 		name: "an ExternalName Service is not exported",
 		members: []memberSnapshot{with(exporting("cluster-a", 0, httpPort), func(m *memberSnapshot) {

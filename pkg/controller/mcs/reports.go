@@ -38,7 +38,7 @@ func (c *Controller) reportOutsidePodRanges(m *member, s *discoveryv1.EndpointSl
 	c.metrics.countOutsidePodRanges(cluster, len(dropped))
 	if se, err := m.exports.ServiceExports(s.Namespace).Get(s.Labels[discoveryv1.LabelServiceName]); err == nil {
 		m.recorder.Eventf(se, s, v1.EventTypeWarning, ReasonEndpointsOutsidePodRanges, "MirrorEndpointSlice",
-			"EndpointSlice %s: addresses %v are outside cluster %s's pod ranges and node addresses; they are not exported", s.Name, dropped, cluster)
+			"EndpointSlice %s: addresses %s are outside cluster %s's endpoint ranges (from %s); they are not exported", s.Name, addressList(dropped), cluster, m.endpointRanges(c.cfg.MemberPodCIDRs).Source)
 	}
 }
 
@@ -96,8 +96,8 @@ func (c *Controller) reportRangesUnknown(m *member, s *discoveryv1.EndpointSlice
 	c.metrics.countRangesUnknown(m.id, len(dropped))
 	if se, err := m.exports.ServiceExports(s.Namespace).Get(s.Labels[discoveryv1.LabelServiceName]); err == nil {
 		m.recorder.Eventf(se, s, v1.EventTypeWarning, ReasonEndpointRangesUnknown, "MirrorEndpointSlice",
-			"EndpointSlice %s: addresses %s are not exported: %s, and cluster %s's endpoint ranges are unknown (no node has spec.podCIDRs, and the mcs-controller's --member-pod-cidrs names none for it)",
-			s.Name, addressList(dropped), why, m.id)
+			"EndpointSlice %s: addresses %s are not exported: %s, and cluster %s's endpoint ranges are unknown (%s)",
+			s.Name, addressList(dropped), why, m.id, m.endpointRanges(c.cfg.MemberPodCIDRs).Source)
 	}
 }
 

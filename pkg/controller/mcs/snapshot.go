@@ -61,7 +61,8 @@ func (c *Controller) readSnapshot(ns, name string) (snapshot, error) {
 			ms.Service = svc
 		}
 		ms.Slices = indexed[*discoveryv1.EndpointSlice](m.localSlices, byService, key)
-		ms.EndpointRanges, ms.RangesKnown = m.endpointRanges(c.cfg.MemberPodCIDRs[m.id])
+		r := m.endpointRanges(c.cfg.MemberPodCIDRs)
+		ms.EndpointRanges, ms.RangesKnown = r.Prefixes, r.Known
 		if needsIngress(&c.cfg, m.id, ids) {
 			if in, err := m.services.Services(ns).Get(export.IngressName(ns, name)); err == nil {
 				ms.IngressService = in

@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/component-base/metrics"
 	"k8s.io/multiclusterservices/export"
@@ -160,6 +161,7 @@ func TestCoreSourceTrust(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		podCIDRs  map[string][]netip.Prefix
+		nodeCIDRs []string // spec.podCIDRs of a Node in cluster-a, written by its administrator
 		src       source
 		addrs     []string
 		want      []string // imported in cluster-b
@@ -196,6 +198,27 @@ func TestCoreSourceTrust(t *testing.T) {
 		want:  []string{"10.1.0.7"},
 		event: "EndpointsOutsidePodRanges", metric: "mcs_controller_endpoints_outside_pod_ranges_total", increment: 2,
 	}, {
+		// A member's administrator writes its Node objects: where the
+		// operator states the member's ranges, nodes widen nothing.
+		name: "attack: cluster-a's Nodes claim 0.0.0.0/1 and 128.0.0.0/1 while --member-pod-cidrs names it",
+		src:  mirrored, addrs: append([]string{"10.1.0.7"}, forgedAddrs...), podCIDRs: ranges("10.1.0.0/16"),
+		nodeCIDRs: []string{"0.0.0.0/1", "128.0.0.0/1"},
+		want:      []string{"10.1.0.7"},
+		event:     "EndpointsOutsidePodRanges", metric: "mcs_controller_endpoints_outside_pod_ranges_total", increment: 2,
+	}, {
+		// Confinement fails closed: a member the operator's ranges do not
+		// name (a new one, or one that took another ID) is not believed
+		// on its Nodes' word either.
+		name: "attack: --member-pod-cidrs names other clusters, cluster-a's Nodes claim 0.0.0.0/1 and 128.0.0.0/1",
+		src:  mirrored, addrs: append([]string{"10.1.0.7"}, forgedAddrs...),
+		podCIDRs:  map[string][]netip.Prefix{"cluster-z": {netip.MustParsePrefix("10.9.0.0/16")}},
+		nodeCIDRs: []string{"0.0.0.0/1", "128.0.0.0/1"},
+		event:     ReasonEndpointRangesUnknown, metric: "mcs_controller_endpoints_ranges_unknown_total", increment: 3,
+	}, {
+		name: "a mirrored slice flows within its Nodes' pod CIDRs where the operator states no ranges",
+		src:  mirrored, addrs: []string{"10.244.1.7"}, nodeCIDRs: []string{"10.244.1.0/24"},
+		want: []string{"10.244.1.7"},
+	}, {
 		name: "the EndpointSlice controller's slice of Pods flows while the ranges are unknown",
 		src:  endpointSlice, addrs: []string{"10.1.0.7", "10.1.0.8"},
 		want: []string{"10.1.0.7", "10.1.0.8"},
@@ -209,10 +232,17 @@ func TestCoreSourceTrust(t *testing.T) {
 		want: []string{"10.1.0.7"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
+			var objects map[string][]runtime.Object
+			if tc.nodeCIDRs != nil {
+				objects = map[string][]runtime.Object{"cluster-a": {&v1.Node{
+					ObjectMeta: metav1.ObjectMeta{Name: "node-1"},
+					Spec:       v1.NodeSpec{PodCIDRs: tc.nodeCIDRs},
+				}}}
+			}
 			c, ms := newFakeClusterset(t, Config{
 				SourceManagers: []string{export.ManagerEndpointSliceController, export.ManagerMirroringController},
 				MemberPodCIDRs: tc.podCIDRs,
-			}, []string{"cluster-a", "cluster-b"}, nil, nil)
+			}, []string{"cluster-a", "cluster-b"}, nil, objects)
 			reg := metrics.NewKubeRegistry()
 			c.metrics = NewMetrics(reg)
 			a, b := ms["cluster-a"], ms["cluster-b"]
@@ -246,6 +276,8 @@ func TestCoreSourceTrust(t *testing.T) {
 // known is a gauge per member, so that an operator finds the members
 // whose selector-less exports are held back before a user does.
 func TestCoreEndpointRangesKnown(t *testing.T) {
+	// cluster-b is not named by --member-pod-cidrs, which names
+	// cluster-a: its ranges are unknown, whatever its nodes say.
 	c, _ := newFakeClusterset(t, Config{MemberPodCIDRs: map[string][]netip.Prefix{"cluster-a": {netip.MustParsePrefix("10.1.0.0/16")}}},
 		[]string{"cluster-a", "cluster-b"}, nil, nil)
 	reg := metrics.NewKubeRegistry()
@@ -255,5 +287,43 @@ func TestCoreEndpointRangesKnown(t *testing.T) {
 		if got := metricValue(t, reg, "mcs_controller_member_endpoint_ranges_known", id); got != want {
 			t.Errorf("mcs_controller_member_endpoint_ranges_known{cluster=%s} = %v, want %v", id, got, want)
 		}
+	}
+}
+
+// TestEndpointRangesOf: whose word a member's endpoint ranges are. The
+// operator's ranges replace what the member's own Node objects say, and a
+// member they do not name is believed on nothing.
+func TestEndpointRangesOf(t *testing.T) {
+	p := func(s ...string) []netip.Prefix {
+		var out []netip.Prefix
+		for _, x := range s {
+			out = append(out, netip.MustParsePrefix(x))
+		}
+		return out
+	}
+	operator := map[string][]netip.Prefix{"cluster-a": p("10.1.0.0/16")}
+	wide := p("0.0.0.0/1", "128.0.0.0/1")
+	for _, tc := range []struct {
+		name                string
+		configured          map[string][]netip.Prefix
+		cluster             string
+		nodeCIDRs, nodeAddr []netip.Prefix
+		want                endpointRanges
+	}{
+		{"attack: nodes claiming everything beside the operator's ranges", operator, "cluster-a", wide, p("192.0.2.1/32"),
+			endpointRanges{Prefixes: p("10.1.0.0/16"), Known: true, Source: rangesFromOperator}},
+		{"attack: a member the operator's ranges do not name", operator, "cluster-x", wide, nil,
+			endpointRanges{Source: rangesNotNamed}},
+		{"no operator ranges: the nodes' pod CIDRs and addresses", nil, "cluster-a", p("10.244.0.0/24"), p("192.0.2.1/32"),
+			endpointRanges{Prefixes: p("10.244.0.0/24", "192.0.2.1/32"), Known: true, Source: rangesFromNodes}},
+		{"no operator ranges, node addresses alone: unknown", nil, "cluster-a", nil, p("192.0.2.1/32"),
+			endpointRanges{Source: rangesUnknown}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := endpointRangesOf(tc.configured, tc.cluster, tc.nodeCIDRs, tc.nodeAddr)
+			if !slices.Equal(got.Prefixes, tc.want.Prefixes) || got.Known != tc.want.Known || got.Source != tc.want.Source {
+				t.Errorf("endpointRangesOf = %+v, want %+v", got, tc.want)
+			}
+		})
 	}
 }

@@ -74,8 +74,9 @@ type Catalog struct {
 	// nothing is imported there.
 	RefusedNamespaces []string
 	// ExportNamespaces are, per cluster ID, the only namespaces whose
-	// Services that cluster may provide (--export-namespaces); a cluster
-	// not listed may provide from any namespace not refused.
+	// Services that cluster may provide (--export-namespaces); once any
+	// cluster is listed, a cluster not listed provides from none
+	// (export.CheckExportNamespace).
 	ExportNamespaces map[string][]string
 	// KubernetesRanges are where the clusterset's pods, nodes, Services
 	// and clusterset IPs are. An address binding names endpoints outside
@@ -164,8 +165,8 @@ func (c *Catalog) refused(cluster, namespace string) string {
 	if slices.Contains(c.RefusedNamespaces, namespace) {
 		return export.NamespaceNotAllowed(namespace).Message
 	}
-	if allowed, limited := c.ExportNamespaces[cluster]; limited && !slices.Contains(allowed, namespace) {
-		return export.NamespaceNotAllowedForCluster(namespace, cluster, allowed).Message
+	if refusal := export.CheckExportNamespace(c.ExportNamespaces, cluster, namespace); refusal != nil {
+		return refusal.Message
 	}
 	return ""
 }

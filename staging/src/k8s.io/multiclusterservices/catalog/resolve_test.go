@@ -246,7 +246,7 @@ func TestResolve(t *testing.T) {
 		cat: Catalog{
 			Teams:             map[string][]string{"ops": {"*"}},
 			RefusedNamespaces: []string{"kube-system", "default"},
-			ExportNamespaces:  map[string][]string{"cluster-b": {"shop"}},
+			ExportNamespaces:  map[string][]string{"cluster-a": {"*"}, "cluster-b": {"shop"}, "cluster-c": {"*"}},
 			GlobalServices: []*catalogv1alpha1.GlobalService{
 				global("ops", "web", 0),
 				global("ops", "dns", 0, func(s *catalogv1alpha1.GlobalServiceSpec) {

@@ -2,6 +2,7 @@ package export
 
 import (
 	"fmt"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,6 +46,32 @@ func NamespaceNotAllowed(namespace string) Validity {
 // cluster a list of namespaces, and this one is not on it.
 func NamespaceNotAllowedForCluster(namespace, cluster string, allowed []string) Validity {
 	return Validity{Reason: ReasonNamespaceNotAllowed, Message: fmt.Sprintf("cluster %s may export only from namespaces %v, not from %q", cluster, allowed, namespace)}
+}
+
+// AnyNamespace, as a cluster's namespace in the operator's export
+// namespaces, lets that cluster export from every namespace not refused.
+const AnyNamespace = "*"
+
+// CheckExportNamespace applies the operator's export namespaces (cluster
+// ID → the only namespaces it may export from) to an export of cluster
+// from namespace, and returns the refusal, or nil. Once the operator
+// confines any cluster, a cluster the list does not name exports from no
+// namespace: the confinement fails closed, so that a member which could
+// appear under an ID nobody named (a new member, a renamed one) gains
+// nothing by it. AnyNamespace names a cluster without confining it.
+func CheckExportNamespace(limits map[string][]string, cluster, namespace string) *Validity {
+	if len(limits) == 0 {
+		return nil
+	}
+	allowed, named := limits[cluster]
+	switch {
+	case !named:
+		return &Validity{Reason: ReasonNamespaceNotAllowed, Message: fmt.Sprintf("cluster %s is not named by the mcs-controller's export namespaces, which confine the clusterset's members: it may export from no namespace", cluster)}
+	case slices.Contains(allowed, AnyNamespace) || slices.Contains(allowed, namespace):
+		return nil
+	}
+	v := NamespaceNotAllowedForCluster(namespace, cluster, allowed)
+	return &v
 }
 
 // ExportConditions returns the Valid, Ready and Conflict conditions of one
