@@ -28,7 +28,7 @@ import (
 // no writes into the others beyond what it exports; a Secret whose
 // kubeconfig would run a command is refused; a member removed leaves no
 // endpoints anywhere and nothing of the controller's in itself; a cluster
-// whose ID changes leaves and joins again under the new ID (KEP-2149).
+// whose ID changes is refused, never served under an ID it chose.
 func TestMCSControllerInventory(t *testing.T) {
 	dir := t.TempDir()
 	etcd := framework.StartTestEtcd(t)
@@ -121,13 +121,21 @@ func TestMCSControllerInventory(t *testing.T) {
 		r.waitMetric(t, "two members", "\nmcs_controller_clusters 2\n")
 	})
 
-	t.Run("a changed cluster ID is a member leaving and another joining", func(t *testing.T) {
+	t.Run("attack: a member renames itself and is refused, never served under the new ID", func(t *testing.T) {
 		exportService(t, c, "demo", "web", servicePorts("http", 80), endpoints("http", 8080, "10.3.0.1"))
 		waitSlices(t, a, "demo", "web", "cluster-a=10.1.0.1 ports http:8080;cluster-c=10.3.0.1 ports http:8080")
+		// cluster-c's administrator changes its ClusterProperty, e.g. to
+		// escape --export-namespaces: it leaves, and nothing of it is
+		// published as cluster-d.
 		setClusterID(t, c, "cluster-d")
-		waitSlices(t, a, "demo", "web", "cluster-a=10.1.0.1 ports http:8080;cluster-d=10.3.0.1 ports http:8080")
-		waitImport(t, a, "demo", "web", func(si *mcsv1beta1.ServiceImport) bool { return clustersString(si) == "cluster-a,cluster-d" })
-		waitSlices(t, c, "demo", "web", "cluster-a=10.1.0.1 ports http:8080;cluster-d=10.3.0.1 ports http:8080")
+		waitEventOn(t, a, "Secret", "mcs-system", "cluster-c", "MemberRefused")
+		waitSlices(t, a, "demo", "web", "cluster-a=10.1.0.1 ports http:8080")
+		waitImport(t, a, "demo", "web", func(si *mcsv1beta1.ServiceImport) bool { return clustersString(si) == "cluster-a" })
+		r.waitMetric(t, "cluster-c refused beside evil", `mcs_controller_inventory_members{source="secret",state="refused"} 2`)
+		// Back to the ID it joined as: served again.
+		setClusterID(t, c, "cluster-c")
+		waitSlices(t, a, "demo", "web", "cluster-a=10.1.0.1 ports http:8080;cluster-c=10.3.0.1 ports http:8080")
+		waitImport(t, a, "demo", "web", func(si *mcsv1beta1.ServiceImport) bool { return clustersString(si) == "cluster-a,cluster-c" })
 	})
 }
 

@@ -31,6 +31,7 @@ type Options struct {
 	RefusedNamespaces  []string
 	SourceManagers     []string
 	MemberPodCIDRs     []string
+	MemberClusterIDs   []string
 	ExportNamespaces   []string
 	DerivedMembers     []string
 	DerivedGrace       time.Duration
@@ -131,6 +132,7 @@ func NewOptions() *Options {
 // AddFlags registers the flags.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig holding one context per member cluster (default: $KUBECONFIG or ~/.kube/config).")
+	fs.StringSliceVar(&o.MemberClusterIDs, "member-cluster-ids", o.MemberClusterIDs, "CONTEXT=ID[,CONTEXT=ID...]: the cluster ID of each member given as a kubeconfig context. A member whose ClusterProperty cluster.clusterset.k8s.io holds another ID is refused (MemberRefused), never served under the ID it chose. A context not named is bound to the ID it answers with at start-up. Member Secrets state theirs in the annotation "+export.AnnotationMemberClusterID+", ClusterProfiles in their cluster.clusterset.k8s.io property.")
 	fs.StringSliceVar(&o.Contexts, "contexts", o.Contexts, "Kubeconfig contexts of the member clusters, comma separated (default: every context). Each member needs the ClusterProperty cluster.clusterset.k8s.io holding its cluster ID.")
 	fs.StringVar(&o.MemberSecretsNamespace, "member-secrets-namespace", o.MemberSecretsNamespace, "Namespace of the hub cluster (--hub-context) holding one Secret per member cluster, with its kubeconfig under the key \"kubeconfig\" (inline credentials only: no exec plugins or file paths). Members join and leave as Secrets are created and deleted. With it, --contexts lists only the members given as contexts (default none).")
 	fs.StringVar(&o.MemberSecretsSelector, "member-secrets-selector", o.MemberSecretsSelector, "Label selector of the member Secrets.")
@@ -184,6 +186,9 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--managed-by must not be empty")
 	}
 	if _, err := o.exportNamespaces(); err != nil {
+		return err
+	}
+	if _, err := o.memberClusterIDs(); err != nil {
 		return err
 	}
 	if _, err := o.memberPodCIDRs(); err != nil {
@@ -256,6 +261,30 @@ func (o *Options) exportNamespaces() (map[string][]string, error) {
 			namespaces = append(namespaces, ns)
 		}
 		out[cluster] = namespaces
+	}
+	return out, nil
+}
+
+// memberClusterIDs parses --member-cluster-ids into context → cluster ID.
+func (o *Options) memberClusterIDs() (map[string]string, error) {
+	out := map[string]string{}
+	taken := map[string]string{}
+	for _, v := range o.MemberClusterIDs {
+		name, id, ok := strings.Cut(v, "=")
+		name, id = strings.TrimSpace(name), strings.TrimSpace(id)
+		if !ok || name == "" || id == "" {
+			return nil, fmt.Errorf("--member-cluster-ids %q: want CONTEXT=ID", v)
+		}
+		if errs := validation.IsDNS1123Subdomain(id); len(errs) > 0 {
+			return nil, fmt.Errorf("--member-cluster-ids %q: %q is not a cluster ID: %s", v, id, errs[0])
+		}
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("--member-cluster-ids: context %q is given twice", name)
+		}
+		if other, dup := taken[id]; dup {
+			return nil, fmt.Errorf("--member-cluster-ids: contexts %q and %q both state cluster ID %q", other, name, id)
+		}
+		out[name], taken[id] = id, name
 	}
 	return out, nil
 }

@@ -26,3 +26,23 @@ func TestExportNamespaces(t *testing.T) {
 		}
 	}
 }
+
+func TestMemberClusterIDs(t *testing.T) {
+	o := NewOptions()
+	o.MemberClusterIDs = []string{"kind-mcs-a=cluster-a", " kind-mcs-b = cluster-b "}
+	got, err := o.memberClusterIDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]string{"kind-mcs-a": "cluster-a", "kind-mcs-b": "cluster-b"}, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	// Two contexts may not state one ID: the operator would hand one
+	// cluster's name to two servers.
+	for _, bad := range [][]string{{"a"}, {"a="}, {"=x"}, {"a=Not_An_ID"}, {"a=x", "a=y"}, {"a=x", "b=x"}} {
+		o.MemberClusterIDs = bad
+		if err := o.Validate(); err == nil {
+			t.Errorf("--member-cluster-ids %q accepted", bad)
+		}
+	}
+}

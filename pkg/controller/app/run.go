@@ -54,7 +54,11 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
+	// Who a member is, the operator states: a context whose cluster
+	// answers with another ID than stated is refused, not served.
+	members, refused := inventory.CheckContextIDs(invCfg.ContextClusterIDs, members)
 	inv := inventory.New(invCfg, joinedIDs(members))
+	inv.Refuse(refused)
 	// Before Initial, whose credential plugin runs count too.
 	reg := registry(inv)
 	members = append(members, initialMembers(ctx, inv, unreachable)...)

@@ -104,8 +104,13 @@ func hubConfig(o *Options) (*rest.Config, error) {
 // inventoryConfig returns the config of the inventory: the member contexts,
 // and the Secrets or ClusterProfiles on the hub that list further members.
 func inventoryConfig(o *Options, configs map[string]*rest.Config, hub *rest.Config) (inventory.Config, error) {
+	ids, err := o.memberClusterIDs()
+	if err != nil {
+		return inventory.Config{}, err
+	}
 	cfg := inventory.Config{
-		Contexts:         configs,
+		Contexts:          configs,
+		ContextClusterIDs: ids,
 		Configure:        o.configure,
 		ClusterIDTimeout: min(o.ClusterIDTimeout, 10*time.Second),
 		SyncTimeout:      o.InitialSyncTimeout,
@@ -113,7 +118,6 @@ func inventoryConfig(o *Options, configs map[string]*rest.Config, hub *rest.Conf
 		RecheckPeriod:    o.MemberRecheckPeriod,
 		AllowProxy:       o.MemberSecretAllowProxy,
 	}
-	var err error
 	if o.MemberSecretsNamespace != "" || o.InventoryNamespace != "" {
 		if cfg.Hub, err = kubernetes.NewForConfig(hub); err != nil {
 			return cfg, err

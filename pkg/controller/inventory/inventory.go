@@ -74,6 +74,9 @@ type Config struct {
 	Selector labels.Selector
 	// Contexts are the members given as kubeconfig contexts, by name.
 	Contexts map[string]*rest.Config
+	// ContextClusterIDs are the cluster IDs the operator states for
+	// contexts, by context name (--member-cluster-ids).
+	ContextClusterIDs map[string]string
 	// Configure adjusts every member's client configuration (rate
 	// limits, user agent).
 	Configure func(*rest.Config)
@@ -112,7 +115,15 @@ type entry struct {
 	// config reaches the member, once joined.
 	config *rest.Config
 	// id is the cluster ID it is a member as; "" when not joined.
-	id      string
+	id string
+	// stated is the cluster ID its listing states ("" when none): it is
+	// reserved to this listing, joined or not, so that no other listing
+	// takes it while this member is away.
+	stated string
+	// bound is the cluster ID it first joined as. A listing that states
+	// no ID is bound to that one for as long as it is listed: a member
+	// that renames itself is refused, never rejoined under the new ID.
+	bound   string
 	state   State
 	message string
 }
@@ -147,7 +158,8 @@ func New(cfg Config, joined map[string]string) *Inventory {
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "inventory"}),
 	}
 	for key, id := range joined {
-		inv.entries[key] = &entry{key: key, id: id, state: Joined, hash: hashOf(nil)}
+		name, _ := contextOf(key)
+		inv.entries[key] = &entry{key: key, id: id, bound: id, stated: cfg.ContextClusterIDs[name], state: Joined, hash: hashOf(nil)}
 	}
 	if cfg.Hub != nil && cfg.Namespace != "" {
 		f := informers.NewSharedInformerFactoryWithOptions(cfg.Hub, 0, informers.WithNamespace(cfg.Namespace),
@@ -229,7 +241,10 @@ func (inv *Inventory) Initial(ctx context.Context) []topology.Member {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	for _, r := range results {
+		r.e.stated = r.l.wantID
 		inv.entries[r.e.key] = r.e
+	}
+	for _, r := range results {
 		switch {
 		case r.l.notNow != "":
 			// Recorded so that Run writes its condition; it joins when
@@ -244,7 +259,7 @@ func (inv *Inventory) Initial(ctx context.Context) []topology.Member {
 		case other != "":
 			inv.setLocked(r.e, Refused, takenMessage(r.m.ClusterID, other))
 		default:
-			r.e.id, r.e.config, r.e.hash = r.m.ClusterID, r.m.Config, r.l.hash
+			r.e.id, r.e.bound, r.e.config, r.e.hash = r.m.ClusterID, r.m.ClusterID, r.m.Config, r.l.hash
 			inv.setLocked(r.e, Joined, fmt.Sprintf("cluster %s is a member of the clusterset", r.m.ClusterID))
 			members = append(members, *r.m)
 		}
@@ -259,7 +274,40 @@ func (inv *Inventory) Pending(contexts []string) {
 	defer inv.mu.Unlock()
 	for _, name := range contexts {
 		key := ContextKey(name)
-		inv.entries[key] = &entry{key: key, state: Pending, message: "unreachable at start-up"}
+		inv.entries[key] = &entry{key: key, stated: inv.cfg.ContextClusterIDs[name], state: Pending, message: "unreachable at start-up"}
+	}
+}
+
+// CheckContextIDs keeps, of the members given as contexts that answered
+// at start-up, those whose cluster ID is the one the operator states for
+// their context (stated, by context name; a context without a statement
+// is bound to the ID it answers now). The others are returned by context
+// name with why they are refused: Refuse records them, and Run joins
+// them once their ClusterProperty agrees.
+func CheckContextIDs(stated map[string]string, members []topology.Member) (admitted []topology.Member, refused map[string]string) {
+	refused = map[string]string{}
+	for _, m := range members {
+		key := ContextKey(m.Context)
+		if want := stated[m.Context]; want != "" && want != m.ClusterID {
+			refused[m.Context] = fmt.Sprintf("%v: %s, but its server's ClusterProperty %s holds %q; a member never joins under an ID of its own choosing",
+				ErrIDMismatch, statedBy(key, listing{wantID: want}), clusterIDProperty, m.ClusterID)
+			continue
+		}
+		admitted = append(admitted, m)
+	}
+	return admitted, refused
+}
+
+// Refuse records members given as contexts that were refused at start-up
+// (CheckContextIDs), with why.
+func (inv *Inventory) Refuse(contexts map[string]string) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	for name, why := range contexts {
+		key := ContextKey(name)
+		e := &entry{key: key, stated: inv.cfg.ContextClusterIDs[name]}
+		inv.entries[key] = e
+		inv.setLocked(e, Refused, why)
 	}
 }
 
@@ -401,6 +449,10 @@ func (inv *Inventory) sync(ctx context.Context, m Membership, key string) bool {
 		inv.entries[key] = e
 	}
 	e.obj = l.obj
+	e.stated = l.wantID
+	if l.wantID == "" && e.bound != "" {
+		l.wantID, l.boundAtJoin = e.bound, true
+	}
 	inv.mu.Unlock()
 	defer inv.writeCondition(ctx, key)
 
@@ -438,8 +490,9 @@ func (inv *Inventory) sync(ctx context.Context, m Membership, key string) bool {
 		return false
 	}
 	if e.id != "" && e.id != mb.ClusterID {
-		// KEP-2149: a changed ID is a different cluster.
-		inv.leave(ctx, m, e, fmt.Sprintf("its cluster ID changed to %q", mb.ClusterID))
+		// Only the operator's word changes a listing's ID (resolve
+		// refuses the member's): the listing now names another cluster.
+		inv.leave(ctx, m, e, fmt.Sprintf("the operator states cluster ID %q for it now", mb.ClusterID))
 	}
 	if other := inv.holder(mb.ClusterID, key); other != "" {
 		inv.set(e, Refused, takenMessage(mb.ClusterID, other))
@@ -461,7 +514,7 @@ func (inv *Inventory) sync(ctx context.Context, m Membership, key string) bool {
 		return state == Pending
 	}
 	inv.mu.Lock()
-	e.id, e.hash, e.config = mb.ClusterID, l.hash, mb.Config
+	e.id, e.bound, e.hash, e.config = mb.ClusterID, mb.ClusterID, l.hash, mb.Config
 	inv.setLocked(e, Joined, fmt.Sprintf("cluster %s is a member of the clusterset", mb.ClusterID))
 	inv.mu.Unlock()
 	return false
@@ -486,7 +539,7 @@ func (inv *Inventory) holder(id, key string) string {
 
 func (inv *Inventory) holderLocked(id, key string) string {
 	for k, e := range inv.entries {
-		if k != key && e.id == id {
+		if k != key && (e.id == id || e.stated == id || e.bound == id) {
 			return k
 		}
 	}
@@ -494,7 +547,7 @@ func (inv *Inventory) holderLocked(id, key string) string {
 }
 
 func takenMessage(id, holder string) string {
-	return fmt.Sprintf("cluster ID %q is already the ID of member %s", id, holder)
+	return fmt.Sprintf("cluster ID %q is already the ID of member %s (joined, bound to it, or stated for it by the operator)", id, holder)
 }
 
 func (inv *Inventory) leave(ctx context.Context, m Membership, e *entry, why string) {

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
+	"k8s.io/multiclusterservices/export"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/topology"
 )
@@ -262,16 +263,43 @@ func TestInventoryFollowsSecrets(t *testing.T) {
 		t.Fatal("the exec plugin of a member Secret ran")
 	}
 
-	// b's cluster ID changes: it leaves and joins as the new cluster,
-	// and the ID it held is free for dup.
+	// Attack: b's administrator renames it (its own ClusterProperty) to
+	// escape what the operator confined cluster-b to. It leaves and is
+	// refused, never served as cluster-z; the ID it was bound to stays
+	// its own, so dup does not take it while b is away.
 	b.id.Store("cluster-z")
-	r.waitFor(t, "join cluster-b as secret/mcs-system/b", "leave cluster-b", "join cluster-z as secret/mcs-system/b", "join cluster-b as secret/mcs-system/dup")
+	r.waitFor(t, "join cluster-b as secret/mcs-system/b", "leave cluster-b")
+	waitState(t, inv, map[string]State{"secret/mcs-system/b": Refused, "secret/mcs-system/evil": Refused, "secret/mcs-system/dup": Refused})
+	time.Sleep(300 * time.Millisecond) // three recheck periods
+	r.waitFor(t, "join cluster-b as secret/mcs-system/b", "leave cluster-b")
+	inv.mu.Lock()
+	msg := inv.entries["secret/mcs-system/b"].message
+	inv.mu.Unlock()
+	if !strings.Contains(msg, `it joined as cluster "cluster-b"`) || !strings.Contains(msg, `holds "cluster-z"`) {
+		t.Errorf("b's refusal says %q", msg)
+	}
+	// Back to the ID it was bound to: served again.
+	b.id.Store("cluster-b")
+	r.waitFor(t, "join cluster-b as secret/mcs-system/b", "leave cluster-b", "join cluster-b as secret/mcs-system/b")
+
+	// Attack: a Secret whose operator states cluster-c, reaching a
+	// cluster that calls itself cluster-x, is refused.
+	x := newMemberAPI(t, "cluster-x")
+	stated := secret("c", kubeconfig(t, x, nil))
+	stated.Annotations = map[string]string{export.AnnotationMemberClusterID: "cluster-c"}
+	if _, err := secrets.Create(ctx, stated, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, inv, map[string]State{"secret/mcs-system/b": Joined, "secret/mcs-system/c": Refused, "secret/mcs-system/evil": Refused, "secret/mcs-system/dup": Refused})
+	// Its cluster agreeing, it joins as the ID stated.
+	x.id.Store("cluster-c")
+	r.waitFor(t, "join cluster-b as secret/mcs-system/b", "leave cluster-b", "join cluster-b as secret/mcs-system/b", "join cluster-c as secret/mcs-system/c")
 
 	if err := secrets.Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "join cluster-b as secret/mcs-system/b", "leave cluster-b", "join cluster-z as secret/mcs-system/b", "join cluster-b as secret/mcs-system/dup", "leave cluster-z")
-	waitState(t, inv, map[string]State{"secret/mcs-system/evil": Refused, "secret/mcs-system/dup": Joined})
+	r.waitFor(t, "join cluster-b as secret/mcs-system/b", "leave cluster-b", "join cluster-b as secret/mcs-system/b", "join cluster-c as secret/mcs-system/c", "leave cluster-b", "join cluster-b as secret/mcs-system/dup")
+	waitState(t, inv, map[string]State{"secret/mcs-system/c": Joined, "secret/mcs-system/evil": Refused, "secret/mcs-system/dup": Joined})
 
 	events, _ := hub.EventsV1().Events("mcs-system").List(ctx, metav1.ListOptions{})
 	var reasons []string
@@ -356,5 +384,24 @@ func TestRefusedReplyNeverInEvents(t *testing.T) {
 			t.Fatalf("events %v, want each Secret's to say %v", said, want)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestCheckContextIDs: at start-up, a member given as a context whose
+// cluster answers with another ID than the operator states for it is
+// refused, saying both IDs; a context with no statement is admitted with
+// the ID it answers.
+func TestCheckContextIDs(t *testing.T) {
+	members := []topology.Member{{Context: "a", ClusterID: "cluster-a"}, {Context: "b", ClusterID: "prod"}, {Context: "c", ClusterID: "cluster-c"}}
+	admitted, refused := CheckContextIDs(map[string]string{"a": "cluster-a", "b": "cluster-b"}, members)
+	var got []string
+	for _, m := range admitted {
+		got = append(got, m.Context+"="+m.ClusterID)
+	}
+	if want := []string{"a=cluster-a", "c=cluster-c"}; !slices.Equal(got, want) {
+		t.Errorf("admitted %v, want %v", got, want)
+	}
+	if why := refused["b"]; len(refused) != 1 || !strings.Contains(why, `states cluster "cluster-b"`) || !strings.Contains(why, `holds "prod"`) || !strings.Contains(why, "--member-cluster-ids") {
+		t.Errorf("refused %v", refused)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
 	inventoryv1alpha1 "k8s.io/multiclusterservices/apis/inventory/v1alpha1"
+	"k8s.io/multiclusterservices/export"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/topology"
 )
@@ -52,9 +53,12 @@ type listing struct {
 	// notNow, when set, says why the source does not want the member
 	// served now (a profile's cluster not joined, or not healthy).
 	notNow string
-	// wantID is the cluster ID the source states, or "": a server that
-	// answers with another ID is refused.
+	// wantID is the cluster ID the source states (the operator's word),
+	// or "": a server that answers with another ID is refused.
 	wantID string
+	// boundAtJoin: wantID is not stated but the ID the member joined
+	// with first; a listing that states none is bound to that.
+	boundAtJoin bool
 }
 
 // errNotRead is a source in the hub not read yet (the hub has not
@@ -68,7 +72,7 @@ func (inv *Inventory) listingOf(key string) (listing, error) {
 	switch {
 	case strings.HasPrefix(key, contextPrefix):
 		name, _ := contextOf(key)
-		return listing{hash: hashOf(nil), config: func() (*rest.Config, error) { return rest.CopyConfig(inv.cfg.Contexts[name]), nil }}, nil
+		return listing{hash: hashOf(nil), wantID: inv.cfg.ContextClusterIDs[name], config: func() (*rest.Config, error) { return rest.CopyConfig(inv.cfg.Contexts[name]), nil }}, nil
 	case strings.HasPrefix(key, secretPrefix):
 		if inv.informer == nil || !inv.informer.HasSynced() {
 			return listing{}, errNotRead
@@ -108,7 +112,7 @@ func (inv *Inventory) listingOf(key string) (listing, error) {
 
 func (inv *Inventory) secretListing(s *v1.Secret) listing {
 	data := s.Data[KubeconfigKey]
-	return listing{obj: s, hash: hashOf(data), config: func() (*rest.Config, error) {
+	return listing{obj: s, hash: hashOf(data), wantID: s.Annotations[export.AnnotationMemberClusterID], config: func() (*rest.Config, error) {
 		cfg, err := ConfigFromKubeconfig(data, inv.cfg.AllowProxy)
 		if err == nil && inv.cfg.Configure != nil {
 			inv.cfg.Configure(cfg)
@@ -160,8 +164,10 @@ func (inv *Inventory) resolve(ctx context.Context, key string, l listing) (*topo
 	if l.wantID != "" && id != l.wantID {
 		// The listing names one cluster and its server is another's:
 		// serving it would put the other cluster's endpoints under
-		// this listing's name, or take the ID it names from its owner.
-		return nil, fmt.Errorf("%w: its property %s says cluster %q, but its server holds cluster ID %q", ErrIDMismatch, clusterIDProperty, l.wantID, id)
+		// this listing's name, take the ID it names from its owner, or
+		// let a confined member escape its confinement by renaming
+		// itself. Refused, never rejoined under the ID it chose.
+		return nil, fmt.Errorf("%w: %s, but its server's ClusterProperty %s holds %q; a member never joins under an ID of its own choosing", ErrIDMismatch, statedBy(key, l), clusterIDProperty, id)
 	}
 	return &topology.Member{Context: member, ClusterID: id, Config: cfg}, nil
 }
@@ -169,6 +175,30 @@ func (inv *Inventory) resolve(ctx context.Context, key string, l listing) (*topo
 // ErrIDMismatch is why a listing whose server answers for another cluster
 // than the one it names is refused.
 var ErrIDMismatch = errors.New("the server is another cluster's")
+
+// statedBy says where l's cluster ID comes from, for people.
+func statedBy(key string, l listing) string {
+	switch {
+	case l.boundAtJoin:
+		return fmt.Sprintf("it joined as cluster %q (state its ID: %s)", l.wantID, howToState(key))
+	case strings.HasPrefix(key, contextPrefix):
+		return fmt.Sprintf("the operator states cluster %q for it (--member-cluster-ids)", l.wantID)
+	case strings.HasPrefix(key, secretPrefix):
+		return fmt.Sprintf("its Secret states cluster %q (annotation %s)", l.wantID, export.AnnotationMemberClusterID)
+	}
+	return fmt.Sprintf("its ClusterProfile's property %s says cluster %q", clusterIDProperty, l.wantID)
+}
+
+// howToState says how the operator states the ID of the member key.
+func howToState(key string) string {
+	switch {
+	case strings.HasPrefix(key, contextPrefix):
+		return "--member-cluster-ids CONTEXT=ID"
+	case strings.HasPrefix(key, secretPrefix):
+		return "annotation " + export.AnnotationMemberClusterID + " on its Secret"
+	}
+	return "property " + clusterIDProperty + " in its ClusterProfile's status"
+}
 
 // readError is why a listed member's cluster ID could not be read, said
 // (Error) in words that carry nothing its server chose: whoever writes a

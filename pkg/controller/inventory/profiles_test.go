@@ -112,35 +112,38 @@ func TestInventoryFollowsProfiles(t *testing.T) {
 	waitState(t, inv, map[string]State{"profile/fleet/b": Joined, "profile/fleet/dup": Refused, "profile/fleet/liar": Refused,
 		"profile/fleet/insecure": Refused, "profile/fleet/unknown-plugin": Refused})
 	for name, want := range map[string]string{
-		"dup": "already the ID of member profile/fleet/b", "liar": `says cluster "cluster-x", but its server holds cluster ID "cluster-y"`,
+		"dup": "already the ID of member profile/fleet/b", "liar": `says cluster "cluster-x", but its server's ClusterProperty cluster.clusterset.k8s.io holds "cluster-y"`,
 		"insecure": "insecure-skip-tls-verify", "unknown-plugin": "no credential plugin for its access providers google",
 		"b": "cluster cluster-b is a member",
 	} {
 		waitMemberCondition(t, profiles, name, want)
 	}
 
-	// Unhealthy: leaves; healthy again: joins. Not joined: leaves.
+	// Unhealthy: leaves; healthy again: joins. While it is away, its ID
+	// stays its own: dup, naming the same cluster, does not take it.
 	update(profile("b", b, setCondition(inventoryv1alpha1.ConditionControlPlaneHealthy, metav1.ConditionFalse)))
-	r.waitFor(t, "join cluster-b as profile/fleet/b", "leave cluster-b", "join cluster-b as profile/fleet/dup")
+	r.waitFor(t, "join cluster-b as profile/fleet/b", "leave cluster-b")
 	waitMemberCondition(t, profiles, "b", "ControlPlaneHealthy=False")
+	waitState(t, inv, map[string]State{"profile/fleet/b": Pending, "profile/fleet/dup": Refused, "profile/fleet/liar": Refused,
+		"profile/fleet/insecure": Refused, "profile/fleet/unknown-plugin": Refused})
 	if err := profiles.Delete(ctx, "dup", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	update(profile("b", b, nil))
-	r.waitFor(t, "join cluster-b as profile/fleet/b", "leave cluster-b", "join cluster-b as profile/fleet/dup", "leave cluster-b", "join cluster-b as profile/fleet/b")
+	r.waitFor(t, "join cluster-b as profile/fleet/b", "leave cluster-b", "join cluster-b as profile/fleet/b")
 
 	// Relabelled out of the selector: no longer a candidate, leaves.
 	relabelled := profile("b", b, nil)
 	relabelled.SetLabels(map[string]string{inventoryv1alpha1.LabelClusterManager: "karmada"})
 	update(relabelled)
-	r.waitFor(t, "join cluster-b as profile/fleet/b", "leave cluster-b", "join cluster-b as profile/fleet/dup", "leave cluster-b", "join cluster-b as profile/fleet/b", "leave cluster-b")
+	r.waitFor(t, "join cluster-b as profile/fleet/b", "leave cluster-b", "join cluster-b as profile/fleet/b", "leave cluster-b")
 
 	evs, _ := events.EventsV1().Events("fleet").List(ctx, metav1.ListOptions{})
 	var reasons []string
 	for _, e := range evs.Items {
 		reasons = append(reasons, e.Regarding.Kind+"/"+e.Regarding.Name+"/"+e.Reason)
 	}
-	for _, want := range []string{"ClusterProfile/b/MemberJoined", "ClusterProfile/b/MemberLeft", "ClusterProfile/liar/MemberRefused", "ClusterProfile/dup/MemberJoined"} {
+	for _, want := range []string{"ClusterProfile/b/MemberJoined", "ClusterProfile/b/MemberLeft", "ClusterProfile/liar/MemberRefused", "ClusterProfile/dup/MemberRefused"} {
 		if !strings.Contains(strings.Join(reasons, " "), want) {
 			t.Errorf("no event %s in %v", want, reasons)
 		}

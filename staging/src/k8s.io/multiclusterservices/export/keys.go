@@ -49,7 +49,16 @@ var Keys = []Key{
 	{Name: mcsv1beta1.LabelSourceCluster, On: "EndpointSlice, Lease", WrittenBy: "mcs-controller (admission)", ReadBy: "kube-proxy (own cluster's endpoints keep node names), mcs-controller"},
 	{Name: discoveryv1.LabelServiceName, On: "EndpointSlice", WrittenBy: "slice writers; on MCS slices the mcs-controller, as the import's synthetic <import>.clusterset; admission refuses *.clusterset and derived-<hash> to all but the mcs-controller", ReadBy: "kube-proxy (keys slices by it; obeyed on an MCS slice only when it is that slice's own import's synthetic name)"},
 	{Name: LabelIngressFor, On: "ingress Service", WrittenBy: "mcs-controller (admission)", ReadBy: "mcs-controller"},
+	{Name: AnnotationMemberClusterID, On: "member Secret (hub)", WrittenBy: "the operator (RBAC on the hub's member namespace)", ReadBy: "mcs-controller (the one cluster ID the listed member may join as; its own ClusterProperty only confirms it)"},
 }
+
+// AnnotationMemberClusterID, on a member Secret in the hub, is the cluster
+// ID the operator states for that member. Who a member is comes from the
+// operator, never from the member: a member whose own ClusterProperty
+// says otherwise is refused, not rejoined under the ID it chose.
+// ClusterProfiles state it in their cluster.clusterset.k8s.io property,
+// kubeconfig contexts with the controller's --member-cluster-ids.
+const AnnotationMemberClusterID = "multiclusterservices.k8s.io/cluster-id"
 
 // reservedDomains are the prefixes (and their subdomains) of keys no
 // exporter may set on an import: those of Kubernetes' own components
