@@ -252,8 +252,9 @@ func TestExportStatus(t *testing.T) {
 
 func TestStatusLines(t *testing.T) {
 	members := []MemberStatus{
-		{Context: "cluster-a", ClusterID: "cluster-a", Version: "v1.37.2", CRDs: 3, Policies: 4, Nodes: 2, GateOn: 2, GateKnown: 2,
-			Model: "sameness", Exports: 1, Imports: 1},
+		{Context: "cluster-a", ClusterID: "cluster-x", Version: "v1.37.2", CRDs: 3, Policies: 4, Nodes: 2, GateOn: 2, GateKnown: 2,
+			Model: "sameness", Exports: 1, Imports: 1,
+			Membership: &MembershipStatus{State: "refused", Message: `the server is another cluster's: it joined as cluster "cluster-a"`}},
 		{Context: "cluster-b", ClusterID: "cluster-b", Version: "v1.37.2", CRDs: 3, Policies: 4, Nodes: 1, GateOn: 0, GateKnown: 0,
 			Model: "sameness+native", Imports: 1, Stale: []string{"cluster-c"},
 			Leader: &LeaderStatus{Holder: "host_1234", Healthy: true, Detail: "renewed 2s ago, TTL 15s"}},
@@ -261,9 +262,11 @@ func TestStatusLines(t *testing.T) {
 	}
 	want := []string{
 		"CONTEXT    CLUSTER    REACH  VERSION  CRDS  POLICY  GATE-ON  MODEL            EXP  IMP  CONFL  STALE",
-		"cluster-a  cluster-a  yes    v1.37.2  3/3   4/4     2/2      sameness         1    1    0      0",
+		"cluster-a  cluster-x  yes    v1.37.2  3/3   4/4     2/2      sameness         1    1    0      0",
 		"cluster-b  cluster-b  yes    v1.37.2  3/3   4/4     0/1?     sameness+native  0    1    0      1",
 		"cluster-c  -          no     -        -     -       -        -                -    -    -      -",
+		"cluster-a: refused by the mcs-controller: the server is another cluster's: it joined as cluster",
+		"  \"cluster-a\"",
 		"cluster-b: stale source leases: cluster-c",
 		"cluster-b: gate of 1 node(s) unknown (kube-proxy metrics not readable through the node proxy, no",
 		"  import events)",

@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
 	"k8s.io/multiclusterservices/catalog"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
@@ -57,6 +58,50 @@ type MemberStatus struct {
 	// Leader is the mcs-controller's leader election Lease, where this
 	// member holds it.
 	Leader *LeaderStatus `json:"leader,omitempty"`
+	// Membership is what the mcs-controller last told this member of its
+	// membership, when that is not that it joined: refused (say, for
+	// claiming another cluster ID) or left.
+	Membership *MembershipStatus `json:"membership,omitempty"`
+}
+
+// MembershipStatus is the mcs-controller's last word to a member on its
+// membership: an event on the member's ClusterProperty
+// cluster.clusterset.k8s.io (pkg/controller/inventory, memberEvent).
+type MembershipStatus struct {
+	State   string      `json:"state"`
+	Message string      `json:"message"`
+	Time    metav1.Time `json:"time"`
+}
+
+// membershipStates are the reasons of the membership events, by state.
+var membershipStates = map[string]string{"MemberJoined": "joined", "MemberRefused": "refused", "MemberLeft": "left"}
+
+// membership reads the mcs-controller's last membership event in m; nil
+// when there is none or it says the member joined.
+func membership(ctx context.Context, m *member) *MembershipStatus {
+	events, err := m.Kube.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{
+		FieldSelector: "involvedObject.kind=ClusterProperty,involvedObject.name=" + aboutv1alpha1.ClusterIDProperty})
+	if err != nil {
+		return nil
+	}
+	var last *MembershipStatus
+	for _, e := range events.Items {
+		state, ok := membershipStates[e.Reason]
+		if !ok || e.ReportingController != "mcs-controller" {
+			continue
+		}
+		at := e.EventTime.Time
+		if at.IsZero() {
+			at = e.LastTimestamp.Time
+		}
+		if last == nil || at.After(last.Time.Time) {
+			last = &MembershipStatus{State: state, Message: e.Message, Time: metav1.NewTime(at)}
+		}
+	}
+	if last == nil || last.State == "joined" {
+		return nil
+	}
+	return last
 }
 
 // LeaderStatus is the mcs-controller's leader as its Lease says.
@@ -139,6 +184,7 @@ func memberStatus(ctx context.Context, m *member, o *options, now time.Time) Mem
 		}
 	}
 	s.Model = servedModel(imports)
+	s.Membership = membership(ctx, m)
 	if leases, err := m.Kube.CoordinationV1().Leases(o.leaseNamespace).List(ctx, metav1.ListOptions{}); err == nil {
 		s.Stale = staleLeases(leases.Items, now)
 		for _, l := range leases.Items {
@@ -217,6 +263,13 @@ func StatusLines(members []MemberStatus) []string {
 		rows = append(rows, []string{m.Context, orDash(m.ClusterID), "yes", m.Version,
 			fmt.Sprintf("%d/%d", m.CRDs, len(mcsResources)), fmt.Sprintf("%d/%d", m.Policies, len(admissionPolicies)),
 			gate, m.Model, fmt.Sprint(m.Exports), fmt.Sprint(m.Imports), fmt.Sprint(m.Conflicts), fmt.Sprint(len(m.Stale))})
+		if ms := m.Membership; ms != nil {
+			said := "refused by the mcs-controller"
+			if ms.State != "refused" {
+				said = "not a member of the clusterset"
+			}
+			notes = append(notes, fmt.Sprintf("%s: %s: %s", m.Context, said, ms.Message))
+		}
 		if len(m.Stale) > 0 {
 			notes = append(notes, fmt.Sprintf("%s: stale source leases: %s", m.Context, strings.Join(m.Stale, ",")))
 		}

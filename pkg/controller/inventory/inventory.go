@@ -45,7 +45,9 @@ const DefaultSelector = "multiclusterservices.k8s.io/member"
 // Membership is what the inventory drives: the controller.
 type Membership interface {
 	Join(ctx context.Context, m topology.Member) error
-	Leave(ctx context.Context, clusterID string) error
+	// Leave is told why the member leaves, in words fit for its
+	// exports' conditions.
+	Leave(ctx context.Context, clusterID, why string) error
 }
 
 // State is where a listed member stands.
@@ -114,6 +116,9 @@ type entry struct {
 	hash string
 	// config reaches the member, once joined.
 	config *rest.Config
+	// reach is the configuration its server last answered through,
+	// joined or not: where its own events go (memberEvent).
+	reach *rest.Config
 	// id is the cluster ID it is a member as; "" when not joined.
 	id string
 	// stated is the cluster ID its listing states ("" when none): it is
@@ -159,7 +164,7 @@ func New(cfg Config, joined map[string]string) *Inventory {
 	}
 	for key, id := range joined {
 		name, _ := contextOf(key)
-		inv.entries[key] = &entry{key: key, id: id, bound: id, stated: cfg.ContextClusterIDs[name], state: Joined, hash: hashOf(nil)}
+		inv.entries[key] = &entry{key: key, id: id, bound: id, stated: cfg.ContextClusterIDs[name], reach: cfg.Contexts[name], state: Joined, hash: hashOf(nil)}
 	}
 	if cfg.Hub != nil && cfg.Namespace != "" {
 		f := informers.NewSharedInformerFactoryWithOptions(cfg.Hub, 0, informers.WithNamespace(cfg.Namespace),
@@ -234,6 +239,9 @@ func (inv *Inventory) Initial(ctx context.Context) []topology.Member {
 		go func() {
 			defer wg.Done()
 			r.m, r.err = inv.resolve(ctx, r.e.key, r.l)
+			if r.m != nil {
+				r.e.reach = r.m.Config
+			}
 		}()
 	}
 	wg.Wait()
@@ -305,7 +313,7 @@ func (inv *Inventory) Refuse(contexts map[string]string) {
 	defer inv.mu.Unlock()
 	for name, why := range contexts {
 		key := ContextKey(name)
-		e := &entry{key: key, stated: inv.cfg.ContextClusterIDs[name]}
+		e := &entry{key: key, stated: inv.cfg.ContextClusterIDs[name], reach: inv.cfg.Contexts[name]}
 		inv.entries[key] = e
 		inv.setLocked(e, Refused, why)
 	}
@@ -464,6 +472,11 @@ func (inv *Inventory) sync(ctx context.Context, m Membership, key string) bool {
 		return false
 	}
 	mb, err := inv.resolve(ctx, key, l)
+	if mb != nil {
+		inv.mu.Lock()
+		e.reach = mb.Config
+		inv.mu.Unlock()
+	}
 	switch {
 	case err == nil:
 	case e.id != "" && (errors.Is(err, topology.ErrNoClusterID) || errors.Is(err, ErrIDMismatch)):
@@ -554,9 +567,9 @@ func (inv *Inventory) leave(ctx context.Context, m Membership, e *entry, why str
 	if e.id == "" {
 		return
 	}
-	id := e.id
+	id, reach := e.id, e.reach
 	lctx, cancel := context.WithTimeout(ctx, inv.cfg.LeaveTimeout)
-	err := m.Leave(lctx, id)
+	err := m.Leave(lctx, id, why)
 	cancel()
 	inv.mu.Lock()
 	e.id, e.hash, e.config = "", "", nil
@@ -574,5 +587,7 @@ func (inv *Inventory) leave(ctx context.Context, m Membership, e *entry, why str
 		}
 	}
 	inv.mu.Unlock()
-	inv.event(e, v1.EventTypeNormal, "MemberLeft", "LeaveClusterSet", fmt.Sprintf("cluster %s left the clusterset: %s", id, why))
+	note := fmt.Sprintf("cluster %s left the clusterset: %s", id, why)
+	inv.event(e, v1.EventTypeNormal, "MemberLeft", "LeaveClusterSet", note)
+	inv.tellMember(reach, v1.EventTypeNormal, "MemberLeft", "LeaveClusterSet", note)
 }

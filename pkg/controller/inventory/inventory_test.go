@@ -193,7 +193,7 @@ func (r *recorder) Join(_ context.Context, m topology.Member) error {
 	return nil
 }
 
-func (r *recorder) Leave(_ context.Context, id string) error {
+func (r *recorder) Leave(_ context.Context, id, _ string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, "leave "+id)

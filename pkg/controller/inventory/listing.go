@@ -167,7 +167,10 @@ func (inv *Inventory) resolve(ctx context.Context, key string, l listing) (*topo
 		// this listing's name, take the ID it names from its owner, or
 		// let a confined member escape its confinement by renaming
 		// itself. Refused, never rejoined under the ID it chose.
-		return nil, fmt.Errorf("%w: %s, but its server's ClusterProperty %s holds %q; a member never joins under an ID of its own choosing", ErrIDMismatch, statedBy(key, l), clusterIDProperty, id)
+		// The member is returned too: the refusal is told to it, on its
+		// own ClusterProperty.
+		return &topology.Member{Context: member, ClusterID: id, Config: cfg},
+			fmt.Errorf("%w: %s, but its server's ClusterProperty %s holds %q; a member never joins under an ID of its own choosing", ErrIDMismatch, statedBy(key, l), clusterIDProperty, id)
 	}
 	return &topology.Member{Context: member, ClusterID: id, Config: cfg}, nil
 }

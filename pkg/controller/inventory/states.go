@@ -1,9 +1,11 @@
 package inventory
 
 import (
+	"context"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/component-base/metrics"
 )
 
@@ -26,13 +28,31 @@ func (inv *Inventory) setLocked(e *entry, s State, message string) {
 	case Joined:
 		inv.logger.Info("Member joined", "member", e.key, "cluster", e.id)
 		inv.event(e, v1.EventTypeNormal, "MemberJoined", "JoinClusterSet", message)
+		inv.tellMember(e.reach, v1.EventTypeNormal, "MemberJoined", "JoinClusterSet", message)
 	case Pending:
 		inv.logger.Info("Member not served yet", "member", e.key, "reason", message)
 		inv.event(e, v1.EventTypeWarning, "MemberPending", "JoinClusterSet", message)
 	case Refused:
 		inv.logger.Error(nil, "Member refused", "member", e.key, "reason", message)
 		inv.event(e, v1.EventTypeWarning, "MemberRefused", "JoinClusterSet", message)
+		inv.tellMember(e.reach, v1.EventTypeWarning, "MemberRefused", "JoinClusterSet", message)
 	}
+}
+
+// tellMember records a change of a member's state on its own
+// ClusterProperty (memberEvent), in the background: the caller may hold
+// the inventory's lock. Nothing is told to a member whose server never
+// answered.
+func (inv *Inventory) tellMember(reach *rest.Config, kind, reason, action, note string) {
+	if reach == nil {
+		return
+	}
+	logger := inv.logger
+	go func() {
+		if err := memberEvent(context.Background(), reach, kind, reason, action, note); err != nil {
+			logger.V(2).Info("Cannot record a membership event in the member", "reason", reason, "err", err)
+		}
+	}()
 }
 
 // event records an event about e's Secret or profile. action is what the

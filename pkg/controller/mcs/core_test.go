@@ -398,7 +398,7 @@ func TestCoreLeaveWithdrawsAndCleans(t *testing.T) {
 	// What a holds is known to its caches, as it would be by then.
 	waitCache(t, "both clusters' slices in a's cache", func() bool { return len(writtenIn(a.member, "demo", "web")) == 2 })
 
-	if err := c.Leave(context.Background(), "cluster-b"); err != nil {
+	if err := c.Leave(context.Background(), "cluster-b", ""); err != nil {
 		t.Fatal(err)
 	}
 	if c.member("cluster-b") != nil || c.ttl.alive("cluster-b") {

@@ -128,10 +128,11 @@ func (c *Controller) forgetForeign(m *member) {
 // endpoints leave every other member at once (no TTL: nobody expects it
 // back), its source Lease is deleted everywhere, and what the controller
 // wrote into it (imports, EndpointSlices, Services, Leases) is removed,
-// its exports saying that they are not served. Its cluster ID is free
-// again. Cleaning the member is retried until ctx ends; a member that
-// cannot be reached keeps what it had, and the error says so.
-func (c *Controller) Leave(ctx context.Context, id string) error {
+// its exports saying that they are not served, and why (the inventory's
+// words: deleted from the inventory, refused for claiming another ID).
+// Cleaning the member is retried until ctx ends; a member that cannot be
+// reached keeps what it had, and the error says so.
+func (c *Controller) Leave(ctx context.Context, id, why string) error {
 	c.membersMu.Lock()
 	m := c.byID[id]
 	if m == nil {
@@ -152,7 +153,7 @@ func (c *Controller) Leave(ctx context.Context, id string) error {
 	c.metrics.forgetMember(id)
 	klog.FromContext(ctx).Info("Member left the clusterset; withdrawing its endpoints and cleaning it", "cluster", id, "member", m.Context)
 
-	err := retry(ctx, func(ctx context.Context) error { return c.clean(ctx, m, exports) })
+	err := retry(ctx, func(ctx context.Context) error { return c.clean(ctx, m, exports, why) })
 	if err != nil {
 		errs = append(errs, fmt.Errorf("cleaning cluster %s: %w", id, err))
 	}
@@ -178,7 +179,7 @@ func retry(ctx context.Context, f func(context.Context) error) error {
 
 // clean removes from a member that left what the controller wrote into
 // it, and marks the exports it knew not ready.
-func (c *Controller) clean(ctx context.Context, m *member, exports []*mcsv1beta1.ServiceExport) error {
+func (c *Controller) clean(ctx context.Context, m *member, exports []*mcsv1beta1.ServiceExport, why string) error {
 	var errs []error
 	ours := metav1.ListOptions{LabelSelector: labels.Set{managedLabel: c.cfg.ManagedBy}.String()}
 	// Imports first: their owner references collect the rest too, should
@@ -221,13 +222,18 @@ func (c *Controller) clean(ctx context.Context, m *member, exports []*mcsv1beta1
 		}
 	}
 	for _, se := range exports {
-		errs = append(errs, notServed(ctx, m, se))
+		errs = append(errs, notServed(ctx, m, se, why))
 	}
 	return errors.Join(errs...)
 }
 
-// notServed sets Ready=False on an export of a member that left.
-func notServed(ctx context.Context, m *member, se *mcsv1beta1.ServiceExport) error {
+// notServed sets Ready=False on an export of a member that left, saying
+// why it left.
+func notServed(ctx context.Context, m *member, se *mcsv1beta1.ServiceExport, why string) error {
+	message := fmt.Sprintf("cluster %s is no longer a member of the clusterset: this export is not served", m.id)
+	if why != "" {
+		message = fmt.Sprintf("cluster %s is no longer a member of the clusterset (%s): this export is not served", m.id, why)
+	}
 	api := m.mcs.MulticlusterV1beta1().ServiceExports(se.Namespace)
 	for attempt := 0; ; attempt++ {
 		if se.DeletionTimestamp != nil {
@@ -238,7 +244,7 @@ func notServed(ctx context.Context, m *member, se *mcsv1beta1.ServiceExport) err
 			Type:               string(mcsv1beta1.ServiceExportConditionReady),
 			Status:             metav1.ConditionFalse,
 			Reason:             string(mcsv1beta1.ServiceExportReasonFailed),
-			Message:            fmt.Sprintf("cluster %s is no longer a member of the clusterset: this export is not served", m.id),
+			Message:            message,
 			ObservedGeneration: se.Generation,
 		})
 		_, err := api.UpdateStatus(ctx, update, metav1.UpdateOptions{})

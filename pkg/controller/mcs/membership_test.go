@@ -113,7 +113,7 @@ func TestCoreLeaveReleasesTheMembersState(t *testing.T) {
 		t.Errorf("the same cluster under new credentials was told again (%d events)", n)
 	}
 
-	if err := c.Leave(t.Context(), "cluster-b"); err != nil {
+	if err := c.Leave(t.Context(), "cluster-b", "its Secret was deleted"); err != nil {
 		t.Fatal(err)
 	}
 	again, err := newMemberWith(topology.Member{ClusterID: "cluster-b", Context: "cluster-b"}, probed(t, b.kube), b.mcs, c.cfg.ManagedBy, events.NewFakeRecorder(10))
@@ -129,7 +129,7 @@ func TestCoreLeaveReleasesTheMembersState(t *testing.T) {
 	if n := unmirrored(again); n != 1 {
 		t.Errorf("cluster-b joining again got %d EndpointSliceNotMirrored events, want 1: what it was told before outlived its membership", n)
 	}
-	if err := c.Leave(t.Context(), "cluster-b"); err != nil {
+	if err := c.Leave(t.Context(), "cluster-b", "its Secret was deleted"); err != nil {
 		t.Fatal(err)
 	}
 	if againStopped != 1 {

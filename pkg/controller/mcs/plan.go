@@ -63,9 +63,11 @@ type memberSnapshot struct {
 	// Slices are the member's own EndpointSlices of the Service.
 	Slices []*discoveryv1.EndpointSlice
 	// EndpointRanges are where the member's endpoints may be, when
-	// RangesKnown (member.endpointRanges).
+	// RangesKnown, and RangesSource whose word they are
+	// (endpointRangesOf).
 	EndpointRanges []netip.Prefix
 	RangesKnown    bool
+	RangesSource   string
 	// IngressService is the Service of the name's ingress name in the
 	// member, nil when none; Nodes are its nodes, nil when not listed.
 	IngressService *v1.Service
@@ -251,7 +253,37 @@ func planName(cfg *Config, s snapshot) plan {
 			planIngress(cfg, m, e, r, own, d)
 		}
 	}
+	for _, e := range exports {
+		if note := withheldNote(p.Reports, byID[e.Cluster]); note != "" {
+			sayInReady(d.ExportConditions[e.Cluster], note)
+		}
+	}
 	return p
+}
+
+// withheldNote says, for m's export, how many of its endpoint addresses
+// are withheld for lying outside where its endpoints may be, and whose
+// word those ranges are; "" when none is.
+func withheldNote(reports []sourceReport, m *memberSnapshot) string {
+	n := 0
+	for _, r := range reports {
+		if r.Cluster == m.ID && (r.Reason == ReasonEndpointsOutsidePodRanges || r.Reason == ReasonEndpointRangesUnknown) {
+			n += len(r.Dropped)
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d endpoint address(es) withheld: outside cluster %s's endpoint ranges (whose source is %s)", n, m.ID, m.RangesSource)
+}
+
+// sayInReady adds note to the message of the Ready condition of conds.
+func sayInReady(conds []metav1.Condition, note string) {
+	for i := range conds {
+		if conds[i].Type == string(mcsv1beta1.ServiceExportConditionReady) {
+			conds[i].Message += "; " + note
+		}
+	}
 }
 
 // importOf is the import of merge result r, without clusterset IPs.

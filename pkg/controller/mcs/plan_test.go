@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
@@ -389,4 +390,24 @@ func memberIDsOf(members []memberSnapshot) string {
 		ids = append(ids, m.ID)
 	}
 	return strings.Join(ids, ",")
+}
+
+// TestPlanSaysWhoseRangesWithheldAddresses: an export whose addresses are
+// withheld for lying outside its cluster's endpoint ranges stays Ready,
+// and its Ready condition says how many and whose word the ranges are,
+// so that the exporter learns why without reading the controller's log.
+func TestPlanSaysWhoseRangesWithheldAddresses(t *testing.T) {
+	m := with(exporting("cluster-a", 0, httpPort, "10.1.0.1", "172.18.0.3", "192.168.0.1"), func(m *memberSnapshot) {
+		m.RangesSource = rangesFromOperator
+	})
+	cfg := Config{ManagedBy: mcsproxy.DefaultManagedBy, SourceManagers: []string{export.ManagerEndpointSliceController}}
+	s := snapshot{Namespace: "demo", Name: "web", Members: []memberSnapshot{m}, Alive: map[string]bool{"cluster-a": true}, Now: planEpoch.Add(time.Hour)}
+	p := planName(&cfg, s)
+	ready := meta.FindStatusCondition(p.Desired.ExportConditions["cluster-a"], string(mcsv1beta1.ServiceExportConditionReady))
+	if ready == nil || ready.Status != metav1.ConditionTrue {
+		t.Fatalf("Ready = %+v, want True", ready)
+	}
+	if want := "2 endpoint address(es) withheld: outside cluster cluster-a's endpoint ranges (whose source is " + rangesFromOperator + ")"; !strings.HasSuffix(ready.Message, want) {
+		t.Errorf("Ready says %q, want it to end with %q", ready.Message, want)
+	}
 }

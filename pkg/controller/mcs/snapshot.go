@@ -62,7 +62,7 @@ func (c *Controller) readSnapshot(ns, name string) (snapshot, error) {
 		}
 		ms.Slices = indexed[*discoveryv1.EndpointSlice](m.localSlices, byService, key)
 		r := m.endpointRanges(c.cfg.MemberPodCIDRs)
-		ms.EndpointRanges, ms.RangesKnown = r.Prefixes, r.Known
+		ms.EndpointRanges, ms.RangesKnown, ms.RangesSource = r.Prefixes, r.Known, r.Source
 		if needsIngress(&c.cfg, m.id, ids) {
 			if in, err := m.services.Services(ns).Get(export.IngressName(ns, name)); err == nil {
 				ms.IngressService = in
