@@ -174,15 +174,17 @@ func TestClusterSelection(t *testing.T) {
 func setProperty(t *testing.T, m *member, key, value string) {
 	t.Helper()
 	api := dynamic.NewForConfigOrDie(m.Config).Resource(aboutv1alpha1.Resource)
+	// Not t's context: a clean-up puts properties back after it ends.
+	ctx := context.Background()
 	eventually(t, 10*time.Second, "ClusterProperty "+key+" of "+m.Name+" to be "+value, func() (bool, string) {
-		u, err := api.Get(t.Context(), key, metav1.GetOptions{})
+		u, err := api.Get(ctx, key, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
 		if err := unstructured.SetNestedField(u.Object, value, "spec", "value"); err != nil {
 			return false, err.Error()
 		}
-		_, err = api.Update(t.Context(), u, metav1.UpdateOptions{})
+		_, err = api.Update(ctx, u, metav1.UpdateOptions{})
 		return err == nil, fmt.Sprint(err)
 	})
 }

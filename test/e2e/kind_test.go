@@ -48,6 +48,8 @@ type kind struct {
 	// kubeProxyImage is this project's image; upstreamImage upstream's of
 	// the pinned version, the base it is built on.
 	kubeProxyImage, upstreamImage string
+	// contexts are the members' kubeconfig contexts, in their order.
+	contexts []string
 }
 
 func connectKind(t *testing.T) *kind {
@@ -62,6 +64,7 @@ func connectKind(t *testing.T) *kind {
 	k := &kind{
 		controlPlane:   map[*member]string{},
 		kubeProxyImage: envOr("MCS_E2E_KUBE_PROXY_IMAGE", "mcs-kube-proxy:dev"),
+		contexts:       contexts,
 		ttl:            controllerapp.NewOptions().EndpointTTL,
 	}
 	var err error
@@ -491,4 +494,47 @@ func (k *kind) stopController(t *testing.T) func(*testing.T) {
 	}
 	t.Fatal("no member runs the mcs-controller Deployment mcs-system/mcs-controller")
 	return nil
+}
+
+func (k *kind) kubeconfig() (string, []string) {
+	return os.Getenv("MCS_E2E_KUBECONFIG"), slices.Clone(k.contexts)
+}
+
+// configureController adds extra to the arguments of the mcs-controller
+// Deployment and waits until its pods run them; the clean-up puts the
+// arguments back.
+func (k *kind) configureController(t *testing.T, extra ...string) {
+	t.Helper()
+	for _, m := range k.ms {
+		deployments := m.Client.AppsV1().Deployments("mcs-system")
+		d, err := deployments.Get(t.Context(), "mcs-controller", metav1.GetOptions{})
+		if err != nil {
+			continue
+		}
+		before := slices.Clone(d.Spec.Template.Spec.Containers[0].Args)
+		setArgs := func(ctx context.Context, args []string) {
+			eventually(t, 30*time.Second, "the mcs-controller Deployment's arguments set", func() (bool, string) {
+				d, err := deployments.Get(ctx, "mcs-controller", metav1.GetOptions{})
+				if err != nil {
+					return false, err.Error()
+				}
+				d.Spec.Template.Spec.Containers[0].Args = args
+				_, err = deployments.Update(ctx, d, metav1.UpdateOptions{})
+				return err == nil, errString(err)
+			})
+			eventually(t, 180*time.Second, "the mcs-controller Deployment rolled out", func() (bool, string) {
+				d, err := deployments.Get(ctx, "mcs-controller", metav1.GetOptions{})
+				if err != nil {
+					return false, err.Error()
+				}
+				want := *d.Spec.Replicas
+				s := d.Status
+				return s.ObservedGeneration >= d.Generation && s.UpdatedReplicas == want && s.Replicas == want && s.ReadyReplicas >= 1, fmt.Sprintf("%+v", s)
+			})
+		}
+		setArgs(t.Context(), append(slices.Clone(before), extra...))
+		t.Cleanup(func() { setArgs(context.Background(), before) })
+		return
+	}
+	t.Fatal("no member runs the mcs-controller Deployment mcs-system/mcs-controller")
 }

@@ -166,6 +166,24 @@ func (l *local) restartController(t *testing.T, extra ...string) {
 	l.mu.Unlock()
 }
 
+// configureController restarts the controller process with extra flags.
+func (l *local) configureController(t *testing.T, extra ...string) {
+	t.Helper()
+	l.mu.Lock()
+	before := slices.Clone(l.controllerArgs[len(l.baseControllerArgs):])
+	l.mu.Unlock()
+	l.restartController(t, extra...)
+	t.Cleanup(func() { l.restartController(t, before...) })
+}
+
+func (l *local) kubeconfig() (string, []string) {
+	var contexts []string
+	for _, c := range l.clusters {
+		contexts = append(contexts, c.Name)
+	}
+	return l.cs.Kubeconfig(), contexts
+}
+
 func (l *local) members() []*member         { return l.ms }
 func (l *local) endpointTTL() time.Duration { return localEndpointTTL }
 

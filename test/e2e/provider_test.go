@@ -49,6 +49,14 @@ type provider interface {
 	// endpointTTL is the controller's --endpoint-ttl: how long a source
 	// cluster's endpoints outlive its unreachable apiserver.
 	endpointTTL() time.Duration
+	// configureController restarts the mcs-controller with the flags
+	// extra beside the suite's, as an operator changing its
+	// configuration would, and waits until it runs; the case's clean-up
+	// restarts it with the suite's flags again.
+	configureController(t *testing.T, extra ...string)
+	// kubeconfig is a kubeconfig holding a context per member, and those
+	// contexts in the order of members(), for kubectl mcs.
+	kubeconfig() (path string, contexts []string)
 }
 
 // member is one cluster of the clusterset, as the cases see it.

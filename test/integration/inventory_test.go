@@ -129,6 +129,13 @@ func TestMCSControllerInventory(t *testing.T) {
 		// published as cluster-d.
 		setClusterID(t, c, "cluster-d")
 		waitEventOn(t, a, "Secret", "mcs-system", "cluster-c", "MemberRefused")
+		// Told in the member too: on its ClusterProperty, and in its
+		// export's Ready condition.
+		waitEventOn(t, c, "ClusterProperty", "default", "cluster.clusterset.k8s.io", "MemberRefused")
+		se := waitExportConditions(t, c, "demo", "web", "Valid=True/Valid Ready=False/Failed Conflict=False/NoConflicts")
+		if msg := conditionMessage(se, "Ready"); !strings.Contains(msg, `joined as cluster "cluster-c"`) || !strings.Contains(msg, `holds "cluster-d"`) {
+			t.Errorf("c's export after its refusal says %q", msg)
+		}
 		waitSlices(t, a, "demo", "web", "cluster-a=10.1.0.1 ports http:8080")
 		waitImport(t, a, "demo", "web", func(si *mcsv1beta1.ServiceImport) bool { return clustersString(si) == "cluster-a" })
 		r.waitMetric(t, "cluster-c refused beside evil", `mcs_controller_inventory_members{source="secret",state="refused"} 2`)
