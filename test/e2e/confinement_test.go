@@ -69,7 +69,9 @@ func (s *suite) testMemberConfinement(t *testing.T) {
 			if _, err := a.Client.CoreV1().Nodes().Create(t.Context(), evilNode, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { _ = a.Client.CoreV1().Nodes().Delete(context.Background(), evilNode.Name, metav1.DeleteOptions{}) })
+			t.Cleanup(func() {
+				_ = a.Client.CoreV1().Nodes().Delete(context.Background(), evilNode.Name, metav1.DeleteOptions{})
+			})
 		}
 
 		// api: A's own pod, and the victim's pod in B, as Endpoints of

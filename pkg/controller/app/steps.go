@@ -111,12 +111,12 @@ func inventoryConfig(o *Options, configs map[string]*rest.Config, hub *rest.Conf
 	cfg := inventory.Config{
 		Contexts:          configs,
 		ContextClusterIDs: ids,
-		Configure:        o.configure,
-		ClusterIDTimeout: min(o.ClusterIDTimeout, 10*time.Second),
-		SyncTimeout:      o.InitialSyncTimeout,
-		LeaveTimeout:     2 * time.Minute,
-		RecheckPeriod:    o.MemberRecheckPeriod,
-		AllowProxy:       o.MemberSecretAllowProxy,
+		Configure:         o.configure,
+		ClusterIDTimeout:  min(o.ClusterIDTimeout, 10*time.Second),
+		SyncTimeout:       o.InitialSyncTimeout,
+		LeaveTimeout:      2 * time.Minute,
+		RecheckPeriod:     o.MemberRecheckPeriod,
+		AllowProxy:        o.MemberSecretAllowProxy,
 	}
 	if o.MemberSecretsNamespace != "" || o.InventoryNamespace != "" {
 		if cfg.Hub, err = kubernetes.NewForConfig(hub); err != nil {
