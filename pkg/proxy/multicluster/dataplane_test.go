@@ -529,3 +529,49 @@ func testDataplane(t *testing.T, mode kubeproxyconfig.ProxyMode) {
 		}
 	})
 }
+
+// TestDataplaneUnprogrammedClusterSetIPsDropped: an address of the
+// clusterset ranges that no import holds (withdrawn, refused, never
+// allocated) is dropped on the node, as upstream drops an unallocated
+// ClusterIP, instead of following the node's routes to whoever answers
+// there. The attacker here answers on the address itself, as a member or
+// router advertising the range would. nftables only: upstream's iptables
+// proxier drops no unallocated ClusterIP either.
+func TestDataplaneUnprogrammedClusterSetIPsDropped(t *testing.T) {
+	if !netns.Isolate(t, "nft") {
+		return
+	}
+	d := newDataplane(t, kubeproxyconfig.ProxyModeNFTables)
+	p := d.proxier
+	// What kube-proxy's ServiceCIDR informer hands over, after the first
+	// sync: upstream writes it at its next full sync, which a topology
+	// change forces.
+	p.OnServiceCIDRsChanged([]string{"10.96.0.0/16", "fd00:10:96::/108"})
+	p.OnTopologyChange(map[string]string{v1.LabelTopologyZone: "zone-a"})
+	d.endpoint("a1", "10.1.0.1", "tcp/8080")
+	d.endpoint("attacker", "10.250.0.77", "tcp/80")
+	d.endpoint("outside", "10.251.0.77", "tcp/80")
+
+	p.OnServiceImportUpsert(serviceImport("web", []string{"10.250.0.7"}))
+	multicluster.DeliverSlice(p, slice("web", "cluster-a", httpPort, readyEP("10.1.0.1")))
+	d.settle()
+	if got := d.answers("tcp", "10.250.0.7:80", 5); !slices.Equal(got, []string{"a1"}) {
+		t.Fatalf("a programmed clusterset IP answered by %v, want a1", got)
+	}
+	if got := d.answers("tcp", "10.250.0.77:80", 3); len(got) != 0 {
+		t.Errorf("an address of the clusterset range no import holds answered by %v, want dropped", got)
+	}
+	// Withdrawn: the import's IP is dropped too, not routed on.
+	p.OnServiceImportDelete(serviceImport("web", nil))
+	d.settle()
+	if got := d.answers("tcp", "10.250.0.7:80", 3); len(got) != 0 {
+		t.Errorf("a withdrawn clusterset IP answered by %v, want dropped", got)
+	}
+	// Outside the clusterset ranges nothing changes.
+	if got := d.answers("tcp", "10.251.0.77:80", 3); !slices.Equal(got, []string{"outside"}) {
+		t.Errorf("an address outside every range answered by %v, want outside", got)
+	}
+	if rules := d.rules(); !strings.Contains(rules, "10.250.0.0/16") || !strings.Contains(rules, "Drop traffic to unallocated ClusterIPs") {
+		t.Errorf("the clusterset range is not in the drop rule:\n%s", rules)
+	}
+}

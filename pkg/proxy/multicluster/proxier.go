@@ -2,6 +2,7 @@ package multicluster
 
 import (
 	"iter"
+	"net/netip"
 	"slices"
 	"sort"
 	"strings"
@@ -176,6 +177,10 @@ func NewProxier(logger klog.Logger, provider proxy.Provider, opts *mcsproxy.Opti
 	o := *opts
 	o.Labels = p.labelsOf
 	p.opts = &o
+	// Before the first sync, and whether or not kube-proxy watches
+	// ServiceCIDRs: the clusterset ranges are dropped where no import
+	// holds them from the first ruleset on (OnServiceCIDRsChanged).
+	p.OnServiceCIDRsChanged(nil)
 	return p
 }
 
@@ -259,5 +264,30 @@ func (p *Proxier) isMultiClusterSynced() bool {
 func sortedKeys(s sets.Set[types.NamespacedName]) []types.NamespacedName {
 	out := s.UnsortedList()
 	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
+}
+
+// OnServiceCIDRsChanged hands the wrapped proxier the clusterset ranges
+// beside the cluster's Service ranges. The nftables proxier drops a new
+// connection to an address of those ranges that no Service holds, as it
+// drops one to an unallocated ClusterIP; so a clusterset IP withdrawn,
+// refused or never allocated is dropped on the node rather than following
+// its routes (to a member or router that advertises the range, say, whose
+// owner would receive the clients still holding the IP). The iptables
+// proxier has no such rule (upstream's neither drops unallocated
+// ClusterIPs there).
+func (p *Proxier) OnServiceCIDRsChanged(cidrs []string) {
+	p.Provider.OnServiceCIDRsChanged(withClusterSetRanges(cidrs, p.opts.ClusterSetIPCIDRs))
+}
+
+// withClusterSetRanges returns the Service ranges cidrs with the clusterset
+// ranges the proxy admits added.
+func withClusterSetRanges(cidrs []string, clusterset []netip.Prefix) []string {
+	out := slices.Clone(cidrs)
+	for _, r := range clusterset {
+		if s := r.String(); !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
 	return out
 }

@@ -37,6 +37,14 @@ type recordingProvider struct {
 	// afterSlice, if set, runs after every slice call (with mu held): a
 	// sync of the proxier could happen at any of those moments.
 	afterSlice func()
+	// serviceCIDRs are the ranges last handed over.
+	serviceCIDRs []string
+}
+
+func (r *recordingProvider) OnServiceCIDRsChanged(cidrs []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.serviceCIDRs = cidrs
 }
 
 // readyOf returns the addresses of the ready endpoints held for Service
@@ -869,5 +877,27 @@ func TestRedecide(t *testing.T) {
 	}
 	if got := f.provider.endpointsOf("ns/web"); !slices.Equal(got, []string{"10.1.0.1", "10.3.0.1"}) {
 		t.Errorf("after a re-decision the native name has endpoints %v", got)
+	}
+}
+
+// TestServiceCIDRsCarryTheClusterSetRanges: the proxier is told the
+// clusterset ranges as Service ranges from the start and beside every list
+// kube-proxy's ServiceCIDR informer hands over, so that an address of
+// them no import holds is dropped as an unallocated ClusterIP is (see
+// TestDataplaneUnprogrammedClusterSetIPsDropped for the traffic).
+func TestServiceCIDRsCarryTheClusterSetRanges(t *testing.T) {
+	f := newFixture(t)
+	got := func() []string {
+		f.provider.mu.Lock()
+		defer f.provider.mu.Unlock()
+		return f.provider.serviceCIDRs
+	}
+	ranges := []string{"10.250.0.0/16"}
+	if !slices.Equal(got(), ranges) {
+		t.Errorf("before any ServiceCIDR: %v, want %v", got(), ranges)
+	}
+	f.proxier.OnServiceCIDRsChanged([]string{"10.96.0.0/16"})
+	if want := append([]string{"10.96.0.0/16"}, ranges...); !slices.Equal(got(), want) {
+		t.Errorf("after the informer's list: %v, want %v", got(), want)
 	}
 }
