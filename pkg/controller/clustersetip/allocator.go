@@ -39,6 +39,9 @@ type Allocator struct {
 	// reserved are ranges handed out only when nothing else is free
 	// (SetReserved).
 	reserved []netip.Prefix
+	// disputed are IPs members carry for two keys alike (Restore): handed
+	// out to nobody until a later Restore settles them.
+	disputed map[netip.Addr]bool
 }
 
 // New returns an allocator over ranges (at most one is used per family:
@@ -111,37 +114,95 @@ type Claim struct {
 	Key     string
 	IPs     []string
 	Created time.Time
+	// Member is the cluster that holds the import: each member has one
+	// vote per key, however many imports it shows. "" counts as a member
+	// of its own.
+	Member string
 }
 
 // Restore adopts the IPs existing imports already carry. Members can
-// disagree (a member was unreachable while an import changed, or an
-// operator edited one); the disagreement is resolved the same way by every
-// replica: per key, the IP set most members carry wins, then the one on
-// the oldest import, then the smallest; per IP, the key whose oldest import
-// is oldest keeps it, then the smallest key. A loser is allocated afresh.
-func (a *Allocator) Restore(claims []Claim) {
+// disagree: one was unreachable while an import changed, an operator
+// edited one, or a member's administrator wrote or edited its own copies
+// to move a victim's IP at the controller's next start and hand it to
+// another name, whose owner would then receive the clients still holding
+// it. So every member has one vote per key, and nothing moves on a
+// minority's word:
+//
+//   - per key, the IP set a strict majority of the members holding the
+//     key carry is adopted; without one, none is (the key is allocated
+//     afresh);
+//   - per IP, the key most members carry it for keeps it; when two keys
+//     are carried by as many members, neither does, and the IP is held
+//     back (never handed out) until a later Restore settles it;
+//   - of the rest, older claims first (export.CompareAge), as every
+//     replica would.
+//
+// A key already allocated is left as it is. Restore returns the IPs held
+// back as disputed.
+func (a *Allocator) Restore(claims []Claim) []string {
 	type candidate struct {
 		ips     []string
-		count   int
+		votes   int
 		created time.Time
 	}
+	// One vote per member and key: the first claim of each counts.
+	voted := map[[2]string]bool{}
 	perKey := map[string]map[string]*candidate{}
-	for _, c := range claims {
+	voters := map[string]int{}
+	// ipVotes counts, per IP and key, the members that carry it.
+	ipVotes := map[string]map[string]int{}
+	for i, c := range claims {
+		member := c.Member
+		if member == "" {
+			member = fmt.Sprintf("#%d", i)
+		}
+		if voted[[2]string{member, c.Key}] {
+			continue
+		}
+		voted[[2]string{member, c.Key}] = true
+		voters[c.Key]++
 		ips := slices.Clone(c.IPs)
 		slices.Sort(ips)
+		ips = slices.Compact(ips)
 		id := strings.Join(ips, ",")
 		if perKey[c.Key] == nil {
 			perKey[c.Key] = map[string]*candidate{}
 		}
 		cand := perKey[c.Key][id]
 		if cand == nil {
-			cand = &candidate{ips: c.IPs, created: c.Created}
+			cand = &candidate{ips: ips, created: c.Created}
 			perKey[c.Key][id] = cand
 		}
-		cand.count++
+		cand.votes++
 		if c.Created.Before(cand.created) {
 			cand.created = c.Created
 		}
+		for _, ip := range ips {
+			if ipVotes[ip] == nil {
+				ipVotes[ip] = map[string]int{}
+			}
+			ipVotes[ip][c.Key]++
+		}
+	}
+	// disputed: IPs two keys are carried for by as many members each,
+	// none more.
+	disputed := map[string]bool{}
+	winner := map[string]string{}
+	for ip, byKey := range ipVotes {
+		best, tie := "", false
+		for key, n := range byKey {
+			switch {
+			case best == "" || n > byKey[best]:
+				best, tie = key, false
+			case n == byKey[best]:
+				tie = true
+			}
+		}
+		if tie {
+			disputed[ip] = true
+			continue
+		}
+		winner[ip] = best
 	}
 	type choice struct {
 		key string
@@ -149,14 +210,11 @@ func (a *Allocator) Restore(claims []Claim) {
 	}
 	var chosen []choice
 	for key, cands := range perKey {
-		var best *candidate
-		var bestID string
-		for id, c := range cands {
-			if best == nil || c.count > best.count || c.count == best.count && export.CompareAge(c.created, id, best.created, bestID) < 0 {
-				best, bestID = c, id
+		for _, c := range cands {
+			if 2*c.votes > voters[key] {
+				chosen = append(chosen, choice{key, *c})
 			}
 		}
-		chosen = append(chosen, choice{key, *best})
 	}
 	slices.SortFunc(chosen, func(x, y choice) int {
 		return export.CompareAge(x.created, x.key, y.created, y.key)
@@ -164,19 +222,35 @@ func (a *Allocator) Restore(claims []Claim) {
 
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.disputed = map[netip.Addr]bool{}
+	for ip := range disputed {
+		if addr, err := netip.ParseAddr(ip); err == nil && a.owner[addr.Unmap()] == "" {
+			a.disputed[addr.Unmap()] = true
+		}
+	}
 	for _, c := range chosen {
 		if len(a.byKey[c.key]) > 0 {
 			continue
 		}
 		for _, s := range c.ips {
 			ip, err := netip.ParseAddr(s)
-			if err != nil || !a.inRange(ip) || a.owner[ip] != "" || hasFamily(a.byKey[c.key], ip.Is4()) {
+			if err != nil || winner[s] != c.key {
+				continue
+			}
+			ip = ip.Unmap()
+			if !a.inRange(ip) || a.owner[ip] != "" || hasFamily(a.byKey[c.key], ip.Is4()) {
 				continue
 			}
 			a.owner[ip] = c.key
 			a.byKey[c.key] = append(a.byKey[c.key], ip)
 		}
 	}
+	out := make([]string, 0, len(a.disputed))
+	for ip := range a.disputed {
+		out = append(out, ip.String())
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Allocate returns key's IPs for families, in the order of families,
@@ -289,7 +363,7 @@ func (a *Allocator) probe(r netip.Prefix, size, start uint64, key string, skip [
 			continue
 		}
 		ip := addOffset(r.Addr(), off)
-		if a.owner[ip] == "" && a.foreign[ip] == 0 {
+		if a.owner[ip] == "" && a.foreign[ip] == 0 && !a.disputed[ip] {
 			a.owner[ip] = key
 			return ip, true
 		}

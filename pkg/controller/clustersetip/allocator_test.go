@@ -1,6 +1,7 @@
 package clustersetip
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"testing"
@@ -130,5 +131,83 @@ func TestForeignImportsReserveNothingTheyDoNotAlreadyBlock(t *testing.T) {
 	a.SetForeign("x", nil)
 	if a.foreign[netip.MustParseAddr("10.250.0.7")] != 1 {
 		t.Errorf("foreign count of 10.250.0.7 = %d, want 1", a.foreign[netip.MustParseAddr("10.250.0.7")])
+	}
+}
+
+// The attack: a member's administrator edits the member's own copies of
+// the imports (or writes some) so that, at the controller's next start,
+// the victim's name moves off its IP and another name (the attacker's)
+// takes it, receiving the victim's clients that still hold it. One vote
+// per member and key, and no IP moves on a minority's word.
+func TestRestoreMovesNothingOnAMinoritysWord(t *testing.T) {
+	const victimIP, attackerIP, otherIP = "10.250.0.10", "10.250.0.20", "10.250.0.30"
+	at := time.Unix(100, 0)
+	for _, tc := range []struct {
+		name   string
+		claims []Claim
+		// want: the victim's and the attacker's IP after Restore and
+		// Allocate; "" when it must be neither victimIP nor the other's.
+		victim, attacker string
+		disputed         []string
+	}{{
+		name: "three members, one edits its copies",
+		claims: []Claim{
+			{Key: "ns/victim", IPs: []string{victimIP}, Created: at, Member: "a"},
+			{Key: "ns/victim", IPs: []string{victimIP}, Created: at, Member: "b"},
+			{Key: "ns/victim", IPs: []string{otherIP}, Created: at, Member: "evil"},
+			{Key: "ns/attacker", IPs: []string{attackerIP}, Created: at, Member: "a"},
+			{Key: "ns/attacker", IPs: []string{attackerIP}, Created: at, Member: "b"},
+			{Key: "ns/attacker", IPs: []string{victimIP}, Created: at, Member: "evil"},
+		},
+		victim: victimIP, attacker: attackerIP,
+	}, {
+		name: "two members, one edits its copies: the victim's IP goes to nobody",
+		claims: []Claim{
+			{Key: "ns/victim", IPs: []string{victimIP}, Created: at, Member: "a"},
+			{Key: "ns/victim", IPs: []string{otherIP}, Created: at, Member: "evil"},
+			{Key: "ns/attacker", IPs: []string{attackerIP}, Created: at, Member: "a"},
+			{Key: "ns/attacker", IPs: []string{victimIP}, Created: at, Member: "evil"},
+		},
+		disputed: []string{victimIP},
+	}, {
+		name: "one member votes once per key, however many claims it shows",
+		claims: []Claim{
+			{Key: "ns/victim", IPs: []string{victimIP}, Created: at, Member: "a"},
+			{Key: "ns/victim", IPs: []string{victimIP}, Created: at, Member: "b"},
+			{Key: "ns/attacker", IPs: []string{victimIP}, Created: at, Member: "evil"},
+			{Key: "ns/attacker", IPs: []string{victimIP}, Created: at, Member: "evil"},
+			{Key: "ns/attacker", IPs: []string{victimIP}, Created: at, Member: "evil"},
+		},
+		victim: victimIP,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Small enough that the loop below fills it.
+			a := newAllocator(t, "10.250.0.0/27")
+			if got := a.Restore(tc.claims); !slices.Equal(got, tc.disputed) {
+				t.Errorf("disputed %v, want %v", got, tc.disputed)
+			}
+			victim, _ := a.Allocate("ns/victim", v4)
+			attacker, _ := a.Allocate("ns/attacker", v4)
+			if attacker[0] == victimIP {
+				t.Fatalf("the attacker's name was given the victim's IP %s", victimIP)
+			}
+			if tc.victim != "" && victim[0] != tc.victim {
+				t.Errorf("victim = %v, want %s", victim, tc.victim)
+			}
+			if tc.attacker != "" && attacker[0] != tc.attacker {
+				t.Errorf("attacker = %v, want %s", attacker, tc.attacker)
+			}
+			// A disputed IP is handed to no new name either, until the
+			// range is full.
+			for i := range 40 {
+				ips, err := a.Allocate(fmt.Sprintf("ns/new-%d", i), v4)
+				if err != nil {
+					break
+				}
+				if slices.Contains(tc.disputed, ips[0]) {
+					t.Fatalf("disputed IP %s handed to ns/new-%d", ips[0], i)
+				}
+			}
+		})
 	}
 }

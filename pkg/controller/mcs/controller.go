@@ -415,12 +415,18 @@ func (c *Controller) restoreClusterSetIPs() {
 		imports, _ := m.imports.List(labels.SelectorFromSet(labels.Set{managedLabel: c.cfg.ManagedBy}))
 		for _, si := range imports {
 			// A derived import carries its derived Service's IPs,
-			// which are the member's, not the clusterset's.
-			if len(si.Spec.IPs) > 0 && si.Annotations[export.AnnotationDerivedService] == "" {
-				claims = append(claims, clustersetip.Claim{Key: c.source.ipKey(si), IPs: si.Spec.IPs, Created: si.CreationTimestamp.Time})
+			// which are the member's, not the clusterset's. One being
+			// deleted (or held by someone's finalizer) is no record.
+			if len(si.Spec.IPs) > 0 && si.Annotations[export.AnnotationDerivedService] == "" && si.DeletionTimestamp == nil {
+				claims = append(claims, clustersetip.Claim{Key: c.source.ipKey(si), IPs: si.Spec.IPs, Created: si.CreationTimestamp.Time, Member: m.id})
 			}
 		}
 	}
-	c.vips.Restore(claims)
+	disputed := c.vips.Restore(claims)
 	c.logger.Info("Restored clusterset IPs from existing imports", "imports", len(claims), "allocated", c.vips.Allocated())
+	if len(disputed) > 0 {
+		// Members carry these for two names alike: whoever edited their
+		// copies, no name takes them on their word.
+		c.logger.Error(nil, "Clusterset IPs that members carry for two names alike are held back, handed to neither", "ips", disputed)
+	}
 }
