@@ -378,6 +378,8 @@ func (d *derivedSuite) testRemoteAndLocal(t *testing.T) {
 	sp := d.space(t, "e2e-der-native")
 	sp.service(d.a, "web", nil)
 	local := sp.service(d.c(), "web", nil)
+	// c's Service is its owner's: joined only with consent.
+	sp.acceptNativeNames(d.c(), "web", true)
 	podsA := podNames(sp.echoPods(d.a, "web", "web-a-1"))
 	podsC := podNames(sp.echoPods(d.c(), "web", "web-c-1"))
 	client := sp.client(d.c(), "client")

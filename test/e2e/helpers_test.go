@@ -19,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	mcsproxy "k8s.io/multiclusterservices/proxy"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/clusterset"
@@ -68,6 +69,29 @@ func (sp *space) service(m *member, name string, mutate func(*v1.ServiceSpec)) *
 		sp.t.Fatal(err)
 	}
 	return svc
+}
+
+// acceptNativeNames sets, as the owner of Service name in m would, the
+// annotation that lets an import's native names join it (value "true"),
+// or takes it off (accept false).
+func (sp *space) acceptNativeNames(m *member, name string, accept bool) {
+	sp.t.Helper()
+	eventually(sp.t, 10*time.Second, "Service "+name+" in "+m.Name+" to accept native names: "+fmt.Sprint(accept), func() (bool, string) {
+		svc, err := m.Client.CoreV1().Services(sp.name).Get(sp.t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		if accept {
+			if svc.Annotations == nil {
+				svc.Annotations = map[string]string{}
+			}
+			svc.Annotations[mcsproxy.AnnotationAcceptNativeNames] = "true"
+		} else {
+			delete(svc.Annotations, mcsproxy.AnnotationAcceptNativeNames)
+		}
+		_, err = m.Client.CoreV1().Services(sp.name).Update(sp.t.Context(), svc, metav1.UpdateOptions{})
+		return err == nil, errString(err)
+	})
 }
 
 // echoPod is a pod of app that answers its own name on TCP and UDP 8080.

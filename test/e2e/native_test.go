@@ -1,11 +1,13 @@
 package e2e
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
@@ -48,6 +50,8 @@ func (s *suite) testNativeNames(t *testing.T) {
 		client := sp.client(s.b, "client")
 		sp.service(s.a, "web", nil)
 		sp.service(s.b, "web", nil)
+		// B's Service is its owner's: joined only with consent.
+		sp.acceptNativeNames(s.b, "web", true)
 		podsA := podNames(sp.echoPods(s.a, "web", "web-a-1"))
 		podsB := podNames(sp.echoPods(s.b, "web", "web-b-1"))
 		spec := mcsv1beta1.ServiceExportSpec{ExportedAnnotations: map[string]string{mcsproxy.AnnotationNativeNames: string(mcsproxy.LocalFirst)}}
@@ -74,5 +78,39 @@ func (s *suite) testNativeNames(t *testing.T) {
 			t.Errorf("after failback A's pods still answer: %v", got)
 		}
 		startController(t)
+	})
+
+	// The attack: an exporter in A (or whoever holds the controller's
+	// credentials) asks for RemoteAndLocal of a name whose Service in B
+	// belongs to someone else, to put A's pods behind B's Service. B's
+	// Service serves only its own pods until its owner accepts; when it
+	// withdraws, A's pods leave it again.
+	t.Run("RemoteAndLocal reaches B's own Service only with its owner's consent", func(t *testing.T) {
+		sp := s.space(t, "e2e-native-consent")
+		client := sp.client(s.b, "client")
+		sp.service(s.a, "api", nil)
+		own := sp.service(s.b, "api", nil)
+		podsA := podNames(sp.echoPods(s.a, "api", "api-a-1"))
+		podsB := podNames(sp.echoPods(s.b, "api", "api-b-1"))
+		sp.exportWith(s.a, "api", mcsv1beta1.ServiceExportSpec{
+			ExportedAnnotations: map[string]string{mcsproxy.AnnotationNativeNames: string(mcsproxy.RemoteAndLocal)},
+		})
+		ip := own.Spec.ClusterIP
+		// The import is served (its clusterset IP reaches A), so the
+		// proxies have decided: B's Service is B's alone.
+		waitAnswers(t, client, "tcp", hostPort(sp.vip(s.b, "api"), 80), 20, podsA)
+		sp.waitImport(s.b, "api", "saying B's Service did not accept", func(si *mcsv1beta1.ServiceImport) bool {
+			c := meta.FindStatusCondition(si.Status.Conditions, "NativeNames")
+			return c != nil && c.Reason == string(mcsproxy.ReasonNativeNamesNotAccepted)
+		})
+		if got := client.answers("tcp", hostPort(ip, 80), 20); !slices.Equal(got, podsB) {
+			t.Errorf("B's own Service answered by %v without its owner's consent, want %v", got, podsB)
+		}
+		both := append(slices.Clone(podsA), podsB...)
+		slices.Sort(both)
+		sp.acceptNativeNames(s.b, "api", true)
+		waitAnswers(t, client, "tcp", hostPort(ip, 80), 30, both)
+		sp.acceptNativeNames(s.b, "api", false)
+		waitAnswers(t, client, "tcp", hostPort(ip, 80), 20, podsB)
 	})
 }

@@ -299,7 +299,11 @@ func (c *Controller) writeLocalServiceSlices(ctx context.Context, m *member, si 
 	policy, err := mcsproxy.NativeNamesOf(si.Annotations)
 	if err == nil && policy.Strategy == mcsproxy.RemoteAndLocal && si.Spec.Type == mcsv1beta1.ClusterSetIP {
 		svc, err := m.services.Services(si.Namespace).Get(si.Name)
-		if err == nil && svc.Spec.Type != v1.ServiceTypeExternalName && svc.Spec.ClusterIP != v1.ClusterIPNone {
+		// Only a Service whose owner accepts native names (or the one
+		// this controller created) is joined by other clusters'
+		// endpoints, as our kube-proxy decides it in a native member.
+		if err == nil && svc.Spec.Type != v1.ServiceTypeExternalName && svc.Spec.ClusterIP != v1.ClusterIPNone &&
+			mcsproxy.AcceptsNativeNames(svc, []string{c.cfg.ManagedBy}) {
 			var remote []*discoveryv1.EndpointSlice
 			for _, s := range c.memberView(m, d) {
 				if s.Labels[mcsv1beta1.LabelSourceCluster] != m.id {

@@ -111,6 +111,9 @@ func (c *Controller) nativeNamesCondition(m *member, si *mcsv1beta1.ServiceImpor
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, "ServiceCreated", fmt.Sprintf("Service %s is created for the import (%s)", si.Name, policy.Strategy)
 	case c.wrote(svc):
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, "ServiceCreated", fmt.Sprintf("Service %s was created for the import (%s)", si.Name, policy.Strategy)
+	case !mcsproxy.AcceptsNativeNames(svc, []string{c.cfg.ManagedBy}):
+		cond.Status, cond.Reason = metav1.ConditionFalse, string(mcsproxy.ReasonNativeNamesNotAccepted)
+		cond.Message = fmt.Sprintf("the local Service %s keeps only its own endpoints: its owner has not accepted native names (annotation %s=\"true\" on the Service)", si.Name, mcsproxy.AnnotationAcceptNativeNames)
 	case svc.Spec.Type == v1.ServiceTypeExternalName || svc.Spec.ClusterIP == v1.ClusterIPNone:
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "ServiceTypeConflict", fmt.Sprintf("the local Service %s is %s and has no ClusterIP for the import's endpoints", si.Name, map[bool]string{true: "an ExternalName Service", false: "headless"}[svc.Spec.Type == v1.ServiceTypeExternalName])
 	default:

@@ -169,10 +169,18 @@ func (c *Controller) writeNativeService(ctx context.Context, m *member, si *mcsv
 			return fmt.Errorf("updating Service %s/%s in %s: %w", si.Namespace, si.Name, m.id, err)
 		}
 	case wanted && exists:
-		// Someone else's Service: told once per change of policy.
-		if m.state.firstTime(string(have.UID) + "/" + string(policy.Strategy)) {
+		// Someone else's Service: told once per change of policy and of
+		// its owner's consent, which the proxies wait for.
+		accepted := mcsproxy.AcceptsNativeNames(have, []string{c.cfg.ManagedBy})
+		if !m.state.firstTime(fmt.Sprintf("%s/%s/%t", have.UID, policy.Strategy, accepted)) {
+			break
+		}
+		if accepted {
 			m.recorder.Eventf(have, si, v1.EventTypeNormal, "ServesClusterSetEndpoints", "ServeNativeNames",
 				"the exporters of ServiceImport %s ask for native names (%s): this Service's ClusterIP also reaches the endpoints of other clusters", si.Name, policy.Strategy)
+		} else {
+			m.recorder.Eventf(have, si, v1.EventTypeNormal, string(mcsproxy.ReasonNativeNamesNotAccepted), "ServeNativeNames",
+				"the exporters of ServiceImport %s ask for native names (%s): this Service keeps only its own endpoints unless its owner sets annotation %s=\"true\"", si.Name, policy.Strategy, mcsproxy.AnnotationAcceptNativeNames)
 		}
 	}
 	return nil

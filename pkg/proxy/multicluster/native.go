@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/multiclusterservices/clusterselection"
@@ -46,6 +47,29 @@ type nativeState struct {
 	joined map[string]*discoveryv1.EndpointSlice
 	// strategy is the policy the remote endpoints were decided by.
 	strategy mcsproxy.NativeNames
+	// accepted: the local Service's owner accepts native names
+	// (mcsproxy.AcceptsNativeNames); without it none are served.
+	accepted bool
+}
+
+// setNativeNamesAccepted records whether local Service service takes
+// native names, and decides its native name again when that changes.
+// Called with p.mu held.
+func (p *Proxier) setNativeNamesAccepted(service *v1.Service, accepted bool) {
+	key := types.NamespacedName{Namespace: service.Namespace, Name: service.Name}
+	st := p.native[key]
+	if st == nil {
+		if !accepted {
+			return
+		}
+		st = &nativeState{}
+		p.native[key] = st
+	}
+	if st.accepted == accepted {
+		return
+	}
+	st.accepted = accepted
+	p.reconcileNative(key)
 }
 
 // carrier is a local slice handed over with remote slices' endpoints, and
@@ -314,7 +338,7 @@ func (p *Proxier) applyNative(plans []nativePlan, ch *localChange) {
 		}
 		st.carriers, st.joined, st.strategy = plan.carriers, plan.joined, plan.strategy
 		countNative(joinedBefore, strategyBefore, st.joinsRemote(), plan.strategy)
-		if len(st.local) == 0 && len(st.joined) == 0 {
+		if len(st.local) == 0 && len(st.joined) == 0 && !st.accepted {
 			delete(p.native, plan.key)
 		}
 	}
@@ -368,8 +392,17 @@ func (p *Proxier) nativePolicy(key types.NamespacedName) (mcsproxy.NativeNamesPo
 		return mcsproxy.NativeNamesPolicy{}, nil
 	}
 	policy, err := mcsproxy.NativeNamesOf(imp.obj.Annotations)
-	if err == nil && policy.Strategy != mcsproxy.NativeNamesOff && mcsproxy.SystemService(key.Namespace, key.Name) {
+	switch {
+	case err != nil || policy.Strategy == mcsproxy.NativeNamesOff:
+	case mcsproxy.SystemService(key.Namespace, key.Name):
 		err = &mcsproxy.RejectionError{Reason: mcsproxy.ReasonSystemService, Message: fmt.Sprintf("native names are never served for the system Service %s", key)}
+	case p.native[key] == nil || !p.native[key].accepted:
+		// No local Service of the name, or one whose owner did not
+		// accept native names: nobody's Service is joined by endpoints
+		// someone else chose. (Where the cluster has none, the
+		// mcs-controller creates one, which accepts them.)
+		err = &mcsproxy.RejectionError{Reason: mcsproxy.ReasonNativeNamesNotAccepted,
+			Message: fmt.Sprintf("local Service %s does not accept native names: its owner sets annotation %s=\"true\" to have the import's remote endpoints join it", key, mcsproxy.AnnotationAcceptNativeNames)}
 	}
 	if err != nil {
 		if imp.nativeReported != err.Error() {

@@ -35,7 +35,10 @@ func testDataplaneNativeNames(t *testing.T, mode kubeproxyconfig.ProxyMode) {
 	d.endpoint("a1", "10.1.0.1", "tcp/8080")
 	d.endpoint("b1", "10.2.0.1", "tcp/8080")
 
-	p.OnServiceAdd(localService("ns", "web", "10.96.0.50"))
+	// Its owner accepts native names.
+	web := localService("ns", "web", "10.96.0.50")
+	web.Annotations = map[string]string{mcsproxy.AnnotationAcceptNativeNames: "true"}
+	p.OnServiceAdd(web)
 	ready := localSlice(readyEP("10.3.0.1"))
 	unready := localSlice(ep{ip: "10.3.0.1"})
 	terminating := localSlice(ep{ip: "10.3.0.1", serving: true, terminating: true})

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-base/metrics/testutil"
@@ -23,6 +24,14 @@ func localSlice(ns, name, service string, ready bool, addrs ...string) *discover
 	return s
 }
 
+// accepting is local Service ns/name whose owner accepts native names
+// (mcsproxy.AnnotationAcceptNativeNames).
+func accepting(ns, name string) *v1.Service {
+	svc := localService(ns, name, "10.96.0.77")
+	svc.Annotations = map[string]string{mcsproxy.AnnotationAcceptNativeNames: "true"}
+	return svc
+}
+
 // localFirstWeb sets up, in a proxier that knows its cluster ID
 // (cluster-local), Service ns/web's own ready slice (10.3.0.1) and a
 // LocalFirst import of that name served by cluster-a (10.1.0.1). It returns
@@ -31,6 +40,7 @@ func localFirstWeb(t *testing.T) (*fixture, *discoveryv1.EndpointSlice, *mcsv1be
 	f := newFixture(t)
 	p := f.proxier
 	p.SetLocalClusterID("cluster-local")
+	p.OnServiceAdd(accepting("ns", "web"))
 	local := localSlice("ns", "web-local", "web", true, "10.3.0.1")
 	p.OnEndpointSliceAdd(local)
 	si := serviceImport("ns", "web", 0, "10.250.0.10")
@@ -137,6 +147,7 @@ func TestNativeNamesForAServiceWithoutSlices(t *testing.T) {
 	f := newFixture(t)
 	p := f.proxier
 	p.SetLocalClusterID("cluster-local")
+	p.OnServiceAdd(accepting("ns", "web"))
 	si := serviceImport("ns", "web", 0, "10.250.0.10")
 	si.Annotations = map[string]string{mcsproxy.AnnotationNativeNames: "RemoteAndLocal"}
 	p.OnEndpointSliceAdd(mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1"))
@@ -148,6 +159,7 @@ func TestNativeNamesForAServiceWithoutSlices(t *testing.T) {
 	if got := f.provider.endpointsOf("ns/web"); len(got) != 0 {
 		t.Errorf("ns/web keeps endpoints %v after the import went", got)
 	}
+	p.OnServiceDelete(accepting("ns", "web"))
 	if len(p.native) != 0 {
 		t.Errorf("native state kept for %d names with nothing left", len(p.native))
 	}
@@ -229,6 +241,7 @@ func TestNativeNamesCarrierHandsOverWithoutAGap(t *testing.T) {
 	f := newFixture(t)
 	p := f.proxier
 	p.SetLocalClusterID("cluster-local")
+	p.OnServiceAdd(accepting("ns", "web"))
 	one, two := localSlice("ns", "web-1", "web", true, "10.3.0.1"), localSlice("ns", "web-2", "web", true, "10.3.0.2")
 	p.OnEndpointSliceAdd(one)
 	p.OnEndpointSliceAdd(two)
@@ -261,6 +274,7 @@ func TestNativeNamesDualStackFailsOverPerFamily(t *testing.T) {
 	f := newFixture(t)
 	p := f.proxier
 	p.SetLocalClusterID("cluster-local")
+	p.OnServiceAdd(accepting("ns", "web"))
 	v4 := localSlice("ns", "web-v4", "web", true, "10.3.0.1")
 	v6 := localSlice("ns", "web-v6", "web", true, "fd00:3::1")
 	v6.AddressType = discoveryv1.AddressTypeIPv6
@@ -291,6 +305,8 @@ func TestNativeNamesNeverReachSystemServicesOrRefusedImports(t *testing.T) {
 	p := f.proxier
 	p.SetLocalClusterID("cluster-local")
 	for _, svc := range []types.NamespacedName{{Namespace: "kube-system", Name: "kube-dns"}, {Namespace: "default", Name: "kubernetes"}, {Namespace: "kube-public", Name: "x"}} {
+		// Even were its owner to accept them.
+		p.OnServiceAdd(accepting(svc.Namespace, svc.Name))
 		p.OnEndpointSliceAdd(localSlice(svc.Namespace, svc.Name+"-own", svc.Name, false, "10.3.0.53"))
 		si := serviceImport(svc.Namespace, svc.Name, 0, "10.250.0.53")
 		si.Annotations = map[string]string{mcsproxy.AnnotationNativeNames: string(mcsproxy.RemoteAndLocal)}
@@ -309,6 +325,7 @@ func TestNativeNamesNeverReachSystemServicesOrRefusedImports(t *testing.T) {
 
 	// An import whose clusterset IP a local Service holds is refused it,
 	// and so is its native name.
+	p.OnServiceAdd(accepting("ns", "web"))
 	p.OnEndpointSliceAdd(localSlice("ns", "web-own", "web", false, "10.3.0.1"))
 	p.OnServiceAdd(localService("other", "db", "10.250.0.10"))
 	si := serviceImport("ns", "web", 0, "10.250.0.10")
@@ -327,5 +344,56 @@ func TestNativeNamesNeverReachSystemServicesOrRefusedImports(t *testing.T) {
 	p.OnServiceAdd(localService("other", "db", "10.250.0.10"))
 	if got := f.provider.endpointsOf("ns/web"); !slices.Equal(got, []string{"10.3.0.1"}) {
 		t.Errorf("ns/web kept %v after its import lost its IP", got)
+	}
+}
+
+// TestNativeNamesNeedTheOwnersConsent: an import's native names reach a
+// local Service only when the Service's owner accepts them. The attacker
+// exports (from another cluster) or holds the controller's credentials,
+// and asks for RemoteAndLocal of a Service of the namespace (a webhook's):
+// nothing joins it until its owner sets the annotation, and it is taken
+// back when the owner removes it. An MCS slice written straight for the
+// local Service is dropped whatever the owner says.
+func TestNativeNamesNeedTheOwnersConsent(t *testing.T) {
+	f := newFixture(t)
+	p := f.proxier
+	p.SetLocalClusterID("cluster-local")
+	owned := localService("ns", "webhook", "10.96.0.9")
+	p.OnServiceAdd(owned)
+	p.OnEndpointSliceAdd(localSlice("ns", "webhook-own", "webhook", true, "10.3.0.9"))
+	si := serviceImport("ns", "webhook", 0, "10.250.0.9")
+	si.Annotations = map[string]string{mcsproxy.AnnotationNativeNames: string(mcsproxy.RemoteAndLocal)}
+	f.events.take()
+	p.OnServiceImportUpsert(si)
+	p.OnEndpointSliceAdd(mcsSlice("ns", "webhook-evil", "webhook", "cluster-evil", "10.9.9.9"))
+	if got := f.provider.endpointsOf("ns/webhook"); !slices.Equal(got, []string{"10.3.0.9"}) {
+		t.Errorf("ns/webhook has endpoints %v without its owner's consent, want only its own", got)
+	}
+	f.expectEvents("ServiceImport ns/webhook NativeNamesNotAccepted")
+	// The clusterset IP itself is served as ever.
+	if got := f.provider.endpointsOf("ns/webhook.clusterset"); !slices.Equal(got, []string{"10.9.9.9"}) {
+		t.Errorf("the import's own endpoints %v", got)
+	}
+
+	// Straight into the Service's slices, by the controller's labels:
+	// dropped, consent or not.
+	direct := mcsSlice("ns", "webhook-direct", "webhook", "cluster-evil", "10.9.9.8")
+	direct.Labels[discoveryv1.LabelServiceName] = "webhook"
+	p.OnEndpointSliceAdd(direct)
+	if got := f.provider.endpointsOf("ns/webhook"); slices.Contains(got, "10.9.9.8") {
+		t.Errorf("an MCS slice naming ns/webhook was routed as its own: %v", got)
+	}
+	f.expectEvents("EndpointSlice ns/webhook-direct LocalServiceName")
+
+	// The owner accepts: the remote endpoints join; withdraws: they go.
+	consenting := owned.DeepCopy()
+	consenting.Annotations = map[string]string{mcsproxy.AnnotationAcceptNativeNames: "true"}
+	p.OnServiceUpdate(owned, consenting)
+	if got := f.provider.endpointsOf("ns/webhook"); !slices.Equal(got, []string{"10.3.0.9", "10.9.9.9"}) {
+		t.Errorf("ns/webhook has endpoints %v once its owner accepts, want its own and the import's", got)
+	}
+	p.OnServiceUpdate(consenting, owned)
+	if got := f.provider.endpointsOf("ns/webhook"); !slices.Equal(got, []string{"10.3.0.9"}) {
+		t.Errorf("ns/webhook keeps %v after its owner withdrew consent", got)
 	}
 }

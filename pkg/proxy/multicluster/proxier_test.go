@@ -471,27 +471,27 @@ func TestInvalidImportIsReportedOnce(t *testing.T) {
 func TestDerivedImportIsLeftToTheServicePath(t *testing.T) {
 	f := newFixture(t)
 	p := f.proxier
-	derived := localService("ns", "derived-gapqrqeg1j", "10.96.0.40")
+	derived := localService("ns", "derived-9jaau8dqeh", "10.96.0.40")
 	p.OnServiceAdd(derived)
-	slice := mcsSlice("ns", "derived-gapqrqeg1j-cluster-a", "web", "cluster-a", "10.1.0.1")
+	slice := mcsSlice("ns", "derived-9jaau8dqeh-cluster-a", "web", "cluster-a", "10.1.0.1")
 	slice.Labels[discoveryv1.LabelServiceName] = derived.Name
 	p.OnEndpointSliceAdd(slice)
 	si := serviceImport("ns", "web", 0, "10.96.0.40")
 	si.Annotations = map[string]string{mcsproxy.AnnotationDerivedService: derived.Name}
 	p.OnServiceImportUpsert(si)
-	f.expectCalls("ServiceAdd ns/derived-gapqrqeg1j", "SliceAdd ns/derived-gapqrqeg1j-cluster-a")
+	f.expectCalls("ServiceAdd ns/derived-9jaau8dqeh", "SliceAdd ns/derived-9jaau8dqeh-cluster-a")
 	f.expectEvents()
-	if got := f.provider.endpointsOf("ns/derived-gapqrqeg1j"); !slices.Equal(got, []string{"10.1.0.1"}) {
+	if got := f.provider.endpointsOf("ns/derived-9jaau8dqeh"); !slices.Equal(got, []string{"10.1.0.1"}) {
 		t.Errorf("the derived Service's endpoints: %v", got)
 	}
 
 	// Without its derived Service the import is what it is: an import of
 	// IPs outside the clusterset ranges. With it back, fine again.
 	p.OnServiceDelete(derived)
-	f.expectCalls("ServiceDelete ns/derived-gapqrqeg1j")
+	f.expectCalls("ServiceDelete ns/derived-9jaau8dqeh")
 	f.expectEvents("ServiceImport ns/web IPOutsideClusterSetCIDR")
 	p.OnServiceAdd(derived)
-	f.expectCalls("ServiceAdd ns/derived-gapqrqeg1j")
+	f.expectCalls("ServiceAdd ns/derived-9jaau8dqeh")
 	f.expectEvents()
 
 	// The annotation names another Service than the one holding the IP,
@@ -508,7 +508,7 @@ func TestDerivedImportIsLeftToTheServicePath(t *testing.T) {
 	// A forged import naming the same Service changes nothing for the
 	// real one: it is still decided again when its Service changes.
 	p.OnServiceDelete(derived)
-	f.expectCalls("ServiceDelete ns/derived-gapqrqeg1j")
+	f.expectCalls("ServiceDelete ns/derived-9jaau8dqeh")
 	f.expectEvents("ServiceImport ns/web IPOutsideClusterSetCIDR")
 }
 
@@ -520,14 +520,14 @@ func TestDerivedImportIsLeftToTheServicePath(t *testing.T) {
 func TestDerivedImportSwitchingToNativeIsProgrammedFirst(t *testing.T) {
 	f := newFixture(t)
 	p := f.proxier
-	derived := localService("ns", "derived-gapqrqeg1j", "10.96.0.40")
+	derived := localService("ns", "derived-9jaau8dqeh", "10.96.0.40")
 	p.OnServiceAdd(derived)
 	si := serviceImport("ns", "web", 0, "10.96.0.40")
 	si.ResourceVersion = "1"
 	si.Annotations = map[string]string{mcsproxy.AnnotationDerivedService: derived.Name}
 	p.OnServiceImportUpsert(si)
 	p.OnEndpointSliceAdd(mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1"))
-	f.expectCalls("ServiceAdd ns/derived-gapqrqeg1j")
+	f.expectCalls("ServiceAdd ns/derived-9jaau8dqeh")
 	f.expectEvents()
 
 	switching := si.DeepCopy()
@@ -849,6 +849,7 @@ func TestRedecide(t *testing.T) {
 	f := newFixture(t)
 	p := f.proxier
 	p.SetLocalClusterID("cluster-local")
+	p.OnServiceAdd(accepting("ns", "web"))
 	p.OnEndpointSliceAdd(localSlice("ns", "web-own", "web", false, "10.3.0.1"))
 	si := serviceImport("ns", "web", 0, "10.250.0.10")
 	si.Annotations = map[string]string{mcsproxy.AnnotationNativeNames: string(mcsproxy.RemoteAndLocal)}

@@ -26,6 +26,7 @@ func (p *Proxier) OnServiceAdd(service *v1.Service) {
 	service = p.admitService(service)
 	p.setServiceClaims(service, localServiceIPs(service))
 	p.Provider.OnServiceAdd(service)
+	p.setNativeNamesAccepted(service, mcsproxy.AcceptsNativeNames(service, p.opts.TrustedManagers))
 }
 
 // OnServiceUpdate is called by kube-proxy's Service informer.
@@ -40,6 +41,7 @@ func (p *Proxier) OnServiceUpdate(oldService, service *v1.Service) {
 	p.setServiceClaims(service, slices.Concat(p.claims.ipsOfService(key), newIPs))
 	p.Provider.OnServiceUpdate(oldService, service)
 	p.setServiceClaims(service, newIPs)
+	p.setNativeNamesAccepted(service, mcsproxy.AcceptsNativeNames(service, p.opts.TrustedManagers))
 }
 
 // OnServiceDelete is called by kube-proxy's Service informer.
@@ -50,6 +52,7 @@ func (p *Proxier) OnServiceDelete(service *v1.Service) {
 	// its IP never shares it with the Service in one ruleset.
 	p.Provider.OnServiceDelete(mcsproxy.WithoutReservedIPs(service, p.opts))
 	p.setServiceClaims(service, nil)
+	p.setNativeNamesAccepted(service, false)
 	delete(p.reservedReported, types.NamespacedName{Namespace: service.Namespace, Name: service.Name})
 }
 
@@ -98,8 +101,10 @@ const (
 	// here before its import's rules get it.
 	routeMultiCluster
 	// routeDropped: a slice that names an import's synthetic Service
-	// without being that import's MCS EndpointSlice. It would reach the
-	// import's rules without any check.
+	// without being that import's MCS EndpointSlice (it would reach the
+	// import's rules without any check), or an MCS slice that names a
+	// local Service (it would add endpoints to the Service without its
+	// owner's consent: native names are decided here, native.go).
 	routeDropped
 )
 
@@ -110,7 +115,7 @@ func routeOf(slice *discoveryv1.EndpointSlice) sliceRoute {
 		return routeNone
 	}
 	switch mcsproxy.KindOf(slice) {
-	case mcsproxy.ImportClaimingSlice:
+	case mcsproxy.ImportClaimingSlice, mcsproxy.LocalServiceClaimingSlice:
 		return routeDropped
 	case mcsproxy.MultiClusterSlice:
 		return routeMultiCluster
@@ -187,8 +192,9 @@ func (p *Proxier) forwardLocal(old, cur *discoveryv1.EndpointSlice) {
 	}
 }
 
-// dropSlice reports, once per slice, a plain EndpointSlice that names an
-// import's synthetic Service.
+// dropSlice reports, once per slice, a slice dropped (routeDropped): a
+// plain EndpointSlice that names an import's synthetic Service, or an MCS
+// slice that names a local Service.
 func (p *Proxier) dropSlice(slice *discoveryv1.EndpointSlice) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -197,11 +203,19 @@ func (p *Proxier) dropSlice(slice *discoveryv1.EndpointSlice) {
 		return
 	}
 	p.droppedSlices.Insert(key)
-	p.report(rejection{kind: kindEndpointSlice, obj: slice, RejectionError: &mcsproxy.RejectionError{
+	why := &mcsproxy.RejectionError{
 		Reason: mcsproxy.ReasonReservedServiceName,
 		Message: fmt.Sprintf("label %s=%q names the synthetic Service of a ServiceImport; only MCS EndpointSlices (label %s) reach an import",
 			discoveryv1.LabelServiceName, slice.Labels[discoveryv1.LabelServiceName], mcsv1beta1.LabelServiceName),
-	}})
+	}
+	if mcsproxy.KindOf(slice) == mcsproxy.LocalServiceClaimingSlice {
+		why = &mcsproxy.RejectionError{
+			Reason: mcsproxy.ReasonLocalServiceName,
+			Message: fmt.Sprintf("an MCS EndpointSlice (label %s=%q) names local Service %q in %s; its endpoints reach no local Service this way (native names are decided by kube-proxy, with the Service owner's %s)",
+				mcsv1beta1.LabelServiceName, slice.Labels[mcsv1beta1.LabelServiceName], slice.Labels[discoveryv1.LabelServiceName], discoveryv1.LabelServiceName, mcsproxy.AnnotationAcceptNativeNames),
+		}
+	}
+	p.report(rejection{kind: kindEndpointSlice, obj: slice, RejectionError: why})
 }
 
 func (p *Proxier) forgetDroppedSlice(slice *discoveryv1.EndpointSlice) {

@@ -97,7 +97,7 @@ func TestWatcherFollowsTheCRD(t *testing.T) {
 
 	slice := mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1")
 	localSlice := mcsSlice("ns", "local-abc", "web", "cluster-a", "10.1.0.9")
-	localSlice.Labels["kubernetes.io/service-name"] = "local"
+	localSlice.Labels = map[string]string{"kubernetes.io/service-name": "local"}
 	si := serviceImport("ns", "web", 0, "10.250.0.10")
 	mcs := mcsfake.NewSimpleClientset(si)
 	ext := apiextensionsfake.NewClientset()

@@ -1,9 +1,6 @@
 package export
 
 import (
-	"crypto/sha256"
-	"encoding/base32"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -23,17 +20,12 @@ import (
 // AnnotationDerivedService, on a ServiceImport, names its derived Service.
 const AnnotationDerivedService = proxy.AnnotationDerivedService
 
-// derivedHashLen is how many characters of the hash a derived name keeps.
-const derivedHashLen = 10
-
 // DerivedName is the name of the derived Service of import
 // namespace/name: "derived-" and the first ten characters of the
 // lower-case, unpadded base32hex encoding of the SHA-256 of
 // "namespace/name". A DNS-1035 label, whatever the import's name.
 func DerivedName(namespace, name string) string {
-	sum := sha256.Sum256([]byte(namespace + "/" + name))
-	encoded := base32.HexEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:])
-	return "derived-" + strings.ToLower(encoded[:derivedHashLen])
+	return proxy.DerivedServiceName(namespace, name)
 }
 
 // DerivedSliceName is the name of a derived EndpointSlice of source

@@ -1,8 +1,6 @@
 package export
 
 import (
-	"crypto/sha256"
-	"encoding/base32"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -14,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"k8s.io/multiclusterservices/proxy"
 )
 
 // A member whose pods other members cannot reach (a private or
@@ -34,9 +34,7 @@ const LabelIngressFor = "multiclusterservices.k8s.io/ingress-for"
 // "namespace/name" (as DerivedName), a DNS-1035 label whatever the
 // export's name.
 func IngressName(namespace, name string) string {
-	sum := sha256.Sum256([]byte(namespace + "/" + name))
-	encoded := base32.HexEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:])
-	return "ingress-" + strings.ToLower(encoded[:derivedHashLen])
+	return "ingress-" + strings.TrimPrefix(proxy.DerivedServiceName(namespace, name), "derived-")
 }
 
 // IsIngress tells whether exported Service svc is its own ingress: a

@@ -30,6 +30,17 @@ const (
 	// a slice: anyone who can write an EndpointSlice in the namespace could
 	// otherwise steer the import's clusterset IP.
 	ImportClaimingSlice
+	// LocalServiceClaimingSlice carries an import's MCS labels and names,
+	// in kubernetes.io/service-name, a local Service other than the
+	// import's synthetic or derived Service (DerivedServiceName): the
+	// Service of the import's own name, as the mcs-controller writes for
+	// native names in a derived member whose stock proxies read no
+	// imports, or any other. A proxy that programs imports does native
+	// names itself, with the owner's consent (AcceptsNativeNames), and
+	// must drop such a slice: routed as the Service's own it would add
+	// endpoints to a Service nobody asked, with nothing but the writer's
+	// word.
+	LocalServiceClaimingSlice
 )
 
 // KindOf classifies a slice, reading each of its two service-name labels
@@ -44,6 +55,8 @@ func KindOf(slice *discoveryv1.EndpointSlice) SliceKind {
 		return ImportClaimingSlice
 	case mcs && (!local || shares):
 		return MultiClusterSlice
+	case mcs && service != DerivedServiceName(slice.Namespace, name):
+		return LocalServiceClaimingSlice
 	default:
 		return LocalSlice
 	}

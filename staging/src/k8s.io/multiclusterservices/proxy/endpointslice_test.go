@@ -62,14 +62,21 @@ func TestServiceNameLabels(t *testing.T) {
 		name                 string
 		mcsName, serviceName string // "-": label absent
 		mcs, claims, shares  bool
+		localClaim           bool
 	}{
-		{"MCS slice", "web", "-", true, false, false},
-		{"MCS slice naming its import's Service", "web", "web.clusterset", true, false, true},
-		{"MCS slice naming another import's Service", "web", "db.clusterset", false, true, false},
-		{"MCS slice naming a local Service", "web", "web", false, false, false},
-		{"plain slice naming an import's Service", "-", "web.clusterset", false, true, false},
-		{"local Service's slice", "-", "web", false, false, false},
-		{"slice of no Service", "-", "-", false, false, false},
+		{"MCS slice", "web", "-", true, false, false, false},
+		{"MCS slice naming its import's Service", "web", "web.clusterset", true, false, true, false},
+		{"MCS slice naming another import's Service", "web", "db.clusterset", false, true, false, false},
+		// Written for a derived member's stock proxies (native names),
+		// or by whoever holds the controller's credentials: never the
+		// Service's own slice to a proxy that programs imports.
+		{"attack: MCS slice naming the local Service of its import's name", "web", "web", false, false, false, true},
+		{"attack: MCS slice naming another local Service", "web", "webhook", false, false, false, true},
+		{"MCS slice of its import's derived Service", "web", DerivedServiceName("ns", "web"), false, false, false, false},
+		{"attack: MCS slice naming another import's derived Service", "web", DerivedServiceName("ns", "db"), false, false, false, true},
+		{"plain slice naming an import's Service", "-", "web.clusterset", false, true, false, false},
+		{"local Service's slice", "-", "web", false, false, false, false},
+		{"slice of no Service", "-", "-", false, false, false, false},
 	} {
 		s := testSlice(func(s *discoveryv1.EndpointSlice) {
 			for key, value := range map[string]string{mcsv1beta1.LabelServiceName: c.mcsName, discoveryv1.LabelServiceName: c.serviceName} {
@@ -95,6 +102,8 @@ func TestServiceNameLabels(t *testing.T) {
 			want = MultiClusterSlice
 		case c.claims:
 			want = ImportClaimingSlice
+		case c.localClaim:
+			want = LocalServiceClaimingSlice
 		}
 		if got := KindOf(s); got != want {
 			t.Errorf("%s: KindOf = %v, want %v", c.name, got, want)

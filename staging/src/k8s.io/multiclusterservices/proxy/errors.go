@@ -39,6 +39,14 @@ const (
 	// A plain EndpointSlice that names an import's synthetic Service.
 	ReasonReservedServiceName Reason = "ReservedServiceName"
 
+	// An import that asks for native names of a local Service whose
+	// owner has not accepted them (AnnotationAcceptNativeNames).
+	ReasonNativeNamesNotAccepted Reason = "NativeNamesNotAccepted"
+
+	// An MCS EndpointSlice that names a local Service
+	// (LocalServiceClaimingSlice).
+	ReasonLocalServiceName Reason = "LocalServiceName"
+
 	// A local Service's externalIP or load-balancer IP inside the
 	// clusterset ranges, which are reserved for imports.
 	ReasonReservedIP Reason = "ClusterSetIPReserved"

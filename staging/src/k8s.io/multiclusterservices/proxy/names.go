@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"crypto/sha256"
+	"encoding/base32"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -30,6 +32,19 @@ func ImportName(serviceName string) (string, bool) {
 func IsServiceOfImport(serviceName, importName string) bool {
 	imported, synthetic := ImportName(serviceName)
 	return synthetic && imported == importName
+}
+
+// derivedHashLen is how many characters of the hash a derived name keeps.
+const derivedHashLen = 10
+
+// DerivedServiceName is the name of the derived Service of import
+// namespace/name: "derived-" and the first ten characters of the
+// lower-case, unpadded base32hex encoding of the SHA-256 of
+// "namespace/name". A DNS-1035 label, whatever the import's name.
+func DerivedServiceName(namespace, name string) string {
+	sum := sha256.Sum256([]byte(namespace + "/" + name))
+	encoded := base32.HexEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:])
+	return "derived-" + strings.ToLower(encoded[:derivedHashLen])
 }
 
 // AnnotationDerivedService, on a ServiceImport, names the derived Service

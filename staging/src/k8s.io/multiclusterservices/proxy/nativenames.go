@@ -59,6 +59,33 @@ type NativeNamesPolicy struct {
 	Minimum  Minimum
 }
 
+// AnnotationAcceptNativeNames, set to "true" on a local Service by its
+// owner, accepts native names: the remote endpoints of the import of the
+// Service's name join the Service's own when the import asks for them.
+// Without it an import's native names reach no Service its owner did not
+// agree to share: an exporter in another cluster, or whoever holds the
+// mcs-controller's credentials, would otherwise add endpoints of their
+// choosing behind any Service of the namespace (an admission webhook's,
+// an ingress controller's). The mcs-controller cannot set it: it may
+// write only the Services it creates (the admission policy).
+const AnnotationAcceptNativeNames = "multiclusterservices.k8s.io/accept-native-names"
+
+// AcceptsNativeNames tells whether local Service svc takes native names:
+// its owner set AnnotationAcceptNativeNames to "true", or it is the
+// Service the mcs-controller created for an import where the cluster had
+// none (labelled LabelImportManagedBy with a trusted manager), which
+// belongs to nobody else.
+func AcceptsNativeNames(svc *v1.Service, trustedManagers []string) bool {
+	if svc == nil {
+		return false
+	}
+	if svc.Annotations[AnnotationAcceptNativeNames] == "true" {
+		return true
+	}
+	manager, ok := svc.Labels[LabelImportManagedBy]
+	return ok && slices.Contains(trustedManagers, manager)
+}
+
 // SystemService tells whether the local Service namespace/name is one of
 // the cluster's own: those of the system namespaces and the apiserver's
 // default/kubernetes. No import's native names ever reach one, whoever
