@@ -234,6 +234,11 @@ setup_member() {
   kc "${name}" wait --for condition=Established crd --all --timeout 60s
   fill "${name}" "${pod_subnet}" "" kind-config/clusterproperty.yaml | kc "${name}" apply --server-side -f -
   kc "${name}" apply --server-side -f kind-config/mcs-controller-rbac.yaml -f kind-config/mcs-admission-policy.yaml
+  if [[ "${name}" == "${DERIVED}" ]]; then
+    # As deploy/overlays/derived-member: the controller writes native
+    # names as slices of local Services for the stock proxies here.
+    kc "${name}" delete validatingadmissionpolicybinding multicluster.x-k8s.io-controller-native-member --ignore-not-found
+  fi
   # kubeadm owns kube-proxy's ConfigMap and DaemonSet and CoreDNS's
   # Corefile: ours take them over.
   coredns_offline | kc "${name}" apply --server-side --force-conflicts -f -

@@ -132,6 +132,15 @@ func (cs *ClusterSet) setUpAPI(ctx context.Context, c *Cluster) error {
 	if err := applyManifests(ctx, c.API, "mcs-controller-rbac.yaml", "mcs-admission-policy.yaml"); err != nil {
 		return fmt.Errorf("cluster %s: mcs-controller RBAC and admission policies: %w", c.Name, err)
 	}
+	if slices.Contains(cs.opts.UpstreamKubeProxy, c.Name) {
+		// A derived member, as deploy/overlays/derived-member installs
+		// it: the controller writes native names as slices of local
+		// Services for its stock proxies.
+		err := c.API.Client().AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, nativeMemberBinding, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("cluster %s: derived member's admission policies: %w", c.Name, err)
+		}
+	}
 	if !cs.opts.NoDNS {
 		if err := createDNSService(ctx, c); err != nil {
 			return fmt.Errorf("cluster %s: kube-dns Service: %w", c.Name, err)
@@ -306,3 +315,8 @@ func applyManifests(ctx context.Context, api *framework.Cluster, files ...string
 	}
 	return nil
 }
+
+// nativeMemberBinding binds the admission policy that keeps the
+// mcs-controller from local Services' slices in a member served natively
+// (deploy/member/mcs-admission-policy.yaml); derived members go without.
+const nativeMemberBinding = "multicluster.x-k8s.io-controller-native-member"

@@ -153,6 +153,12 @@ func TestAdmissionPolicies(t *testing.T) {
 	mcsLabels := func(manager string) map[string]string {
 		return map[string]string{mcsv1beta1.LabelServiceName: "db", mcsv1beta1.LabelSourceCluster: "cluster-a", discoveryv1.LabelManagedBy: manager}
 	}
+	localServiceSlice := func() error {
+		l := mcsLabels(mcsproxy.DefaultManagedBy)
+		l[discoveryv1.LabelServiceName] = "db"
+		_, err := ctrlKube.DiscoveryV1().EndpointSlices("prod").Create(ctx, slice(export.DerivedName("prod", "db")+"-local-cluster-a", l), metav1.CreateOptions{})
+		return err
+	}
 	type attempt struct {
 		what    string
 		do      func() error
@@ -364,12 +370,11 @@ func TestAdmissionPolicies(t *testing.T) {
 			_, err := ctrlKube.DiscoveryV1().EndpointSlices("prod").Create(ctx, slice("users-synthetic-evil", l), metav1.CreateOptions{})
 			return err
 		}},
-		{what: "the controller writes a slice of the local Service named as its import (native names in derived mode)", allowed: true, do: func() error {
-			l := mcsLabels(mcsproxy.DefaultManagedBy)
-			l[discoveryv1.LabelServiceName] = "db"
-			_, err := ctrlKube.DiscoveryV1().EndpointSlices("prod").Create(ctx, slice(export.DerivedName("prod", "db")+"-local-cluster-a", l), metav1.CreateOptions{})
-			return err
-		}},
+		// In a member served natively (every binding here), native
+		// names are kube-proxy's, with the Service owner's consent: the
+		// controller writes no slice of a local Service. (A derived
+		// member, below, lets it.)
+		{what: "the controller writes a slice of the local Service named as its import, in a native member", do: localServiceSlice},
 		{what: "the controller moves its derived slice to another Service", do: func() error {
 			name := export.DerivedSliceName(export.DerivedName("prod", "db"), "cluster-a", "")
 			s, err := ctrlKube.DiscoveryV1().EndpointSlices("prod").Get(ctx, name, metav1.GetOptions{})
@@ -527,6 +532,16 @@ func TestAdmissionPolicies(t *testing.T) {
 	if l, _ := m.kube.CoordinationV1().Leases("kube-system").Get(ctx, "kube-scheduler", metav1.GetOptions{}); ptr.Deref(l.Spec.HolderIdentity, "") != "scheduler-1" {
 		t.Errorf("the scheduler's Lease is held by %q", ptr.Deref(l.Spec.HolderIdentity, ""))
 	}
+	// A derived member (deploy/overlays/derived-member) has no binding of
+	// the native-member policy: there the controller writes native names
+	// as slices of the local Service, for the stock proxies.
+	if err := m.kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, "multicluster.x-k8s.io-controller-native-member", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "a derived member's controller to write a slice of the local Service named as its import", func() (bool, string) {
+		err := localServiceSlice()
+		return err == nil, errString(err)
+	})
 	// The policy on exportedAnnotations and exportedLabels refuses exactly
 	// the keys the controller refuses (export.ReservedKey).
 	for i, key := range []string{
@@ -596,6 +611,13 @@ func installAdmissionPolicies(t *testing.T, m *testMember) {
 	// The controller's RBAC lets it write Leases in kube-system; only the
 	// scope policy keeps it to its own.
 	ctrlKube, _ := impersonate(t, m, controllerUser)
+	// And the native-member policy keeps it from local Services' slices.
+	local := slice("policy-probe", map[string]string{mcsv1beta1.LabelServiceName: "probe", mcsv1beta1.LabelSourceCluster: "cluster-a",
+		discoveryv1.LabelManagedBy: mcsproxy.DefaultManagedBy, discoveryv1.LabelServiceName: "probe"})
+	eventually(t, 30*time.Second, "the native-member policy to be enforced in "+m.id, func() (bool, string) {
+		_, err := ctrlKube.DiscoveryV1().EndpointSlices("default").Create(ctx, local, dryRun)
+		return deniedByPolicy(err), errString(err)
+	})
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "policy-probe"}}
 	eventually(t, 30*time.Second, "the controller's scope policy to be enforced in "+m.id, func() (bool, string) {
 		_, err := ctrlKube.CoordinationV1().Leases("kube-system").Create(ctx, lease, dryRun)

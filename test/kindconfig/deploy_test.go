@@ -122,6 +122,13 @@ func TestDeployPackages(t *testing.T) {
 			t.Errorf("derived-member touches kube-proxy (%s): its members keep their own", n)
 		}
 	}
+	// The native-member policy binds in native members only: a derived
+	// member's stock proxies need the controller's slices of local
+	// Services for native names.
+	const nativeOnly = "ValidatingAdmissionPolicyBinding/multicluster.x-k8s.io-controller-native-member"
+	if !slices.Contains(names(native), nativeOnly) || slices.Contains(names(derived), nativeOnly) {
+		t.Errorf("%s: native-member has it %v, derived-member %v; want native only", nativeOnly, slices.Contains(names(native), nativeOnly), slices.Contains(names(derived), nativeOnly))
+	}
 	apply("native-member", native)
 	apply("derived-member", derived)
 
