@@ -22,6 +22,12 @@ import (
 // space (ReservedKey). Without this rule an export could write, say,
 // proxy.AnnotationClusterSetIPs and have every proxy program another
 // namespace's clusterset IP for its own endpoints.
+//
+// One rung up: who a member is and what it may publish is stated by the
+// operator, in the hub (AnnotationMemberClusterID, the controller's
+// flags), and a member can only narrow it; a local Service receives
+// remote endpoints only when its owner asked for them
+// (proxy.AnnotationAcceptNativeNames, which the controller cannot set).
 
 // Key is one label or annotation key of the project.
 type Key struct {
@@ -49,6 +55,7 @@ var Keys = []Key{
 	{Name: mcsv1beta1.LabelSourceCluster, On: "EndpointSlice, Lease", WrittenBy: "mcs-controller (admission)", ReadBy: "kube-proxy (own cluster's endpoints keep node names), mcs-controller"},
 	{Name: discoveryv1.LabelServiceName, On: "EndpointSlice", WrittenBy: "slice writers; on MCS slices the mcs-controller, as the import's synthetic <import>.clusterset; admission refuses *.clusterset and derived-<hash> to all but the mcs-controller", ReadBy: "kube-proxy (keys slices by it; obeyed on an MCS slice only when it is that slice's own import's synthetic name)"},
 	{Name: LabelIngressFor, On: "ingress Service", WrittenBy: "mcs-controller (admission)", ReadBy: "mcs-controller"},
+	{Name: proxy.AnnotationAcceptNativeNames, On: "local Service", WrittenBy: "the Service's owner (the mcs-controller may write only the Services it creates: admission)", ReadBy: "kube-proxy, mcs-controller (derived members): an import's native names join the Service only with it"},
 	{Name: AnnotationMemberClusterID, On: "member Secret (hub)", WrittenBy: "the operator (RBAC on the hub's member namespace)", ReadBy: "mcs-controller (the one cluster ID the listed member may join as; its own ClusterProperty only confirms it)"},
 }
 
