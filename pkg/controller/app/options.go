@@ -24,19 +24,22 @@ import (
 
 // Options are the mcs-controller's flags.
 type Options struct {
-	Kubeconfig         string
-	Contexts           []string
-	ClusterSetIPCIDRs  []string
-	ManagedBy          string
-	RefusedNamespaces  []string
-	SourceManagers     []string
-	MemberPodCIDRs     []string
-	MemberClusterIDs   []string
-	ExportNamespaces   []string
-	DerivedMembers     []string
-	DerivedGrace       time.Duration
-	IngressMembers     []string
-	IngressServiceType string
+	Kubeconfig        string
+	Contexts          []string
+	ClusterSetIPCIDRs []string
+	ManagedBy         string
+	RefusedNamespaces []string
+	SourceManagers    []string
+	MemberPodCIDRs    []string
+	MemberClusterIDs  []string
+	// Bounds on the shared clusterset IP pool.
+	MaxClusterSetIPsPerNamespace int
+	MaxForeignImportsPerMember   int
+	ExportNamespaces             []string
+	DerivedMembers               []string
+	DerivedGrace                 time.Duration
+	IngressMembers               []string
+	IngressServiceType           string
 	// ServiceModel is how the clusterset says what it serves: exports
 	// (namespace sameness) or the hub's service catalog.
 	ServiceModel       string
@@ -101,37 +104,42 @@ const (
 // managed-by value are those kube-proxy accepts by default.
 func NewOptions() *Options {
 	return &Options{
-		ClusterSetIPCIDRs:        append([]string(nil), proxy.DefaultClusterSetIPCIDRs...),
-		ManagedBy:                proxy.DefaultManagedBy,
-		RefusedNamespaces:        []string{"kube-system", "default", "kube-public", "kube-node-lease", "mcs-system"},
-		SourceManagers:           []string{"endpointslice-controller.k8s.io", "endpointslicemirroring-controller.k8s.io"},
-		EndpointTTL:              40 * time.Second,
-		DerivedGrace:             30 * time.Second,
-		IngressServiceType:       string(v1.ServiceTypeNodePort),
-		ServiceModel:             ModelNamespaceSameness,
-		LeaseNamespace:           "kube-system",
-		Workers:                  8,
-		InitialSyncTimeout:       30 * time.Second,
-		ClusterIDTimeout:         60 * time.Second,
-		APIQPS:                   100,
-		MemberSecretsSelector:    inventory.DefaultSelector,
-		MemberRecheckPeriod:      30 * time.Second,
-		HealthProbesPerTeam:      mcs.DefaultHealthProbesPerTeam,
-		HealthProbes:             mcs.DefaultHealthProbes,
-		APIBurst:                 200,
-		LeaderElect:              true,
-		LeaderElectLeaseDuration: 15 * time.Second,
-		LeaderElectRenewDeadline: 10 * time.Second,
-		LeaderElectRetryPeriod:   2 * time.Second,
-		MetricsBindAddress:       "127.0.0.1:10371",
-		HealthzBindAddress:       "127.0.0.1:10372",
-		FeatureGates:             features.NewControllerFeatureGate(),
+		ClusterSetIPCIDRs: append([]string(nil), proxy.DefaultClusterSetIPCIDRs...),
+		ManagedBy:         proxy.DefaultManagedBy,
+		RefusedNamespaces: []string{"kube-system", "default", "kube-public", "kube-node-lease", "mcs-system"},
+		SourceManagers:    []string{"endpointslice-controller.k8s.io", "endpointslicemirroring-controller.k8s.io"},
+		EndpointTTL:       40 * time.Second,
+		// A tenant's share of the default /16: about 1.5 % each.
+		MaxClusterSetIPsPerNamespace: 1000,
+		MaxForeignImportsPerMember:   100,
+		DerivedGrace:                 30 * time.Second,
+		IngressServiceType:           string(v1.ServiceTypeNodePort),
+		ServiceModel:                 ModelNamespaceSameness,
+		LeaseNamespace:               "kube-system",
+		Workers:                      8,
+		InitialSyncTimeout:           30 * time.Second,
+		ClusterIDTimeout:             60 * time.Second,
+		APIQPS:                       100,
+		MemberSecretsSelector:        inventory.DefaultSelector,
+		MemberRecheckPeriod:          30 * time.Second,
+		HealthProbesPerTeam:          mcs.DefaultHealthProbesPerTeam,
+		HealthProbes:                 mcs.DefaultHealthProbes,
+		APIBurst:                     200,
+		LeaderElect:                  true,
+		LeaderElectLeaseDuration:     15 * time.Second,
+		LeaderElectRenewDeadline:     10 * time.Second,
+		LeaderElectRetryPeriod:       2 * time.Second,
+		MetricsBindAddress:           "127.0.0.1:10371",
+		HealthzBindAddress:           "127.0.0.1:10372",
+		FeatureGates:                 features.NewControllerFeatureGate(),
 	}
 }
 
 // AddFlags registers the flags.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig holding one context per member cluster (default: $KUBECONFIG or ~/.kube/config).")
+	fs.IntVar(&o.MaxClusterSetIPsPerNamespace, "max-clusterset-ips-per-namespace", o.MaxClusterSetIPsPerNamespace, "The most exported names of one namespace (one team's global services in catalog mode) that hold clusterset IPs; a name over it gets none (its export's Ready condition says NoClusterSetIP), so that no tenant exhausts the shared range. Names that hold IPs keep them. 0: no bound.")
+	fs.IntVar(&o.MaxForeignImportsPerMember, "max-foreign-imports-per-member", o.MaxForeignImportsPerMember, "The most ServiceImports someone else wrote in one member whose clusterset IPs are kept from being handed out (each is a possible conflict there); beyond it they reserve nothing, and are logged. 0: no bound.")
 	fs.StringSliceVar(&o.MemberClusterIDs, "member-cluster-ids", o.MemberClusterIDs, "CONTEXT=ID[,CONTEXT=ID...]: the cluster ID of each member given as a kubeconfig context. A member whose ClusterProperty cluster.clusterset.k8s.io holds another ID is refused (MemberRefused), never served under the ID it chose. A context not named is bound to the ID it answers with at start-up. Member Secrets state theirs in the annotation "+export.AnnotationMemberClusterID+", ClusterProfiles in their cluster.clusterset.k8s.io property.")
 	fs.StringSliceVar(&o.Contexts, "contexts", o.Contexts, "Kubeconfig contexts of the member clusters, comma separated (default: every context). Each member needs the ClusterProperty cluster.clusterset.k8s.io holding its cluster ID.")
 	fs.StringVar(&o.MemberSecretsNamespace, "member-secrets-namespace", o.MemberSecretsNamespace, "Namespace of the hub cluster (--hub-context) holding one Secret per member cluster, with its kubeconfig under the key \"kubeconfig\" (inline credentials only: no exec plugins or file paths). Members join and leave as Secrets are created and deleted. With it, --contexts lists only the members given as contexts (default none).")
@@ -184,6 +192,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ManagedBy == "" {
 		return fmt.Errorf("--managed-by must not be empty")
+	}
+	if o.MaxClusterSetIPsPerNamespace < 0 || o.MaxForeignImportsPerMember < 0 {
+		return fmt.Errorf("--max-clusterset-ips-per-namespace and --max-foreign-imports-per-member must not be negative (0: no bound)")
 	}
 	if _, err := o.exportNamespaces(); err != nil {
 		return err

@@ -233,13 +233,16 @@ func controllerConfig(logger klog.Logger, o *Options, p parsedOptions, members [
 		IngressServiceType: v1.ServiceType(o.IngressServiceType),
 		DerivedGrace:       o.DerivedGrace,
 		EndpointTTL:        o.EndpointTTL,
-		LeaseNamespace:     o.LeaseNamespace,
-		Identity:           o.Identity,
-		Workers:            o.Workers,
-		InitialSyncTimeout: o.InitialSyncTimeout,
-		Catalog:            catalog,
-		ClusterSelection:   o.FeatureGates.Enabled(features.MultiClusterServiceClusterSelection),
-		ClusterProperties:  inv.ClusterProperties,
+
+		MaxClusterSetIPsPerNamespace: o.MaxClusterSetIPsPerNamespace,
+		MaxForeignImportsPerMember:   o.MaxForeignImportsPerMember,
+		LeaseNamespace:               o.LeaseNamespace,
+		Identity:                     o.Identity,
+		Workers:                      o.Workers,
+		InitialSyncTimeout:           o.InitialSyncTimeout,
+		Catalog:                      catalog,
+		ClusterSelection:             o.FeatureGates.Enabled(features.MultiClusterServiceClusterSelection),
+		ClusterProperties:            inv.ClusterProperties,
 	}
 }
 

@@ -12,6 +12,7 @@ package clustersetip
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/big"
 	"net/netip"
@@ -42,6 +43,52 @@ type Allocator struct {
 	// disputed are IPs members carry for two keys alike (Restore): handed
 	// out to nobody until a later Restore settles them.
 	disputed map[netip.Addr]bool
+
+	// perParty bounds the keys holding IPs per party (PartyOf): one
+	// namespace or catalog team cannot take the whole pool (0: no bound).
+	// parties counts them.
+	perParty int
+	parties  map[string]int
+	// foreignPerMember bounds the foreign imports whose IPs one member
+	// reserves clusterset-wide (0: no bound); foreignOf counts them.
+	foreignPerMember int
+	foreignOf        map[string]int
+}
+
+// PartyOf is the party a key's IPs count against: everything before its
+// last "/" (the namespace of "ns/name", the team of a catalog key).
+func PartyOf(key string) string {
+	if i := strings.LastIndex(key, "/"); i >= 0 {
+		return key[:i]
+	}
+	return key
+}
+
+// ErrPartyLimit is why a key of a party that already holds its bound of
+// keys gets no IP.
+var ErrPartyLimit = errors.New("clusterset IP limit reached")
+
+// SetLimits bounds the keys with IPs per party and the foreign imports
+// whose IPs one member reserves (0: unbounded). Keys that hold IPs keep
+// them whatever the bound: a bound lowered never moves an IP.
+func (a *Allocator) SetLimits(perParty, foreignPerMember int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.perParty, a.foreignPerMember = perParty, foreignPerMember
+}
+
+// track counts key's party when key goes from no IPs to some (had false,
+// has true) or back. Called with a.mu held.
+func (a *Allocator) track(key string, had, has bool) {
+	switch {
+	case !had && has:
+		a.parties[PartyOf(key)]++
+	case had && !has:
+		party := PartyOf(key)
+		if a.parties[party]--; a.parties[party] <= 0 {
+			delete(a.parties, party)
+		}
+	}
 }
 
 // New returns an allocator over ranges (at most one is used per family:
@@ -50,6 +97,7 @@ func New(ranges []netip.Prefix) *Allocator {
 	return &Allocator{
 		ranges: ranges, byKey: map[string][]netip.Addr{}, owner: map[netip.Addr]string{},
 		foreign: map[netip.Addr]int{}, foreignBy: map[string][]netip.Addr{},
+		parties: map[string]int{}, foreignOf: map[string]int{},
 	}
 }
 
@@ -58,9 +106,20 @@ func New(ranges []netip.Prefix) *Allocator {
 // one would share it with the foreign one, and every proxy would have to
 // choose. An IP already allocated is kept (see Owner): moving it would let
 // whoever can create an import move anyone's clusterset IP.
-func (a *Allocator) SetForeign(id string, ips []string) {
+//
+// id starts with the member holding the import ("<member>/..."): one member
+// reserves at most the bound of SetLimits this way, so that a member
+// holding imports someone else wrote cannot starve the clusterset; it
+// returns false when the bound kept this import's IPs from being reserved.
+func (a *Allocator) SetForeign(id string, ips []string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	member, _, _ := strings.Cut(id, "/")
+	if _, had := a.foreignBy[id]; had {
+		if a.foreignOf[member]--; a.foreignOf[member] <= 0 {
+			delete(a.foreignOf, member)
+		}
+	}
 	for _, ip := range a.foreignBy[id] {
 		if a.foreign[ip]--; a.foreign[ip] <= 0 {
 			delete(a.foreign, ip)
@@ -74,12 +133,17 @@ func (a *Allocator) SetForeign(id string, ips []string) {
 		}
 	}
 	if len(parsed) == 0 {
-		return
+		return true
 	}
+	if a.foreignPerMember > 0 && a.foreignOf[member] >= a.foreignPerMember {
+		return false
+	}
+	a.foreignOf[member]++
 	a.foreignBy[id] = parsed
 	for _, ip := range parsed {
 		a.foreign[ip]++
 	}
+	return true
 }
 
 // SetReserved sets the ranges whose IPs are handed out only when no other
@@ -242,6 +306,7 @@ func (a *Allocator) Restore(claims []Claim) []string {
 				continue
 			}
 			a.owner[ip] = c.key
+			a.track(c.key, len(a.byKey[c.key]) > 0, true)
 			a.byKey[c.key] = append(a.byKey[c.key], ip)
 		}
 	}
@@ -260,6 +325,10 @@ func (a *Allocator) Restore(claims []Claim) []string {
 func (a *Allocator) Allocate(key string, families []v1.IPFamily) ([]string, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	had := len(a.byKey[key]) > 0
+	if !had && a.perParty > 0 && a.parties[PartyOf(key)] >= a.perParty && len(families) > 0 {
+		return nil, fmt.Errorf("%w: %s holds %d clusterset IPs already, the most one namespace or team may hold", ErrPartyLimit, PartyOf(key), a.parties[PartyOf(key)])
+	}
 	var kept []netip.Addr
 	for _, ip := range a.byKey[key] {
 		if slices.Contains(families, familyOf(ip)) {
@@ -288,6 +357,7 @@ func (a *Allocator) Allocate(key string, families []v1.IPFamily) ([]string, erro
 	} else {
 		a.byKey[key] = all
 	}
+	a.track(key, had, len(all) > 0)
 	if len(errs) > 0 {
 		return out, fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
@@ -301,6 +371,7 @@ func (a *Allocator) Release(key string) {
 	for _, ip := range a.byKey[key] {
 		delete(a.owner, ip)
 	}
+	a.track(key, len(a.byKey[key]) > 0, false)
 	delete(a.byKey, key)
 }
 

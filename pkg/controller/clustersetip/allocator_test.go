@@ -1,9 +1,11 @@
 package clustersetip
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -209,5 +211,52 @@ func TestRestoreMovesNothingOnAMinoritysWord(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The attacks on the shared pool: one namespace (or team) with enough
+// exports, and one member holding many imports someone else wrote, would
+// otherwise starve every other name of a clusterset IP.
+func TestSharedPoolIsBoundedPerParty(t *testing.T) {
+	a := newAllocator(t, "10.250.0.0/24")
+	a.SetLimits(3, 2)
+	for i := range 3 {
+		if _, err := a.Allocate(fmt.Sprintf("tenant/svc-%d", i), v4); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ips, err := a.Allocate("tenant/svc-3", v4)
+	if !errors.Is(err, ErrPartyLimit) || len(ips) != 0 {
+		t.Errorf("a fourth name of the namespace got %v, %v; want ErrPartyLimit", ips, err)
+	}
+	if !strings.Contains(fmt.Sprint(err), "tenant holds 3") {
+		t.Errorf("the refusal does not say whose bound: %v", err)
+	}
+	// Other namespaces are unaffected; a name already holding IPs keeps
+	// them (families changing included); a released name frees a place.
+	if _, err := a.Allocate("other/svc", v4); err != nil {
+		t.Errorf("another namespace: %v", err)
+	}
+	if ips, err := a.Allocate("tenant/svc-0", v4); err != nil || len(ips) != 1 {
+		t.Errorf("a name holding its IP lost it: %v, %v", ips, err)
+	}
+	a.Release("tenant/svc-1")
+	if _, err := a.Allocate("tenant/svc-3", v4); err != nil {
+		t.Errorf("after a release: %v", err)
+	}
+	// Foreign imports: a member reserves at most two IPs this way.
+	if !a.SetForeign("evil/ns/a", []string{"10.250.0.200"}) || !a.SetForeign("evil/ns/b", []string{"10.250.0.201"}) {
+		t.Fatal("the first two foreign imports of a member reserve their IPs")
+	}
+	if a.SetForeign("evil/ns/c", []string{"10.250.0.202"}) {
+		t.Error("a third foreign import of one member reserved its IP")
+	}
+	if !a.SetForeign("good/ns/a", []string{"10.250.0.203"}) {
+		t.Error("another member's foreign import was refused for evil's count")
+	}
+	// Gone, a foreign import frees its member's place.
+	a.SetForeign("evil/ns/a", nil)
+	if !a.SetForeign("evil/ns/c", []string{"10.250.0.202"}) {
+		t.Error("a member's place was not freed when its foreign import went")
 	}
 }

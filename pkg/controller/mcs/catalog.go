@@ -266,7 +266,9 @@ func (c *Controller) syncCatalog(ctx context.Context) error {
 		gkey := catalogKeyPrefix + key
 		var ips []string
 		ipError := ""
-		if len(exports) == 0 {
+		if len(exports) == 0 || len(svc.Placements) == 0 {
+			// A global service imported nowhere needs no IP: a team
+			// with many of them would hold the shared range for nothing.
 			c.vips.Release(gkey)
 		} else if r.Spec.Type == mcsv1beta1.ClusterSetIP {
 			c.adoptClusterSetIPs(gkey, svc.Placements)

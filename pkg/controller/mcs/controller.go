@@ -57,6 +57,12 @@ type Config struct {
 	// EndpointSlice controller wrote for Pods is mirrored
 	// (endpointRangesOf).
 	MemberPodCIDRs map[string][]netip.Prefix
+	// MaxClusterSetIPsPerNamespace bounds the names of one namespace (or
+	// catalog team) that hold clusterset IPs, and
+	// MaxForeignImportsPerMember the imports someone else wrote whose IPs
+	// one member reserves: no party starves the shared pool (0: no bound).
+	MaxClusterSetIPsPerNamespace int
+	MaxForeignImportsPerMember   int
 	// EndpointTTL is how long a source cluster's endpoints outlive the
 	// last time its API was reached.
 	EndpointTTL time.Duration
@@ -180,6 +186,7 @@ func newController(cfg Config, metrics *Metrics, members []*member) *Controller 
 		ready:   make(chan struct{}),
 		logger:  klog.Background(),
 	}
+	c.vips.SetLimits(cfg.MaxClusterSetIPsPerNamespace, cfg.MaxForeignImportsPerMember)
 	for _, m := range members {
 		c.members = append(c.members, m)
 		c.byID[m.id] = m

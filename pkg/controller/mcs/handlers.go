@@ -10,6 +10,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
@@ -84,7 +85,9 @@ func (c *Controller) addHandlers(m *member) {
 		if !gone {
 			ips = si.Spec.IPs
 		}
-		c.vips.SetForeign(m.id+"/"+si.Namespace+"/"+si.Name, ips)
+		if !c.vips.SetForeign(m.id+"/"+si.Namespace+"/"+si.Name, ips) {
+			c.logger.Info("Not reserving the clusterset IPs of an import someone else wrote: the member holds the most such imports allowed", "cluster", m.id, "serviceImport", klog.KObj(si), "ips", ips)
+		}
 		for _, ip := range si.Spec.IPs {
 			if owner, ok := c.vips.Owner(ip); ok {
 				c.enqueueMembers(owner)
