@@ -15,6 +15,7 @@ const (
 	ReasonIPOutsideClusterSetCIDR Reason = "IPOutsideClusterSetCIDR"
 	ReasonIPFamilyMismatch        Reason = "IPFamilyMismatch"
 	ReasonNoPorts                 Reason = "NoPorts"
+	ReasonTooManyPorts            Reason = "TooManyPorts"
 	ReasonInvalidPort             Reason = "InvalidPort"
 	ReasonUnsupportedProtocol     Reason = "UnsupportedProtocol"
 	ReasonDuplicatePort           Reason = "DuplicatePort"

@@ -166,9 +166,19 @@ func clusterSetIPs(si *mcsv1beta1.ServiceImport, opts *Options) ([]string, []v1.
 	}
 }
 
+// MaxImportPorts is the most ports a proxy programs for one import: as
+// many as one EndpointSlice may carry (the API's bound), so that endpoints
+// can be given for every one of them.
+const MaxImportPorts = 100
+
 func servicePorts(in []mcsv1beta1.ServicePort) ([]v1.ServicePort, error) {
 	if len(in) == 0 {
 		return nil, reject(ReasonNoPorts, "ports is empty")
+	}
+	if len(in) > MaxImportPorts {
+		// Every node would program rules for each, whoever wrote the
+		// import while the admission policy is absent.
+		return nil, reject(ReasonTooManyPorts, "%d ports are more than the %d an EndpointSlice can serve", len(in), MaxImportPorts)
 	}
 	type portKey struct {
 		port     int32

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"fmt"
 	"errors"
 	"net/netip"
 	"strings"
@@ -150,6 +151,14 @@ func TestServiceForImport(t *testing.T) {
 			wantReason: ReasonIPFamilyMismatch,
 		},
 		{name: "no ports", mutate: func(si *mcsv1beta1.ServiceImport) { si.Spec.Ports = nil }, wantReason: ReasonNoPorts},
+		// The attack: an import (the admission policy absent) that makes
+		// every node program tens of thousands of ports.
+		{name: "attack: more ports than an EndpointSlice serves", mutate: func(si *mcsv1beta1.ServiceImport) {
+			si.Spec.Ports = nil
+			for p := int32(1); p <= 20000; p++ {
+				si.Spec.Ports = append(si.Spec.Ports, mcsv1beta1.ServicePort{Name: fmt.Sprintf("p%d", p), Protocol: v1.ProtocolTCP, Port: p})
+			}
+		}, wantReason: ReasonTooManyPorts},
 		{name: "port 0", mutate: func(si *mcsv1beta1.ServiceImport) { si.Spec.Ports[0].Port = 0 }, wantReason: ReasonInvalidPort},
 		{name: "port 65536", mutate: func(si *mcsv1beta1.ServiceImport) { si.Spec.Ports[0].Port = 65536 }, wantReason: ReasonInvalidPort},
 		{name: "unknown protocol", mutate: func(si *mcsv1beta1.ServiceImport) { si.Spec.Ports[0].Protocol = "ICMP" }, wantReason: ReasonUnsupportedProtocol},
@@ -307,5 +316,20 @@ func TestServiceForImportSharesCanonicalIPs(t *testing.T) {
 	}
 	if svc.Spec.ClusterIPs[0] != "fd00:10:250::a" || si.Spec.IPs[0] != "FD00:10:250::A" {
 		t.Errorf("a non-canonical IP is canonicalised in a copy: got %v, import %v", svc.Spec.ClusterIPs, si.Spec.IPs)
+	}
+}
+
+// As many ports as an EndpointSlice serves are programmed, every one.
+func TestServiceForImportTakesAsManyPortsAsASlice(t *testing.T) {
+	si := &mcsv1beta1.ServiceImport{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "wide", Labels: map[string]string{LabelImportManagedBy: DefaultManagedBy}},
+		Spec:       mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, IPs: []string{"10.250.0.10"}},
+	}
+	for p := int32(1); p <= MaxImportPorts; p++ {
+		si.Spec.Ports = append(si.Spec.Ports, mcsv1beta1.ServicePort{Name: fmt.Sprintf("p%d", p), Protocol: v1.ProtocolTCP, Port: p})
+	}
+	svc, err := ServiceForImport(si, &Options{ClusterSetIPCIDRs: []netip.Prefix{netip.MustParsePrefix("10.250.0.0/16")}, TrustedManagers: []string{DefaultManagedBy}})
+	if err != nil || len(svc.Spec.Ports) != MaxImportPorts {
+		t.Fatalf("%d ports: %v, %v", MaxImportPorts, err, svc)
 	}
 }
