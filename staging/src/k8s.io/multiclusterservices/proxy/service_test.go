@@ -1,8 +1,8 @@
 package proxy
 
 import (
-	"fmt"
 	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
