@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/pprof"
 	"net/netip"
@@ -150,7 +151,7 @@ func catalogConfig(logger klog.Logger, o *Options, hub *rest.Config) (*mcs.Catal
 	if o.ServiceModel != ModelCatalog {
 		return nil, nil
 	}
-	cfg := &mcs.CatalogConfig{HealthProbesPerTeam: o.HealthProbesPerTeam, HealthProbes: o.HealthProbes}
+	cfg := &mcs.CatalogConfig{HealthProbesPerTeam: o.HealthProbesPerTeam, HealthProbes: o.HealthProbes, OwnNetworks: ownNetworks(logger)}
 	var err error
 	if cfg.Hub, err = catalogclientset.NewForConfig(hub); err != nil {
 		return nil, err
@@ -341,4 +342,33 @@ func runLeaderElected(ctx context.Context, o *Options, cfg *rest.Config, h *heal
 		return errors.New("leadership lost")
 	}
 	return nil
+}
+
+// ownNetworks are the networks of this process's interfaces (loopback and
+// link-local left out: no binding may name those anyway), which catalog
+// bindings may not name: the controller would probe its own network for
+// whoever writes them.
+func ownNetworks(logger klog.Logger) []netip.Prefix {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		logger.Error(err, "Cannot list the controller's own networks; catalog bindings are checked without them")
+		return nil
+	}
+	var out []netip.Prefix
+	for _, a := range addrs {
+		ipnet, ok := a.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		ip, ok := netip.AddrFromSlice(ipnet.IP)
+		if !ok || ip.IsLoopback() || ip.IsLinkLocalUnicast() {
+			continue
+		}
+		ones, bits := ipnet.Mask.Size()
+		if ip.Is4In6() && bits == 128 {
+			ones -= 96
+		}
+		out = append(out, netip.PrefixFrom(ip.Unmap(), ones).Masked())
+	}
+	return out
 }

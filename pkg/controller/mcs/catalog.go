@@ -57,6 +57,11 @@ type CatalogConfig struct {
 	// health checks probe, of one team and in all (health.go); zero is
 	// DefaultHealthProbesPerTeam, DefaultHealthProbes.
 	HealthProbesPerTeam, HealthProbes int
+	// OwnNetworks are the networks of the controller's own interfaces:
+	// an address there is refused as a binding's endpoint, so that no
+	// team probes (through health checks) or serves the network the
+	// controller dials from.
+	OwnNetworks []netip.Prefix
 }
 
 func init() {
@@ -216,8 +221,8 @@ func (c *Controller) syncCatalog(ctx context.Context) error {
 			cat.KubernetesRanges = append(cat.KubernetesRanges, kubernetesRanges(m, c.cfg.MemberPodCIDRs[m.id])...)
 		}
 	}
-	for _, p := range c.cfg.ClusterSetIPRanges {
-		cat.KubernetesRanges = append(cat.KubernetesRanges, catalog.KubernetesRange{Prefix: p, Of: "the clusterset IP range"})
+	for _, p := range slices.Concat(c.cfg.ClusterSetIPRanges, c.catalog.cfg.OwnNetworks) {
+		cat.KubernetesRanges = append(cat.KubernetesRanges, catalog.KubernetesRange{Prefix: p})
 	}
 	// What the configuration refuses in the export model it refuses in
 	// the catalog: a team that owns every namespace still binds no
@@ -433,16 +438,16 @@ func kubernetesRanges(m *member, configured []netip.Prefix) []catalog.Kubernetes
 	var out []catalog.KubernetesRange
 	cidrs, addrs := m.nodeRanges()
 	for _, p := range slices.Concat(configured, cidrs) {
-		out = append(out, catalog.KubernetesRange{Prefix: p, Of: "the pod range of cluster " + m.id})
+		out = append(out, catalog.KubernetesRange{Prefix: p})
 	}
 	for _, p := range addrs {
-		out = append(out, catalog.KubernetesRange{Prefix: p, Of: "a node address of cluster " + m.id})
+		out = append(out, catalog.KubernetesRange{Prefix: p})
 	}
 	serviceCIDRs, _ := m.serviceCIDRs.List(labels.Everything())
 	for _, sc := range serviceCIDRs {
 		for _, cidr := range sc.Spec.CIDRs {
 			if p, err := netip.ParsePrefix(cidr); err == nil {
-				out = append(out, catalog.KubernetesRange{Prefix: p.Masked(), Of: "the Service range of cluster " + m.id})
+				out = append(out, catalog.KubernetesRange{Prefix: p.Masked()})
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package mcs
 
 import (
 	"context"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -253,9 +254,9 @@ func TestCatalogAddressesATeamMayNotName(t *testing.T) {
 	syncCatalogAll(t, c)
 
 	for _, tc := range []struct{ team, name, want, says string }{
-		{"team-a", "pods", "False/" + catalog.ReasonInvalidEndpoints, "the pod range of cluster cluster-b"},
-		{"team-a", "node", "False/" + catalog.ReasonInvalidEndpoints, "a node address of cluster cluster-b"},
-		{"team-a", "vips", "False/" + catalog.ReasonInvalidEndpoints, "the clusterset IP range"},
+		{"team-a", "pods", "False/" + catalog.ReasonInvalidEndpoints, "lies in the clusterset's Kubernetes networks"},
+		{"team-a", "node", "False/" + catalog.ReasonInvalidEndpoints, "lies in the clusterset's Kubernetes networks"},
+		{"team-a", "vips", "False/" + catalog.ReasonInvalidEndpoints, "lies in the clusterset's Kubernetes networks"},
 		{"team-a", "vms", "True/" + catalog.ReasonValid, ""},
 		{"team-b", "as-a", "False/" + catalog.ReasonNamespaceNotOwned, "owns no namespace in cluster cluster-a"},
 	} {
@@ -263,12 +264,46 @@ func TestCatalogAddressesATeamMayNotName(t *testing.T) {
 		if cond == nil || string(cond.Status)+"/"+cond.Reason != tc.want || !strings.Contains(cond.Message, tc.says) {
 			t.Errorf("%s/%s: Valid %+v, want %s saying %q", tc.team, tc.name, cond, tc.want, tc.says)
 		}
+		// The oracle: the message names no other cluster, range or node
+		// the team could map the clusterset's networks with.
+		for _, secret := range []string{"cluster-b", "10.244.1.0", "172.18.0.3/32", "pod range", "node address"} {
+			if cond != nil && strings.Contains(cond.Message, secret) {
+				t.Errorf("%s/%s: Valid tells the team %q: %s", tc.team, tc.name, secret, cond.Message)
+			}
+		}
 	}
 	c.catalog.health.mu.Lock()
 	defer c.catalog.health.mu.Unlock()
 	for id := range c.catalog.health.targets {
 		if id != "team-a/vms/192.0.2.10" {
 			t.Errorf("probing %s", id)
+		}
+	}
+}
+
+// The oracle: a team lists an address of the network the controller
+// dials from in a health-checked binding, to learn which hosts there
+// answer. The controller's own networks are refused like the clusterset's:
+// the binding is neither served nor probed.
+func TestCatalogRefusesTheControllersOwnNetworks(t *testing.T) {
+	c, _, hub := newCatalogClusterset(t,
+		catalogGlobal("team-a", "db"),
+		catalogAddresses("team-a", "probe-own", 0, "cluster-a", true, "198.51.100.7"),
+		catalogAddresses("team-a", "vms", 1, "cluster-a", true, "192.0.2.10"),
+	)
+	c.catalog.cfg.OwnNetworks = []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}
+	syncCatalogAll(t, c)
+	for name, want := range map[string]string{"probe-own": "False/" + catalog.ReasonInvalidEndpoints, "vms": "True/" + catalog.ReasonValid} {
+		cond := meta.FindStatusCondition(bindingStatus(t, hub, "team-a", name).Conditions, catalog.ConditionValid)
+		if cond == nil || string(cond.Status)+"/"+cond.Reason != want {
+			t.Errorf("team-a/%s: Valid %+v, want %s", name, cond, want)
+		}
+	}
+	c.catalog.health.mu.Lock()
+	defer c.catalog.health.mu.Unlock()
+	for id := range c.catalog.health.targets {
+		if strings.Contains(id, "198.51.100.7") {
+			t.Errorf("probing %s, an address of the controller's own network", id)
 		}
 	}
 }

@@ -79,18 +79,18 @@ type Catalog struct {
 	// (export.CheckExportNamespace).
 	ExportNamespaces map[string][]string
 	// KubernetesRanges are where the clusterset's pods, nodes, Services
-	// and clusterset IPs are. An address binding names endpoints outside
+	// and clusterset IPs are, and the controller's own networks. An address binding names endpoints outside
 	// Kubernetes: an address in one of these ranges belongs to whoever
 	// owns the pod, node or Service, and is refused.
 	KubernetesRanges []KubernetesRange
 }
 
 // KubernetesRange is a range of addresses that Kubernetes hands out in
-// the clusterset.
+// the clusterset. Whose it is is never said to a team: a binding's
+// condition would otherwise map other clusters' pod ranges and node
+// addresses for anyone who may write bindings.
 type KubernetesRange struct {
 	Prefix netip.Prefix
-	// Of says whose it is, for messages: "the pod range of cluster-b".
-	Of string
 }
 
 // Placement is one place a global service is imported: a local
@@ -373,8 +373,8 @@ func validEndpoints(b *catalogv1alpha1.ServiceBinding, kubernetes rangeIndex) st
 		if name, special := proxy.SpecialPurpose(ip); special {
 			return fmt.Sprintf("endpoint address %s is a %s address, never an endpoint", ep.Address, name)
 		}
-		if r, ok := kubernetes.find(ip); ok {
-			return fmt.Sprintf("endpoint address %s is in %s (%s): bind a Service in a namespace the team owns instead", ep.Address, r.Of, r.Prefix)
+		if _, ok := kubernetes.find(ip); ok {
+			return fmt.Sprintf("endpoint address %s lies in the clusterset's Kubernetes networks (pods, nodes, Services, clusterset IPs, the mcs-controller's own), which are not the team's to name: bind a Service in a namespace the team owns instead", ep.Address)
 		}
 	}
 	seen := map[string]bool{}

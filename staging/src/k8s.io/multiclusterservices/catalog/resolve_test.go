@@ -275,10 +275,10 @@ func TestResolve(t *testing.T) {
 		name: "addresses of pods, nodes, Services and clusterset IPs",
 		cat: Catalog{
 			KubernetesRanges: []KubernetesRange{
-				{Prefix: netip.MustParsePrefix("10.244.1.0/24"), Of: "the pod range of cluster-b"},
-				{Prefix: netip.MustParsePrefix("192.0.2.50/32"), Of: "a node address of cluster-a"},
-				{Prefix: netip.MustParsePrefix("10.96.0.0/16"), Of: "the Service range of cluster-a"},
-				{Prefix: netip.MustParsePrefix("fd00:250::/64"), Of: "the clusterset IP range"},
+				{Prefix: netip.MustParsePrefix("10.244.1.0/24")},
+				{Prefix: netip.MustParsePrefix("192.0.2.50/32")},
+				{Prefix: netip.MustParsePrefix("10.96.0.0/16")},
+				{Prefix: netip.MustParsePrefix("fd00:250::/64")},
 			},
 			GlobalServices: []*catalogv1alpha1.GlobalService{global("team-a", "db", 0)},
 			Bindings: []*catalogv1alpha1.ServiceBinding{
