@@ -286,7 +286,7 @@ func (cs *ClusterSet) Kubeconfig() string { return cs.kubeconfig }
 // ControllerUser is the identity an mcs-controller has in every cluster:
 // the user kind-config/mcs-controller-rbac.yaml binds and the admission
 // policies let write imports and MCS EndpointSlices.
-const ControllerUser = "mcs-controller"
+const ControllerUser = "system:mcs-controller"
 
 // controllerKubeconfig is the file name, in Dir, of ControllerKubeconfig.
 const controllerKubeconfig = "mcs-controller.kubeconfig"

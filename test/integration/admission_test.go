@@ -63,6 +63,17 @@ func TestAdmissionPolicies(t *testing.T) {
 		t.Fatal(err)
 	}
 	aliceKube, aliceMCS := impersonate(t, m, "alice")
+	// A user named as the controller once was, bare: an OIDC or webhook
+	// authenticator may hand out such a name. With alice's rights in her
+	// namespace, it is still not the controller.
+	if _, err := m.kube.RbacV1().RoleBindings("attacker").Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "bare-mcs-controller"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "edit-all"},
+		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "mcs-controller"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, bareMCS := impersonate(t, m, "mcs-controller")
 	ctrlKube, ctrlMCS := impersonate(t, m, controllerUser)
 
 	// The scheduler's leader Lease, which the controller's Role in
@@ -507,6 +518,12 @@ func TestAdmissionPolicies(t *testing.T) {
 		}},
 		{what: "the controller writes its source Lease", allowed: true, do: func() error {
 			_, err := ctrlKube.CoordinationV1().Leases("kube-system").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "mcs-source-cluster-a"}}, metav1.CreateOptions{})
+			return err
+		}},
+		{what: "a user named mcs-controller by an external identity provider writes a ServiceImport", do: func() error {
+			si := evil.DeepCopy()
+			si.Name = "minted"
+			_, err := bareMCS.MulticlusterV1beta1().ServiceImports("attacker").Create(ctx, si, metav1.CreateOptions{})
 			return err
 		}},
 		{what: "the controller writes a ServiceImport", allowed: true, do: func() error {

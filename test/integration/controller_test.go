@@ -47,7 +47,7 @@ import (
 // controllerUser is the identity the mcs-controller uses in every member;
 // it has only what kind-config/mcs-controller-rbac.yaml grants, so these
 // tests also check that manifest.
-const controllerUser = "mcs-controller"
+const controllerUser = "system:mcs-controller"
 
 // member is one member cluster of the test clusterset.
 type testMember struct {
