@@ -29,3 +29,26 @@ func TestReadyzOfAStandby(t *testing.T) {
 		t.Error("a standby must be told from the leader, which answers a bare ok once its caches have synced")
 	}
 }
+
+// /readyz answers anyone who reaches it: it says how many members have
+// not synced, never which.
+func TestReadyzNamesNoMember(t *testing.T) {
+	rec := httptest.NewRecorder()
+	h := &health{ctrl: fakeReadiness{"secret-cluster-7": false, "cluster-a": true}, leading: true}
+	h.readyz(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	if body := rec.Body.String(); rec.Code != http.StatusServiceUnavailable || strings.Contains(body, "secret-cluster-7") || !strings.Contains(body, "1 member") {
+		t.Errorf("readyz: %d %q, want 503 counting one member without naming it", rec.Code, body)
+	}
+}
+
+// fakeReadiness is a started controller whose members' caches have
+// synced or not, by cluster ID.
+type fakeReadiness map[string]bool
+
+func (f fakeReadiness) Ready() <-chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}
+
+func (f fakeReadiness) Synced() map[string]bool { return f }

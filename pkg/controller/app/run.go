@@ -111,12 +111,18 @@ func serve(ctx context.Context, addr, pattern string, handler http.Handler) erro
 // rollout with maxUnavailable 0 would stall on them).
 type health struct {
 	mu       sync.Mutex
-	ctrl     *mcs.Controller
+	ctrl     readiness
 	leading  bool
 	watchdog *leaderelection.HealthzAdaptor
 }
 
-func (h *health) set(c *mcs.Controller) {
+// readiness is what /readyz asks of the controller (*mcs.Controller).
+type readiness interface {
+	Ready() <-chan struct{}
+	Synced() map[string]bool
+}
+
+func (h *health) set(c readiness) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.ctrl = c
@@ -169,7 +175,10 @@ func (h *health) readyz(w http.ResponseWriter, _ *http.Request) {
 		}
 	}
 	if len(unsynced) > 0 {
-		http.Error(w, fmt.Sprintf("caches not synced for members %v", unsynced), http.StatusServiceUnavailable)
+		// How many, not which: the endpoint answers anyone who reaches
+		// it, and member names are the clusterset's business (the
+		// controller's log says which).
+		http.Error(w, fmt.Sprintf("caches not synced for %d member(s)", len(unsynced)), http.StatusServiceUnavailable)
 		return
 	}
 	fmt.Fprintln(w, "ok")
