@@ -35,6 +35,7 @@ type Options struct {
 	// Bounds on the shared clusterset IP pool.
 	MaxClusterSetIPsPerNamespace int
 	MaxForeignImportsPerMember   int
+	CatalogObjectsPerTeam        int
 	ExportNamespaces             []string
 	DerivedMembers               []string
 	DerivedGrace                 time.Duration
@@ -112,6 +113,7 @@ func NewOptions() *Options {
 		// A tenant's share of the default /16: about 1.5 % each.
 		MaxClusterSetIPsPerNamespace: 1000,
 		MaxForeignImportsPerMember:   100,
+		CatalogObjectsPerTeam:        1000,
 		DerivedGrace:                 30 * time.Second,
 		IngressServiceType:           string(v1.ServiceTypeNodePort),
 		ServiceModel:                 ModelNamespaceSameness,
@@ -162,6 +164,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.IngressServiceType, "ingress-service-type", o.IngressServiceType, "Type of the ingress Services the controller creates: NodePort (every ready node is an entry point) or LoadBalancer (the load balancer's address is).")
 	fs.StringVar(&o.ServiceModel, "service-model", o.ServiceModel, "How the clusterset says what it serves: "+ModelNamespaceSameness+" (KEP-1645: ServiceExports in the members, merged by namespace and name) or "+ModelCatalog+" (the service catalog in the hub, --hub-context: GlobalServices, ServiceBindings and GlobalServiceImports of catalog.multiclusterservices.k8s.io, for teams that do not share namespaces). A clusterset runs one of them; ServiceExports are not read in catalog mode.")
 	fs.IntVar(&o.HealthProbesPerTeam, "catalog-health-probes-per-team", o.HealthProbesPerTeam, "In catalog mode, the most addresses of one team's ServiceBindings (its hub namespace) that health checks probe; the oldest bindings' first. Addresses over the limit are not probed, not ready, and their binding says so (HealthChecked=False, ProbeLimitReached).")
+	fs.IntVar(&o.CatalogObjectsPerTeam, "catalog-objects-per-team", o.CatalogObjectsPerTeam, "In catalog mode, the most GlobalServices, ServiceBindings and GlobalServiceImports (each kind on its own) one team's hub namespace may hold; its youngest beyond it are refused (Valid=False, TeamLimitReached), so that no team holds the shared range, probes or resolution time of the others. 0: no bound.")
 	fs.IntVar(&o.HealthProbes, "catalog-health-probes", o.HealthProbes, "In catalog mode, the most addresses that health checks probe in all, of every team.")
 	fs.DurationVar(&o.EndpointTTL, "endpoint-ttl", o.EndpointTTL, "How long a source cluster's endpoints stay imported after its API was last reached (its Lease duration).")
 	fs.StringVar(&o.LeaseNamespace, "lease-namespace", o.LeaseNamespace, "Namespace, in every member, of the per-source-cluster Leases and of the leader election Lease.")
@@ -193,8 +196,8 @@ func (o *Options) Validate() error {
 	if o.ManagedBy == "" {
 		return fmt.Errorf("--managed-by must not be empty")
 	}
-	if o.MaxClusterSetIPsPerNamespace < 0 || o.MaxForeignImportsPerMember < 0 {
-		return fmt.Errorf("--max-clusterset-ips-per-namespace and --max-foreign-imports-per-member must not be negative (0: no bound)")
+	if o.MaxClusterSetIPsPerNamespace < 0 || o.MaxForeignImportsPerMember < 0 || o.CatalogObjectsPerTeam < 0 {
+		return fmt.Errorf("--max-clusterset-ips-per-namespace, --max-foreign-imports-per-member and --catalog-objects-per-team must not be negative (0: no bound)")
 	}
 	if _, err := o.exportNamespaces(); err != nil {
 		return err

@@ -151,7 +151,7 @@ func catalogConfig(logger klog.Logger, o *Options, hub *rest.Config) (*mcs.Catal
 	if o.ServiceModel != ModelCatalog {
 		return nil, nil
 	}
-	cfg := &mcs.CatalogConfig{HealthProbesPerTeam: o.HealthProbesPerTeam, HealthProbes: o.HealthProbes, OwnNetworks: ownNetworks(logger)}
+	cfg := &mcs.CatalogConfig{HealthProbesPerTeam: o.HealthProbesPerTeam, HealthProbes: o.HealthProbes, ObjectsPerTeam: o.CatalogObjectsPerTeam, OwnNetworks: ownNetworks(logger)}
 	var err error
 	if cfg.Hub, err = catalogclientset.NewForConfig(hub); err != nil {
 		return nil, err

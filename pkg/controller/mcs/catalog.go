@@ -57,6 +57,9 @@ type CatalogConfig struct {
 	// health checks probe, of one team and in all (health.go); zero is
 	// DefaultHealthProbesPerTeam, DefaultHealthProbes.
 	HealthProbesPerTeam, HealthProbes int
+	// ObjectsPerTeam bounds each team's global services, bindings and
+	// imports (catalog.Catalog.MaxObjectsPerTeam; 0: no bound).
+	ObjectsPerTeam int
 	// OwnNetworks are the networks of the controller's own interfaces:
 	// an address there is refused as a binding's endpoint, so that no
 	// team probes (through health checks) or serves the network the
@@ -228,6 +231,7 @@ func (c *Controller) syncCatalog(ctx context.Context) error {
 	// the catalog: a team that owns every namespace still binds no
 	// Service of kube-system and imports nothing there.
 	cat.RefusedNamespaces, cat.ExportNamespaces = c.cfg.RefusedNamespaces, c.cfg.ExportNamespaces
+	cat.MaxObjectsPerTeam = c.catalog.cfg.ObjectsPerTeam
 	res := catalog.Resolve(cat)
 	reasons := map[string]string{}
 	for key, cond := range res.Valid {

@@ -42,6 +42,9 @@ const (
 	ReasonNameConflict          = "NameConflict"
 	ReasonInvalidEndpoints      = "InvalidEndpoints"
 	ReasonNoDefaultName         = "NoDefaultName"
+	// ReasonTeamLimitReached refuses a team's objects beyond
+	// Catalog.MaxObjectsPerTeam of a kind, newest first.
+	ReasonTeamLimitReached = "TeamLimitReached"
 	// ReasonNamespaceNotAllowed refuses what the controller's
 	// configuration refuses in every service model (--refuse-namespaces,
 	// --export-namespaces): the reason an export from such a namespace
@@ -78,6 +81,12 @@ type Catalog struct {
 	// cluster is listed, a cluster not listed provides from none
 	// (export.CheckExportNamespace).
 	ExportNamespaces map[string][]string
+	// MaxObjectsPerTeam bounds a team's global services, bindings and
+	// imports, each kind on its own (0: no bound): one team's objects
+	// beyond it are refused, the oldest kept, so that no team holds the
+	// shared clusterset IP range, probe budget or resolution time of the
+	// others.
+	MaxObjectsPerTeam int
 	// KubernetesRanges are where the clusterset's pods, nodes, Services
 	// and clusterset IPs are, and the controller's own networks. An address binding names endpoints outside
 	// Kubernetes: an address in one of these ranges belongs to whoever
@@ -194,6 +203,14 @@ func Resolve(c Catalog) Result {
 	globals := map[string]*catalogv1alpha1.GlobalService{}
 	var claims []claim
 	kubernetes := indexRanges(c.KubernetesRanges)
+	over := func(kind string) func(metav1.Object) {
+		return func(o metav1.Object) {
+			set(ObjectKey(kind, o), ReasonTeamLimitReached, "team %s has more %ss than the %d the mcs-controller allows a team (--catalog-objects-per-team); the oldest are served", o.GetNamespace(), kind, c.MaxObjectsPerTeam)
+		}
+	}
+	c.GlobalServices = withinTeamLimit(c.GlobalServices, c.MaxObjectsPerTeam, over("GlobalService"))
+	c.Bindings = withinTeamLimit(c.Bindings, c.MaxObjectsPerTeam, over("ServiceBinding"))
+	c.Imports = withinTeamLimit(c.Imports, c.MaxObjectsPerTeam, over("GlobalServiceImport"))
 	for _, g := range c.GlobalServices {
 		key := g.Namespace + "/" + g.Name
 		obj := ObjectKey("GlobalService", g)
@@ -398,4 +415,24 @@ func sortedByAge[T metav1.Object](objs []T) []T {
 		return export.CompareAge(a.GetCreationTimestamp().Time, a.GetNamespace()+"/"+a.GetName(), b.GetCreationTimestamp().Time, b.GetNamespace()+"/"+b.GetName())
 	})
 	return out
+}
+
+// withinTeamLimit returns, of objs, each team's (namespace's) oldest limit
+// objects, in their order; refused is told of every other one. limit 0
+// keeps all.
+func withinTeamLimit[T metav1.Object](objs []T, limit int, refused func(metav1.Object)) []T {
+	if limit <= 0 {
+		return objs
+	}
+	count := map[string]int{}
+	var kept []T
+	for _, o := range sortedByAge(objs) {
+		if count[o.GetNamespace()] >= limit {
+			refused(o)
+			continue
+		}
+		count[o.GetNamespace()]++
+		kept = append(kept, o)
+	}
+	return kept
 }

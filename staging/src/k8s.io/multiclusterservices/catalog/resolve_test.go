@@ -325,3 +325,35 @@ func TestMemberNamespaces(t *testing.T) {
 		t.Errorf("no annotation: %v", got)
 	}
 }
+
+// The attack on the shared catalog: one team writes global services and
+// bindings without end, to hold the clusterset IP range and the probe
+// budget and to slow every other team's resolution. Beyond the bound its
+// youngest objects are refused; other teams are untouched.
+func TestResolveBoundsEachTeam(t *testing.T) {
+	c := Catalog{
+		Teams:             map[string][]string{"big": {"*"}, "small": {"*"}},
+		Members:           []string{"cluster-a"},
+		MaxObjectsPerTeam: 2,
+		GlobalServices:    []*catalogv1alpha1.GlobalService{global("big", "g3", 3), global("big", "g1", 1), global("big", "g2", 2), global("small", "s1", 9)},
+		Bindings: []*catalogv1alpha1.ServiceBinding{
+			bindService("big", "b1", 1, "g1", "cluster-a", "apps", "one"),
+			bindService("big", "b2", 2, "g1", "cluster-a", "apps", "two"),
+			bindService("big", "b3", 3, "g2", "cluster-a", "apps", "three"),
+			bindService("small", "s1", 9, "s1", "cluster-a", "apps", "small"),
+		},
+	}
+	res := Resolve(c)
+	for key, want := range map[string]string{
+		"GlobalService/big/g1": ReasonValid, "GlobalService/big/g2": ReasonValid, "GlobalService/big/g3": ReasonTeamLimitReached,
+		"ServiceBinding/big/b1": ReasonValid, "ServiceBinding/big/b2": ReasonValid, "ServiceBinding/big/b3": ReasonTeamLimitReached,
+		"GlobalService/small/s1": ReasonValid, "ServiceBinding/small/s1": ReasonValid,
+	} {
+		if got := res.Valid[key].Reason; got != want {
+			t.Errorf("%s: %s (%s), want %s", key, got, res.Valid[key].Message, want)
+		}
+	}
+	if _, ok := res.Services["big/g3"]; ok {
+		t.Error("a global service over the team's bound is served")
+	}
+}
