@@ -382,7 +382,7 @@ func (cs *ClusterSet) StartController(args ...string) (*process.Process, error) 
 	return process.Start(process.Options{
 		Name: "mcs-controller",
 		Argv: append([]string{binary, "--kubeconfig=" + cs.ControllerKubeconfig(), "--v=2",
-			"--metrics-bind-address=0", "--healthz-bind-address=0"}, args...),
+			"--metrics-bind-address=0", "--healthz-bind-address=0", "--secure-port=0"}, args...),
 		Log: filepath.Join(cs.Dir(), "mcs-controller.log"),
 	})
 }

@@ -750,6 +750,9 @@ func startControllerWith(t *testing.T, kubeconfig, identity string, ttl time.Dur
 		t.Fatal(err)
 	}
 	o.MetricsBindAddress = fmt.Sprintf("127.0.0.1:%d", port)
+	// Several replicas run in one test: the secure port is the one test's
+	// that asks for it (TestMCSControllerSecurePort).
+	o.SecureServing.BindPort = 0
 	mutate(o)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &runningController{cancel: cancel, exited: make(chan struct{}), health: o.HealthzBindAddress, metrics: o.MetricsBindAddress}

@@ -4,12 +4,14 @@
 package app
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
+	apiserveroptions "k8s.io/apiserver/pkg/server/options"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -87,6 +89,11 @@ type Options struct {
 
 	MetricsBindAddress string
 	HealthzBindAddress string
+	// The secure port and its delegated authentication and authorization
+	// (secure.go).
+	SecureServing  *apiserveroptions.SecureServingOptions
+	Authentication *apiserveroptions.DelegatingAuthenticationOptions
+	Authorization  *apiserveroptions.DelegatingAuthorizationOptions
 	// Profiling serves /debug/pprof beside /metrics.
 	Profiling bool
 
@@ -104,7 +111,11 @@ const (
 // NewOptions returns the defaults. The clusterset IP ranges and the
 // managed-by value are those kube-proxy accepts by default.
 func NewOptions() *Options {
+	serving, authn, authz := newSecureServing()
 	return &Options{
+		SecureServing:     serving,
+		Authentication:    authn,
+		Authorization:     authz,
 		ClusterSetIPCIDRs: append([]string(nil), proxy.DefaultClusterSetIPCIDRs...),
 		ManagedBy:         proxy.DefaultManagedBy,
 		RefusedNamespaces: []string{"kube-system", "default", "kube-public", "kube-node-lease", "mcs-system"},
@@ -179,9 +190,12 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.LeaderElectRenewDeadline, "leader-elect-renew-deadline", o.LeaderElectRenewDeadline, "Leader election renew deadline.")
 	fs.DurationVar(&o.LeaderElectRetryPeriod, "leader-elect-retry-period", o.LeaderElectRetryPeriod, "Leader election retry period.")
 	fs.StringVar(&o.Identity, "identity", o.Identity, "Identity of this replica in Leases (default: hostname and a random suffix).")
-	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of the Prometheus /metrics endpoint; 0 disables it.")
-	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "Serve Go's profiles at /debug/pprof/ on --metrics-bind-address.")
-	fs.StringVar(&o.HealthzBindAddress, "healthz-bind-address", o.HealthzBindAddress, "Address of /healthz and /readyz; 0 disables it.")
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of a plain-HTTP /metrics endpoint without authentication, for a process on the same host (keep it on loopback); 0 disables it. --secure-port serves /metrics to authorized callers.")
+	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "Serve Go's profiles at /debug/pprof/ on --secure-port (authorized callers) and --metrics-bind-address.")
+	fs.StringVar(&o.HealthzBindAddress, "healthz-bind-address", o.HealthzBindAddress, "Address of plain-HTTP /healthz, /livez and /readyz (keep it on loopback); 0 disables it. --secure-port serves them to anyone.")
+	o.SecureServing.AddFlags(fs)
+	o.Authentication.AddFlags(fs)
+	o.Authorization.AddFlags(fs)
 	o.FeatureGates.AddFlag(fs)
 }
 
@@ -195,6 +209,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ManagedBy == "" {
 		return fmt.Errorf("--managed-by must not be empty")
+	}
+	if errs := append(append(o.SecureServing.Validate(), o.Authentication.Validate()...), o.Authorization.Validate()...); len(errs) > 0 {
+		return errors.Join(errs...)
 	}
 	if o.MaxClusterSetIPsPerNamespace < 0 || o.MaxForeignImportsPerMember < 0 || o.CatalogObjectsPerTeam < 0 {
 		return fmt.Errorf("--max-clusterset-ips-per-namespace, --max-foreign-imports-per-member and --catalog-objects-per-team must not be negative (0: no bound)")

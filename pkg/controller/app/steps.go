@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"net/netip"
 	"sync/atomic"
 	"time"
@@ -199,22 +198,23 @@ func initialMembers(ctx context.Context, inv *inventory.Inventory, unreachable [
 // serveEndpoints serves /metrics (and, with --profiling, /debug/pprof/) and
 // the health endpoints until ctx ends.
 func serveEndpoints(ctx context.Context, o *Options, reg compmetrics.KubeRegistry, h *health) error {
+	all := endpointsMux(o, reg, h)
+	if err := serveSecure(ctx, o, all); err != nil {
+		return err
+	}
+	// The plain endpoints, each on its own address.
 	metricsMux := http.NewServeMux()
-	metricsMux.Handle("/metrics", compmetrics.HandlerFor(reg, compmetrics.HandlerOpts{}))
+	metricsMux.Handle("/metrics", all)
 	if o.Profiling {
-		// As Kubernetes components serve it with --profiling.
-		metricsMux.HandleFunc("/debug/pprof/", pprof.Index)
-		metricsMux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		metricsMux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		metricsMux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		metricsMux.Handle("/debug/pprof/", all)
 	}
 	if err := serve(ctx, o.MetricsBindAddress, "/", metricsMux); err != nil {
 		return err
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", h.healthz)
-	mux.HandleFunc("/livez", h.healthz)
-	mux.HandleFunc("/readyz", h.readyz)
+	for _, path := range []string{"/healthz", "/livez", "/readyz"} {
+		mux.Handle(path, all)
+	}
 	return serve(ctx, o.HealthzBindAddress, "/", mux)
 }
 

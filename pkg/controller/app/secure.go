@@ -1,0 +1,93 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/pprof"
+
+	"k8s.io/apiserver/pkg/server"
+	apiserveroptions "k8s.io/apiserver/pkg/server/options"
+	compmetrics "k8s.io/component-base/metrics"
+	controllermanager "k8s.io/controller-manager/app"
+	"k8s.io/klog/v2"
+)
+
+// The controller's endpoints as Kubernetes components serve them: one
+// secure port (--secure-port, HTTPS with a self-signed certificate unless
+// --tls-cert-file says otherwise) where /metrics and, with --profiling,
+// /debug/pprof/ need a caller the cluster the controller runs in
+// authenticates (TokenReview) and authorizes (SubjectAccessReview: get on
+// the non-resource URL), and /healthz, /livez and /readyz answer anyone
+// (--authorization-always-allow-paths), as kubelet probes need. The
+// delegation goes through --authentication-kubeconfig and
+// --authorization-kubeconfig, or the in-cluster configuration; without
+// either, only the always-allowed paths answer. The plain-HTTP
+// --metrics-bind-address and --healthz-bind-address stay on loopback for
+// a process on the same host (kube-proxy's own metrics are served so too).
+
+// DefaultSecurePort is --secure-port's default, beside the loopback ports
+// of the plain endpoints (10371, 10372).
+const DefaultSecurePort = 10370
+
+// newSecureServing returns the secure port's options with the defaults of
+// kube-controller-manager: an in-memory self-signed certificate, and
+// delegation optional outside a cluster.
+func newSecureServing() (*apiserveroptions.SecureServingOptions, *apiserveroptions.DelegatingAuthenticationOptions, *apiserveroptions.DelegatingAuthorizationOptions) {
+	serving := apiserveroptions.NewSecureServingOptions()
+	serving.ServerCert.CertDirectory = ""
+	serving.ServerCert.PairName = "mcs-controller"
+	serving.BindPort = DefaultSecurePort
+	authn := apiserveroptions.NewDelegatingAuthenticationOptions()
+	authn.RemoteKubeConfigFileOptional = true
+	authz := apiserveroptions.NewDelegatingAuthorizationOptions()
+	authz.RemoteKubeConfigFileOptional = true
+	return serving, authn, authz
+}
+
+// endpointsMux serves every endpoint of the controller: /metrics (and
+// /debug/pprof/ with --profiling), /healthz, /livez, /readyz.
+func endpointsMux(o *Options, reg compmetrics.KubeRegistry, h *health) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", compmetrics.HandlerFor(reg, compmetrics.HandlerOpts{}))
+	if o.Profiling {
+		// As Kubernetes components serve it with --profiling.
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	mux.HandleFunc("/healthz", h.healthz)
+	mux.HandleFunc("/livez", h.healthz)
+	mux.HandleFunc("/readyz", h.readyz)
+	return mux
+}
+
+// serveSecure serves the endpoints on the secure port until ctx ends; a
+// port of 0 serves nothing.
+func serveSecure(ctx context.Context, o *Options, handler http.Handler) error {
+	if o.SecureServing == nil || o.SecureServing.BindPort == 0 && o.SecureServing.Listener == nil {
+		return nil
+	}
+	if err := o.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{net.ParseIP("127.0.0.1")}); err != nil {
+		return fmt.Errorf("secure serving: %w", err)
+	}
+	var serving *server.SecureServingInfo
+	if err := o.SecureServing.ApplyTo(&serving); err != nil {
+		return fmt.Errorf("secure serving: %w", err)
+	}
+	var authn server.AuthenticationInfo
+	if err := o.Authentication.ApplyTo(&authn, serving, nil); err != nil {
+		return fmt.Errorf("delegated authentication: %w", err)
+	}
+	var authz server.AuthorizationInfo
+	if err := o.Authorization.ApplyTo(&authz); err != nil {
+		return fmt.Errorf("delegated authorization: %w", err)
+	}
+	if _, _, err := serving.Serve(controllermanager.BuildHandlerChain(handler, &authz, &authn), 0, ctx.Done()); err != nil {
+		return fmt.Errorf("secure serving: %w", err)
+	}
+	klog.FromContext(ctx).Info("Serving securely", "address", serving.Listener.Addr().String(), "alwaysAllowed", o.Authorization.AlwaysAllowPaths)
+	return nil
+}
