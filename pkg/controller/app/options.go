@@ -72,6 +72,8 @@ type Options struct {
 	// InventoryAccessProviders is the operator's file of credential
 	// plugins per access provider (KEP-5339).
 	InventoryAccessProviders string
+	// InventoryRequireJoined adds the Joined condition to the join rule.
+	InventoryRequireJoined bool
 
 	// HealthProbesPerTeam and HealthProbes bound the addresses that
 	// ServiceBindings' health checks probe (catalog mode).
@@ -159,6 +161,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.MemberSecretsSelector, "member-secrets-selector", o.MemberSecretsSelector, "Label selector of the member Secrets.")
 	fs.StringVar(&o.InventoryNamespace, "inventory-namespace", o.InventoryNamespace, "Namespace of the hub cluster (--hub-context) holding a Cluster Inventory: ClusterProfiles (multicluster.x-k8s.io/v1alpha1, KEP-4322), each a member candidate, serving while the profile says Joined and ControlPlaneHealthy. The controller reaches each with a credential plugin of --inventory-access-providers for one of the profile's status.accessProviders. With it, --contexts lists only the members given as contexts (default none).")
 	fs.StringVar(&o.InventorySelector, "inventory-selector", o.InventorySelector, "Label selector of the ClusterProfiles that are member candidates, e.g. x-k8s.io/cluster-manager=ocm (default: every profile of --inventory-namespace).")
+	fs.StringVar(&o.InventoryAccessProviders, "clusterprofile-provider-file", o.InventoryAccessProviders, "Alias of --inventory-access-providers, the name upstream's ClusterProfile consumers (cluster-inventory-api's pkg/access) give it.")
+	fs.BoolVar(&o.InventoryRequireJoined, "inventory-require-joined", o.InventoryRequireJoined, "Serve a ClusterProfile's cluster only while the profile says Joined as well as ControlPlaneHealthy. Off by default: ControlPlaneHealthy is the one condition the ClusterProfile API defines, and not every cluster manager writes Joined.")
 	fs.StringVar(&o.InventoryAccessProviders, "inventory-access-providers", o.InventoryAccessProviders, "File naming, per access provider, the exec credential plugin that gives the controller credentials for the clusters of ClusterProfiles (KEP-5339): {\"providers\": [{\"name\": \"<access provider>\", \"execConfig\": {\"apiVersion\": \"client.authentication.k8s.io/v1\", \"command\": \"/path/to/plugin\", \"args\": [...], \"provideClusterInfo\": true}}]}. The only place exec plugins are accepted from: keep it where only the operator writes. Required with --inventory-namespace.")
 	fs.StringVar(&o.HubContext, "hub-context", o.HubContext, "Kubeconfig context of the hub cluster holding the member Secrets and, unless --leader-elect-context says otherwise, the leader election Lease (default: the current context).")
 	fs.BoolVar(&o.MemberSecretAllowProxy, "member-secret-allow-proxy", o.MemberSecretAllowProxy, "Accept a proxy-url in member Secrets' kubeconfigs. Off by default: whoever writes a member Secret would send the controller's requests, and the member's credentials, through a host of their choosing.")

@@ -137,6 +137,7 @@ func inventoryConfig(o *Options, configs map[string]*rest.Config, hub *rest.Conf
 			return cfg, err
 		}
 		cfg.ProfileNamespace = o.InventoryNamespace
+		cfg.RequireJoined = o.InventoryRequireJoined
 		if cfg.ProfileSelector, err = labels.Parse(o.InventorySelector); err != nil {
 			return cfg, fmt.Errorf("--inventory-selector: %w", err)
 		}

@@ -105,6 +105,9 @@ type Config struct {
 	ProfileSelector labels.Selector
 	// AccessProviders are the operator's credential plugins for profiles.
 	AccessProviders AccessProviders
+	// RequireJoined serves a profile's cluster only while the profile
+	// also says Joined, beside ControlPlaneHealthy.
+	RequireJoined bool
 }
 
 // entry is one listed member.

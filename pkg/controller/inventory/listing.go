@@ -128,7 +128,7 @@ func (inv *Inventory) profileListing(u *unstructured.Unstructured) listing {
 		l.config = func() (*rest.Config, error) { return nil, fmt.Errorf("%w: %v", ErrInvalidProfile, err) }
 		return l
 	}
-	if ok, why := ProfileSaysServe(cp); !ok {
+	if ok, why := ProfileSaysServe(cp, inv.cfg.RequireJoined); !ok {
 		l.notNow = why
 	}
 	l.wantID = profileClusterID(cp)

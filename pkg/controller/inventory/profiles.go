@@ -1,9 +1,11 @@
 package inventory
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -14,32 +16,78 @@ import (
 	"k8s.io/client-go/rest"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	clientcmdv1 "k8s.io/client-go/tools/clientcmd/api/v1"
+	"sigs.k8s.io/yaml"
 	inventoryv1alpha1 "k8s.io/multiclusterservices/apis/inventory/v1alpha1"
 )
 
 // ErrInvalidProfile is why a ClusterProfile is refused as a member.
 var ErrInvalidProfile = errors.New("invalid ClusterProfile")
 
-// AccessProviders are the credential plugins the operator allows, by
-// access provider name (KEP-5339). They come from a file the operator
-// writes (--inventory-access-providers), never from the hub: a plugin
-// runs in the controller's process with its identity, so whoever may
-// write ClusterProfiles chooses only which of these runs, and for which
-// server.
-type AccessProviders map[string]*clientcmdapi.ExecConfig
+// AccessProvider is one credential plugin the operator allows, for the
+// access provider of its name (KEP-5339).
+type AccessProvider struct {
+	Name string
+	Exec *clientcmdapi.ExecConfig
+	// CLIArgsPolicy and EnvVarsPolicy say what a profile's reserved exec
+	// extensions may add to the plugin's arguments and environment
+	// (ExtensionAdditionalArgs, ExtensionAdditionalEnvs), as upstream's
+	// pkg/access reads them: Ignore (the default) or Append; Ignore,
+	// AppendIfNotExists (the operator's values win) or Replace (the
+	// profile's win).
+	CLIArgsPolicy, EnvVarsPolicy string
+}
 
-// accessProvidersFile is the file's format, the one of the KEP-5339
-// library's provider configuration.
+// The profile-sourced extension policies (KEP-5339, pkg/access).
+const (
+	PolicyIgnore            = "Ignore"
+	PolicyAppend            = "Append"
+	PolicyAppendIfNotExists = "AppendIfNotExists"
+	PolicyReplace           = "Replace"
+)
+
+// The reserved extensions of a profile's access provider entry that add
+// to the plugin's command line and environment (KEP-5339).
+const (
+	ExtensionAdditionalArgs = "clusterprofiles.multicluster.x-k8s.io/exec/additional-args"
+	ExtensionAdditionalEnvs = "clusterprofiles.multicluster.x-k8s.io/exec/additional-envs"
+)
+
+// AccessProviders are the credential plugins the operator allows, in the
+// order of the operator's file, which is the order they are tried in: the
+// operator, not whoever writes the profile, decides which plugin runs.
+// They come from a file the operator writes (--inventory-access-providers,
+// alias --clusterprofile-provider-file), never from the hub: a plugin runs
+// in the controller's process with its identity, so whoever may write
+// ClusterProfiles chooses only which of these runs, for which server, and
+// what the operator's policies let them add.
+type AccessProviders []AccessProvider
+
+// named returns the provider of that name, or nil.
+func (a AccessProviders) named(name string) *AccessProvider {
+	for i := range a {
+		if a[i].Name == name {
+			return &a[i]
+		}
+	}
+	return nil
+}
+
+// accessProvidersFile is the file's format, the one of upstream's
+// pkg/access provider configuration (cluster-inventory-api).
 type accessProvidersFile struct {
 	Providers []struct {
-		Name       string                  `json:"name"`
-		ExecConfig *clientcmdv1.ExecConfig `json:"execConfig"`
+		Name                        string                  `json:"name"`
+		ExecConfig                  *clientcmdv1.ExecConfig `json:"execConfig"`
+		ProfileSourcedCLIArgsPolicy string                  `json:"profileSourcedCLIArgsPolicy,omitempty"`
+		ProfileSourcedEnvVarsPolicy string                  `json:"profileSourcedEnvVarsPolicy,omitempty"`
 	} `json:"providers"`
 }
 
 // LoadAccessProviders reads the operator's access provider file (JSON or
-// YAML): {"providers": [{"name": "<access provider>", "execConfig":
-// <a kubeconfig user's exec entry>}]}.
+// YAML), upstream's format: {"providers": [{"name": "<access provider>",
+// "execConfig": <a kubeconfig user's exec entry>,
+// "profileSourcedCLIArgsPolicy": "Append", "profileSourcedEnvVarsPolicy":
+// "AppendIfNotExists"}]}.
 func LoadAccessProviders(path string) (AccessProviders, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -54,15 +102,19 @@ func ParseAccessProviders(data []byte) (AccessProviders, error) {
 	if err := yamlOrJSON(data, &f); err != nil {
 		return nil, fmt.Errorf("access providers: %w", err)
 	}
-	out := AccessProviders{}
+	var out AccessProviders
 	for i, p := range f.Providers {
 		switch {
 		case p.Name == "":
 			return nil, fmt.Errorf("access providers: entry %d has no name", i)
-		case out[p.Name] != nil:
+		case out.named(p.Name) != nil:
 			return nil, fmt.Errorf("access providers: %q is given twice", p.Name)
 		case p.ExecConfig == nil || p.ExecConfig.Command == "":
 			return nil, fmt.Errorf("access providers: %q names no execConfig.command", p.Name)
+		case !slices.Contains([]string{"", PolicyIgnore, PolicyAppend}, p.ProfileSourcedCLIArgsPolicy):
+			return nil, fmt.Errorf("access providers: %q: profileSourcedCLIArgsPolicy %q: want %s or %s", p.Name, p.ProfileSourcedCLIArgsPolicy, PolicyIgnore, PolicyAppend)
+		case !slices.Contains([]string{"", PolicyIgnore, PolicyAppendIfNotExists, PolicyReplace}, p.ProfileSourcedEnvVarsPolicy):
+			return nil, fmt.Errorf("access providers: %q: profileSourcedEnvVarsPolicy %q: want %s, %s or %s", p.Name, p.ProfileSourcedEnvVarsPolicy, PolicyIgnore, PolicyAppendIfNotExists, PolicyReplace)
 		}
 		var exec clientcmdapi.ExecConfig
 		if err := clientcmdv1.Convert_v1_ExecConfig_To_api_ExecConfig(p.ExecConfig, &exec, nil); err != nil {
@@ -76,7 +128,8 @@ func ParseAccessProviders(data []byte) (AccessProviders, error) {
 		// The controller has no terminal: a plugin that asks for one
 		// would hang a member's join.
 		exec.InteractiveMode = clientcmdapi.NeverExecInteractiveMode
-		out[p.Name] = &exec
+		out = append(out, AccessProvider{Name: p.Name, Exec: &exec,
+			CLIArgsPolicy: cmp.Or(p.ProfileSourcedCLIArgsPolicy, PolicyIgnore), EnvVarsPolicy: cmp.Or(p.ProfileSourcedEnvVarsPolicy, PolicyIgnore)})
 	}
 	if len(out) == 0 {
 		return nil, errors.New("access providers: the file names no provider")
@@ -84,24 +137,70 @@ func ParseAccessProviders(data []byte) (AccessProviders, error) {
 	return out, nil
 }
 
-// ProfileAccess picks the access provider entry of a profile that the
-// operator has a plugin for: status.accessProviders in the profile's
-// order, then the deprecated status.credentialProviders.
-func ProfileAccess(cp *inventoryv1alpha1.ClusterProfile, providers AccessProviders) (*inventoryv1alpha1.AccessProvider, error) {
-	var offered []string
-	for _, list := range [][]inventoryv1alpha1.AccessProvider{cp.Status.AccessProviders, cp.Status.CredentialProviders} {
+// ProfileAccess picks, as upstream's pkg/access does, the access provider
+// entry of a profile for the first of the operator's providers (in the
+// file's order) that the profile offers: status.accessProviders, or the
+// deprecated status.credentialProviders, an accessProviders entry
+// overriding a credentialProviders one of the same name.
+func ProfileAccess(cp *inventoryv1alpha1.ClusterProfile, providers AccessProviders) (*inventoryv1alpha1.AccessProvider, *AccessProvider, error) {
+	offered := map[string]*inventoryv1alpha1.AccessProvider{}
+	for _, list := range [][]inventoryv1alpha1.AccessProvider{cp.Status.CredentialProviders, cp.Status.AccessProviders} {
 		for i := range list {
-			if providers[list[i].Name] != nil {
-				return &list[i], nil
-			}
-			offered = append(offered, list[i].Name)
+			offered[list[i].Name] = &list[i]
+		}
+	}
+	for i := range providers {
+		if ap := offered[providers[i].Name]; ap != nil {
+			return ap, &providers[i], nil
 		}
 	}
 	if len(offered) == 0 {
-		return nil, fmt.Errorf("%w: its status lists no access provider (status.accessProviders)", ErrInvalidProfile)
+		return nil, nil, fmt.Errorf("%w: its status lists no access provider (status.accessProviders)", ErrInvalidProfile)
 	}
-	slices.Sort(offered)
-	return nil, fmt.Errorf("%w: no credential plugin for its access providers %s in --inventory-access-providers", ErrInvalidProfile, strings.Join(slices.Compact(offered), ", "))
+	names := slices.Sorted(maps.Keys(offered))
+	return nil, nil, fmt.Errorf("%w: no credential plugin for its access providers %s in --inventory-access-providers", ErrInvalidProfile, strings.Join(names, ", "))
+}
+
+// profileSourced adds to exec what the profile's reserved extensions ask,
+// as the operator's policies for provider p allow (upstream's rules).
+// Variables that would load code into the controller's process (PATH and
+// the dynamic loader's) are never taken from a profile, whatever the
+// policy: a plugin runs with the controller's identity.
+func profileSourced(exec *clientcmdapi.ExecConfig, p *AccessProvider, exts []inventoryv1alpha1.NamedExtension) error {
+	for _, ext := range exts {
+		switch {
+		case ext.Name == ExtensionAdditionalArgs && p.CLIArgsPolicy == PolicyAppend:
+			var args []string
+			if err := yaml.Unmarshal(ext.Extension.Raw, &args); err != nil {
+				return fmt.Errorf("extension %s: want a list of strings: %v", ext.Name, err)
+			}
+			exec.Args = append(exec.Args, args...)
+		case ext.Name == ExtensionAdditionalEnvs && p.EnvVarsPolicy != PolicyIgnore:
+			var envs map[string]string
+			if err := yaml.Unmarshal(ext.Extension.Raw, &envs); err != nil {
+				return fmt.Errorf("extension %s: want a map of names to values: %v", ext.Name, err)
+			}
+			for name := range envs {
+				if name == "PATH" || strings.HasPrefix(name, "LD_") || strings.HasPrefix(name, "DYLD_") {
+					return fmt.Errorf("extension %s: variable %s is never taken from a profile (it would run code of the profile writer's choosing in the controller)", ext.Name, name)
+				}
+			}
+			merged := map[string]string{}
+			for _, e := range exec.Env {
+				merged[e.Name] = e.Value
+			}
+			for name, value := range envs {
+				if _, operators := merged[name]; !operators || p.EnvVarsPolicy == PolicyReplace {
+					merged[name] = value
+				}
+			}
+			exec.Env = exec.Env[:0]
+			for _, name := range slices.Sorted(maps.Keys(merged)) {
+				exec.Env = append(exec.Env, clientcmdapi.ExecEnvVar{Name: name, Value: merged[name]})
+			}
+		}
+	}
+	return nil
 }
 
 // ConfigFromProfile builds a member's client configuration from the
@@ -112,7 +211,7 @@ func ProfileAccess(cp *inventoryv1alpha1.ClusterProfile, providers AccessProvide
 // (checkCluster): whoever writes profiles picks the server, and the
 // plugin's token goes there.
 func ConfigFromProfile(cp *inventoryv1alpha1.ClusterProfile, providers AccessProviders, allowProxy bool) (*rest.Config, string, error) {
-	ap, err := ProfileAccess(cp, providers)
+	ap, provider, err := ProfileAccess(cp, providers)
 	if err != nil {
 		return nil, "", err
 	}
@@ -124,7 +223,11 @@ func ConfigFromProfile(cp *inventoryv1alpha1.ClusterProfile, providers AccessPro
 	cluster := clientcmdapi.NewCluster()
 	cluster.Server, cluster.TLSServerName, cluster.CertificateAuthorityData = c.Server, c.TLSServerName, c.CertificateAuthorityData
 	cluster.ProxyURL, cluster.DisableCompression = c.ProxyURL, c.DisableCompression
-	exec := providers[ap.Name].DeepCopy()
+	exec := provider.Exec.DeepCopy()
+	exec.Env = slices.Clone(exec.Env)
+	if err := profileSourced(exec, provider, c.Extensions); err != nil {
+		return nil, "", fmt.Errorf("%w: access provider %q: %v", ErrInvalidProfile, ap.Name, err)
+	}
 	for _, ext := range c.Extensions {
 		// KEP-541's per-cluster plugin configuration, given to the
 		// plugin in its ExecCredential's spec.cluster.config when the
@@ -150,11 +253,17 @@ func ConfigFromProfile(cp *inventoryv1alpha1.ClusterProfile, providers AccessPro
 }
 
 // ProfileSaysServe says whether the profile says its cluster may be
-// served: joined to its cluster manager and its control plane healthy
-// (KEP-4322's conditions). A condition missing is not a yes: a cluster
+// served: its control plane healthy (ControlPlaneHealthy, the one
+// condition upstream's API defines, and the one other consumers gate on),
+// and with requireJoined also joined to its cluster manager (Joined, which
+// not every manager writes). A condition missing is not a yes: a cluster
 // manager that has not said so yet has not said so.
-func ProfileSaysServe(cp *inventoryv1alpha1.ClusterProfile) (bool, string) {
-	for _, t := range []string{inventoryv1alpha1.ConditionJoined, inventoryv1alpha1.ConditionControlPlaneHealthy} {
+func ProfileSaysServe(cp *inventoryv1alpha1.ClusterProfile, requireJoined bool) (bool, string) {
+	conds := []string{inventoryv1alpha1.ConditionControlPlaneHealthy}
+	if requireJoined {
+		conds = []string{inventoryv1alpha1.ConditionJoined, inventoryv1alpha1.ConditionControlPlaneHealthy}
+	}
+	for _, t := range conds {
 		c := meta.FindStatusCondition(cp.Status.Conditions, t)
 		switch {
 		case c == nil:

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	inventoryv1alpha1 "k8s.io/multiclusterservices/apis/inventory/v1alpha1"
 )
 
@@ -203,5 +204,144 @@ func TestParseAccessProviders(t *testing.T) {
 		if wantErr == "" && err != nil || wantErr != "" && (err == nil || !strings.Contains(err.Error(), wantErr)) {
 			t.Errorf("%s: got %v, want %q", in, err, wantErr)
 		}
+	}
+}
+
+// Upstream's provider file (cluster-inventory-api's pkg/access), as its
+// examples write it: nulls for absent lists, the profile-sourced
+// policies.
+const upstreamProviders = `{
+  "providers": [
+    {
+      "name": "secretreader",
+      "execConfig": {
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "args": null,
+        "command": "./bin/secretreader-plugin",
+        "env": null,
+        "provideClusterInfo": true
+      }
+    },
+    {
+      "name": "kubelogin",
+      "execConfig": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": "kubelogin", "args": ["get-token"], "env": [{"name": "AZURE_ENV", "value": "public"}]},
+      "profileSourcedCLIArgsPolicy": "Append",
+      "profileSourcedEnvVarsPolicy": "AppendIfNotExists"
+    }
+  ]
+}`
+
+func TestParseUpstreamAccessProviders(t *testing.T) {
+	providers, err := ParseAccessProviders([]byte(upstreamProviders))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(providers) != 2 || providers[0].Name != "secretreader" || !providers[0].Exec.ProvideClusterInfo || providers[0].CLIArgsPolicy != PolicyIgnore ||
+		providers[1].CLIArgsPolicy != PolicyAppend || providers[1].EnvVarsPolicy != PolicyAppendIfNotExists {
+		t.Errorf("parsed %+v", providers)
+	}
+	for in, wantErr := range map[string]string{
+		`{"providers": [{"name": "a", "execConfig": {"apiVersion": "client.authentication.k8s.io/v1", "command": "x"}, "profileSourcedCLIArgsPolicy": "Prepend"}]}`: "profileSourcedCLIArgsPolicy",
+		`{"providers": [{"name": "a", "execConfig": {"apiVersion": "client.authentication.k8s.io/v1", "command": "x"}, "profileSourcedEnvVarsPolicy": "Append"}]}`:   "profileSourcedEnvVarsPolicy",
+	} {
+		if _, err := ParseAccessProviders([]byte(in)); err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Errorf("%s: got %v, want %q", in, err, wantErr)
+		}
+	}
+}
+
+// The operator's file decides which plugin runs, in its order; an
+// accessProviders entry overrides a credentialProviders one of its name.
+func TestProfileAccessFollowsTheOperatorsOrder(t *testing.T) {
+	providers, err := ParseAccessProviders([]byte(upstreamProviders))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := &inventoryv1alpha1.ClusterProfile{Status: inventoryv1alpha1.ClusterProfileStatus{
+		CredentialProviders: []inventoryv1alpha1.AccessProvider{{Name: "secretreader", Cluster: inventoryv1alpha1.Cluster{Server: "https://old.example"}}},
+		AccessProviders: []inventoryv1alpha1.AccessProvider{
+			{Name: "kubelogin", Cluster: inventoryv1alpha1.Cluster{Server: "https://kubelogin.example"}},
+			{Name: "secretreader", Cluster: inventoryv1alpha1.Cluster{Server: "https://new.example"}},
+		},
+	}}
+	ap, p, err := ProfileAccess(cp, providers)
+	if err != nil || p.Name != "secretreader" || ap.Cluster.Server != "https://new.example" {
+		t.Errorf("chose %+v (%v), want secretreader, the operator's first, at the accessProviders entry's server", ap, err)
+	}
+}
+
+// What a profile's reserved exec extensions may add to the operator's
+// plugin, by the operator's policies; and what they never may.
+func TestProfileSourcedExtensions(t *testing.T) {
+	ext := func(name, raw string) inventoryv1alpha1.NamedExtension {
+		return inventoryv1alpha1.NamedExtension{Name: name, Extension: runtime.RawExtension{Raw: []byte(raw)}}
+	}
+	args := ext(ExtensionAdditionalArgs, `["--cluster", "east"]`)
+	envs := ext(ExtensionAdditionalEnvs, `{"AZURE_ENV": "china", "TENANT": "t1"}`)
+	base := func() *clientcmdapi.ExecConfig {
+		return &clientcmdapi.ExecConfig{Command: "kubelogin", Args: []string{"get-token"}, Env: []clientcmdapi.ExecEnvVar{{Name: "AZURE_ENV", Value: "public"}}}
+	}
+	for _, tc := range []struct {
+		name               string
+		cli, env           string
+		exts               []inventoryv1alpha1.NamedExtension
+		wantArgs, wantEnvs string
+		wantErr            string
+	}{
+		{name: "ignored by default", cli: PolicyIgnore, env: PolicyIgnore, exts: []inventoryv1alpha1.NamedExtension{args, envs},
+			wantArgs: "get-token", wantEnvs: "AZURE_ENV=public"},
+		{name: "appended", cli: PolicyAppend, env: PolicyAppendIfNotExists, exts: []inventoryv1alpha1.NamedExtension{args, envs},
+			wantArgs: "get-token --cluster east", wantEnvs: "AZURE_ENV=public TENANT=t1"},
+		{name: "replaced", cli: PolicyIgnore, env: PolicyReplace, exts: []inventoryv1alpha1.NamedExtension{envs},
+			wantArgs: "get-token", wantEnvs: "AZURE_ENV=china TENANT=t1"},
+		{name: "attack: LD_PRELOAD from a profile", cli: PolicyIgnore, env: PolicyReplace,
+			exts: []inventoryv1alpha1.NamedExtension{ext(ExtensionAdditionalEnvs, `{"LD_PRELOAD": "/tmp/evil.so"}`)}, wantErr: "LD_PRELOAD"},
+		{name: "attack: PATH from a profile", cli: PolicyIgnore, env: PolicyAppendIfNotExists,
+			exts: []inventoryv1alpha1.NamedExtension{ext(ExtensionAdditionalEnvs, `{"PATH": "/tmp"}`)}, wantErr: "PATH"},
+		{name: "malformed arguments", cli: PolicyAppend, env: PolicyIgnore,
+			exts: []inventoryv1alpha1.NamedExtension{ext(ExtensionAdditionalArgs, `{"not": "a list"}`)}, wantErr: "list of strings"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			exec := base()
+			err := profileSourced(exec, &AccessProvider{Name: "kubelogin", CLIArgsPolicy: tc.cli, EnvVarsPolicy: tc.env}, tc.exts)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("got %v, want an error naming %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var envs []string
+			for _, e := range exec.Env {
+				envs = append(envs, e.Name+"="+e.Value)
+			}
+			if got := strings.Join(exec.Args, " "); got != tc.wantArgs {
+				t.Errorf("args %q, want %q", got, tc.wantArgs)
+			}
+			if got := strings.Join(envs, " "); got != tc.wantEnvs {
+				t.Errorf("env %q, want %q", got, tc.wantEnvs)
+			}
+		})
+	}
+}
+
+// Upstream defines one condition, ControlPlaneHealthy, and consumers gate
+// on it alone: a cluster whose manager never writes Joined still joins,
+// unless the operator asks for both.
+func TestProfileSaysServe(t *testing.T) {
+	healthyOnly := &inventoryv1alpha1.ClusterProfile{Status: inventoryv1alpha1.ClusterProfileStatus{Conditions: []metav1.Condition{
+		{Type: inventoryv1alpha1.ConditionControlPlaneHealthy, Status: metav1.ConditionTrue, Reason: "Healthy"}}}}
+	if ok, why := ProfileSaysServe(healthyOnly, false); !ok {
+		t.Errorf("healthy, no Joined: not served (%s)", why)
+	}
+	if ok, why := ProfileSaysServe(healthyOnly, true); ok || !strings.Contains(why, inventoryv1alpha1.ConditionJoined) {
+		t.Errorf("healthy, no Joined, Joined required: %v %q", ok, why)
+	}
+	unhealthy := &inventoryv1alpha1.ClusterProfile{Status: inventoryv1alpha1.ClusterProfileStatus{Conditions: []metav1.Condition{
+		{Type: inventoryv1alpha1.ConditionControlPlaneHealthy, Status: metav1.ConditionFalse, Reason: "Down"}}}}
+	if ok, why := ProfileSaysServe(unhealthy, false); ok || !strings.Contains(why, "ControlPlaneHealthy=False") {
+		t.Errorf("unhealthy: %v %q", ok, why)
 	}
 }
