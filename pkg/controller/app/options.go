@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	apiserveroptions "k8s.io/apiserver/pkg/server/options"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
+	apiserveroptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/component-base/featuregate"
 	"k8s.io/multiclusterservices/export"
 	"k8s.io/multiclusterservices/proxy"

@@ -242,7 +242,7 @@ func TestParseUpstreamAccessProviders(t *testing.T) {
 	}
 	for in, wantErr := range map[string]string{
 		`{"providers": [{"name": "a", "execConfig": {"apiVersion": "client.authentication.k8s.io/v1", "command": "x"}, "profileSourcedCLIArgsPolicy": "Prepend"}]}`: "profileSourcedCLIArgsPolicy",
-		`{"providers": [{"name": "a", "execConfig": {"apiVersion": "client.authentication.k8s.io/v1", "command": "x"}, "profileSourcedEnvVarsPolicy": "Append"}]}`:   "profileSourcedEnvVarsPolicy",
+		`{"providers": [{"name": "a", "execConfig": {"apiVersion": "client.authentication.k8s.io/v1", "command": "x"}, "profileSourcedEnvVarsPolicy": "Append"}]}`:  "profileSourcedEnvVarsPolicy",
 	} {
 		if _, err := ParseAccessProviders([]byte(in)); err == nil || !strings.Contains(err.Error(), wantErr) {
 			t.Errorf("%s: got %v, want %q", in, err, wantErr)
