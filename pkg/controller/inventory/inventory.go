@@ -48,6 +48,10 @@ type Membership interface {
 	// Leave is told why the member leaves, in words fit for its
 	// exports' conditions.
 	Leave(ctx context.Context, clusterID, why string) error
+	// PropertiesChanged says that what the inventory adds to a joined
+	// member's cluster properties (its ClusterProfile's status.properties)
+	// may have changed: once it has joined, and at every change.
+	PropertiesChanged(clusterID string)
 }
 
 // State is where a listed member stands.
@@ -131,7 +135,10 @@ type entry struct {
 	// bound is the cluster ID it first joined as. A listing that states
 	// no ID is bound to that one for as long as it is listed: a member
 	// that renames itself is refused, never rejoined under the new ID.
-	bound   string
+	bound string
+	// props identifies the properties its listing adds (a profile's
+	// status.properties), to tell a change.
+	props   string
 	state   State
 	message string
 }
@@ -501,8 +508,15 @@ func (inv *Inventory) sync(ctx context.Context, m Membership, key string) bool {
 	}
 	inv.mu.Lock()
 	unchanged := e.id == mb.ClusterID && e.hash == l.hash && e.state == Joined
+	propsChanged := e.props != l.props
+	e.props = l.props
 	inv.mu.Unlock()
 	if unchanged {
+		if propsChanged {
+			// The profile's properties move cluster selection as the
+			// member's own do.
+			m.PropertiesChanged(e.id)
+		}
 		return false
 	}
 	if e.id != "" && e.id != mb.ClusterID {
@@ -533,6 +547,9 @@ func (inv *Inventory) sync(ctx context.Context, m Membership, key string) bool {
 	e.id, e.bound, e.hash, e.config = mb.ClusterID, mb.ClusterID, l.hash, mb.Config
 	inv.setLocked(e, Joined, fmt.Sprintf("cluster %s is a member of the clusterset", mb.ClusterID))
 	inv.mu.Unlock()
+	// Its properties were read while it joined, before the inventory
+	// knew it as a member: read them again, its profile's included.
+	m.PropertiesChanged(mb.ClusterID)
 	return false
 }
 

@@ -184,6 +184,8 @@ func TestConfigFromKubeconfig(t *testing.T) {
 type recorder struct {
 	mu    sync.Mutex
 	calls []string
+	// props are the members whose properties it was told changed.
+	props []string
 }
 
 func (r *recorder) Join(_ context.Context, m topology.Member) error {
@@ -191,6 +193,18 @@ func (r *recorder) Join(_ context.Context, m topology.Member) error {
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, "join "+m.ClusterID+" as "+m.Context)
 	return nil
+}
+
+func (r *recorder) PropertiesChanged(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.props = append(r.props, id)
+}
+
+func (r *recorder) propsTold() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.props)
 }
 
 func (r *recorder) Leave(_ context.Context, id, _ string) error {

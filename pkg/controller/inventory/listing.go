@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"encoding/json"
 	"context"
 	"errors"
 	"fmt"
@@ -59,6 +60,9 @@ type listing struct {
 	// boundAtJoin: wantID is not stated but the ID the member joined
 	// with first; a listing that states none is bound to that.
 	boundAtJoin bool
+	// props identifies the cluster properties the listing adds (a
+	// profile's status.properties); "" for none.
+	props string
 }
 
 // errNotRead is a source in the hub not read yet (the hub has not
@@ -132,6 +136,10 @@ func (inv *Inventory) profileListing(u *unstructured.Unstructured) listing {
 		l.notNow = why
 	}
 	l.wantID = profileClusterID(cp)
+	if len(cp.Status.Properties) > 0 {
+		raw, _ := json.Marshal(cp.Status.Properties)
+		l.props = hashOf(raw)
+	}
 	cfg, hash, err := ConfigFromProfile(cp, inv.cfg.AccessProviders, inv.cfg.AllowProxy)
 	l.hash = hash
 	l.config = func() (*rest.Config, error) {

@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -344,4 +345,65 @@ func TestProfileSaysServe(t *testing.T) {
 	if ok, why := ProfileSaysServe(unhealthy, false); ok || !strings.Contains(why, "ControlPlaneHealthy=False") {
 		t.Errorf("unhealthy: %v %q", ok, why)
 	}
+}
+
+// A profile's properties are the member's as much as its own
+// ClusterProperties: the controller is told once the member has joined
+// (its properties were read before the inventory knew it) and whenever
+// the profile's properties change, and not for changes that leave them.
+func TestProfilePropertiesChangeIsTold(t *testing.T) {
+	ctx := t.Context()
+	b := newMemberAPI(t, "cluster-b")
+	providers, err := ParseAccessProviders([]byte(testProviders))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{inventoryv1alpha1.Resource: "ClusterProfileList"})
+	sel, _ := labels.Parse(inventoryv1alpha1.LabelClusterManager + "=ocm")
+	inv := New(Config{Hub: kubefake.NewSimpleClientset(), Profiles: hub, ProfileNamespace: "fleet", ProfileSelector: sel, AccessProviders: providers,
+		ClusterIDTimeout: time.Second, SyncTimeout: time.Second, LeaveTimeout: time.Second, RecheckPeriod: time.Hour}, nil)
+	r := &recorder{}
+	go inv.Run(ctx, r)
+	profiles := hub.Resource(inventoryv1alpha1.Resource).Namespace("fleet")
+	region := func(v string) func(*inventoryv1alpha1.ClusterProfile) {
+		return func(cp *inventoryv1alpha1.ClusterProfile) {
+			cp.Status.Properties = []inventoryv1alpha1.Property{{Name: "region", Value: v}}
+		}
+	}
+	if _, err := profiles.Create(ctx, profile("b", b, region("eu")), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, "join cluster-b as profile/fleet/b")
+	waitTold := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for len(r.propsTold()) < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("told %v, want %d times", r.propsTold(), n)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitTold(1)
+	update := func(u *unstructured.Unstructured) {
+		cur, err := profiles.Get(ctx, u.GetName(), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.SetResourceVersion(cur.GetResourceVersion())
+		if _, err := profiles.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	update(profile("b", b, region("us")))
+	waitTold(2)
+	// A label change that leaves the properties: nothing to tell.
+	same := profile("b", b, region("us"))
+	same.SetLabels(map[string]string{inventoryv1alpha1.LabelClusterManager: "ocm", "team": "x"})
+	update(same)
+	time.Sleep(300 * time.Millisecond)
+	if got := r.propsTold(); !slices.Equal(got, []string{"cluster-b", "cluster-b"}) {
+		t.Errorf("told %v, want cluster-b twice (the join, the region)", got)
+	}
+	r.waitFor(t, "join cluster-b as profile/fleet/b")
 }

@@ -263,3 +263,14 @@ func notServed(ctx context.Context, m *member, se *mcsv1beta1.ServiceExport, why
 		}
 	}
 }
+
+// PropertiesChanged refreshes the merged cluster properties of member id
+// (its own ClusterProperties and what its ClusterProfile adds) and plans
+// again what they select, as a change of its own ClusterProperties does.
+// The inventory calls it once a member has joined and whenever its
+// profile's properties change.
+func (c *Controller) PropertiesChanged(id string) {
+	if m := c.member(id); m != nil && m.sel != nil {
+		c.propertiesChanged(m)
+	}
+}
