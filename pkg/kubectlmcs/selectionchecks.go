@@ -8,6 +8,7 @@ package kubectlmcs
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -62,7 +63,7 @@ func selectionChecks(m MemberState) []Check {
 		for _, port := range m.Import.Spec.Ports {
 			t := clusterselection.Traffic{PortName: port.Name, Protocol: protocol(port.Protocol), AddressType: family}
 			index, _ := clusterselection.Choose(sel.Results, slicesOf, t)
-			text := explainChoice(sel.Results, index)
+			text := explainChoice(sel.Selectors, sel.Results, index)
 			if _, ok := traffic[text]; !ok {
 				texts = append(texts, text)
 			}
@@ -87,15 +88,24 @@ func selectionChecks(m MemberState) []Check {
 
 // explainChoice says which result is used and why each earlier one was
 // skipped: the consumer's rule takes the first result with a ready or
-// serving endpoint.
-func explainChoice(results []csv1beta1.ClusterSelectorResult, index int) string {
+// serving endpoint. A result that matched no source cluster says so, with
+// the selector's terms (most often a property the importer or the sources
+// do not have), apart from one whose clusters have no endpoint ready.
+func explainChoice(selectors []csv1beta1.ClusterSelector, results []csv1beta1.ClusterSelectorResult, index int) string {
 	skipped := len(results)
 	if index != clusterselection.AllClusters {
 		skipped = index
 	}
 	var parts []string
 	for i := 0; i < skipped; i++ {
-		parts = append(parts, describeSelectorResult(i, results[i])+" skipped: no ready or serving endpoint")
+		why := "no ready or serving endpoint"
+		if len(results[i].Clusters) == 0 {
+			why = "it matched no source cluster"
+			if i < len(selectors) {
+				why += " (" + describeSelector(selectors[i]) + ")"
+			}
+		}
+		parts = append(parts, describeSelectorResult(i, results[i])+" skipped: "+why)
 	}
 	if index == clusterselection.AllClusters {
 		parts = append(parts, "every source cluster serves")
@@ -103,6 +113,29 @@ func explainChoice(results []csv1beta1.ClusterSelectorResult, index int) string 
 		parts = append(parts, "using "+describeSelectorResult(index, results[index]))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// describeSelector renders a selector's property terms, as kubectl
+// renders a label selector: "region=eu, zone in (a,b)".
+func describeSelector(s csv1beta1.ClusterSelector) string {
+	if s.PropertySelector == nil {
+		return "no property terms"
+	}
+	var terms []string
+	for _, k := range slices.Sorted(maps.Keys(s.PropertySelector.MatchProperties)) {
+		terms = append(terms, k+"="+s.PropertySelector.MatchProperties[k])
+	}
+	for _, r := range s.PropertySelector.MatchExpressions {
+		switch r.Operator {
+		case csv1beta1.PropertySelectorOpExists:
+			terms = append(terms, r.Key)
+		case csv1beta1.PropertySelectorOpDoesNotExist:
+			terms = append(terms, "!"+r.Key)
+		default:
+			terms = append(terms, fmt.Sprintf("%s %s (%s)", r.Key, strings.ToLower(string(r.Operator)), strings.Join(r.Values, ",")))
+		}
+	}
+	return strings.Join(terms, ", ")
 }
 
 func describeSelectorResult(i int, r csv1beta1.ClusterSelectorResult) string {

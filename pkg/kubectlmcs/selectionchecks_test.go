@@ -55,6 +55,17 @@ func TestSelectionChecks(t *testing.T) {
 				portSlice("b", discoveryv1.AddressTypeIPv6, "dns", v1.ProtocolUDP, false),
 			},
 			want: []string{"ok b cluster selection: result 0 (b) skipped: no ready or serving endpoint; result 1 (a,c) skipped: no ready or serving endpoint; every source cluster serves"}},
+		// A result that matched nothing is not one without endpoints: it
+		// says so, with the selector's terms, which an importer's missing
+		// property (or a typo) leaves unmatched.
+		{name: "a result that matched no cluster", selection: &Selection{Generation: 1, ObservedGeneration: 1,
+			Selectors: []csv1beta1.ClusterSelector{
+				{PropertySelector: &csv1beta1.PropertySelector{MatchProperties: map[string]string{"region": "eu"},
+					MatchExpressions: []csv1beta1.PropertySelectorRequirement{{Key: "zone", Operator: csv1beta1.PropertySelectorOpIn, Values: []string{"a", "b"}}}}},
+				{}},
+			Results: []csv1beta1.ClusterSelectorResult{{}, {Clusters: []string{"a"}}}},
+			slices: []discoveryv1.EndpointSlice{portSlice("a", discoveryv1.AddressTypeIPv4, "http", v1.ProtocolTCP, true), portSlice("a", discoveryv1.AddressTypeIPv4, "dns", v1.ProtocolUDP, true)},
+			want: []string{"ok b cluster selection: result 0 (none) skipped: it matched no source cluster (region=eu, zone in (a,b)); using result 1 (a)"}},
 		{name: "results of an older generation", selection: &Selection{Generation: 3, ObservedGeneration: 2, Selectors: selectors, Results: results},
 			want: []string{"FAIL b cluster selection: 2 selectors, 2 results for generation 3 (observed 2): not resolved for this cluster yet"}},
 		{name: "never resolved", selection: &Selection{Generation: 1, Selectors: selectors},
