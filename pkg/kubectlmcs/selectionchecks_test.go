@@ -65,7 +65,7 @@ func TestSelectionChecks(t *testing.T) {
 				{}},
 			Results: []csv1beta1.ClusterSelectorResult{{}, {Clusters: []string{"a"}}}},
 			slices: []discoveryv1.EndpointSlice{portSlice("a", discoveryv1.AddressTypeIPv4, "http", v1.ProtocolTCP, true), portSlice("a", discoveryv1.AddressTypeIPv4, "dns", v1.ProtocolUDP, true)},
-			want: []string{"ok b cluster selection: result 0 (none) skipped: it matched no source cluster (region=eu, zone in (a,b)); using result 1 (a)"}},
+			want:   []string{"ok b cluster selection: result 0 (none) skipped: it matched no source cluster (region=eu, zone in (a,b)); using result 1 (a)"}},
 		{name: "results of an older generation", selection: &Selection{Generation: 3, ObservedGeneration: 2, Selectors: selectors, Results: results},
 			want: []string{"FAIL b cluster selection: 2 selectors, 2 results for generation 3 (observed 2): not resolved for this cluster yet"}},
 		{name: "never resolved", selection: &Selection{Generation: 1, Selectors: selectors},
