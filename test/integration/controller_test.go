@@ -135,16 +135,37 @@ func TestMCSController(t *testing.T) {
 
 	// --- Native names: the exporters ask for RemoteAndLocal. c, which has
 	// no Service demo/web, gets one (selector-less, owned by its import);
-	// a's and b's own Services are not touched, and their owners are told.
+	// a's and b's own Services are not touched: until their owners accept
+	// native names, they are told that their Services keep their own
+	// endpoints; once they accept, that they serve the clusterset's.
 	native := map[string]string{mcsproxy.AnnotationNativeNames: string(mcsproxy.RemoteAndLocal)}
+	for _, m := range []*testMember{a, b} {
+		setExported(t, m, "demo", "web", nil, native)
+	}
+	eventually(t, 30*time.Second, "the import in a saying a's Service did not accept native names", func() (bool, string) {
+		si, err := a.mcs.MulticlusterV1beta1().ServiceImports("demo").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		cond := meta.FindStatusCondition(si.Status.Conditions, "NativeNames")
+		return cond != nil && string(cond.Status)+"/"+cond.Reason == "False/NativeNamesNotAccepted", fmt.Sprint(cond)
+	})
+	waitEventOn(t, a, "Service", "demo", "web", "NativeNamesNotAccepted")
 	userRV := map[string]string{}
 	for _, m := range []*testMember{a, b} {
+		// The owner accepts (the controller never could).
 		svc, err := m.kube.CoreV1().Services("demo").Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
+		if svc.Annotations == nil {
+			svc.Annotations = map[string]string{}
+		}
+		svc.Annotations[mcsproxy.AnnotationAcceptNativeNames] = "true"
+		if svc, err = m.kube.CoreV1().Services("demo").Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 		userRV[m.id] = svc.ResourceVersion
-		setExported(t, m, "demo", "web", nil, native)
 	}
 	var nativeSvc *v1.Service
 	eventually(t, 30*time.Second, "a native Service demo/web in cluster-c", func() (bool, string) {

@@ -138,6 +138,11 @@ func TestMCSControllerDerivedMember(t *testing.T) {
 	// With the admission policies, the same writes are refused, and the
 	// controller's own still go through.
 	installAdmissionPolicies(t, c)
+	// As deploy/overlays/derived-member installs them: the controller
+	// writes native names as slices of local Services for c's proxies.
+	if err := c.kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, "multicluster.x-k8s.io-controller-native-member", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.kube.CoreV1().Services("demo").Delete(ctx, name, metav1.DeleteOptions{}); !deniedByPolicy(err) {
 		t.Errorf("deleting the derived Service with the policies installed: %v, want refused by the admission policy", err)
 	}
