@@ -178,16 +178,20 @@ func waitMemberCondition(t *testing.T, profiles interface {
 	}
 }
 
+// The attack: a member's administrator claims, in its own
+// ClusterProperty, a region its cluster manager says it is not in, to draw
+// the traffic selection sends by region. The profile's word wins; the
+// member adds only names its profile does not give.
 func TestMergeProperties(t *testing.T) {
-	got := MergeProperties([]inventoryv1alpha1.Property{{Name: "location", Value: "eu"}, {Name: clusterIDProperty, Value: "stale"}},
-		map[string]string{clusterIDProperty: "east", "zone": "a"})
-	want := map[string]string{"location": "eu", clusterIDProperty: "east", "zone": "a"}
+	got := MergeProperties([]inventoryv1alpha1.Property{{Name: "region", Value: "us"}, {Name: "provider", Value: "aws"}},
+		map[string]string{"region": "eu", "zone": "a"})
+	want := map[string]string{"region": "us", "provider": "aws", "zone": "a"}
 	if len(got) != len(want) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
 	for k, v := range want {
 		if got[k] != v {
-			t.Errorf("%s: got %q, want %q (the member's own ClusterProperty wins)", k, got[k], v)
+			t.Errorf("%s: got %q, want %q (the profile's word wins)", k, got[k], v)
 		}
 	}
 }

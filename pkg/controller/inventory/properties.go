@@ -15,22 +15,22 @@ import (
 )
 
 // MergeProperties returns a member's cluster properties, the ones cluster
-// selection (KEP-5939) matches: its ClusterProfile's status.properties
-// and its own ClusterProperties (KEP-2149), by name.
+// selection (KEP-5939) matches: its own ClusterProperties (KEP-2149) and
+// its ClusterProfile's status.properties, by name.
 //
-// Where both define a name, the member's own ClusterProperty wins: it is
-// the cluster's statement about itself, which KEP-2149 makes the source
-// of truth (the cluster ID above all), while a profile's property is the
-// cluster manager's observation of it at lastObservedTime, possibly
-// stale. A property only the profile has (a location, a provider the
-// cluster manager knows) is kept.
+// Where both define a name, the profile's wins: it is the cluster
+// manager's word, in the hub, while a member's ClusterProperty is written
+// by the member's own administrator, who could otherwise claim a region
+// to draw the traffic that selection sends by region. A member only adds
+// the names its profile does not give. (The cluster ID is no exception:
+// a profile whose ID disagrees with its cluster's is refused before.)
 func MergeProperties(profile []inventoryv1alpha1.Property, own map[string]string) map[string]string {
 	out := make(map[string]string, len(profile)+len(own))
-	for _, p := range profile {
-		out[p.Name] = p.Value
-	}
 	for name, value := range own {
 		out[name] = value
+	}
+	for _, p := range profile {
+		out[p.Name] = p.Value
 	}
 	return out
 }
