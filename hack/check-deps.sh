@@ -7,10 +7,17 @@
 # after hack/install-deps.sh, so that a missing install step stops them in
 # the first minute rather than half an hour in.
 #
-# Usage: hack/check-deps.sh [demo|test]   (default: test)
+# Usage: hack/check-deps.sh [--packages] [demo|test]   (default: test)
+#   --packages  only print the Debian packages of hack/deps.txt that are
+#               missing, one per line (what hack/install-deps.sh installs)
 set -o errexit -o nounset -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PACKAGES_ONLY=false
+if [[ "${1:-}" == --packages ]]; then
+  PACKAGES_ONLY=true
+  shift
+fi
 PROFILE=${1:-test}
 case "${PROFILE}" in
   demo | test) ;;
@@ -43,6 +50,13 @@ while read -r profile kind name package why; do
     *) echo "check-deps: hack/deps.txt: unknown kind ${kind} for ${name}" >&2; exit 2 ;;
   esac
 done <"${ROOT}/hack/deps.txt"
+
+if [[ "${PACKAGES_ONLY}" == true ]]; then
+  if [[ ${#missing_packages[@]} -gt 0 ]]; then
+    printf '%s\n' "${missing_packages[@]}" | sort -u
+  fi
+  exit 0
+fi
 
 # Go itself is not a Debian package here: the version go.mod names.
 want=$(sed -n 's/^go \([0-9.]*\).*/\1/p' "${ROOT}/go.mod")

@@ -14,18 +14,9 @@ case "${PROFILE}" in
   *) echo "install-deps: unknown profile ${PROFILE} (demo or test)" >&2; exit 2 ;;
 esac
 
-missing=()
-while read -r profile kind name package _; do
-  [[ -z "${profile}" || "${profile}" == \#* ]] && continue
-  [[ "${profile}" == demo || "${PROFILE}" == test ]] || continue
-  case "${kind}" in
-    cmd) command -v "${name}" >/dev/null 2>&1 || missing+=("${package}") ;;
-    pc) { command -v pkg-config >/dev/null 2>&1 && pkg-config --exists "${name}"; } || missing+=(pkg-config "${package}") ;;
-  esac
-done <"${ROOT}/hack/deps.txt"
-
-if [[ ${#missing[@]} -gt 0 ]]; then
-  packages=$(printf '%s\n' "${missing[@]}" | sort -u | tr '\n' ' ')
+# What is missing is decided where it is checked: hack/check-deps.sh.
+packages=$("${ROOT}/hack/check-deps.sh" --packages "${PROFILE}" | tr '\n' ' ')
+if [[ -n "${packages}" ]]; then
   echo "Installing system packages: ${packages}"
   sudo_() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
   # policy-rc.d keeps packages (docker.io) from starting a daemon with their
