@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/remotecommand"
@@ -459,41 +461,48 @@ func (k *kind) startGateOff(t *testing.T, m *member, ns, node string) (gateOff, 
 // scales it back and waits until it is available.
 func (k *kind) stopController(t *testing.T) func(*testing.T) {
 	t.Helper()
-	for _, m := range k.ms {
-		deployments := m.Client.AppsV1().Deployments("mcs-system")
-		d, err := deployments.Get(t.Context(), "mcs-controller", metav1.GetOptions{})
-		if err != nil {
-			continue
-		}
-		replicas := *d.Spec.Replicas
-		scale := func(ctx context.Context, n int32) error {
-			patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)
-			_, err := deployments.Patch(ctx, "mcs-controller", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
-			return err
-		}
-		if err := scale(t.Context(), 0); err != nil {
+	m, deployments, d := k.controllerDeployment(t)
+	replicas := *d.Spec.Replicas
+	scale := func(ctx context.Context, n int32) error {
+		patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)
+		_, err := deployments.Patch(ctx, "mcs-controller", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+		return err
+	}
+	if err := scale(t.Context(), 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = scale(context.Background(), replicas) })
+	eventually(t, 120*time.Second, "the mcs-controller's pods to go", func() (bool, string) {
+		pods, err := m.Client.CoreV1().Pods("mcs-system").List(t.Context(), metav1.ListOptions{LabelSelector: "app=mcs-controller"})
+		return err == nil && len(pods.Items) == 0, errString(err)
+	})
+	return func(t *testing.T) {
+		if err := scale(t.Context(), replicas); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = scale(context.Background(), replicas) })
-		eventually(t, 120*time.Second, "the mcs-controller's pods to go", func() (bool, string) {
-			pods, err := m.Client.CoreV1().Pods("mcs-system").List(t.Context(), metav1.ListOptions{LabelSelector: "app=mcs-controller"})
-			return err == nil && len(pods.Items) == 0, errString(err)
+		// The cases need a leader serving: a ready replica. Whether
+		// every replica becomes available is
+		// TestKindClusterControllerDeploymentAvailable's question.
+		eventually(t, 120*time.Second, "an mcs-controller replica to be ready", func() (bool, string) {
+			d, err := deployments.Get(t.Context(), "mcs-controller", metav1.GetOptions{})
+			return err == nil && d.Status.ReadyReplicas >= 1, errString(err)
 		})
-		return func(t *testing.T) {
-			if err := scale(t.Context(), replicas); err != nil {
-				t.Fatal(err)
-			}
-			// The cases need a leader serving: a ready replica. Whether
-			// every replica becomes available is
-			// TestKindClusterControllerDeploymentAvailable's question.
-			eventually(t, 120*time.Second, "an mcs-controller replica to be ready", func() (bool, string) {
-				d, err := deployments.Get(t.Context(), "mcs-controller", metav1.GetOptions{})
-				return err == nil && d.Status.ReadyReplicas >= 1, errString(err)
-			})
+	}
+}
+
+// controllerDeployment finds the member that runs the mcs-controller
+// Deployment mcs-system/mcs-controller, and returns it with its
+// Deployments client and the Deployment as it is now.
+func (k *kind) controllerDeployment(t *testing.T) (*member, appsv1client.DeploymentInterface, *appsv1.Deployment) {
+	t.Helper()
+	for _, m := range k.ms {
+		deployments := m.Client.AppsV1().Deployments("mcs-system")
+		if d, err := deployments.Get(t.Context(), "mcs-controller", metav1.GetOptions{}); err == nil {
+			return m, deployments, d
 		}
 	}
 	t.Fatal("no member runs the mcs-controller Deployment mcs-system/mcs-controller")
-	return nil
+	return nil, nil, nil
 }
 
 func (k *kind) kubeconfig() (string, []string) {
@@ -505,36 +514,28 @@ func (k *kind) kubeconfig() (string, []string) {
 // arguments back.
 func (k *kind) configureController(t *testing.T, extra ...string) {
 	t.Helper()
-	for _, m := range k.ms {
-		deployments := m.Client.AppsV1().Deployments("mcs-system")
-		d, err := deployments.Get(t.Context(), "mcs-controller", metav1.GetOptions{})
-		if err != nil {
-			continue
-		}
-		before := slices.Clone(d.Spec.Template.Spec.Containers[0].Args)
-		setArgs := func(ctx context.Context, args []string) {
-			eventually(t, 30*time.Second, "the mcs-controller Deployment's arguments set", func() (bool, string) {
-				d, err := deployments.Get(ctx, "mcs-controller", metav1.GetOptions{})
-				if err != nil {
-					return false, err.Error()
-				}
-				d.Spec.Template.Spec.Containers[0].Args = args
-				_, err = deployments.Update(ctx, d, metav1.UpdateOptions{})
-				return err == nil, errString(err)
-			})
-			eventually(t, 180*time.Second, "the mcs-controller Deployment rolled out", func() (bool, string) {
-				d, err := deployments.Get(ctx, "mcs-controller", metav1.GetOptions{})
-				if err != nil {
-					return false, err.Error()
-				}
-				want := *d.Spec.Replicas
-				s := d.Status
-				return s.ObservedGeneration >= d.Generation && s.UpdatedReplicas == want && s.Replicas == want && s.ReadyReplicas >= 1, fmt.Sprintf("%+v", s)
-			})
-		}
-		setArgs(t.Context(), append(slices.Clone(before), extra...))
-		t.Cleanup(func() { setArgs(context.Background(), before) })
-		return
+	_, deployments, d := k.controllerDeployment(t)
+	before := slices.Clone(d.Spec.Template.Spec.Containers[0].Args)
+	setArgs := func(ctx context.Context, args []string) {
+		eventually(t, 30*time.Second, "the mcs-controller Deployment's arguments set", func() (bool, string) {
+			d, err := deployments.Get(ctx, "mcs-controller", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			d.Spec.Template.Spec.Containers[0].Args = args
+			_, err = deployments.Update(ctx, d, metav1.UpdateOptions{})
+			return err == nil, errString(err)
+		})
+		eventually(t, 180*time.Second, "the mcs-controller Deployment rolled out", func() (bool, string) {
+			d, err := deployments.Get(ctx, "mcs-controller", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			want := *d.Spec.Replicas
+			s := d.Status
+			return s.ObservedGeneration >= d.Generation && s.UpdatedReplicas == want && s.Replicas == want && s.ReadyReplicas >= 1, fmt.Sprintf("%+v", s)
+		})
 	}
-	t.Fatal("no member runs the mcs-controller Deployment mcs-system/mcs-controller")
+	setArgs(t.Context(), append(slices.Clone(before), extra...))
+	t.Cleanup(func() { setArgs(context.Background(), before) })
 }
