@@ -1,10 +1,8 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/dynamic"
 	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
 	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
@@ -193,15 +190,10 @@ func setProperty(t *testing.T, m *member, key, value string) {
 // its checks as "subject: detail".
 func diagnoseFrom(t *testing.T, l *local, ref, importer string) []string {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	cmd := kubectlmcs.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
-	cmd.SetArgs([]string{"--kubeconfig=" + l.cs.Kubeconfig(), "diagnose", "service", ref, "--from=" + importer, "-o", "json"})
-	if err := cmd.Execute(); err != nil && !errors.Is(err, kubectlmcs.ErrChecksFailed) {
-		t.Fatalf("kubectl mcs diagnose %s: %v\n%s", ref, err, errOut.String())
-	}
+	out := kubectlMCS(t, "--kubeconfig="+l.cs.Kubeconfig(), "diagnose", "service", ref, "--from="+importer, "-o", "json")
 	var checks []kubectlmcs.Check
-	if err := json.Unmarshal(out.Bytes(), &checks); err != nil {
-		t.Fatalf("kubectl mcs diagnose %s -o json: %v\n%s", ref, err, out.String())
+	if err := json.Unmarshal([]byte(out), &checks); err != nil {
+		t.Fatalf("kubectl mcs diagnose %s -o json: %v\n%s", ref, err, out)
 	}
 	var lines []string
 	for _, c := range checks {

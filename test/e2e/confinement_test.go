@@ -222,11 +222,18 @@ func waitEventReason(t *testing.T, m *member, ns, kind, name, reason string) {
 func kubectlMCSStatus(t *testing.T, p provider) string {
 	t.Helper()
 	kubeconfig, contexts := p.kubeconfig()
+	return kubectlMCS(t, "--kubeconfig="+kubeconfig, "--contexts="+strings.Join(contexts, ","), "status")
+}
+
+// kubectlMCS runs kubectl mcs with args and returns what it printed; a
+// run whose checks fail is a result, any other error fails t.
+func kubectlMCS(t *testing.T, args ...string) string {
+	t.Helper()
 	var out, errOut bytes.Buffer
 	cmd := kubectlmcs.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
-	cmd.SetArgs([]string{"--kubeconfig=" + kubeconfig, "--contexts=" + strings.Join(contexts, ","), "status"})
+	cmd.SetArgs(args)
 	if err := cmd.Execute(); err != nil && !errors.Is(err, kubectlmcs.ErrChecksFailed) {
-		t.Fatalf("kubectl mcs status: %v\n%s", err, errOut.String())
+		t.Fatalf("kubectl mcs %s: %v\n%s", strings.Join(args, " "), err, errOut.String())
 	}
 	return out.String()
 }
