@@ -441,10 +441,7 @@ func (c *Controller) bindingSlices(b *catalogv1alpha1.ServiceBinding, p catalog.
 func kubernetesRanges(m *member, configured []netip.Prefix) []catalog.KubernetesRange {
 	var out []catalog.KubernetesRange
 	cidrs, addrs := m.nodeRanges()
-	for _, p := range slices.Concat(configured, cidrs) {
-		out = append(out, catalog.KubernetesRange{Prefix: p})
-	}
-	for _, p := range addrs {
+	for _, p := range slices.Concat(configured, cidrs, addrs) {
 		out = append(out, catalog.KubernetesRange{Prefix: p})
 	}
 	serviceCIDRs, _ := m.serviceCIDRs.List(labels.Everything())

@@ -288,18 +288,6 @@ func indexByLabel(label string) cache.IndexFunc {
 	}
 }
 
-// podRanges returns where m's pods can be: its nodes' pod CIDRs and the
-// nodes' own addresses (host-network pods). nil when unknown: the nodes
-// cannot be read, or no node has a pod CIDR (the network plugin allocates
-// pod IPs some other way).
-func (m *member) podRanges() []netip.Prefix {
-	cidrs, addrs := m.nodeRanges()
-	if len(cidrs) == 0 {
-		return nil
-	}
-	return append(cidrs, addrs...)
-}
-
 // nodeRanges returns m's nodes' pod CIDRs and their own addresses (as
 // single-address prefixes); none when the nodes cannot be read.
 func (m *member) nodeRanges() (cidrs, addrs []netip.Prefix) {
