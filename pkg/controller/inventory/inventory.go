@@ -305,10 +305,8 @@ func (inv *Inventory) Pending(contexts []string) {
 func CheckContextIDs(stated map[string]string, members []topology.Member) (admitted []topology.Member, refused map[string]string) {
 	refused = map[string]string{}
 	for _, m := range members {
-		key := ContextKey(m.Context)
-		if want := stated[m.Context]; want != "" && want != m.ClusterID {
-			refused[m.Context] = fmt.Sprintf("%v: %s, but its server's ClusterProperty %s holds %q; a member never joins under an ID of its own choosing",
-				ErrIDMismatch, statedBy(key, listing{wantID: want}), clusterIDProperty, m.ClusterID)
+		if err := checkID(ContextKey(m.Context), listing{wantID: stated[m.Context]}, m.ClusterID); err != nil {
+			refused[m.Context] = err.Error()
 			continue
 		}
 		admitted = append(admitted, m)

@@ -169,16 +169,10 @@ func (inv *Inventory) resolve(ctx context.Context, key string, l listing) (*topo
 		inv.logger.V(4).Info("Reading a member's cluster ID failed", "member", key, "err", truncate(err.Error(), maxLoggedReply))
 		return nil, &readError{err: err}
 	}
-	if l.wantID != "" && id != l.wantID {
-		// The listing names one cluster and its server is another's:
-		// serving it would put the other cluster's endpoints under
-		// this listing's name, take the ID it names from its owner, or
-		// let a confined member escape its confinement by renaming
-		// itself. Refused, never rejoined under the ID it chose.
+	if err := checkID(key, l, id); err != nil {
 		// The member is returned too: the refusal is told to it, on its
 		// own ClusterProperty.
-		return &topology.Member{Context: member, ClusterID: id, Config: cfg},
-			fmt.Errorf("%w: %s, but its server's ClusterProperty %s holds %q; a member never joins under an ID of its own choosing", ErrIDMismatch, statedBy(key, l), clusterIDProperty, id)
+		return &topology.Member{Context: member, ClusterID: id, Config: cfg}, err
 	}
 	return &topology.Member{Context: member, ClusterID: id, Config: cfg}, nil
 }
@@ -186,6 +180,19 @@ func (inv *Inventory) resolve(ctx context.Context, key string, l listing) (*topo
 // ErrIDMismatch is why a listing whose server answers for another cluster
 // than the one it names is refused.
 var ErrIDMismatch = errors.New("the server is another cluster's")
+
+// checkID refuses the member of listing l (key) whose server holds
+// cluster ID id, when l states (or is bound to) another: serving it would
+// put the other cluster's endpoints under this listing's name, take the
+// ID it names from its owner, or let a confined member escape its
+// confinement by renaming itself. Refused, never rejoined under the ID it
+// chose.
+func checkID(key string, l listing, id string) error {
+	if l.wantID == "" || id == l.wantID {
+		return nil
+	}
+	return fmt.Errorf("%w: %s, but its server's ClusterProperty %s holds %q; a member never joins under an ID of its own choosing", ErrIDMismatch, statedBy(key, l), clusterIDProperty, id)
+}
 
 // statedBy says where l's cluster ID comes from, for people.
 func statedBy(key string, l listing) string {
