@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -79,17 +80,7 @@ func TestInventoryFollowsProfiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	update := func(u *unstructured.Unstructured) {
-		t.Helper()
-		cur, err := profiles.Get(ctx, u.GetName(), metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		u.SetResourceVersion(cur.GetResourceVersion())
-		if _, err := profiles.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	update := func(u *unstructured.Unstructured) { t.Helper(); updateProfile(t, profiles, u) }
 
 	create(profile("b", b, nil))
 	r.waitFor(t, "join cluster-b as profile/fleet/b")
@@ -149,6 +140,20 @@ func TestInventoryFollowsProfiles(t *testing.T) {
 		if !strings.Contains(strings.Join(reasons, " "), want) {
 			t.Errorf("no event %s in %v", want, reasons)
 		}
+	}
+}
+
+// updateProfile writes u over the profile of its name, as the cluster
+// manager would.
+func updateProfile(t *testing.T, profiles dynamic.ResourceInterface, u *unstructured.Unstructured) {
+	t.Helper()
+	cur, err := profiles.Get(t.Context(), u.GetName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.SetResourceVersion(cur.GetResourceVersion())
+	if _, err := profiles.Update(t.Context(), u, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -389,16 +394,7 @@ func TestProfilePropertiesChangeIsTold(t *testing.T) {
 		}
 	}
 	waitTold(1)
-	update := func(u *unstructured.Unstructured) {
-		cur, err := profiles.Get(ctx, u.GetName(), metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		u.SetResourceVersion(cur.GetResourceVersion())
-		if _, err := profiles.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	update := func(u *unstructured.Unstructured) { t.Helper(); updateProfile(t, profiles, u) }
 	update(profile("b", b, region("us")))
 	waitTold(2)
 	// A label change that leaves the properties: nothing to tell.
