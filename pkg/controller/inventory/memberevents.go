@@ -37,16 +37,18 @@ var reportingInstance = func() string {
 }()
 
 // memberEvent records an event on the ClusterProperty of the member cfg
-// reaches. It is best effort: the hub's event and condition, the log and
-// the metric say the same.
-func memberEvent(ctx context.Context, cfg *rest.Config, kind, reason, action, note string) error {
+// reaches, at time now: the time of the change it tells, taken by the
+// caller, so that of two changes told in the background (left, then
+// refused) the later one is the one readers take as the last word. It is
+// best effort: the hub's event and condition, the log and the metric say
+// the same.
+func memberEvent(ctx context.Context, cfg *rest.Config, now time.Time, kind, reason, action, note string) error {
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, memberEventTimeout)
 	defer cancel()
-	now := time.Now()
 	if len(note) > 1024 {
 		note = note[:1021] + "..."
 	}

@@ -3,6 +3,7 @@ package inventory
 import (
 	"context"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
@@ -47,9 +48,9 @@ func (inv *Inventory) tellMember(reach *rest.Config, kind, reason, action, note 
 	if reach == nil {
 		return
 	}
-	logger := inv.logger
+	logger, now := inv.logger, time.Now()
 	go func() {
-		if err := memberEvent(context.Background(), reach, kind, reason, action, note); err != nil {
+		if err := memberEvent(context.Background(), reach, now, kind, reason, action, note); err != nil {
 			logger.V(2).Info("Cannot record a membership event in the member", "reason", reason, "err", err)
 		}
 	}()
