@@ -16,8 +16,19 @@ import (
 )
 
 // ReasonProgrammed is the reason of kube-proxy's Normal event on an import
-// it programmed (pkg/proxy/multicluster.ReasonProgrammed).
+// it programmed after having refused it
+// (pkg/proxy/multicluster.ReasonProgrammed).
 const ReasonProgrammed = "Programmed"
+
+// ReasonServingImports is the reason of the Normal event kube-proxy
+// records on its Node while the MultiClusterServices gate is on
+// (pkg/proxy/multicluster.ReasonServingImports), and
+// reasonKubeProxyStarting that of upstream kube-proxy's start-up event on
+// its Node.
+const (
+	ReasonServingImports    = "ServingServiceImports"
+	reasonKubeProxyStarting = "Starting"
+)
 
 // Check is one line of diagnose's checklist.
 type Check struct {

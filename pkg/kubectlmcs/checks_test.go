@@ -22,6 +22,9 @@ func TestReasonProgrammedIsKubeProxys(t *testing.T) {
 	if ReasonProgrammed != multicluster.ReasonProgrammed {
 		t.Errorf("ReasonProgrammed = %q, kube-proxy records %q", ReasonProgrammed, multicluster.ReasonProgrammed)
 	}
+	if ReasonServingImports != multicluster.ReasonServingImports {
+		t.Errorf("ReasonServingImports = %q, kube-proxy records %q", ReasonServingImports, multicluster.ReasonServingImports)
+	}
 	if ReasonClusterSelectionChanged != multicluster.ReasonClusterSelectionChanged {
 		t.Errorf("ReasonClusterSelectionChanged = %q, kube-proxy records %q", ReasonClusterSelectionChanged, multicluster.ReasonClusterSelectionChanged)
 	}
@@ -269,7 +272,7 @@ func TestStatusLines(t *testing.T) {
 		"  \"cluster-a\"",
 		"cluster-b: stale source leases: cluster-c",
 		"cluster-b: gate of 1 node(s) unknown (kube-proxy metrics not readable through the node proxy, no",
-		"  import events)",
+		"  announcement on the Node)",
 		"mcs-controller: leader host_1234 (Lease in cluster-b, renewed 2s ago, TTL 15s): healthy",
 		"cluster-c: unreachable: connection refused",
 	}

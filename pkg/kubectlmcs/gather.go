@@ -134,8 +134,8 @@ func questionType(si *mcsv1beta1.ServiceImport) string {
 }
 
 // nodeReports reads, per node, kube-proxy's gate (its metrics, through the
-// apiserver's node proxy) and its latest event on the import (the node is
-// the event's related object).
+// apiserver's node proxy, else its announcement on the Node) and its
+// latest event on the import (the node is the event's related object).
 func nodeReports(ctx context.Context, m *member, ns, name string, o *options) []NodeReport {
 	nodes, err := m.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -155,9 +155,13 @@ func nodeReports(ctx context.Context, m *member, ns, name string, o *options) []
 			}
 		}
 	}
+	serving := nodesServingImports(ctx, m)
 	var out []NodeReport
 	for _, n := range nodes.Items {
 		r := NodeReport{Name: n.Name, Gate: gateOf(ctx, m, n.Name, o.kubeProxyMetricsPort)}
+		if r.Gate == "" && serving[n.Name] {
+			r.Gate = "on"
+		}
 		if e := latest[n.Name]; e != nil {
 			r.Last = &NodeEvent{Type: e.Type, Reason: e.Reason, Note: e.Message}
 		}

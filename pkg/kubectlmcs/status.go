@@ -152,7 +152,7 @@ func memberStatus(ctx context.Context, m *member, o *options, now time.Time) Mem
 	}
 	if nodes, err := m.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err == nil {
 		s.Nodes = len(nodes.Items)
-		gated := nodesWithImportEvents(ctx, m)
+		gated := nodesServingImports(ctx, m)
 		for _, n := range nodes.Items {
 			switch gateOf(ctx, m, n.Name, o.kubeProxyMetricsPort) {
 			case "on":
@@ -161,7 +161,7 @@ func memberStatus(ctx context.Context, m *member, o *options, now time.Time) Mem
 			case "off":
 				s.GateKnown++
 			default:
-				// Events from its kube-proxy about imports say the gate is on.
+				// Its kube-proxy's announcement says the gate is on.
 				if gated[n.Name] {
 					s.GateOn++
 					s.GateKnown++
@@ -196,19 +196,29 @@ func memberStatus(ctx context.Context, m *member, o *options, now time.Time) Mem
 	return s
 }
 
-// nodesWithImportEvents are the nodes whose kube-proxy recorded an event
-// on some ServiceImport: only a kube-proxy with the gate on does.
-func nodesWithImportEvents(ctx context.Context, m *member) map[string]bool {
+// nodesServingImports are the nodes whose kube-proxy last announced, on
+// its Node, that it programs ServiceImports (ReasonServingImports): its
+// latest event of that kind is younger than its latest "Starting" event,
+// which every kube-proxy records at start-up, so that a kube-proxy
+// restarted with the gate off is not taken for one with the gate on.
+func nodesServingImports(ctx context.Context, m *member) map[string]bool {
 	out := map[string]bool{}
-	events, err := m.Kube.CoreV1().Events(v1.NamespaceAll).List(ctx, metav1.ListOptions{
-		FieldSelector: "involvedObject.kind=" + mcsv1beta1.ServiceImportKindName})
+	events, err := m.Kube.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Node"})
 	if err != nil {
 		return out
 	}
-	for _, e := range events.Items {
-		if e.ReportingController == "kube-proxy" && e.Related != nil && e.Related.Kind == "Node" {
-			out[e.Related.Name] = true
+	latest := map[string]*v1.Event{}
+	for i := range events.Items {
+		e := &events.Items[i]
+		if e.ReportingController != "kube-proxy" || (e.Reason != ReasonServingImports && e.Reason != reasonKubeProxyStarting) {
+			continue
 		}
+		if prev := latest[e.InvolvedObject.Name]; prev == nil || eventTime(e).After(eventTime(prev)) {
+			latest[e.InvolvedObject.Name] = e
+		}
+	}
+	for node, e := range latest {
+		out[node] = e.Reason == ReasonServingImports
 	}
 	return out
 }
@@ -274,7 +284,7 @@ func StatusLines(members []MemberStatus) []string {
 			notes = append(notes, fmt.Sprintf("%s: stale source leases: %s", m.Context, strings.Join(m.Stale, ",")))
 		}
 		if m.GateKnown < m.Nodes {
-			notes = append(notes, fmt.Sprintf("%s: gate of %d node(s) unknown (kube-proxy metrics not readable through the node proxy, no import events)", m.Context, m.Nodes-m.GateKnown))
+			notes = append(notes, fmt.Sprintf("%s: gate of %d node(s) unknown (kube-proxy metrics not readable through the node proxy, no announcement on the Node)", m.Context, m.Nodes-m.GateKnown))
 		}
 		if l := m.Leader; l != nil {
 			leaders++

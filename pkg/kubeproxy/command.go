@@ -147,6 +147,7 @@ func runWithMultiCluster(ctx context.Context, view *optionsView, mcOpts *MultiCl
 	}
 	logger.Info("Multi-cluster services enabled", "clusterSetIPCIDRs", translation.ClusterSetIPCIDRs, "endpointSliceManagers", translation.TrustedManagers)
 	watcher.Start(ctx)
+	go proxier.Announce(ctx, multicluster.AnnouncePeriod)
 
 	// What upstream's runLoop does: a config file change or a server
 	// error ends the process.

@@ -77,8 +77,8 @@ func TestKubectlMCS(t *testing.T) {
 	sp.vip(s.b, "web")
 	waitImportedSlices(t, s.b, sp.name, "web")
 	waitImportedSlices(t, s.a, sp.name, "web")
-	waitKubeProxyEvent(t, s.b, sp.name, "web", kubectlmcs.ReasonProgrammed)
-	waitKubeProxyEvent(t, s.a, sp.name, "web", kubectlmcs.ReasonProgrammed)
+	waitServingImports(t, s.b)
+	waitServingImports(t, s.a)
 	dnsPod := "--dns-pod=" + sp.name + "/client"
 
 	t.Run("status", func(t *testing.T) { run(t, "status", 0, "status") })
@@ -225,13 +225,28 @@ func waitKubeProxyEvent(t *testing.T, m *member, ns, name, reason string) {
 		}
 		var seen []string
 		for _, e := range events.Items {
-			if e.ReportingController == "kube-proxy" && e.Reason == reason && e.Related != nil {
+			if e.ReportingController == "kube-proxy" && e.Reason == reason {
 				return true, ""
 			}
 			seen = append(seen, e.ReportingController+"/"+e.Reason)
 		}
 		return false, strings.Join(seen, ",")
 	})
+}
+
+// waitServingImports waits for the announcement of every node's
+// kube-proxy that it programs imports (on its Node, in the default
+// namespace), which status and diagnose read when kube-proxy's metrics
+// cannot be.
+func waitServingImports(t *testing.T, m *member) {
+	t.Helper()
+	nodes, err := m.Client.CoreV1().Nodes().List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes.Items {
+		waitKubeProxyEvent(t, m, metav1.NamespaceDefault, n.Name, kubectlmcs.ReasonServingImports)
+	}
 }
 
 // coreDNSPid finds the CoreDNS process the harness runs with corefile.

@@ -64,6 +64,9 @@ type Proxier struct {
 	// from the core informers are held until the MCS side has synced.
 	servicesSynced, endpointSlicesSynced, mcsSynced bool
 	forwardedServicesSynced, forwardedSlicesSynced  bool
+	// synced is closed once both are forwarded: the wrapped Provider
+	// programs imports from then on (Announce waits for it).
+	synced chan struct{}
 
 	// clusterSelection is the MultiClusterServiceClusterSelection gate.
 	clusterSelection bool
@@ -173,6 +176,7 @@ func NewProxier(logger klog.Logger, provider proxy.Provider, opts *mcsproxy.Opti
 
 		reservedReported: map[types.NamespacedName]string{},
 		droppedSlices:    sets.New[types.NamespacedName](),
+		synced:           make(chan struct{}),
 	}
 	o := *opts
 	o.Labels = p.labelsOf

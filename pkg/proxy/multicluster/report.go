@@ -1,8 +1,10 @@
 package multicluster
 
 import (
+	"context"
 	"strconv"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -64,21 +66,69 @@ func (p *Proxier) report(r rejection) {
 }
 
 // ReasonProgrammed is the reason of the Normal event kube-proxy records on
-// a ServiceImport when it starts serving the import's clusterset IPs on
-// its node (kubectl mcs diagnose reads it, with the rejections, per node).
+// a ServiceImport it programs on its node after having reported it not
+// programmed, so that the import's events from that node end on what
+// holds now (kubectl mcs diagnose reads the latest, per node).
 const ReasonProgrammed = "Programmed"
 
-// reportProgrammed records that si is now programmed on this node. Only
-// after the first sync: at start-up every import would be new, and an
-// event per node and import at every rollout would tell nothing the
-// absence of a rejection does not. An import fixed after a rejection is
-// always reported, so that its events end on what holds now.
+// reportProgrammed records that si, refused on this node before, is now
+// programmed. An import programmed without a refusal is not reported:
+// one event per node and import would grow with a tenant's imports times
+// the node count, and name every node in the tenant's namespace, to say
+// what the absence of a warning says; the node's gate is announced once
+// per node instead (Announce).
 func (p *Proxier) reportProgrammed(si *mcsv1beta1.ServiceImport, afterRejection bool) {
-	if p.recorder == nil || (!p.mcsSynced && !afterRejection) {
+	if p.recorder == nil || !afterRejection {
 		return
 	}
 	p.recorder.Eventf(kindServiceImport.ref(si.Namespace, si.Name, si.UID), p.nodeRef(), v1.EventTypeNormal,
 		ReasonProgrammed, eventAction, "clusterset IPs %s programmed", strings.Join(si.Spec.IPs, ","))
+}
+
+// ReasonServingImports is the reason of the Normal event kube-proxy
+// records on its Node when it programs ServiceImports, that is when the
+// MultiClusterServices gate is on: once its first full sync with the
+// imports is done, and again every AnnouncePeriod while it runs, so that
+// one is always younger than the apiserver's event TTL (one hour by
+// default). kubectl mcs status reads it, after upstream's "Starting"
+// event of the same kube-proxy, to tell the gate of a node whose metrics
+// it cannot read. Node events live in the default namespace, which
+// tenants do not read.
+const ReasonServingImports = "ServingServiceImports"
+
+// AnnouncePeriod is how often the node's announcement is repeated.
+const AnnouncePeriod = 30 * time.Minute
+
+// Announce records ReasonServingImports on the node once the wrapped
+// Provider has been told the first full state, then every period, until
+// ctx ends.
+func (p *Proxier) Announce(ctx context.Context, period time.Duration) {
+	p.mu.Lock()
+	synced, node := p.synced, p.node
+	p.mu.Unlock()
+	if p.recorder == nil || node == nil {
+		return
+	}
+	if synced != nil {
+		select {
+		case <-ctx.Done():
+			return
+		case <-synced:
+		}
+	}
+	ranges := make([]string, 0, len(p.opts.ClusterSetIPCIDRs))
+	for _, r := range p.opts.ClusterSetIPCIDRs {
+		ranges = append(ranges, r.String())
+	}
+	for {
+		p.recorder.Eventf(node, nil, v1.EventTypeNormal, ReasonServingImports, "StartMultiClusterServices",
+			"MultiClusterServices gate on: ServiceImports in clusterset IP ranges %s are programmed on this node", strings.Join(ranges, ","))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(period):
+		}
+	}
 }
 
 // ReasonClusterSelectionChanged is the reason of the Normal event

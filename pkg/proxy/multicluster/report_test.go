@@ -1,8 +1,12 @@
 package multicluster
 
 import (
+	"context"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
@@ -10,9 +14,14 @@ import (
 )
 
 // nodeEvents records "Kind ns/name type Reason related-node" for every event.
-type nodeEvents struct{ events []string }
+type nodeEvents struct {
+	mu     sync.Mutex
+	events []string
+}
 
 func (r *nodeEvents) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...interface{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	ref := regarding.(*v1.ObjectReference)
 	node := "<none>"
 	if related != nil {
@@ -22,15 +31,17 @@ func (r *nodeEvents) Eventf(regarding, related runtime.Object, eventtype, reason
 }
 
 func (r *nodeEvents) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	e := r.events
 	r.events = nil
 	return e
 }
 
-// TestProgrammedEvents: once synced, kube-proxy says on which node it
-// programmed an import (a Normal Programmed event related to its Node),
-// and every rejection names the node too; at start-up it says nothing for
-// imports it programs, so a rollout records no event per node and import.
+// TestProgrammedEvents: an import programmed is not reported per node
+// (a tenant's imports times the node count, each naming a node in the
+// tenant's namespace); a rejection names the node, and the fix after it
+// is said too, so that the node's last word on the import is true.
 func TestProgrammedEvents(t *testing.T) {
 	f := newFixture(t)
 	events := &nodeEvents{}
@@ -47,19 +58,64 @@ func TestProgrammedEvents(t *testing.T) {
 	f.proxier.MultiClusterSynced()
 	expect()
 
+	for i := range 50 {
+		f.proxier.OnServiceImportUpsert(serviceImport("ns", fmt.Sprintf("web-%d", i), 0, fmt.Sprintf("10.250.1.%d", i)))
+	}
 	f.proxier.OnServiceImportUpsert(serviceImport("ns", "web", 0, "10.250.0.2"))
-	expect("ServiceImport ns/web Normal Programmed node-1")
-	// An update of a programmed import is not news.
-	updated := serviceImport("ns", "web", 0, "10.250.0.2")
-	updated.Spec.Ports[0].Port = 81
-	f.proxier.OnServiceImportUpsert(updated)
 	expect()
+	added := 0
+	for _, c := range f.provider.takeCalls() {
+		if strings.HasPrefix(c, "ServiceAdd ns/web") {
+			added++
+		}
+	}
+	if added != 51 {
+		t.Errorf("%d imports programmed, want 51", added)
+	}
 
 	// Refused, then fixed: both are said, with the node.
 	f.proxier.OnServiceImportUpsert(serviceImport("ns", "web", 0, "10.96.0.1"))
 	expect("ServiceImport ns/web Warning IPOutsideClusterSetCIDR node-1")
 	f.proxier.OnServiceImportUpsert(serviceImport("ns", "web", 0, "10.250.0.2"))
 	expect("ServiceImport ns/web Normal Programmed node-1")
+}
+
+// TestAnnounce: a node's kube-proxy says on its Node that it programs
+// imports (kubectl mcs status reads the gate there), only once the
+// wrapped Provider has the first full state, and again every period.
+func TestAnnounce(t *testing.T) {
+	f := newFixture(t)
+	events := &nodeEvents{}
+	f.proxier.recorder = events
+	f.proxier.SetNode(&v1.ObjectReference{Kind: "Node", Name: "node-1", UID: "node-1"})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.proxier.Announce(ctx, 20*time.Millisecond)
+	}()
+
+	f.proxier.OnServiceSynced()
+	f.proxier.OnEndpointSlicesSynced()
+	time.Sleep(100 * time.Millisecond)
+	if got := events.take(); len(got) != 0 {
+		t.Fatalf("announced before the imports were synced: %v", got)
+	}
+	f.proxier.MultiClusterSynced()
+	var got []string
+	for deadline := time.Now().Add(10 * time.Second); len(got) < 2 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		got = append(got, events.take()...)
+	}
+	cancel()
+	<-done
+	if len(got) < 2 {
+		t.Fatalf("announcements %v, want one at the sync and one a period later", got)
+	}
+	for _, e := range got {
+		if e != "Node /node-1 Normal ServingServiceImports <none>" {
+			t.Errorf("announcement %q, want a Normal ServingServiceImports event on Node node-1", e)
+		}
+	}
 }
 
 // TestProgrammedEventBeforeSyncAfterRejection: an import refused and

@@ -259,6 +259,10 @@ func (p *Proxier) forwardSynced() {
 		p.forwardedSlicesSynced = true
 		p.Provider.OnEndpointSlicesSynced()
 	}
+	if p.forwardedServicesSynced && p.forwardedSlicesSynced && p.synced != nil {
+		close(p.synced)
+		p.synced = nil
+	}
 }
 
 func ownedByServiceImport(slice *discoveryv1.EndpointSlice) bool {
