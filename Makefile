@@ -12,7 +12,7 @@ export CGO_ENABLED := 0
 export GOFLAGS := -trimpath
 RACE := CGO_ENABLED=1 go test -race
 
-.PHONY: all deps tools build binaries test unit-test integration-test fuzz demo bench bench-memory kind-e2e clean
+.PHONY: all deps tools build binaries kube-proxy test test-minors unit-test integration-test fuzz demo bench bench-memory kind-e2e clean
 
 all: build
 
@@ -30,6 +30,18 @@ tools:
 build:
 	hack/build.sh
 
+# kube-proxy for one Kubernetes release: KUBERNETES_VERSION=1.34, 1.35,
+# 1.36 (minors/, into _output/v1.MINOR/bin) or 1.37 (the pinned one, into
+# _output/bin). See docs/kubernetes-versions.md.
+KUBERNETES_VERSION ?=
+kube-proxy:
+	KUBERNETES_VERSION=$(KUBERNETES_VERSION) hack/build.sh kube-proxy kube-proxy-upstream
+
+# Every other release's kube-proxy: built, its seam and data plane tested
+# against that release, its binaries against the local control plane.
+test-minors: deps binaries
+	hack/test-minors.sh
+
 # Both of the above, side by side (what demo and test use).
 binaries:
 	hack/build-all.sh
@@ -41,6 +53,8 @@ test: deps binaries
 	# race detector.
 	$(RACE) $(GO_TEST_FLAGS) ./pkg/controller/...
 	$(RACE) $(GO_TEST_FLAGS) -run '^TestMCSController' ./test/integration
+	# kube-proxy of every other supported Kubernetes release.
+	hack/test-minors.sh
 	# Last, the adoption path on real kind clusters, every image built
 	# here (hack/kind-e2e.sh; it removes everything it made). It runs the
 	# end-to-end suite with its clients through pods/exec on real

@@ -9,6 +9,13 @@
 #
 # Usage: hack/build.sh [NAME...]   (default: all of them)
 #
+# KUBERNETES_VERSION=1.MINOR builds kube-proxy and kube-proxy-upstream of
+# that Kubernetes release instead (the module minors/v1.MINOR, written by
+# hack/kube-minor.sh) into
+# _output/v1.MINOR/bin/, with the tag kube1.MINOR that selects the
+# release's seam files in pkg/kubeproxy. The pinned release (go.mod) is
+# the default and builds into _output/bin/.
+#
 # Everything is built by one `go build`, so the Kubernetes packages that
 # kube-proxy, the apiserver, the controller-manager and kubectl share are
 # compiled once, with the flags `make test` also uses (-trimpath,
@@ -21,7 +28,6 @@ set -o errexit -o nounset -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "${ROOT}"
 source hack/lib-build.sh
-mkdir -p _output/bin
 
 # package prints the main package of binary $1.
 package() {
@@ -37,6 +43,29 @@ package() {
 }
 
 names=("$@")
+moddir=. out=_output/bin
+if [[ -n "${KUBERNETES_VERSION:-}" ]]; then
+  IFS=. read -r major minor _ <<<"${KUBERNETES_VERSION#v}"
+  want=v${major}.${minor}
+  pinned=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)
+  if [[ "${pinned}" != "${want}".* ]]; then
+    moddir=minors/${want}
+    out=_output/${want}/bin
+    if [[ ! -f "${moddir}/go.mod" ]]; then
+      echo "no kube-proxy for Kubernetes ${KUBERNETES_VERSION}: the releases built here are the pinned one (go.mod) and those under minors/ (add one with hack/kube-minor.sh)" >&2
+      exit 2
+    fi
+    [[ ${#names[@]} -gt 0 ]] || names=(kube-proxy kube-proxy-upstream)
+    for name in "${names[@]}"; do
+      if [[ "${name}" != kube-proxy && "${name}" != kube-proxy-upstream ]]; then
+        echo "KUBERNETES_VERSION=${KUBERNETES_VERSION} builds kube-proxy and kube-proxy-upstream only, not ${name}" >&2
+        exit 2
+      fi
+    done
+    export GOFLAGS="${GOFLAGS} -tags=kube1.${want#v1.}"
+  fi
+fi
+mkdir -p "${out}"
 if [[ ${#names[@]} -eq 0 ]]; then
   names=(kube-proxy kube-proxy-upstream kube-apiserver kube-controller-manager kubectl)
   for dir in cmd/*/ test/cmd/*/; do
@@ -62,12 +91,19 @@ for name in "${names[@]}"; do
   fi
 done
 
-ldflags=$(kube_ldflags "$(go list -m -f '{{.Version}}' k8s.io/kubernetes)")
+ldflags=$(kube_ldflags "$(cd "${moddir}" && go list -m -f '{{if .Replace}}{{.Replace.Version}}{{else}}{{.Version}}{{end}}' k8s.io/kubernetes)")
 start=$(date +%s)
+# In a release's module, this repository's packages are named by import
+# path (its module is a dependency there).
+if [[ "${moddir}" != . ]]; then
+  for i in "${!pkgs[@]}"; do
+    pkgs[i]=github.com/mcs-kube-proxy/mcs-kube-proxy/${pkgs[i]#./}
+  done
+fi
 if [[ ${#pkgs[@]} -gt 0 ]]; then
-  go_build "${ldflags}" _output/bin/ "${pkgs[@]}"
+  (cd "${moddir}" && go_build "${ldflags}" "${ROOT}/${out}/" "${pkgs[@]}")
 fi
 if [[ "${upstream}" == true ]]; then
-  go_build "${ldflags}" _output/bin/kube-proxy-upstream k8s.io/kubernetes/cmd/kube-proxy
+  (cd "${moddir}" && go_build "${ldflags}" "${ROOT}/${out}/kube-proxy-upstream" k8s.io/kubernetes/cmd/kube-proxy)
 fi
-echo "built ${names[*]} into _output/bin in $(($(date +%s) - start))s"
+echo "built ${names[*]} into ${out} in $(($(date +%s) - start))s"

@@ -24,15 +24,21 @@ const MultiClusterServices featuregate.Feature = "MultiClusterServices"
 // those fields. In kube-proxy it needs MultiClusterServices too.
 const MultiClusterServiceClusterSelection featuregate.Feature = "MultiClusterServiceClusterSelection"
 
+// oldestRelease is the oldest Kubernetes release kube-proxy is built for
+// (docs/kubernetes-versions.md). The gates are alpha from it on: a
+// versioned gate is PreAlpha, and cannot be turned on, in a binary whose
+// Kubernetes version is older than its first spec.
+var oldestRelease = version.MustParse("1.34")
+
 var versionedFeatureGates = map[featuregate.Feature]featuregate.VersionedSpecs{
 	MultiClusterServices: {
-		{Version: version.MustParse("1.37"), Default: false, PreRelease: featuregate.Alpha},
+		{Version: oldestRelease, Default: false, PreRelease: featuregate.Alpha},
 	},
 	MultiClusterServiceClusterSelection: clusterSelectionSpecs,
 }
 
 var clusterSelectionSpecs = featuregate.VersionedSpecs{
-	{Version: version.MustParse("1.37"), Default: false, PreRelease: featuregate.Alpha},
+	{Version: oldestRelease, Default: false, PreRelease: featuregate.Alpha},
 }
 
 func init() {

@@ -152,7 +152,9 @@ func runWithMultiCluster(ctx context.Context, view *optionsView, mcOpts *MultiCl
 	// What upstream's runLoop does: a config file change or a server
 	// error ends the process.
 	if view.watcher != nil {
-		view.watcher.Run(ctx)
+		if err := runWatcher(ctx, view.watcher); err != nil {
+			return err
+		}
 	}
 	go func() {
 		view.errCh <- server.Run(ctx)

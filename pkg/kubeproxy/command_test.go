@@ -1,6 +1,7 @@
 package kubeproxy
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"sort"
@@ -144,5 +145,32 @@ func TestClusterSetRangesMustNotHoldPods(t *testing.T) {
 	}
 	if err := checkPodRanges(tr, []string{"10.244.0.0/16", " 10.0.0.0/8"}); err == nil || !strings.Contains(err.Error(), "--cluster-cidr 10.0.0.0/8") {
 		t.Errorf("a pod range holding the clusterset range: %v", err)
+	}
+}
+
+type watcherWithContext struct{ ran bool }
+
+func (w *watcherWithContext) Run(context.Context) { w.ran = true }
+
+type watcherWithout struct{ ran bool }
+
+func (w *watcherWithout) Run() { w.ran = true }
+
+// TestRunWatcher: upstream's config file watcher is started whichever
+// shape its release gives Run (with a context from 1.36 on), and one of
+// neither shape stops kube-proxy with why, rather than leaving a changed
+// config file unnoticed.
+func TestRunWatcher(t *testing.T) {
+	withCtx, without := &watcherWithContext{}, &watcherWithout{}
+	for _, w := range []any{withCtx, without} {
+		if err := runWatcher(t.Context(), w); err != nil {
+			t.Errorf("%T: %v", w, err)
+		}
+	}
+	if !withCtx.ran || !without.ran {
+		t.Errorf("watchers started: Run(ctx) %v, Run() %v; want both", withCtx.ran, without.ran)
+	}
+	if err := runWatcher(t.Context(), struct{}{}); err == nil || !strings.Contains(err.Error(), "does not match its kube-proxy version") {
+		t.Errorf("a watcher without Run: %v, want an error naming the version mismatch", err)
 	}
 }

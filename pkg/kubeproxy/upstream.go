@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"unsafe"
 
-	"k8s.io/apiserver/pkg/server/flagz"
 	"k8s.io/kubernetes/cmd/kube-proxy/app"
 	kubeproxyconfig "k8s.io/kubernetes/pkg/proxy/apis/config"
 	"k8s.io/kubernetes/pkg/util/filesystem"
@@ -20,7 +19,7 @@ import (
 // upstream (a linkname with a stale signature would link and corrupt memory).
 
 //go:linkname newProxyServer k8s.io/kubernetes/cmd/kube-proxy/app.newProxyServer
-func newProxyServer(ctx context.Context, config *kubeproxyconfig.KubeProxyConfiguration, master string, initOnly bool, flagzReader flagz.Reader) (*app.ProxyServer, error)
+func newProxyServer(ctx context.Context, config *kubeproxyconfig.KubeProxyConfiguration, master string, initOnly bool, flagzReader flagzReader) (*app.ProxyServer, error)
 
 //go:linkname platformCleanup k8s.io/kubernetes/cmd/kube-proxy/app.platformCleanup
 func platformCleanup(ctx context.Context, mode kubeproxyconfig.ProxyMode, cleanupAndExit bool) error
@@ -30,7 +29,7 @@ func platformCleanup(ctx context.Context, mode kubeproxyconfig.ProxyMode, cleanu
 type optionsView struct {
 	config  *kubeproxyconfig.KubeProxyConfiguration
 	master  string
-	flagz   flagz.Reader
+	flagz   flagzReader
 	watcher filesystem.FSWatcher
 	errCh   chan error
 }
@@ -44,7 +43,7 @@ func viewOptions(o *app.Options) (*optionsView, error) {
 	if v.master, err = optionsField[string](o, "master"); err != nil {
 		return nil, err
 	}
-	if v.flagz, err = optionsField[flagz.Reader](o, "flagz"); err != nil {
+	if v.flagz, err = optionsField[flagzReader](o, "flagz"); err != nil {
 		return nil, err
 	}
 	if v.watcher, err = optionsField[filesystem.FSWatcher](o, "watcher"); err != nil {
@@ -66,4 +65,20 @@ func optionsField[T any](o *app.Options, name string) (T, error) {
 		return zero, fmt.Errorf("kube-proxy Options field %q is a %s, not a %s; this build does not match its kube-proxy version", name, f.Type(), reflect.TypeFor[T]())
 	}
 	return *(*T)(unsafe.Pointer(f.UnsafeAddr())), nil
+}
+
+// runWatcher starts upstream's config file watcher, whose Run takes the
+// context from Kubernetes 1.36 on and nothing before: the one method of
+// the seam whose shape differs between the supported releases without a
+// type of its own to tell them apart at compile time.
+func runWatcher(ctx context.Context, w any) error {
+	switch w := w.(type) {
+	case interface{ Run(context.Context) }:
+		w.Run(ctx)
+	case interface{ Run() }:
+		w.Run()
+	default:
+		return fmt.Errorf("kube-proxy's config file watcher is a %T, with no Run method this build knows; this build does not match its kube-proxy version", w)
+	}
+	return nil
 }

@@ -11,6 +11,14 @@ import (
 // binaries built by hack/build-tools.sh are looked up.
 const BinDirEnv = "MCS_BIN_DIR"
 
+// KubeProxyDirEnv names the environment variable that points the tests at
+// the kube-proxy binaries of another Kubernetes release
+// (_output/v1.MINOR/bin, hack/build.sh with KUBERNETES_VERSION): kube-proxy
+// and kube-proxy-upstream are taken from there, everything else from
+// BinDir, so that one release's kube-proxy runs against the pinned
+// release's control plane, as the version skew policy allows.
+const KubeProxyDirEnv = "MCS_KUBE_PROXY_DIR"
+
 // ErrBinaryNotFound is returned (wrapped) by Binary when a binary has not been
 // built. Tests use it to skip rather than fail on a machine without them.
 var ErrBinaryNotFound = errors.New("binary not found (build it with hack/build-tools.sh)")
@@ -43,6 +51,9 @@ func Binary(name string) (string, error) {
 	dir, err := BinDir()
 	if err != nil {
 		return "", err
+	}
+	if kp := os.Getenv(KubeProxyDirEnv); kp != "" && (name == "kube-proxy" || name == "kube-proxy-upstream") {
+		dir = kp
 	}
 	path := filepath.Join(dir, name)
 	fi, err := os.Stat(path)

@@ -18,16 +18,12 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
-	utilsysctl "k8s.io/component-helpers/node/util/sysctl"
 	"k8s.io/klog/v2"
 	kubeproxyconfigv1alpha1 "k8s.io/kube-proxy/config/v1alpha1"
 	"k8s.io/kubernetes/pkg/proxy"
 	kubeproxyconfig "k8s.io/kubernetes/pkg/proxy/apis/config"
 	proxyconfigscheme "k8s.io/kubernetes/pkg/proxy/apis/config/scheme"
-	"k8s.io/kubernetes/pkg/proxy/iptables"
-	"k8s.io/kubernetes/pkg/proxy/nftables"
 	proxyutil "k8s.io/kubernetes/pkg/proxy/util"
-	utiliptables "k8s.io/kubernetes/pkg/util/iptables"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
@@ -115,14 +111,7 @@ func newDataplane(t *testing.T, mode kubeproxyconfig.ProxyMode) *dataplane {
 	detectors := map[v1.IPFamily]proxyutil.LocalTrafficDetector{v1.IPv4Protocol: proxyutil.NewNoOpLocalDetector(), v1.IPv6Protocol: proxyutil.NewNoOpLocalDetector()}
 	nodeIPs := map[v1.IPFamily]net.IP{v1.IPv4Protocol: net.ParseIP("192.168.99.1"), v1.IPv6Protocol: net.ParseIP("fd00:99::1")}
 	recorder := &events.FakeRecorder{}
-	var provider proxy.Provider
-	var err error
-	switch mode {
-	case kubeproxyconfig.ProxyModeNFTables:
-		provider, err = nftables.NewDualStackProxier(ctx, cfg, detectors, nodeName, nodeIPs, recorder, nil, false)
-	case kubeproxyconfig.ProxyModeIPTables:
-		provider, err = iptables.NewDualStackProxier(ctx, cfg, utiliptables.NewBestEffort(), utilsysctl.New(), detectors, nodeName, nodeIPs, recorder, nil, false)
-	}
+	provider, err := newDualStackProxier(ctx, cfg, detectors, nodeName, nodeIPs, recorder)
 	if err != nil {
 		t.Fatalf("creating the %s proxier: %v", mode, err)
 	}
@@ -132,6 +121,9 @@ func newDataplane(t *testing.T, mode kubeproxyconfig.ProxyMode) *dataplane {
 		LocalClusterID:    localClusterID,
 	}
 	d := &dataplane{t: t, ctx: ctx, mode: mode}
+	// As kube-proxy does before building its proxier with the gate on
+	// (before 1.37, component-base panics on a metric not registered).
+	multicluster.RegisterMetrics()
 	d.proxier = multicluster.NewProxier(klog.Background(), withdrawals{Provider: provider, d: d}, opts, nil)
 	d.proxier.OnServiceSynced()
 	d.proxier.OnEndpointSlicesSynced()

@@ -164,7 +164,7 @@ func TestWatcherReadsClusterSelectorResults(t *testing.T) {
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		aboutv1alpha1.Resource: "ClusterPropertyList", imports: "ServiceImportList",
 	}, clusterProperty("cluster-b"), u)
-	ext := apiextensionsfake.NewClientset(serviceImportCRD("v1beta1"), crdServing(ClusterPropertyCRDName, "v1alpha1"))
+	ext := apiextensionsfake.NewSimpleClientset(serviceImportCRD("v1beta1"), crdServing(ClusterPropertyCRDName, "v1alpha1"))
 
 	f.proxier.OnServiceSynced()
 	f.proxier.OnEndpointSliceAdd(mcsSlice("ns", "api-a", "api", "cluster-a", "10.1.0.1"))

@@ -57,7 +57,7 @@ func TestDataplaneVersionSwitchUnderTraffic(t *testing.T) {
 		c.Status.Conditions = []apiextensionsv1.CustomResourceDefinitionCondition{{Type: apiextensionsv1.Established, Status: apiextensionsv1.ConditionTrue}}
 		return c
 	}
-	ext := apiextensionsfake.NewClientset(crd("v1alpha1"))
+	ext := apiextensionsfake.NewSimpleClientset(crd("v1alpha1"))
 	w := &multicluster.Watcher{Proxier: d.proxier, MCSClient: mcs, CRDClient: ext}
 	w.Start(d.ctx)
 

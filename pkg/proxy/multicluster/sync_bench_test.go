@@ -18,15 +18,10 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/testutil"
-	utilsysctl "k8s.io/component-helpers/node/util/sysctl"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/proxy"
 	kubeproxyconfig "k8s.io/kubernetes/pkg/proxy/apis/config"
-	"k8s.io/kubernetes/pkg/proxy/iptables"
 	proxymetrics "k8s.io/kubernetes/pkg/proxy/metrics"
-	"k8s.io/kubernetes/pkg/proxy/nftables"
-	proxyutil "k8s.io/kubernetes/pkg/proxy/util"
-	utiliptables "k8s.io/kubernetes/pkg/util/iptables"
 	"k8s.io/multiclusterservices/export"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
@@ -231,13 +226,7 @@ func benchProvider(ctx context.Context, b *testing.B, mode kubeproxyconfig.Proxy
 	cfg := benchConfig(b, mode)
 	recorder := &events.FakeRecorder{}
 	nodeIP := net.ParseIP("192.168.99.1")
-	var provider proxy.Provider
-	var err error
-	if mode == kubeproxyconfig.ProxyModeNFTables {
-		provider, err = nftables.NewProxier(ctx, cfg, v1.IPv4Protocol, proxyutil.NewNoOpLocalDetector(), "node-1", nodeIP, recorder, nil, false)
-	} else {
-		provider, err = iptables.NewProxier(ctx, cfg, v1.IPv4Protocol, utiliptables.New(utiliptables.ProtocolIPv4), utilsysctl.New(), proxyutil.NewNoOpLocalDetector(), "node-1", nodeIP, recorder, nil, false)
-	}
+	provider, err := newIPv4Proxier(ctx, cfg, "node-1", nodeIP, recorder)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -100,7 +100,10 @@ func TestWatcherFollowsTheCRD(t *testing.T) {
 	localSlice.Labels = map[string]string{"kubernetes.io/service-name": "local"}
 	si := serviceImport("ns", "web", 0, "10.250.0.10")
 	mcs := mcsfake.NewSimpleClientset(si)
-	ext := apiextensionsfake.NewClientset()
+	// The tracker without field management: Kubernetes 1.34's
+	// field-managed fake cannot type a CRD it is given to create, and the
+	// tests run on every release kube-proxy is built for.
+	ext := apiextensionsfake.NewSimpleClientset()
 
 	// What kube-proxy's own informers deliver: a local Service's slice
 	// goes straight through, an MCS slice waits for its import.
@@ -190,7 +193,7 @@ func TestWatcherCannotReadTheCRD(t *testing.T) {
 	f := newFixture(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ext := apiextensionsfake.NewClientset()
+	ext := apiextensionsfake.NewSimpleClientset()
 	ext.PrependReactor("list", "customresourcedefinitions", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(apiextensionsv1.Resource("customresourcedefinitions"), "", errors.New("no RBAC"))
 	})
@@ -233,7 +236,7 @@ func TestWatcherLearnsTheClusterID(t *testing.T) {
 	slice := mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1")
 	slice.Endpoints[0].NodeName = &node
 	mcs := mcsfake.NewSimpleClientset(serviceImport("ns", "web", 0, "10.250.0.10"))
-	ext := apiextensionsfake.NewClientset(serviceImportCRD("v1beta1"), crdServing(ClusterPropertyCRDName, "v1alpha1"))
+	ext := apiextensionsfake.NewSimpleClientset(serviceImportCRD("v1beta1"), crdServing(ClusterPropertyCRDName, "v1alpha1"))
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{aboutv1alpha1.Resource: "ClusterPropertyList"}, clusterProperty("cluster-a"))
 	// The cluster ID comes later than the imports.
@@ -288,7 +291,7 @@ func TestWatcherHoldsTheFirstSyncForEveryImport(t *testing.T) {
 		objs = append(objs, serviceImport("ns", fmt.Sprintf("web-%d", i), 0, fmt.Sprintf("10.250.%d.%d", i/250, i%250+1)))
 	}
 	mcs := mcsfake.NewSimpleClientset(objs...)
-	ext := apiextensionsfake.NewClientset(serviceImportCRD("v1beta1"))
+	ext := apiextensionsfake.NewSimpleClientset(serviceImportCRD("v1beta1"))
 	f.proxier.OnServiceSynced()
 	f.proxier.OnEndpointSlicesSynced()
 	w := &Watcher{Proxier: f.proxier, MCSClient: mcs, CRDClient: ext}
@@ -328,7 +331,7 @@ func TestWatcherSwitchesVersionsWithoutWithdrawing(t *testing.T) {
 	// The fake keeps each version apart; a real apiserver converts. web is
 	// in both; gone only in v1alpha1, as if deleted during the switch.
 	mcs := mcsfake.NewSimpleClientset(alpha("web", "10.250.0.10"), alpha("gone", "10.250.0.11"), serviceImport("ns", "web", 0, "10.250.0.10"))
-	ext := apiextensionsfake.NewClientset(serviceImportCRD("v1alpha1"))
+	ext := apiextensionsfake.NewSimpleClientset(serviceImportCRD("v1alpha1"))
 	f.proxier.OnServiceSynced()
 	f.proxier.OnEndpointSlicesSynced()
 	w := &Watcher{Proxier: f.proxier, MCSClient: mcs, CRDClient: ext}
