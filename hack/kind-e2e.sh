@@ -3,7 +3,8 @@
 # leaving it: starts Docker if none answers (hack/kind-docker.sh), builds
 # every image here (hack/kind-images.sh), creates a clusterset of
 # single-node kind clusters with a flat network, swaps kube-proxy for this
-# project's build with the MultiClusterServices gate on, installs the
+# project's build with the MultiClusterServices gate on (in mcs-b, the
+# build of an older Kubernetes release, 1.36), installs the
 # CRDs, ClusterProperties, admission policies, CoreDNS with
 # clusterset.local (and no forwarding beyond the clusters) and the
 # mcs-controller (hub mode, in the first cluster), then runs a smoke test
@@ -87,6 +88,15 @@ export KIND_EXPERIMENTAL_DOCKER_NETWORK=mcs-kind
 K8S_VERSION=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)
 NODE_IMAGE=${MCS_KIND_NODE_IMAGE:-mcs-kind/node:${K8S_VERSION}}
 PROJECT_IMAGES=(mcs-kube-proxy:dev mcs-controller:dev mcs-kube-proxy/echoserver:dev)
+# mcs-b runs this project's kube-proxy of an older Kubernetes release (the
+# first of MCS_KIND_KUBE_PROXY_RELEASES, 1.36 by default, which
+# hack/kind-images.sh builds; empty: none) against the pinned release's
+# control plane, as the version skew policy allows; mcs-a runs the pinned
+# release's. The suites pass across the two.
+read -r -a KUBE_PROXY_RELEASES <<<"${MCS_KIND_KUBE_PROXY_RELEASES-1.36}"
+OLDER_MEMBER=mcs-b
+OLDER_RELEASE=${KUBE_PROXY_RELEASES[0]:-}
+older_image() { echo "mcs-kube-proxy:$("_output/v${OLDER_RELEASE}/bin/kube-proxy" --version | awk '{print $2}')-mcs.dev"; }
 step() { echo "==> $* ($(date +%T))"; }
 ctx() { echo "kind-$1"; }
 kc() { local c=$1; shift; kubectl --context "$(ctx "${c}")" "$@"; }
@@ -175,6 +185,9 @@ create_cluster() {
   else
     kind load docker-image "${PROJECT_IMAGES[@]}" --name "${name}"
   fi
+  if [[ "${name}" == "${OLDER_MEMBER}" && -n "${OLDER_RELEASE}" ]]; then
+    kind load docker-image "$(older_image)" --name "${name}"
+  fi
 }
 
 # flat_routes: the nodes' pod network is containerd's (kind-config/node):
@@ -246,9 +259,22 @@ setup_member() {
     kc "${name}" apply --server-side -f kind-config/kube-proxy-rbac.yaml
     fill "${name}" "${pod_subnet}" "" kind-config/kube-proxy.yaml | kc "${name}" apply --server-side --force-conflicts -f -
     kc "${name}" apply --server-side --force-conflicts -f kind-config/kube-proxy-daemonset.yaml
+    if [[ "${name}" == "${OLDER_MEMBER}" && -n "${OLDER_RELEASE}" ]]; then
+      kc "${name}" -n kube-system set image daemonset/kube-proxy "kube-proxy=$(older_image)"
+    fi
   fi
   kc "${name}" -n kube-system set image deployment/coredns "coredns=${COREDNS_IMAGE}"
   kc "${name}" -n kube-system rollout status daemonset/kube-proxy --timeout 120s
+  if [[ "${name}" != "${DERIVED}" ]]; then
+    local want=${K8S_VERSION} got
+    [[ "${name}" == "${OLDER_MEMBER}" && -n "${OLDER_RELEASE}" ]] && want=$(older_image | sed 's/^mcs-kube-proxy://; s/-mcs\.dev$//')
+    got=$(kc "${name}" -n kube-system exec daemonset/kube-proxy -- /usr/local/bin/kube-proxy --version)
+    echo "${name}: kube-proxy ${got#Kubernetes }"
+    if [[ "${got}" != "Kubernetes ${want}" ]]; then
+      echo "${name} runs kube-proxy ${got}, want ${want}" >&2
+      exit 1
+    fi
+  fi
   kc "${name}" -n kube-system rollout status deployment/coredns --timeout 120s
   # The controller's identity in this member: a ServiceAccount bound to
   # kind-config/mcs-controller-rbac.yaml, nothing more.

@@ -14,6 +14,12 @@
 #   mcs-controller:dev             upstream's image, the mcs-controller and
 #   mcs-kube-proxy/echoserver:dev  the suites' test image
 #                                  (kind-config/Dockerfile)
+#   mcs-kube-proxy:vX.Y.Z-mcs.dev  this project's kube-proxy of the pinned
+#                                  release (the same image as :dev) and of
+#                                  each release the kind clusterset also
+#                                  runs (MCS_KIND_KUBE_PROXY_RELEASES, 1.36
+#                                  by default: hack/kind-e2e.sh runs it in
+#                                  mcs-b; docs/kubernetes-versions.md)
 #
 # Usage: hack/kind-images.sh [--no-build | --remove]   (needs a Docker daemon: hack/kind-docker.sh up)
 #   --no-build   take the project's binaries in _output/bin as they are
@@ -36,6 +42,8 @@ source hack/lib-build.sh
 
 K8S_VERSION=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)
 BIN=_output/bin
+# shellcheck disable=SC2206 # a list of minors, e.g. "1.35 1.36"
+RELEASES=(${MCS_KIND_KUBE_PROXY_RELEASES-1.36})
 WORK=_output/kind
 KBIN=${WORK}/bin
 SUITE=bookworm
@@ -68,11 +76,17 @@ binaries() {
     for b in kube-proxy kube-proxy-upstream mcs-controller echoserver kube-apiserver kube-controller-manager kubectl kubelet kubeadm kube-scheduler etcd coredns; do
       [[ -x "${BIN}/${b}" ]] || { echo "--no-build: ${BIN}/${b} is missing" >&2; exit 1; }
     done
+    for r in "${RELEASES[@]}"; do
+      [[ -x "_output/v${r}/bin/kube-proxy" ]] || { echo "--no-build: _output/v${r}/bin/kube-proxy is missing" >&2; exit 1; }
+    done
     runtime_binaries
     return
   fi
   step "Binaries (the project's build cache; only what changed compiles)"
   hack/build.sh kube-proxy kube-proxy-upstream mcs-controller echoserver kube-apiserver kube-controller-manager kubectl
+  for r in "${RELEASES[@]}"; do
+    KUBERNETES_VERSION=${r} hack/build.sh kube-proxy
+  done
   # The node's own Kubernetes binaries, from this module's graph
   # (go.mod's tools) with the same flags, so they share its packages.
   local start=${SECONDS}
@@ -234,7 +248,24 @@ project_images() {
     docker build -q -f kind-config/Dockerfile --target "${target}" -t "${tag}" "${context}" >/dev/null
     echo "built ${tag}"
   done
+  docker tag mcs-kube-proxy:dev "mcs-kube-proxy:${K8S_VERSION}-mcs.dev"
+  # Each other release's kube-proxy, on the same base (the tools it runs,
+  # nft and iptables, are the same).
+  local r
+  for r in "${RELEASES[@]}"; do
+    rm -f "${context}/kube-proxy"
+    ln "_output/v${r}/bin/kube-proxy" "${context}/kube-proxy"
+    tag=$(release_image "${r}")
+    docker build -q -f kind-config/Dockerfile --target kube-proxy -t "${tag}" "${context}" >/dev/null
+    echo "built ${tag}"
+  done
   rm -rf "${context}"
+}
+
+# release_image MINOR names this project's kube-proxy image of a release:
+# mcs-kube-proxy:v1.36.3-mcs.dev, its version read from the binary.
+release_image() {
+  echo "mcs-kube-proxy:$("_output/v$1/bin/kube-proxy" --version | awk '{print $2}')-mcs.dev"
 }
 
 # --- the node image ------------------------------------------------------
@@ -365,6 +396,9 @@ remove() {
   images=$(docker images --format '{{.Repository}}:{{.Tag}}' --filter "label=${LABEL}")
   # shellcheck disable=SC2086
   docker rmi -f ${images} "${PROJECT_IMAGES[@]}" mcs-kind/probe:latest >/dev/null 2>&1 || true
+  images=$(docker images --format '{{.Repository}}:{{.Tag}}' mcs-kube-proxy | grep -- '-mcs\.dev$' || true)
+  # shellcheck disable=SC2086
+  [[ -z "${images}" ]] || docker rmi -f ${images} >/dev/null 2>&1 || true
 }
 PROJECT_IMAGES=(mcs-kube-proxy:dev mcs-controller:dev mcs-kube-proxy/echoserver:dev)
 
