@@ -30,11 +30,11 @@ import (
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/kindconfig"
 )
 
-// TestCatalog runs the service catalog (seed 003) on a clusterset of three
+// TestCatalog runs the service catalog on a clusterset of three
 // clusters whose hub is cluster-a, as federated teams use it: team A owns
 // namespace frontend in cluster-a and apps in cluster-b, team B frontend in
 // cluster-b and shop in cluster-c. It starts with the export model and
-// switches to the catalog, then plays the seed's stories.
+// switches to the catalog, then plays the catalog's stories: teams that cannot agree on names.
 func TestCatalog(t *testing.T) {
 	if p := os.Getenv("MCS_E2E_PROVIDER"); p != "" && p != "local" {
 		t.Skipf("the catalog cases run on a local clusterset, not on MCS_E2E_PROVIDER=%s", p)

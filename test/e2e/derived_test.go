@@ -57,7 +57,7 @@ func TestDerivedMember(t *testing.T) {
 	t.Run("session affinity ClientIP holds through the derived Service", d.testAffinity)
 	t.Run("unexport removes the derived Service", d.testUnexport)
 	t.Run("RemoteAndLocal: c's own Service of the name serves its pods and the other clusters'", d.testRemoteAndLocal)
-	t.Run("seed 001 story 1: a Service only a has, by its short names from a native and a derived member", d.testNativeNamesByShortName)
+	t.Run("native names: a Service only a has, by its short names from a native and a derived member", d.testNativeNamesByShortName)
 	t.Run("consumption and provision clusters, changed at run time", d.testConsumersAndProviders)
 	t.Run("conflicting ports: each port of the derived Service reaches the clusters that serve it", d.testConflict)
 	t.Run("a's outage: its endpoints leave the derived Service after the endpoint TTL and come back", d.testOutage)
@@ -403,7 +403,8 @@ func (d *derivedSuite) testRemoteAndLocal(t *testing.T) {
 	waitAnswers(t, client, "tcp", hostPort(local.Spec.ClusterIP, 80), 30, podsC)
 }
 
-// testNativeNamesByShortName: seed 001's first story. Only a has web; its
+// testNativeNamesByShortName: an application calls a Service by its short
+// cluster.local name and reaches it in another cluster. Only a has web; its
 // exporter asks for RemoteAndLocal. A pod in b (native: our kube-proxy
 // joins the endpoints) and a pod in c (derived: the controller writes
 // them as slices of the Service it creates) call it as applications do,

@@ -13,7 +13,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
-// testNativeNames: the stories of native names (seed 001), by the
+// testNativeNames: what native names promise an application, by the
 // cluster.local name from a pod of B.
 func (s *suite) testNativeNames(t *testing.T) {
 	// resolve asks B's kube-dns for name's cluster.local address.

@@ -39,7 +39,7 @@ import (
 )
 
 // In catalog mode (Config.Catalog) the clusterset is described by the
-// service catalog in the hub (package catalog, seed 003) instead of by
+// service catalog in the hub (package catalog) instead of by
 // namespace sameness: ServiceExports are not read; GlobalServices,
 // ServiceBindings and GlobalServiceImports are resolved into the
 // same KEP-1645 objects the export model writes (a ServiceImport and

@@ -107,7 +107,7 @@ func hubStatus(t *testing.T, hub *catalogfake.Clientset, kind, ns, name string) 
 	return conds, ips
 }
 
-// The seed's federated stories through the controller: team A's authz,
+// The catalog's federated stories through the controller: team A's authz,
 // provided by a Service in cluster-a and by VMs reached from cluster-b,
 // shared with team B, who imports it into cluster-c as shop/authz-a; a
 // binding of B's under A's namespace is refused.

@@ -28,8 +28,8 @@ func DerivedName(namespace, name string) string {
 }
 
 // DerivedSliceName is the name of a derived EndpointSlice of source
-// cluster: "<derived>-<cluster>", as seed 004 names the one slice per
-// source cluster, or, where the cluster's endpoints come in several
+// cluster: "<derived>-<cluster>", the name derived-Service
+// implementations give the one slice per source cluster, or, where the cluster's endpoints come in several
 // slices (both address families, more endpoints than one slice holds,
 // endpoints with different ports), one per imported slice, named with
 // part, the imported slice's own hash.

@@ -158,7 +158,7 @@ func TestDerivedSlice(t *testing.T) {
 	}
 }
 
-// One slice per source cluster is named as seed 004 names it; a cluster
+// One slice per source cluster is named "<derived>-<cluster>"; a cluster
 // whose endpoints come in several slices gets one derived slice per
 // imported slice, each named with the imported slice's hash, so that no
 // two collide and every endpoint is kept.

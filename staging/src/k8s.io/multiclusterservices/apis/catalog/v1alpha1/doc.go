@@ -1,7 +1,7 @@
 // Package v1alpha1 is the service catalog API (group
 // catalog.multiclusterservices.k8s.io): a central catalog, kept in the
 // hub cluster, for clustersets whose members belong to teams that do not
-// share namespaces (seed 003's centralized service control plane).
+// share namespaces (a centralized service control plane).
 //
 // A GlobalService names a service of the clusterset independently of any
 // cluster's namespaces; ServiceBindings say which clusters provide it,
