@@ -102,14 +102,16 @@ echo "==> go mod tidy in ${dir}"
 # -e: tidy reads every build-tagged file, also the other releases' seam
 # files (pkg/kubeproxy/flagz*.go), whose imports this release lacks; the
 # build, with this release's tag, is what must compile.
-(cd "${dir}" && GOFLAGS=-mod=mod go mod tidy -e)
+(cd "${dir}" && GOFLAGS=-mod=mod go mod tidy -e 2>&1) |
+  grep -v -e '^go: downloading' -e '/flagz' -e 'pkg/kubeproxy imports$' -e 'cmd/kube-proxy imports$' -e '^go: finding module for package' || true
 
 if [[ -n "${previous}" && "${previous}" != "${version}" ]]; then
   echo "==> upstream kube-proxy sources, ${previous} -> ${version}"
   pdir=$(upstream_dir "${previous}")
   changed=$(diff -rq "${pdir}/cmd/kube-proxy" "${kdir}/cmd/kube-proxy" | sed "s|${pdir}/||; s|${kdir}/||" || true)
   changed+=$'\n'$(diff -rq "${pdir}/pkg/proxy" "${kdir}/pkg/proxy" | sed "s|${pdir}/||; s|${kdir}/||" || true)
-  grep -v '^$' <<<"${changed}" || echo "  nothing changed in cmd/kube-proxy and pkg/proxy"
+  grep -v '^$' <<<"${changed}" | sed -E 's/^Files ([^ ]+) and .* differ$/  changed: \1/; s/^Only in (.*): (.*)$/  only in one release: \1\/\2/' ||
+    echo "  nothing changed in cmd/kube-proxy and pkg/proxy"
   echo "  (diff -ru ${pdir}/pkg/proxy ${kdir}/pkg/proxy shows each change)"
 fi
 echo "${dir}: kube-proxy ${version}; build it with: make kube-proxy KUBERNETES_VERSION=1.${minor}"
