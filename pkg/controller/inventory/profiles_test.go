@@ -124,6 +124,9 @@ func TestInventoryFollowsProfiles(t *testing.T) {
 	}
 	update(profile("b", b, nil))
 	r.waitFor(t, "join cluster-b as profile/fleet/b", "leave cluster-b", "join cluster-b as profile/fleet/b")
+	// The controller's condition is written before the next change: the
+	// fake client's status write replaces the whole object, labels too.
+	waitMemberCondition(t, profiles, "b", "cluster cluster-b is a member")
 
 	// Relabelled out of the selector: no longer a candidate, leaves.
 	relabelled := profile("b", b, nil)
