@@ -33,13 +33,16 @@ func (p *Proxier) upsertImport(si *mcsv1beta1.ServiceImport, results []csv1beta1
 		return
 	}
 	st.obj = si
+	// The choice is decided once for the event, from the import as it
+	// is now: before the import is decided, a newly programmed import
+	// takes it, so that it hands over only the chosen clusters' slices; a
+	// programmed one changes to it after (selectChoice).
+	var next choice
 	if p.clusterSelection {
 		st.results = results
+		next = p.choose(st)
 		if st.programmedFrom == nil {
-			// Chosen before the import is decided, so that a newly
-			// programmed import hands over only the chosen clusters'
-			// slices; a programmed one changes its choice below.
-			st.chosen = p.choose(st)
+			st.chosen = next
 		}
 	}
 	st.invalid = nil
@@ -52,7 +55,7 @@ func (p *Proxier) upsertImport(si *mcsv1beta1.ServiceImport, results []csv1beta1
 	affected := p.claims.setImport(&st.claim, claim{key: key, created: si.CreationTimestamp.Unix()}, claimIPs(svc), buf[:0])
 	nativeDecided := p.reconcileImports(affected, importTranslation{key: key, st: st, svc: svc}, nativeBuf[:0])
 	if p.clusterSelection {
-		p.reselect(key)
+		p.selectChoice(key, st, next)
 	}
 	if !slices.Contains(nativeDecided, key) {
 		p.reconcileNativeOf(key, st)

@@ -5,17 +5,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/tools/cache"
 	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
 	"k8s.io/multiclusterservices/clusterselection"
 	"k8s.io/utils/ptr"
@@ -212,17 +206,22 @@ func (p *Proxier) choose(st *importState) choice {
 	return out
 }
 
-// reselect decides import key's choice again and, if it changed, hands
+// reselect decides import key's choice again, for an event that changed
+// what it depends on (a slice, the cluster ID), and selects it. Called
+// with p.mu held.
+func (p *Proxier) reselect(key types.NamespacedName) {
+	if st := p.imports[key]; st != nil {
+		p.selectChoice(key, st, p.choose(st))
+	}
+}
+
+// selectChoice makes next import key's choice and, if it changed, hands
 // the Provider the slices that gain ports (joining ones among them), then
 // those that gain and lose or stay (the event's own change), then those
 // that lose ports (leaving ones among them), so that a sync in between
-// sees a superset; and reports the change. Called with p.mu held.
-func (p *Proxier) reselect(key types.NamespacedName) {
-	st := p.imports[key]
-	if st == nil {
-		return
-	}
-	next := p.choose(st)
+// sees a superset; and reports the change. It decides nothing: next is
+// choose's. Called with p.mu held.
+func (p *Proxier) selectChoice(key types.NamespacedName, st *importState, next choice) {
 	p.showSelection(key, st, next)
 	if next.equal(st.chosen) {
 		return
@@ -348,31 +347,4 @@ func resultsOf(obj any) []csv1beta1.ClusterSelectorResult {
 		return si.results
 	}
 	return nil
-}
-
-// selectedImportInformer returns an informer of v1beta1 ServiceImports
-// read whole (dynamic client), each cached as a selectedImport: what keep
-// keeps of mcs-api's object, and the results.
-func selectedImportInformer(client dynamic.Interface, resync time.Duration, keep cache.TransformFunc) (dynamicinformer.DynamicSharedInformerFactory, cache.SharedIndexInformer) {
-	f := dynamicinformer.NewDynamicSharedInformerFactory(client, resync)
-	inf := f.ForResource(mcsv1beta1.SchemeGroupVersion.WithResource(mcsv1beta1.ServiceImportPluralName)).Informer()
-	_ = inf.SetTransform(func(obj any) (any, error) {
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
-			return obj, nil
-		}
-		si := &mcsv1beta1.ServiceImport{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, si); err != nil {
-			return nil, err
-		}
-		overlay := &csv1beta1.ServiceImport{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, overlay); err != nil {
-			return nil, err
-		}
-		if _, err := keep(si); err != nil {
-			return nil, err
-		}
-		return &selectedImport{ServiceImport: si, results: overlay.Status.ClusterSelectorResults}, nil
-	})
-	return f, inf
 }

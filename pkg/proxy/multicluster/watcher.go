@@ -6,12 +6,16 @@ import (
 
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
 	"k8s.io/multiclusterservices/crdgate"
 	"k8s.io/multiclusterservices/mcsapi"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
@@ -224,4 +228,31 @@ func (w *Watcher) run(ctx context.Context, version string) {
 	// stops being served the gate's Absent resets the Proxier, and when
 	// another version is served the next run reconciles (above).
 	factory.Shutdown()
+}
+
+// selectedImportInformer returns an informer of v1beta1 ServiceImports
+// read whole (dynamic client), each cached as a selectedImport: what keep
+// keeps of mcs-api's object, and the results.
+func selectedImportInformer(client dynamic.Interface, resync time.Duration, keep cache.TransformFunc) (dynamicinformer.DynamicSharedInformerFactory, cache.SharedIndexInformer) {
+	f := dynamicinformer.NewDynamicSharedInformerFactory(client, resync)
+	inf := f.ForResource(mcsv1beta1.SchemeGroupVersion.WithResource(mcsv1beta1.ServiceImportPluralName)).Informer()
+	_ = inf.SetTransform(func(obj any) (any, error) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return obj, nil
+		}
+		si := &mcsv1beta1.ServiceImport{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, si); err != nil {
+			return nil, err
+		}
+		overlay := &csv1beta1.ServiceImport{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, overlay); err != nil {
+			return nil, err
+		}
+		if _, err := keep(si); err != nil {
+			return nil, err
+		}
+		return &selectedImport{ServiceImport: si, results: overlay.Status.ClusterSelectorResults}, nil
+	})
+	return f, inf
 }
