@@ -278,11 +278,11 @@ func (c *Controller) syncCatalog(ctx context.Context) error {
 		if len(exports) == 0 || len(svc.Placements) == 0 {
 			// A global service imported nowhere needs no IP: a team
 			// with many of them would hold the shared range for nothing.
-			c.vips.Release(gkey)
+			c.clustersetIPs.Release(gkey)
 		} else if r.Spec.Type == mcsv1beta1.ClusterSetIP {
 			c.adoptClusterSetIPs(gkey, svc.Placements)
 			var err error
-			if ips, err = c.vips.Allocate(gkey, r.Spec.IPFamilies); err != nil {
+			if ips, err = c.clustersetIPs.Allocate(gkey, r.Spec.IPFamilies); err != nil {
 				ipError = err.Error()
 			}
 		}
@@ -404,7 +404,7 @@ func (c *Controller) bindingSlices(b *catalogv1alpha1.ServiceBinding, p catalog.
 			healthy = func(addr string) bool { return c.catalog.health.healthy(b.Namespace+"/"+b.Name, addr) }
 		}
 		out = catalog.BindingSlices(b, p, c.cfg.ManagedBy, served, healthy)
-	} else if src := c.member(b.Spec.Cluster); src != nil && src.hasSynced() && (c.ttl.alive(b.Spec.Cluster) || !c.anyAlive()) {
+	} else if src := c.member(b.Spec.Cluster); src != nil && src.hasSynced() && (c.leases.alive(b.Spec.Cluster) || !c.anyAlive()) {
 		// As in the export model (syncClusterset): slices Kubernetes
 		// wrote for the bound Service, within the source's ranges. A
 		// Service that is gone has none.
@@ -459,7 +459,7 @@ func kubernetesRanges(m *member, configured []netip.Prefix) []catalog.Kubernetes
 // last known endpoints stay, as in the export model).
 func (c *Controller) anyAlive() bool {
 	for _, m := range c.memberList() {
-		if c.ttl.alive(m.id) {
+		if c.leases.alive(m.id) {
 			return true
 		}
 	}
@@ -481,13 +481,13 @@ func (c *Controller) adoptClusterSetIPs(gkey string, placements []catalog.Placem
 		if err != nil || !c.wrote(si) || len(si.Spec.IPs) == 0 {
 			continue
 		}
-		owner, ok := c.vips.Owner(si.Spec.IPs[0])
+		owner, ok := c.clustersetIPs.Owner(si.Spec.IPs[0])
 		if ok && owner == gkey {
 			return
 		}
 		if ok && !strings.HasPrefix(owner, catalogKeyPrefix) {
-			c.vips.Release(owner)
-			c.vips.Restore([]clustersetip.Claim{{Key: gkey, IPs: si.Spec.IPs, Created: si.CreationTimestamp.Time}})
+			c.clustersetIPs.Release(owner)
+			c.clustersetIPs.Restore([]clustersetip.Claim{{Key: gkey, IPs: si.Spec.IPs, Created: si.CreationTimestamp.Time}})
 			return
 		}
 	}
@@ -497,9 +497,9 @@ func (c *Controller) adoptClusterSetIPs(gkey string, placements []catalog.Placem
 // service of res holds: global services deleted, and the export model's
 // keys after a switch.
 func (c *Controller) releaseStaleGlobals(res catalog.Result) {
-	for _, key := range c.vips.Keys() {
+	for _, key := range c.clustersetIPs.Keys() {
 		if g, ok := strings.CutPrefix(key, catalogKeyPrefix); !ok || res.Services[g] == nil {
-			c.vips.Release(key)
+			c.clustersetIPs.Release(key)
 		}
 	}
 }

@@ -82,7 +82,7 @@ func (c *Controller) syncClusterset(ctx context.Context, key string) error {
 	d.Membership = s.membership
 	switch {
 	case d.Import != nil && d.Import.Spec.Type == mcsv1beta1.ClusterSetIP:
-		ips, err := c.vips.Allocate(key, d.Import.Spec.IPFamilies)
+		ips, err := c.clustersetIPs.Allocate(key, d.Import.Spec.IPFamilies)
 		d.Import.Spec.IPs = ips
 		if err != nil {
 			d.IPError = err.Error()
@@ -90,7 +90,7 @@ func (c *Controller) syncClusterset(ctx context.Context, key string) error {
 	case !d.Retain:
 		// Headless imports have no clusterset IP (KEP-1645); nor has a
 		// name nobody exports.
-		c.vips.Release(key)
+		c.clustersetIPs.Release(key)
 	}
 	for _, r := range p.Reports {
 		if m := c.member(r.Cluster); m != nil {
@@ -113,7 +113,7 @@ func (c *Controller) retainedSource(id string) bool {
 	if m := c.member(id); m != nil && m.hasSynced() {
 		return false
 	}
-	return c.ttl.alive(id)
+	return c.leases.alive(id)
 }
 
 // removedFrom records that member holds nothing of key, whose desired

@@ -125,15 +125,17 @@ type Controller struct {
 
 	// queue holds the names whose exports must be merged again.
 	queue workqueue.TypedRateLimitingInterface[string]
-	vips  *clustersetip.Allocator
-	ttl   *sourceLeases
+	// clustersetIPs allocates the names' clusterset IPs.
+	clustersetIPs *clustersetip.Allocator
+	// leases are the source clusters' Leases, their endpoints' TTL.
+	leases *sourceLeases
 
 	mu      sync.RWMutex
 	desired map[string]*desiredState
 
 	metrics *Metrics
 	ready   chan struct{}
-	// source is where the desired state comes from (models.go); catalog
+	// source is where the desired state comes from (desired_source.go); catalog
 	// is the hub's catalog when that is the source.
 	source  desiredSource
 	catalog *catalogState
@@ -177,21 +179,21 @@ func New(cfg Config, metrics *Metrics) (*Controller, error) {
 // newController builds a controller over members already built.
 func newController(cfg Config, metrics *Metrics, members []*member) *Controller {
 	c := &Controller{
-		cfg:     cfg,
-		byID:    map[string]*member{},
-		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(rateLimiter(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "clusterset"}),
-		vips:    clustersetip.New(cfg.ClusterSetIPRanges),
-		desired: map[string]*desiredState{},
-		metrics: metrics,
-		ready:   make(chan struct{}),
-		logger:  klog.Background(),
+		cfg:           cfg,
+		byID:          map[string]*member{},
+		queue:         workqueue.NewTypedRateLimitingQueueWithConfig(rateLimiter(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "clusterset"}),
+		clustersetIPs: clustersetip.New(cfg.ClusterSetIPRanges),
+		desired:       map[string]*desiredState{},
+		metrics:       metrics,
+		ready:         make(chan struct{}),
+		logger:        klog.Background(),
 	}
-	c.vips.SetLimits(cfg.MaxClusterSetIPsPerNamespace, cfg.MaxForeignImportsPerMember)
+	c.clustersetIPs.SetLimits(cfg.MaxClusterSetIPsPerNamespace, cfg.MaxForeignImportsPerMember)
 	for _, m := range members {
 		c.members = append(c.members, m)
 		c.byID[m.id] = m
 	}
-	c.ttl = newSourceLeases(c)
+	c.leases = newSourceLeases(c)
 	c.source = exportModel{c}
 	if cfg.Catalog != nil {
 		c.catalog = newCatalogState(*cfg.Catalog)
@@ -262,7 +264,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		logger.Error(err, "A member's Service ranges overlap the clusterset's; it is served, its imports whose clusterset IPs lie there say so, and no new clusterset IP is taken there while another is free")
 	}
 	c.reserveServiceRanges()
-	c.ttl.restore(ctx)
+	c.leases.restore(ctx)
 	c.restoreClusterSetIPs()
 
 	var wg sync.WaitGroup
@@ -283,7 +285,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	for _, m := range initial {
 		c.serve(m)
 	}
-	run(c.ttl.run)
+	run(c.leases.run)
 	run(func(ctx context.Context) { c.watchLateSyncs(ctx, initial) })
 	if c.metrics != nil {
 		c.metrics.register(c)
@@ -352,7 +354,7 @@ func (c *Controller) serve(m *member) {
 		})
 	}
 	spawn(func(ctx context.Context) {
-		wait.UntilWithContext(ctx, func(ctx context.Context) { c.ttl.probe(ctx, m) }, c.ttl.period())
+		wait.UntilWithContext(ctx, func(ctx context.Context) { c.leases.probe(ctx, m) }, c.leases.period())
 	})
 	// Nodes are not waited for (they are optional); once they are
 	// listed, every name is merged again within its source's pod ranges.
@@ -429,8 +431,8 @@ func (c *Controller) restoreClusterSetIPs() {
 			}
 		}
 	}
-	disputed := c.vips.Restore(claims)
-	c.logger.Info("Restored clusterset IPs from existing imports", "imports", len(claims), "allocated", c.vips.Allocated())
+	disputed := c.clustersetIPs.Restore(claims)
+	c.logger.Info("Restored clusterset IPs from existing imports", "imports", len(claims), "allocated", c.clustersetIPs.Allocated())
 	if len(disputed) > 0 {
 		// Members carry these for two names alike: whoever edited their
 		// copies, no name takes them on their word.

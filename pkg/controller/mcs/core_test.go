@@ -90,7 +90,7 @@ func newFakeClusterset(t *testing.T, cfg Config, ids []string, started func(id s
 	}
 	c := newController(cfg, nil, members)
 	for _, m := range members {
-		c.ttl.renewed[m.id] = time.Now()
+		c.leases.renewed[m.id] = time.Now()
 		if started != nil && !started(m.id) {
 			continue
 		}
@@ -338,9 +338,9 @@ func TestCoreRetainsWhileASourceIsUnknown(t *testing.T) {
 		t.Fatalf("b lost the import or a's endpoints while a is unknown")
 	}
 
-	c.ttl.mu.Lock()
-	c.ttl.renewed["cluster-a"] = time.Now().Add(-2 * c.cfg.EndpointTTL)
-	c.ttl.mu.Unlock()
+	c.leases.mu.Lock()
+	c.leases.renewed["cluster-a"] = time.Now().Add(-2 * c.cfg.EndpointTTL)
+	c.leases.mu.Unlock()
 	syncAll(t, c, "demo/web")
 	if mcs, _ := slicesIn(t, b); importIn(t, b) != nil || len(mcs) != 0 {
 		t.Errorf("b keeps the import or a's endpoints after a's lease expired")
@@ -401,7 +401,7 @@ func TestCoreLeaveWithdrawsAndCleans(t *testing.T) {
 	if err := c.Leave(context.Background(), "cluster-b", ""); err != nil {
 		t.Fatal(err)
 	}
-	if c.member("cluster-b") != nil || c.ttl.alive("cluster-b") {
+	if c.member("cluster-b") != nil || c.leases.alive("cluster-b") {
 		t.Fatal("cluster-b is still a member, or its endpoints still count as alive")
 	}
 	// What was written into b is gone; its export says so.

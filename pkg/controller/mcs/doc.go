@@ -18,5 +18,5 @@
 //
 // A member that cannot be reached therefore only delays its own queue. Its
 // caches keep the last state seen, so its exports keep counting until its
-// endpoint lease expires (see ttl.go).
+// endpoint lease expires (see source_leases.go).
 package mcs

@@ -85,11 +85,11 @@ func (c *Controller) addHandlers(m *member) {
 		if !gone {
 			ips = si.Spec.IPs
 		}
-		if !c.vips.SetForeign(m.id+"/"+si.Namespace+"/"+si.Name, ips) {
+		if !c.clustersetIPs.SetForeign(m.id+"/"+si.Namespace+"/"+si.Name, ips) {
 			c.logger.Info("Not reserving the clusterset IPs of an import someone else wrote: the member holds the most such imports allowed", "cluster", m.id, "serviceImport", klog.KObj(si), "ips", ips)
 		}
 		for _, ip := range si.Spec.IPs {
-			if owner, ok := c.vips.Owner(ip); ok {
+			if owner, ok := c.clustersetIPs.Owner(ip); ok {
 				c.enqueueMembers(owner)
 			}
 		}

@@ -77,7 +77,7 @@ type memberWriter interface {
 	servesNativeNames(strategy mcsproxy.NativeNames) bool
 }
 
-func (nativeWriter) servesNativeNames(mcsproxy.NativeNames) bool { return true }
+func (importWriter) servesNativeNames(mcsproxy.NativeNames) bool { return true }
 
 func (derivedWriter) servesNativeNames(s mcsproxy.NativeNames) bool {
 	return s == mcsproxy.RemoteAndLocal
@@ -89,16 +89,16 @@ func (c *Controller) writerFor(m *member) memberWriter {
 	if c.derived(m) {
 		return derivedWriter{c}
 	}
-	return nativeWriter{c}
+	return importWriter{c}
 }
 
-// nativeWriter serves a member whose proxies program ServiceImports and
+// importWriter serves a member whose proxies program ServiceImports and
 // MCS EndpointSlices: the import with its clusterset IPs, the slices of
 // every source cluster, the import's status and its cluster selection
 // results.
-type nativeWriter struct{ c *Controller }
+type importWriter struct{ c *Controller }
 
-func (w nativeWriter) write(ctx context.Context, m *member, key string, d *desiredState) error {
+func (w importWriter) write(ctx context.Context, m *member, key string, d *desiredState) error {
 	c := w.c
 	ns, name, _ := cache.SplitMetaNamespaceKey(key)
 	var errs []error

@@ -98,8 +98,8 @@ func (c *Controller) join(ctx context.Context, m *member) error {
 	}
 	// Before it is served: the first plan that counts it knows the
 	// sources whose Leases it holds.
-	c.ttl.learn(ctx, m)
-	c.ttl.joined(m.id)
+	c.leases.learn(ctx, m)
+	c.leases.joined(m.id)
 	c.serve(m)
 	c.restoreClusterSetIPs()
 	c.enqueueAll()
@@ -119,7 +119,7 @@ func (c *Controller) abandon(m *member) {
 func (c *Controller) forgetForeign(m *member) {
 	for _, o := range m.inf.imports.GetStore().List() {
 		if si, ok := o.(*mcsv1beta1.ServiceImport); ok && !c.wrote(si) {
-			c.vips.SetForeign(m.id+"/"+si.Namespace+"/"+si.Name, nil)
+			c.clustersetIPs.SetForeign(m.id+"/"+si.Namespace+"/"+si.Name, nil)
 		}
 	}
 }
@@ -148,7 +148,7 @@ func (c *Controller) Leave(ctx context.Context, id, why string) error {
 	exports, _ := m.exports.List(labels.Everything())
 	m.stop()
 	c.forgetForeign(m)
-	errs := []error{c.ttl.forget(ctx, id)}
+	errs := []error{c.leases.forget(ctx, id)}
 	c.enqueueAll()
 	c.metrics.forgetMember(id)
 	klog.FromContext(ctx).Info("Member left the clusterset; withdrawing its endpoints and cleaning it", "cluster", id, "member", m.Context)

@@ -88,11 +88,11 @@ func (m *Metrics) register(c *Controller) {
 				return float64(len(c.desired))
 			})
 		reachable := metrics.NewGaugeFunc(&metrics.GaugeOpts{StabilityLevel: metrics.ALPHA, Name: "mcs_controller_clusters_reachable", Help: "Member clusters whose API answered the last probe."},
-			func() float64 { return float64(c.ttl.reachableCount()) })
+			func() float64 { return float64(c.leases.reachableCount()) })
 		total := metrics.NewGaugeFunc(&metrics.GaugeOpts{StabilityLevel: metrics.ALPHA, Name: "mcs_controller_clusters", Help: "Member clusters being served (joined members)."},
 			func() float64 { return float64(len(c.memberList())) })
 		vips := metrics.NewGaugeFunc(&metrics.GaugeOpts{StabilityLevel: metrics.ALPHA, Name: "mcs_controller_clusterset_ips_allocated", Help: "Allocated clusterset IPs."},
-			func() float64 { return float64(c.vips.Allocated()) })
+			func() float64 { return float64(c.clustersetIPs.Allocated()) })
 		// Gauges computed at scrape time (component-base's GaugeFunc is a
 		// plain collector, registered as such).
 		m.registry.RawMustRegister(depth, names, reachable, total, vips)
@@ -160,7 +160,7 @@ func (c *Controller) foreignClaims(m *member) int {
 			continue
 		}
 		for _, ip := range si.Spec.IPs {
-			if owner, ok := c.vips.Owner(ip); ok && owner != si.Namespace+"/"+si.Name {
+			if owner, ok := c.clustersetIPs.Owner(ip); ok && owner != si.Namespace+"/"+si.Name {
 				n++
 				break
 			}

@@ -104,7 +104,7 @@ func TestCoreServiceCIDRAddedLater(t *testing.T) {
 	}
 	// New names get IPs outside b's Service range while others are free.
 	for i := range 20 {
-		ips, err := c.vips.Allocate(fmt.Sprintf("demo/new-%d", i), []v1.IPFamily{v1.IPv4Protocol})
+		ips, err := c.clustersetIPs.Allocate(fmt.Sprintf("demo/new-%d", i), []v1.IPFamily{v1.IPv4Protocol})
 		if err != nil {
 			t.Fatal(err)
 		}

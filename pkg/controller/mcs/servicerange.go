@@ -83,7 +83,7 @@ func (c *Controller) reserveServiceRanges() {
 			reserved = append(reserved, o.Prefixes...)
 		}
 	}
-	c.vips.SetReserved(reserved)
+	c.clustersetIPs.SetReserved(reserved)
 }
 
 // ReasonServiceCIDROverlap is the reason of the warning event on a

@@ -27,7 +27,7 @@ func (c *Controller) readSnapshot(ns, name string) (snapshot, error) {
 	}
 	for _, m := range members {
 		ms := memberSnapshot{ID: m.id, Synced: m.hasSynced()}
-		s.Alive[m.id] = c.ttl.alive(m.id)
+		s.Alive[m.id] = c.leases.alive(m.id)
 		if !ms.Synced {
 			s.Members = append(s.Members, ms)
 			continue
@@ -38,7 +38,7 @@ func (c *Controller) readSnapshot(ns, name string) (snapshot, error) {
 		if si, err := m.imports.ServiceImports(ns).Get(name); err == nil && c.wrote(si) {
 			for _, cs := range si.Status.Clusters {
 				ms.ImportClusters = append(ms.ImportClusters, cs.Cluster)
-				s.Alive[cs.Cluster] = c.ttl.alive(cs.Cluster)
+				s.Alive[cs.Cluster] = c.leases.alive(cs.Cluster)
 			}
 		}
 		se, err := m.exports.ServiceExports(ns).Get(name)

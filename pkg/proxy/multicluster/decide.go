@@ -178,14 +178,14 @@ func (p *Proxier) reconcileImport(key types.NamespacedName, st *importState, wan
 		st.programmedFrom = nil
 		programmedImports.Dec()
 		for _, slice := range st.slices {
-			p.reconcileSliceIn(slice, st, nil)
+			p.reconcileListedSlice(slice, st, nil)
 		}
 	case want != nil && st.programmedFrom == nil:
 		// Endpoints first, so the first sync that sees the VIP already
 		// has somewhere to send it.
 		st.programmedFrom = st.obj
 		for _, slice := range st.slices {
-			p.reconcileSliceIn(slice, st, nil)
+			p.reconcileListedSlice(slice, st, nil)
 		}
 		p.Provider.OnServiceAdd(want)
 		programmedImports.Inc()
@@ -213,26 +213,26 @@ func (p *Proxier) reconcileSlice(st *sliceState, fresh *discoveryv1.EndpointSlic
 	if st.obj != nil {
 		imp = p.imports[importKeyOf(st.obj)]
 	}
-	p.reconcileSliceIn(st, imp, fresh)
+	p.reconcileListedSlice(st, imp, fresh)
 }
 
-// reconcileSliceIn is reconcileSlice for a caller that holds imp, the
+// reconcileListedSlice is reconcileSlice for a caller that holds imp, the
 // entry of the import whose list holds st (a slice is listed under the
 // import it names), and so spares a lookup per slice.
-func (p *Proxier) reconcileSliceIn(st *sliceState, imp *importState, fresh *discoveryv1.EndpointSlice) {
+func (p *Proxier) reconcileListedSlice(st *sliceState, imp *importState, fresh *discoveryv1.EndpointSlice) {
 	var held choice
 	if st.obj != nil && imp != nil {
 		held = imp.chosen
 	}
-	p.reconcileSliceFrom(st, imp, fresh, held)
+	p.handOverSlice(st, imp, fresh, held)
 }
 
-// reconcileSliceFrom hands the Provider what it is to hold for slice st
+// handOverSlice hands the Provider what it is to hold for slice st
 // (fresh: st.obj's translation, if the caller has made it), having been
 // handed st.programmedFrom under the choice held (cluster selection hands
 // a slice with only the ports its cluster serves). imp is the entry of the
 // import whose list holds st.
-func (p *Proxier) reconcileSliceFrom(st *sliceState, imp *importState, fresh *discoveryv1.EndpointSlice, held choice) {
+func (p *Proxier) handOverSlice(st *sliceState, imp *importState, fresh *discoveryv1.EndpointSlice, held choice) {
 	if st.obj == nil {
 		// A slice gone has no import to be handed over for.
 		imp = nil

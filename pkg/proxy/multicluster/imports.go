@@ -78,7 +78,7 @@ func (p *Proxier) OnServiceImportDelete(si *mcsv1beta1.ServiceImport) {
 	// The entry stays while its slices do: as a new one, had it gone.
 	st.reported, st.nativeReported = "", ""
 	for _, slice := range st.slices {
-		p.reconcileSliceIn(slice, st, nil)
+		p.reconcileListedSlice(slice, st, nil)
 	}
 	p.reconcileNativeOf(key, st)
 	p.forgetImport(key)
@@ -114,7 +114,7 @@ func (p *Proxier) upsertMultiClusterSlice(slice *discoveryv1.EndpointSlice) {
 		// before the slice's own change.
 		p.reselect(importKey)
 	}
-	p.reconcileSliceIn(st, imp, translated)
+	p.reconcileListedSlice(st, imp, translated)
 	p.reconcileNativeOf(importKey, imp)
 }
 

@@ -241,7 +241,7 @@ func (p *Proxier) selectChoice(key types.NamespacedName, st *importState, next c
 		}
 	}
 	for _, s := range slices.Concat(gaining, staying, losing) {
-		p.reconcileSliceFrom(s, st, nil, prev)
+		p.handOverSlice(s, st, nil, prev)
 	}
 	clusterSelectionChanges.Inc()
 	if st.obj != nil && len(st.results) > 0 {
@@ -255,7 +255,7 @@ func (p *Proxier) selectChoice(key types.NamespacedName, st *importState, next c
 func portChange(s *sliceState, prev, next choice) (gained, lost bool) {
 	if s.obj == nil || s.programmedFrom == nil {
 		// Gone, or not handed over yet: a leave or a join, whatever the
-		// choice (reconcileSliceFrom decides which).
+		// choice (handOverSlice decides which).
 		return s.programmedFrom == nil, s.programmedFrom != nil
 	}
 	for _, port := range s.obj.Ports {
