@@ -69,7 +69,7 @@ func (w derivedWriter) write(ctx context.Context, m *member, key string, d *desi
 			return err
 		}
 	}
-	svc, blocked, err := c.writeDerivedService(ctx, m, si)
+	svc, blocked, err := w.writeDerivedService(ctx, m, si)
 	if err != nil {
 		return err
 	}
@@ -82,11 +82,11 @@ func (w derivedWriter) write(ctx context.Context, m *member, key string, d *desi
 		m.queue.AddAfter(key, 30*time.Second)
 	}
 	if svc != nil {
-		wantSlices, triggers, chosen := c.derivedSlicesFor(m, d, svc, c.derivedSelectionResults(ctx, m, d, si))
+		wantSlices, triggers, chosen := w.derivedSlicesFor(m, d, svc, w.derivedSelectionResults(ctx, m, d, si))
 		if err := c.writeSlices(ctx, m, si, wantSlices, derivedSlices, triggers); err != nil {
 			errs = append(errs, err)
 		} else {
-			c.reportDerivedChoice(m, si, key, chosen)
+			w.reportDerivedChoice(m, si, key, chosen)
 		}
 		if left := derivedSettle - time.Since(svc.CreationTimestamp.Time); si.Annotations[export.AnnotationDerivedService] == "" && len(si.Spec.IPs) > 0 && left > 0 {
 			// Switching from native mode: DNS answers the import's IPs
@@ -112,7 +112,7 @@ func (w derivedWriter) write(ctx context.Context, m *member, key string, d *desi
 		return errors.Join(append(errs, err)...)
 	}
 	errs = append(errs, c.writeSlices(ctx, m, updated, nil, mcsSlices, nil),
-		c.writeNativeService(ctx, m, updated), c.writeLocalServiceSlices(ctx, m, updated, d, localSlices))
+		c.writeNativeService(ctx, m, updated), w.writeLocalServiceSlices(ctx, m, updated, d, localSlices))
 	errs = append(errs, c.writeImportStatus(ctx, m, &dd, updated))
 	if m.sel != nil {
 		// The results say, as in a native member, which clusters the
@@ -125,7 +125,8 @@ func (w derivedWriter) write(ctx context.Context, m *member, key string, d *desi
 // derivedSlicesFor returns the EndpointSlices of derived Service svc in m,
 // by name, and the propagation triggers by those names: of the clusters
 // chosen with results (cluster selection), of every cluster without.
-func (c *Controller) derivedSlicesFor(m *member, d *desiredState, svc *v1.Service, results []csv1beta1.ClusterSelectorResult) (map[string]*discoveryv1.EndpointSlice, map[string]time.Time, map[string]int) {
+func (w derivedWriter) derivedSlicesFor(m *member, d *desiredState, svc *v1.Service, results []csv1beta1.ClusterSelectorResult) (map[string]*discoveryv1.EndpointSlice, map[string]time.Time, map[string]int) {
+	c := w.c
 	out := map[string]*discoveryv1.EndpointSlice{}
 	triggers := map[string]time.Time{}
 	imported := c.memberView(m, d)
@@ -147,7 +148,8 @@ func (c *Controller) derivedSlicesFor(m *member, d *desiredState, svc *v1.Servic
 // none of the import's IP families, or, with why, when a Service of that
 // name exists that this controller did not write: that one is never
 // touched, and the import cannot be served in m.
-func (c *Controller) writeDerivedService(ctx context.Context, m *member, si *mcsv1beta1.ServiceImport) (*v1.Service, string, error) {
+func (w derivedWriter) writeDerivedService(ctx context.Context, m *member, si *mcsv1beta1.ServiceImport) (*v1.Service, string, error) {
+	c := w.c
 	want := export.DerivedService(si, c.cfg.ManagedBy)
 	if !fitFamilies(want, memberFamilies(m)) {
 		return nil, "", nil
@@ -162,7 +164,7 @@ func (c *Controller) writeDerivedService(ctx context.Context, m *member, si *mcs
 		return why
 	}
 	have, err := m.services.Services(si.Namespace).Get(want.Name)
-	if err == nil && !c.ownsDerived(have, si) {
+	if err == nil && !w.ownsDerived(have, si) {
 		return nil, taken(have), nil
 	}
 	if err == nil && needsRecreate(have, want) {
@@ -185,7 +187,7 @@ func (c *Controller) writeDerivedService(ctx context.Context, m *member, si *mcs
 		if have, err = api.Get(ctx, want.Name, metav1.GetOptions{}); err != nil {
 			return nil, "", err
 		}
-		if !c.ownsDerived(have, si) {
+		if !w.ownsDerived(have, si) {
 			return nil, taken(have), nil
 		}
 	} else if err != nil {
@@ -211,7 +213,8 @@ func (c *Controller) writeDerivedService(ctx context.Context, m *member, si *mcs
 // controller's own derived Service of si: labelled as its own and owned
 // by si by owner reference. A Service of that name someone else created,
 // whatever its labels, is never adopted.
-func (c *Controller) ownsDerived(svc *v1.Service, si *mcsv1beta1.ServiceImport) bool {
+func (w derivedWriter) ownsDerived(svc *v1.Service, si *mcsv1beta1.ServiceImport) bool {
+	c := w.c
 	return c.wrote(svc) && export.OwnedByImport(svc, si)
 }
 
@@ -249,7 +252,7 @@ func needsRecreate(have, want *v1.Service) bool {
 func (c *Controller) retireDerived(ctx context.Context, m *member, si *mcsv1beta1.ServiceImport, d *desiredState, have []*writtenSlice) error {
 	key := si.Namespace + "/" + si.Name
 	svc, err := m.services.Services(si.Namespace).Get(export.DerivedName(si.Namespace, si.Name))
-	if err != nil || !c.ownsDerived(svc, si) {
+	if err != nil || !(derivedWriter{c}).ownsDerived(svc, si) {
 		m.state.retiring.Delete(key)
 		// Slices left without their Service (its deletion was seen
 		// first) are deleted, not left to the garbage collector alone.
@@ -257,7 +260,7 @@ func (c *Controller) retireDerived(ctx context.Context, m *member, si *mcsv1beta
 	}
 	if left := c.cfg.DerivedGrace - time.Since(since(&m.state.retiring, key)); left > 0 {
 		// A native member's proxies choose among the clusters themselves.
-		want, triggers, _ := c.derivedSlicesFor(m, d, svc, nil)
+		want, triggers, _ := (derivedWriter{c}).derivedSlicesFor(m, d, svc, nil)
 		m.queue.AddAfter(key, left)
 		return c.writeSlices(ctx, m, si, want, have, triggers)
 	}
@@ -294,7 +297,8 @@ func (c *Controller) ownServiceKey(obj any, label string) (string, bool) {
 // Service, which any Service proxy adds to the Service's own endpoints
 // (in a native member our kube-proxy does this itself, per node). have
 // are such slices already written.
-func (c *Controller) writeLocalServiceSlices(ctx context.Context, m *member, si *mcsv1beta1.ServiceImport, d *desiredState, have []*writtenSlice) error {
+func (w derivedWriter) writeLocalServiceSlices(ctx context.Context, m *member, si *mcsv1beta1.ServiceImport, d *desiredState, have []*writtenSlice) error {
+	c := w.c
 	var want map[string]*discoveryv1.EndpointSlice
 	policy, err := mcsproxy.NativeNamesOf(si.Annotations)
 	if err == nil && policy.Strategy == mcsproxy.RemoteAndLocal && si.Spec.Type == mcsv1beta1.ClusterSetIP {
@@ -328,7 +332,7 @@ func (c *Controller) writeLocalServiceSlices(ctx context.Context, m *member, si 
 // the meantime. It tells to wait until the proxies have had derivedSettle
 // to do so; only then does the import name the clusterset IPs, which DNS
 // answers at once.
-func (c *Controller) announceClusterSetIPs(ctx context.Context, m *member, key string, have *mcsv1beta1.ServiceImport, d *desiredState) (bool, error) {
+func (w importWriter) announceClusterSetIPs(ctx context.Context, m *member, key string, have *mcsv1beta1.ServiceImport, d *desiredState) (bool, error) {
 	if d.Import.Spec.Type != mcsv1beta1.ClusterSetIP || len(d.Import.Spec.IPs) == 0 {
 		return false, nil
 	}

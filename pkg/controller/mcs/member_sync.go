@@ -107,8 +107,8 @@ func (w importWriter) write(ctx context.Context, m *member, key string, d *desir
 		// Back from derived mode: the endpoints are written, and the
 		// proxies given the clusterset IPs to program, before the import
 		// names them, so that they serve as soon as DNS answers them.
-		errs = append(errs, c.writeSlices(ctx, m, have, c.mcsSlicesFor(m, d, have), mcsSlices, d.Triggers))
-		if wait, err := c.announceClusterSetIPs(ctx, m, key, have, d); wait || err != nil {
+		errs = append(errs, c.writeSlices(ctx, m, have, w.mcsSlicesFor(m, d, have), mcsSlices, d.Triggers))
+		if wait, err := w.announceClusterSetIPs(ctx, m, key, have, d); wait || err != nil {
 			return errors.Join(append(errs, err)...)
 		}
 	}
@@ -118,7 +118,7 @@ func (w importWriter) write(ctx context.Context, m *member, key string, d *desir
 		return errors.Join(append(errs, err)...)
 	}
 	errs = append(errs,
-		c.writeSlices(ctx, m, si, c.mcsSlicesFor(m, d, si), mcsSlices, d.Triggers),
+		c.writeSlices(ctx, m, si, w.mcsSlicesFor(m, d, si), mcsSlices, d.Triggers),
 		c.retireDerived(ctx, m, si, d, derivedSlices),
 		// Native names are the proxies' business in a native member.
 		c.writeSlices(ctx, m, si, nil, localSlices, nil),

@@ -47,7 +47,8 @@ func importedSlicesIn(m *member, ns, name string) (mcs, derived, local []*writte
 
 // mcsSlicesFor returns the MCS EndpointSlices member m gets for import si,
 // by name.
-func (c *Controller) mcsSlicesFor(m *member, d *desiredState, si *mcsv1beta1.ServiceImport) map[string]*discoveryv1.EndpointSlice {
+func (w importWriter) mcsSlicesFor(m *member, d *desiredState, si *mcsv1beta1.ServiceImport) map[string]*discoveryv1.EndpointSlice {
+	c := w.c
 	owner := []metav1.OwnerReference{{
 		APIVersion: mcsv1beta1.GroupVersion.String(),
 		Kind:       mcsv1beta1.ServiceImportKindName,
