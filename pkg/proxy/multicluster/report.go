@@ -104,7 +104,13 @@ const AnnouncePeriod = 30 * time.Minute
 // ctx ends.
 func (p *Proxier) Announce(ctx context.Context, period time.Duration) {
 	p.mu.Lock()
+	// p.opts is replaced under the lock when the cluster ID changes; the
+	// ranges it carries do not change.
 	synced, node := p.synced, p.node
+	ranges := make([]string, 0, len(p.opts.ClusterSetIPCIDRs))
+	for _, r := range p.opts.ClusterSetIPCIDRs {
+		ranges = append(ranges, r.String())
+	}
 	p.mu.Unlock()
 	if p.recorder == nil || node == nil {
 		return
@@ -115,10 +121,6 @@ func (p *Proxier) Announce(ctx context.Context, period time.Duration) {
 			return
 		case <-synced:
 		}
-	}
-	ranges := make([]string, 0, len(p.opts.ClusterSetIPCIDRs))
-	for _, r := range p.opts.ClusterSetIPCIDRs {
-		ranges = append(ranges, r.String())
 	}
 	for {
 		p.recorder.Eventf(node, nil, v1.EventTypeNormal, ReasonServingImports, "StartMultiClusterServices",
