@@ -96,7 +96,7 @@ PROJECT_IMAGES=(mcs-kube-proxy:dev mcs-controller:dev mcs-kube-proxy/echoserver:
 read -r -a KUBE_PROXY_RELEASES <<<"${MCS_KIND_KUBE_PROXY_RELEASES-1.36}"
 OLDER_MEMBER=mcs-b
 OLDER_RELEASE=${KUBE_PROXY_RELEASES[0]:-}
-older_image() { echo "mcs-kube-proxy:$("_output/v${OLDER_RELEASE}/bin/kube-proxy" --version | awk '{print $2}')-mcs.dev"; }
+older_image() { release_image "${OLDER_RELEASE}"; }
 step() { echo "==> $* ($(date +%T))"; }
 ctx() { echo "kind-$1"; }
 kc() { local c=$1; shift; kubectl --context "$(ctx "${c}")" "$@"; }

@@ -262,11 +262,6 @@ project_images() {
   rm -rf "${context}"
 }
 
-# release_image MINOR names this project's kube-proxy image of a release:
-# mcs-kube-proxy:v1.36.3-mcs.dev, its version read from the binary.
-release_image() {
-  echo "mcs-kube-proxy:$("_output/v$1/bin/kube-proxy" --version | awk '{print $2}')-mcs.dev"
-}
 
 # --- the node image ------------------------------------------------------
 
