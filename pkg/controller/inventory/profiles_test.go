@@ -397,6 +397,10 @@ func TestProfilePropertiesChangeIsTold(t *testing.T) {
 		}
 	}
 	waitTold(1)
+	// The controller writes its condition on the profile after the join,
+	// from the object it read; a change made before that write would be
+	// replaced by it here (the fake client keeps no resourceVersion).
+	waitMemberCondition(t, profiles, "b", "cluster cluster-b is a member")
 	update := func(u *unstructured.Unstructured) { t.Helper(); updateProfile(t, profiles, u) }
 	update(profile("b", b, region("us")))
 	waitTold(2)
