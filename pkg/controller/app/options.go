@@ -19,8 +19,8 @@ import (
 	"k8s.io/multiclusterservices/export"
 	"k8s.io/multiclusterservices/proxy"
 
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/catalogmodel"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/inventory"
-	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/mcs"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/features"
 )
 
@@ -137,8 +137,8 @@ func NewOptions() *Options {
 		APIQPS:                       100,
 		MemberSecretsSelector:        inventory.DefaultSelector,
 		MemberRecheckPeriod:          30 * time.Second,
-		HealthProbesPerTeam:          mcs.DefaultHealthProbesPerTeam,
-		HealthProbes:                 mcs.DefaultHealthProbes,
+		HealthProbesPerTeam:          catalogmodel.DefaultHealthProbesPerTeam,
+		HealthProbes:                 catalogmodel.DefaultHealthProbes,
 		APIBurst:                     200,
 		LeaderElect:                  true,
 		LeaderElectLeaseDuration:     15 * time.Second,

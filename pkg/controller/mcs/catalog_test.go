@@ -54,7 +54,7 @@ func newCatalogClusterset(t *testing.T, objs ...runtime.Object) (*Controller, ma
 		"cluster-b": {frontend},
 		"cluster-c": {&v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}},
 	})
-	if _, err := c.startCatalog(t.Context()); err != nil {
+	if _, err := (catalogModel{c}).startCatalog(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	return c, ms, hub
@@ -64,7 +64,7 @@ func newCatalogClusterset(t *testing.T, objs ...runtime.Object) (*Controller, ma
 // removed into every member.
 func syncCatalogAll(t *testing.T, c *Controller) {
 	t.Helper()
-	if err := c.syncCatalog(context.Background()); err != nil {
+	if err := (catalogModel{c}).syncCatalog(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	for _, key := range c.desiredKeys() {

@@ -13,10 +13,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/component-base/metrics"
 	"k8s.io/multiclusterservices/catalog"
 	"k8s.io/utils/ptr"
 
 	catalogv1alpha1 "k8s.io/multiclusterservices/apis/catalog/v1alpha1"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/catalogmodel"
 	catalogfake "k8s.io/multiclusterservices/client/catalog/clientset/versioned/fake"
 )
 
@@ -84,13 +87,11 @@ func TestCatalogHealthChecksAreBounded(t *testing.T) {
 		catalogAddresses("team-b", "vms", 1, "cluster-c", true, "198.51.100.1", "198.51.100.2"),
 	)
 	c.catalog.cfg.HealthProbesPerTeam, c.catalog.cfg.HealthProbes = 2, 3
+	reg := withMetrics(c)
 	syncCatalogAll(t, c)
 
-	c.catalog.health.mu.Lock()
-	probed := len(c.catalog.health.targets)
-	c.catalog.health.mu.Unlock()
-	if probed != 3 {
-		t.Errorf("%d addresses probed, want 3 (team-a's 2, then team-b's 1 under the global limit)", probed)
+	if probed, over := metricValue(t, reg, probedAddresses, "probed"), metricValue(t, reg, probedAddresses, "over_limit"); probed != 3 || over != 4 {
+		t.Errorf("%v addresses probed and %v over the limits, want 3 (team-a's 2, then team-b's 1 under the global limit) and 4", probed, over)
 	}
 	for _, tc := range []struct {
 		team, name  string
@@ -131,7 +132,7 @@ func TestCatalogHealthChecksAreBounded(t *testing.T) {
 		return false
 	})
 
-	c.catalog.cfg.HealthProbesPerTeam, c.catalog.cfg.HealthProbes = DefaultHealthProbesPerTeam, DefaultHealthProbes
+	c.catalog.cfg.HealthProbesPerTeam, c.catalog.cfg.HealthProbes = catalogmodel.DefaultHealthProbesPerTeam, catalogmodel.DefaultHealthProbes
 	syncCatalogAll(t, c)
 	for _, b := range []string{"team-a/sweep", "team-b/vms"} {
 		ns, name, _ := strings.Cut(b, "/")
@@ -139,6 +140,17 @@ func TestCatalogHealthChecksAreBounded(t *testing.T) {
 			t.Errorf("%s under the default limits: HealthChecked %s", b, got)
 		}
 	}
+}
+
+// probedAddresses counts the addresses health checks probe (state
+// "probed") and those over the limits ("over_limit").
+const probedAddresses = "mcs_controller_catalog_health_check_addresses"
+
+// withMetrics gives c a registry of its own, returned.
+func withMetrics(c *Controller) metrics.KubeRegistry {
+	reg := metrics.NewKubeRegistry()
+	c.metrics = NewMetrics(reg)
+	return reg
 }
 
 // A team that owns every namespace of the members (member-namespaces
@@ -251,6 +263,7 @@ func TestCatalogAddressesATeamMayNotName(t *testing.T) {
 		cidrs, addrs := b.nodeRanges()
 		return len(cidrs) == 1 && len(addrs) == 1
 	})
+	reg := withMetrics(c)
 	syncCatalogAll(t, c)
 
 	for _, tc := range []struct{ team, name, want, says string }{
@@ -272,12 +285,12 @@ func TestCatalogAddressesATeamMayNotName(t *testing.T) {
 			}
 		}
 	}
-	c.catalog.health.mu.Lock()
-	defer c.catalog.health.mu.Unlock()
-	for id := range c.catalog.health.targets {
-		if id != "team-a/vms/192.0.2.10" {
-			t.Errorf("probing %s", id)
-		}
+	// One address probed, and it is vms's, the one valid binding.
+	if probed := metricValue(t, reg, probedAddresses, "probed"); probed != 1 {
+		t.Errorf("%v addresses probed, want 1: team-a/vms's", probed)
+	}
+	if got := conditionOf(bindingStatus(t, hub, "team-a", "vms").Conditions, catalog.ConditionHealthChecked); got != "True/"+catalog.ReasonProbed {
+		t.Errorf("team-a/vms: HealthChecked %s", got)
 	}
 }
 
@@ -292,6 +305,7 @@ func TestCatalogRefusesTheControllersOwnNetworks(t *testing.T) {
 		catalogAddresses("team-a", "vms", 1, "cluster-a", true, "192.0.2.10"),
 	)
 	c.catalog.cfg.OwnNetworks = []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}
+	reg := withMetrics(c)
 	syncCatalogAll(t, c)
 	for name, want := range map[string]string{"probe-own": "False/" + catalog.ReasonInvalidEndpoints, "vms": "True/" + catalog.ReasonValid} {
 		cond := meta.FindStatusCondition(bindingStatus(t, hub, "team-a", name).Conditions, catalog.ConditionValid)
@@ -299,11 +313,8 @@ func TestCatalogRefusesTheControllersOwnNetworks(t *testing.T) {
 			t.Errorf("team-a/%s: Valid %+v, want %s", name, cond, want)
 		}
 	}
-	c.catalog.health.mu.Lock()
-	defer c.catalog.health.mu.Unlock()
-	for id := range c.catalog.health.targets {
-		if strings.Contains(id, "198.51.100.7") {
-			t.Errorf("probing %s, an address of the controller's own network", id)
-		}
+	// One address probed: vms's, not the controller's own network's.
+	if probed := metricValue(t, reg, probedAddresses, "probed"); probed != 1 {
+		t.Errorf("%v addresses probed, want 1: team-a/vms's", probed)
 	}
 }

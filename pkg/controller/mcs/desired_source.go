@@ -8,6 +8,8 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/multiclusterservices/catalog"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/catalogmodel"
 )
 
 // desiredSource is where the desired state of the clusterset's names comes
@@ -73,10 +75,12 @@ func (exportModel) ipKey(si *mcsv1beta1.ServiceImport) string {
 
 // catalogModel resolves the hub's service catalog: any change resolves
 // it all again (a catalog is small next to the endpoints it stands for).
+// Its informers and worker are in catalog.go, its read-plan-apply step
+// in catalog_sync.go, its decisions in package catalogmodel.
 type catalogModel struct{ c *Controller }
 
 func (s catalogModel) start(ctx context.Context, run func(func(context.Context))) error {
-	return s.c.runCatalog(ctx, run)
+	return s.runCatalog(ctx, run)
 }
 
 func (s catalogModel) plan(context.Context, string) error {
@@ -84,9 +88,9 @@ func (s catalogModel) plan(context.Context, string) error {
 	return nil
 }
 
-func (s catalogModel) readsService(m *member, key string) bool { return s.c.catalogBinds(m, key) }
+func (s catalogModel) readsService(m *member, key string) bool { return s.catalogBinds(m, key) }
 
-func (s catalogModel) readsSlicesOf(m *member, key string) bool { return s.c.catalogBinds(m, key) }
+func (s catalogModel) readsSlicesOf(m *member, key string) bool { return s.catalogBinds(m, key) }
 
 // importChanged: the catalog's imports say whether they are written.
 func (s catalogModel) importChanged(si *mcsv1beta1.ServiceImport) {
@@ -98,7 +102,7 @@ func (s catalogModel) importChanged(si *mcsv1beta1.ServiceImport) {
 // ipKey: an import the catalog placed holds its global service's IPs.
 func (catalogModel) ipKey(si *mcsv1beta1.ServiceImport) string {
 	if g := si.Annotations[catalog.AnnotationGlobalService]; g != "" {
-		return catalogKeyPrefix + g
+		return catalogmodel.KeyPrefix + g
 	}
 	return si.Namespace + "/" + si.Name
 }

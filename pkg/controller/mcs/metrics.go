@@ -23,6 +23,7 @@ type Metrics struct {
 	unknown      *metrics.CounterVec
 	propagation  *metrics.HistogramVec
 	catalog      *metrics.GaugeVec
+	probes       *metrics.GaugeVec
 	registry     metrics.KubeRegistry
 	registerOnce sync.Once
 
@@ -69,10 +70,14 @@ func NewMetrics(reg metrics.KubeRegistry) *Metrics {
 			Name: "mcs_controller_catalog_objects",
 			Help: "Objects of the hub's service catalog (catalog mode), by kind and by the reason of their Valid condition (Valid when they take part).",
 		}, []string{"kind", "reason"}),
+		probes: metrics.NewGaugeVec(&metrics.GaugeOpts{StabilityLevel: metrics.ALPHA,
+			Name: "mcs_controller_catalog_health_check_addresses",
+			Help: "Addresses of ServiceBindings with a health check (catalog mode): probed, or over_limit (not probed, and not ready: over --catalog-health-probes-per-team or --catalog-health-probes).",
+		}, []string{"state"}),
 		registry:    reg,
 		conflictsOf: map[string][]string{},
 	}
-	reg.MustRegister(m.exportSync, m.sliceSync, m.conflicts, m.foreign, m.unmirrored, m.outside, m.unknown, m.propagation, m.catalog)
+	reg.MustRegister(m.exportSync, m.sliceSync, m.conflicts, m.foreign, m.unmirrored, m.outside, m.unknown, m.propagation, m.catalog, m.probes)
 	return m
 }
 
@@ -243,6 +248,16 @@ func (m *Metrics) setConflicts(key string, conflicts []export.Conflict) {
 	} else {
 		m.conflictsOf[key] = reasons
 	}
+}
+
+// setHealthChecks counts the addresses health checks probe, and those
+// over the limits.
+func (m *Metrics) setHealthChecks(probed, overLimit int) {
+	if m == nil {
+		return
+	}
+	m.probes.WithLabelValues("probed").Set(float64(probed))
+	m.probes.WithLabelValues("over_limit").Set(float64(overLimit))
 }
 
 // setCatalog counts the catalog's objects by kind and Valid reason.

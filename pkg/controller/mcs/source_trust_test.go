@@ -118,9 +118,9 @@ func recordedEvents(m *fakeMember) []string {
 	}
 }
 
-// metricValue is the value of the series of metric name for cluster in
-// reg (0 when there is none).
-func metricValue(t *testing.T, reg metrics.KubeRegistry, name, cluster string) float64 {
+// metricValue is the value of the series of metric name in reg with a
+// label of value label, a cluster ID mostly (0 when there is none).
+func metricValue(t *testing.T, reg metrics.KubeRegistry, name, label string) float64 {
 	t.Helper()
 	families, err := reg.Gather()
 	if err != nil {
@@ -131,7 +131,7 @@ func metricValue(t *testing.T, reg metrics.KubeRegistry, name, cluster string) f
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == "cluster" && l.GetValue() == cluster }) {
+			if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetValue() == label }) {
 				continue
 			}
 			if m.GetCounter() != nil {

@@ -1,4 +1,4 @@
-package mcs
+package catalogmodel
 
 import (
 	"context"
@@ -25,7 +25,7 @@ func TestHealthChecker(t *testing.T) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	var changes atomic.Int32
-	h := newHealthChecker(func() { changes.Add(1) })
+	h := NewChecker(func() { changes.Add(1) })
 	b := &catalogv1alpha1.ServiceBinding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "vms"},
 		Spec: catalogv1alpha1.ServiceBindingSpec{
@@ -34,13 +34,13 @@ func TestHealthChecker(t *testing.T) {
 			HealthCheck: &catalogv1alpha1.HealthCheck{Port: "http", FailureThreshold: 2},
 		},
 	}
-	targets := healthTargets(b)
+	targets := targetsOf(b)
 	if len(targets) != 1 || targets[0].Port != int32(port) || targets[0].Period != 10*time.Second || targets[0].Threshold != 2 {
 		t.Fatalf("targets %+v", targets)
 	}
 	targets[0].Period, targets[0].Timeout = 0, 100*time.Millisecond
-	h.set(targets, nil)
-	if h.healthy("team-a/vms", "127.0.0.1") {
+	h.Set(targets)
+	if h.Probes()["team-a/vms/127.0.0.1"].Healthy {
 		t.Fatal("healthy before any probe")
 	}
 	probe := func() {
@@ -60,24 +60,24 @@ func TestHealthChecker(t *testing.T) {
 		}
 	}
 	probe()
-	if !h.healthy("team-a/vms", "127.0.0.1") || changes.Load() != 1 {
-		t.Fatalf("after a probe of an open port: healthy %v, %d changes", h.healthy("team-a/vms", "127.0.0.1"), changes.Load())
+	if !h.Probes()["team-a/vms/127.0.0.1"].Healthy || changes.Load() != 1 {
+		t.Fatalf("after a probe of an open port: healthy %v, %d changes", h.Probes()["team-a/vms/127.0.0.1"].Healthy, changes.Load())
 	}
 	l.Close()
 	probe()
-	if !h.healthy("team-a/vms", "127.0.0.1") {
+	if !h.Probes()["team-a/vms/127.0.0.1"].Healthy {
 		t.Error("unhealthy after one failure, threshold 2")
 	}
 	probe()
-	if h.healthy("team-a/vms", "127.0.0.1") || changes.Load() != 2 {
-		t.Errorf("after two failures: healthy %v, %d changes", h.healthy("team-a/vms", "127.0.0.1"), changes.Load())
+	if h.Probes()["team-a/vms/127.0.0.1"].Healthy || changes.Load() != 2 {
+		t.Errorf("after two failures: healthy %v, %d changes", h.Probes()["team-a/vms/127.0.0.1"].Healthy, changes.Load())
 	}
-	if st, unprobed, _ := h.status("team-a/vms", b); len(st) != 1 || st[0].Healthy || st[0].Message == "" || st[0].LastTransitionTime.IsZero() || unprobed != 0 {
+	if st, unprobed, _ := endpointHealth(b, h.Probes(), nil); len(st) != 1 || st[0].Healthy || st[0].Message == "" || st[0].LastTransitionTime.IsZero() || unprobed != 0 {
 		t.Errorf("status %+v, %d unprobed", st, unprobed)
 	}
 	// A binding that goes takes its state with it.
-	h.set(nil, nil)
-	if h.healthy("team-a/vms", "127.0.0.1") || len(h.state) != 0 {
+	h.Set(nil)
+	if h.Probes()["team-a/vms/127.0.0.1"].Healthy || len(h.state) != 0 {
 		t.Error("state of a removed target kept")
 	}
 }
@@ -92,12 +92,12 @@ func TestLimitHealthTargets(t *testing.T) {
 		age   int
 		addrs []string
 	}
-	targetsOf := func(bs []binding) []healthTarget {
-		var out []healthTarget
+	targetsOf := func(bs []binding) []Target {
+		var out []Target
 		for _, b := range bs {
 			team, _, _ := strings.Cut(b.name, "/")
 			for _, a := range b.addrs {
-				out = append(out, healthTarget{Binding: b.name, Team: team, Created: time.Unix(int64(b.age), 0), Address: a})
+				out = append(out, Target{Binding: b.name, Team: team, Created: time.Unix(int64(b.age), 0), Address: a})
 			}
 		}
 		return out
@@ -154,10 +154,10 @@ func TestLimitHealthTargets(t *testing.T) {
 				if reversed {
 					slices.Reverse(bs)
 				}
-				probed, unprobed := limitHealthTargets(targetsOf(bs), tc.perTeam, tc.total)
+				probed, unprobed := limitTargets(targetsOf(bs), tc.perTeam, tc.total)
 				var ids []string
 				for _, p := range probed {
-					ids = append(ids, p.id())
+					ids = append(ids, p.ID())
 				}
 				slices.Sort(ids)
 				if !slices.Equal(ids, tc.probed) {
@@ -188,7 +188,7 @@ func TestHealthStatusSaysOnlyWhetherAnAddressAnswers(t *testing.T) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close() // refused from now on
-	h := newHealthChecker(func() {})
+	h := NewChecker(func() {})
 	b := &catalogv1alpha1.ServiceBinding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "scan"},
 		Spec: catalogv1alpha1.ServiceBindingSpec{
@@ -197,10 +197,10 @@ func TestHealthStatusSaysOnlyWhetherAnAddressAnswers(t *testing.T) {
 			HealthCheck: &catalogv1alpha1.HealthCheck{FailureThreshold: 1},
 		},
 	}
-	targets := healthTargets(b)
+	targets := targetsOf(b)
 	const timeout = 300 * time.Millisecond
 	targets[0].Period, targets[0].Timeout = time.Hour, timeout
-	h.set(targets, nil)
+	h.Set(targets)
 	start := time.Now()
 	h.probeDue(context.Background())
 	for {
@@ -215,7 +215,7 @@ func TestHealthStatusSaysOnlyWhetherAnAddressAnswers(t *testing.T) {
 	if took := time.Since(start); took < timeout {
 		t.Errorf("a refused connection was recorded after %v, before the timeout %v: the timing tells it from a silent address", took, timeout)
 	}
-	st, _, _ := h.status("team-a/scan", b)
+	st, _, _ := endpointHealth(b, h.Probes(), nil)
 	want := "TCP port " + strconv.Itoa(port) + " not answering"
 	if len(st) != 1 || st[0].Healthy || st[0].Message != want {
 		t.Errorf("status %+v, want unhealthy with message %q only", st, want)

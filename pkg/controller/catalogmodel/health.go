@@ -1,4 +1,4 @@
-package mcs
+package catalogmodel
 
 import (
 	"cmp"
@@ -31,7 +31,7 @@ import (
 //     bindings as a cluster where the team owns no namespace;
 //   - at most perTeam addresses of a team (its hub namespace) and total
 //     addresses in all are probed, the oldest bindings' first
-//     (limitHealthTargets); the others are not ready, and their binding
+//     (limitTargets); the others are not ready, and their binding
 //     says so (HealthChecked=False, ProbeLimitReached);
 //   - the status says whether an address answers, never how a dial
 //     failed ("connection refused" against "i/o timeout" maps a
@@ -48,8 +48,8 @@ const (
 	DefaultHealthProbes        = 1000
 )
 
-// healthTarget is one address of one binding to probe.
-type healthTarget struct {
+// Target is one address of one binding to probe.
+type Target struct {
 	// Binding is the binding's namespace/name.
 	Binding string
 	// Team is the binding's namespace, and Created its creation time:
@@ -63,7 +63,8 @@ type healthTarget struct {
 	Threshold int32
 }
 
-func (t healthTarget) id() string { return t.Binding + "/" + t.Address }
+// ID names a target: the binding's namespace/name and the address.
+func (t Target) ID() string { return t.Binding + "/" + t.Address }
 
 // probeState is what the probes of one target said.
 type probeState struct {
@@ -76,49 +77,50 @@ type probeState struct {
 	inflight bool
 }
 
-type healthChecker struct {
+// Checker probes the targets it is given (Set) and tells, through
+// changed, when a target's verdict changes; what the probes said is read
+// with Probes.
+type Checker struct {
 	changed func()
 
 	mu      sync.Mutex
-	targets map[string]healthTarget
+	targets map[string]Target
 	state   map[string]*probeState
-	// unprobed are the targets over the limits, by id: why they are not
-	// probed.
-	unprobed map[string]string
 }
 
-func newHealthChecker(changed func()) *healthChecker {
-	return &healthChecker{
-		changed:  changed,
-		targets:  map[string]healthTarget{},
-		state:    map[string]*probeState{},
-		unprobed: map[string]string{},
+// NewChecker returns a Checker that calls changed whenever a target
+// becomes healthy or unhealthy.
+func NewChecker(changed func()) *Checker {
+	return &Checker{
+		changed: changed,
+		targets: map[string]Target{},
+		state:   map[string]*probeState{},
 	}
 }
 
-// limitHealthTargets returns the targets probed under the limits, and
+// limitTargets returns the targets probed under the limits, and
 // why each other is not, by id. The oldest bindings come first (then by
 // name, each in the order of its addresses), so that a new binding never
 // takes an older one's probes: at most perTeam addresses of one team,
 // total in all.
-func limitHealthTargets(targets []healthTarget, perTeam, total int) (probed []healthTarget, unprobed map[string]string) {
+func limitTargets(targets []Target, perTeam, total int) (probed []Target, unprobed map[string]string) {
 	ordered := slices.Clone(targets)
-	slices.SortStableFunc(ordered, func(a, b healthTarget) int {
+	slices.SortStableFunc(ordered, func(a, b Target) int {
 		return cmp.Or(a.Created.Compare(b.Created), strings.Compare(a.Binding, b.Binding))
 	})
 	unprobed = map[string]string{}
 	seen := map[string]bool{}
 	ofTeam := map[string]int{}
 	for _, t := range ordered {
-		if seen[t.id()] {
+		if seen[t.ID()] {
 			continue
 		}
-		seen[t.id()] = true
+		seen[t.ID()] = true
 		switch {
 		case ofTeam[t.Team] >= perTeam:
-			unprobed[t.id()] = fmt.Sprintf("team %s has %d addresses probed, the controller's limit per team", t.Team, perTeam)
+			unprobed[t.ID()] = fmt.Sprintf("team %s has %d addresses probed, the controller's limit per team", t.Team, perTeam)
 		case len(probed) >= total:
-			unprobed[t.id()] = fmt.Sprintf("the controller probes %d addresses, its limit", total)
+			unprobed[t.ID()] = fmt.Sprintf("the controller probes %d addresses, its limit", total)
 		default:
 			ofTeam[t.Team]++
 			probed = append(probed, t)
@@ -127,8 +129,8 @@ func limitHealthTargets(targets []healthTarget, perTeam, total int) (probed []he
 	return probed, unprobed
 }
 
-// healthTargets are the probes binding b asks for.
-func healthTargets(b *catalogv1alpha1.ServiceBinding) []healthTarget {
+// targetsOf are the probes binding b asks for.
+func targetsOf(b *catalogv1alpha1.ServiceBinding) []Target {
 	hc := b.Spec.HealthCheck
 	if hc == nil || len(b.Spec.Ports) == 0 {
 		return nil
@@ -150,9 +152,9 @@ func healthTargets(b *catalogv1alpha1.ServiceBinding) []healthTarget {
 	if threshold <= 0 {
 		threshold = 3
 	}
-	var out []healthTarget
+	var out []Target
 	for _, ep := range b.Spec.Endpoints {
-		out = append(out, healthTarget{
+		out = append(out, Target{
 			Binding: b.Namespace + "/" + b.Name, Team: b.Namespace, Created: b.CreationTimestamp.Time, Address: ep.Address, Port: target,
 			Period: seconds(hc.PeriodSeconds, 10), Timeout: seconds(hc.TimeoutSeconds, 2), Threshold: threshold,
 		})
@@ -160,15 +162,13 @@ func healthTargets(b *catalogv1alpha1.ServiceBinding) []healthTarget {
 	return out
 }
 
-// set replaces the targets, and the targets over the limits (by id, why
-// they are not probed); the state of targets that stay is kept.
-func (h *healthChecker) set(targets []healthTarget, unprobed map[string]string) {
+// Set replaces the targets; the state of targets that stay is kept.
+func (h *Checker) Set(targets []Target) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.unprobed = unprobed
-	next := map[string]healthTarget{}
+	next := map[string]Target{}
 	for _, t := range targets {
-		next[t.id()] = t
+		next[t.ID()] = t
 	}
 	for id := range h.state {
 		if _, ok := next[id]; !ok {
@@ -178,39 +178,50 @@ func (h *healthChecker) set(targets []healthTarget, unprobed map[string]string) 
 	h.targets = next
 }
 
-// healthy tells whether address of binding (namespace/name) passes its
-// health check.
-func (h *healthChecker) healthy(binding, address string) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	st := h.state[binding+"/"+address]
-	return st != nil && st.healthy
+// Probe is what the probes of one target said.
+type Probe struct {
+	Healthy bool
+	// Last is when the last probe ended (zero: none has yet), Since
+	// when Healthy last changed.
+	Last, Since time.Time
+	Message     string
 }
 
-// status returns the health of binding's addresses, for its status, and
-// those over the limits, with why the first of them is not probed.
-func (h *healthChecker) status(binding string, b *catalogv1alpha1.ServiceBinding) (out []catalogv1alpha1.EndpointHealth, unprobed int, why string) {
+// Probes returns what the probes of every target said, by Target.ID.
+func (h *Checker) Probes() map[string]Probe {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	out := make(map[string]Probe, len(h.state))
+	for id, st := range h.state {
+		out[id] = Probe{Healthy: st.healthy, Last: st.last, Since: st.since, Message: st.message}
+	}
+	return out
+}
+
+// endpointHealth is the health of binding b's addresses, for its status,
+// from what the probes said (probes, of the targets probed now) and why
+// the targets over the limits are not probed (unprobed, by ID); with the
+// number of its addresses over the limits, and why the first of them is
+// not probed.
+func endpointHealth(b *catalogv1alpha1.ServiceBinding, probes map[string]Probe, unprobed map[string]string) (out []catalogv1alpha1.EndpointHealth, over int, why string) {
 	for _, ep := range b.Spec.Endpoints {
-		id := binding + "/" + ep.Address
-		st := h.state[id]
+		id := b.Namespace + "/" + b.Name + "/" + ep.Address
 		eh := catalogv1alpha1.EndpointHealth{Address: ep.Address, Message: "not probed yet"}
-		if reason, over := h.unprobed[id]; over {
+		if reason, ok := unprobed[id]; ok {
 			eh.Message = "not probed: " + reason
-			if unprobed++; why == "" {
+			if over++; why == "" {
 				why = reason
 			}
-		} else if st != nil && !st.last.IsZero() {
-			eh.Healthy, eh.LastTransitionTime, eh.Message = st.healthy, metav1.NewTime(st.since.Truncate(time.Second)), st.message
+		} else if pr, ok := probes[id]; ok && !pr.Last.IsZero() {
+			eh.Healthy, eh.LastTransitionTime, eh.Message = pr.Healthy, metav1.NewTime(pr.Since.Truncate(time.Second)), pr.Message
 		}
 		out = append(out, eh)
 	}
-	return out, unprobed, why
+	return out, over, why
 }
 
-// run probes every target that is due, every half second, until ctx ends.
-func (h *healthChecker) run(ctx context.Context) {
+// Run probes every target that is due, every half second, until ctx ends.
+func (h *Checker) Run(ctx context.Context) {
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -223,7 +234,7 @@ func (h *healthChecker) run(ctx context.Context) {
 	}
 }
 
-func (h *healthChecker) probeDue(ctx context.Context) {
+func (h *Checker) probeDue(ctx context.Context) {
 	now := time.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -241,7 +252,7 @@ func (h *healthChecker) probeDue(ctx context.Context) {
 	}
 }
 
-func (h *healthChecker) probe(ctx context.Context, id string, t healthTarget) {
+func (h *Checker) probe(ctx context.Context, id string, t Target) {
 	logger := klog.FromContext(ctx)
 	start := time.Now()
 	d := net.Dialer{Timeout: t.Timeout}

@@ -1,4 +1,4 @@
-package mcs
+package catalogmodel
 
 import (
 	"context"
@@ -15,15 +15,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/multiclusterservices/catalog"
 	"k8s.io/multiclusterservices/export"
 
 	catalogv1alpha1 "k8s.io/multiclusterservices/apis/catalog/v1alpha1"
+	catalogclientset "k8s.io/multiclusterservices/client/catalog/clientset/versioned"
+	cataloglisters "k8s.io/multiclusterservices/client/catalog/listers/catalog/v1alpha1"
 )
 
-// catalogStatus collects, during one resolution, the status every
-// catalog object should have, and writes what changed.
-type catalogStatus struct {
+// Status is the status every catalog object should have after one
+// resolution; Write writes what changed.
+type Status struct {
 	res catalog.Result
 	// ready are Ready conditions by catalog.ObjectKey.
 	ready map[string]metav1.Condition
@@ -36,8 +39,8 @@ type catalogStatus struct {
 	probed map[string]metav1.Condition
 }
 
-func newCatalogStatus(res catalog.Result) *catalogStatus {
-	return &catalogStatus{
+func newStatus(res catalog.Result) *Status {
+	return &Status{
 		res: res, ready: map[string]metav1.Condition{}, ips: map[string][]string{},
 		clusters: map[string][]catalogv1alpha1.BackendCluster{}, health: map[string][]catalogv1alpha1.EndpointHealth{},
 		probed: map[string]metav1.Condition{},
@@ -49,21 +52,22 @@ func readyCondition(status metav1.ConditionStatus, reason, message string) metav
 }
 
 // binding records the Ready condition of binding namespace/name.
-func (st *catalogStatus) binding(namespace, name string, status metav1.ConditionStatus, reason, message string) {
+func (st *Status) binding(namespace, name string, status metav1.ConditionStatus, reason, message string) {
 	st.ready["ServiceBinding/"+namespace+"/"+name] = readyCondition(status, reason, message)
 }
 
 // bindingReady records whether binding b serves a ready endpoint, from
-// the slices it contributes, and its addresses' health.
-func (st *catalogStatus) bindingReady(b *catalogv1alpha1.ServiceBinding, slices []*discoveryv1.EndpointSlice, health *healthChecker) {
+// the slices it contributes, and its addresses' health (probes, of the
+// targets probed; unprobed, why the others are not, by Target.ID).
+func (st *Status) bindingReady(b *catalogv1alpha1.ServiceBinding, slices []*discoveryv1.EndpointSlice, probes map[string]Probe, unprobed map[string]string) {
 	key := catalog.ObjectKey("ServiceBinding", b)
 	if b.Spec.HealthCheck != nil {
-		eps, unprobed, why := health.status(b.Namespace+"/"+b.Name, b)
+		eps, over, why := endpointHealth(b, probes, unprobed)
 		st.health[key] = eps
 		st.probed[key] = metav1.Condition{Type: catalog.ConditionHealthChecked, Status: metav1.ConditionTrue, Reason: catalog.ReasonProbed, Message: "every address is probed"}
-		if unprobed > 0 {
+		if over > 0 {
 			st.probed[key] = metav1.Condition{Type: catalog.ConditionHealthChecked, Status: metav1.ConditionFalse, Reason: catalog.ReasonProbeLimitReached,
-				Message: fmt.Sprintf("%d of %d addresses are not probed, and not ready: %s", unprobed, len(eps), why)}
+				Message: fmt.Sprintf("%d of %d addresses are not probed, and not ready: %s", over, len(eps), why)}
 		}
 	}
 	ready := export.ReadyEndpoints(slices)
@@ -76,7 +80,7 @@ func (st *catalogStatus) bindingReady(b *catalogv1alpha1.ServiceBinding, slices 
 
 // placement records the Ready condition of the catalog import that asked
 // for placement p (none for an ImportAll placement).
-func (st *catalogStatus) placement(p catalog.Placement, status metav1.ConditionStatus, reason, message string, ips []string) {
+func (st *Status) placement(p catalog.Placement, status metav1.ConditionStatus, reason, message string, ips []string) {
 	if p.Import == "" {
 		return
 	}
@@ -86,7 +90,7 @@ func (st *catalogStatus) placement(p catalog.Placement, status metav1.ConditionS
 }
 
 // global records the status of a global service.
-func (st *catalogStatus) global(svc *catalog.Service, clusters, ips []string, ipError string, bindings []*catalogv1alpha1.ServiceBinding) {
+func (st *Status) global(svc *catalog.Service, clusters, ips []string, ipError string, bindings []*catalogv1alpha1.ServiceBinding) {
 	key := catalog.ObjectKey("GlobalService", svc.Global)
 	st.ips[key] = ips
 	for _, cl := range clusters {
@@ -108,13 +112,23 @@ func (st *catalogStatus) global(svc *catalog.Service, clusters, ips []string, ip
 	}
 }
 
-// write updates the status of every catalog object whose status changed,
-// and tells each object that became invalid, or valid again, in an event.
-func (st *catalogStatus) write(ctx context.Context, c *Controller) error {
-	s := c.catalog
-	client := s.cfg.Hub.CatalogV1alpha1()
+// StatusWriter is where Write reads the catalog objects and writes
+// their status.
+type StatusWriter struct {
+	Hub      catalogclientset.Interface
+	Globals  cataloglisters.GlobalServiceLister
+	Bindings cataloglisters.ServiceBindingLister
+	Imports  cataloglisters.GlobalServiceImportLister
+	Recorder events.EventRecorder
+}
+
+// Write updates the status of every catalog object whose status changed,
+// and tells each object that became invalid, or whose addresses went
+// over the probe limits, in an event.
+func (st *Status) Write(ctx context.Context, s StatusWriter) error {
+	client := s.Hub.CatalogV1alpha1()
 	opts := metav1.UpdateOptions{}
-	globals, _ := s.globals.List(labels.Everything())
+	globals, _ := s.Globals.List(labels.Everything())
 	errs := writeStatus(ctx, st, s, "GlobalService", globals,
 		func(o *catalogv1alpha1.GlobalService) *catalogv1alpha1.GlobalServiceStatus { return &o.Status },
 		func(key string, next nextStatus) catalogv1alpha1.GlobalServiceStatus {
@@ -124,7 +138,7 @@ func (st *catalogStatus) write(ctx context.Context, c *Controller) error {
 			_, err := client.GlobalServices(o.Namespace).UpdateStatus(ctx, o, opts)
 			return err
 		})
-	bindings, _ := s.bindings.List(labels.Everything())
+	bindings, _ := s.Bindings.List(labels.Everything())
 	errs = append(errs, writeStatus(ctx, st, s, "ServiceBinding", bindings,
 		func(o *catalogv1alpha1.ServiceBinding) *catalogv1alpha1.ServiceBindingStatus { return &o.Status },
 		func(key string, next nextStatus) catalogv1alpha1.ServiceBindingStatus {
@@ -134,7 +148,7 @@ func (st *catalogStatus) write(ctx context.Context, c *Controller) error {
 			_, err := client.ServiceBindings(o.Namespace).UpdateStatus(ctx, o, opts)
 			return err
 		})...)
-	imports, _ := s.imports.List(labels.Everything())
+	imports, _ := s.Imports.List(labels.Everything())
 	errs = append(errs, writeStatus(ctx, st, s, "GlobalServiceImport", imports,
 		func(o *catalogv1alpha1.GlobalServiceImport) *catalogv1alpha1.GlobalServiceImportStatus {
 			return &o.Status
@@ -161,7 +175,7 @@ type statusConditions interface {
 func writeStatus[T interface {
 	metav1.Object
 	runtime.Object
-}, S statusConditions](ctx context.Context, st *catalogStatus, s *catalogState, kind string, objs []T,
+}, S statusConditions](ctx context.Context, st *Status, s StatusWriter, kind string, objs []T,
 	status func(T) *S, want func(key string, next nextStatus) S, update func(context.Context, T) error) []error {
 	var errs []error
 	for _, o := range objs {
@@ -210,7 +224,7 @@ type nextStatus struct {
 }
 
 // ips are the clusterset IPs the status of object key shows.
-func (n nextStatus) ips(st *catalogStatus, key string) []string {
+func (n nextStatus) ips(st *Status, key string) []string {
 	if !n.showIPs {
 		return nil
 	}
@@ -219,7 +233,7 @@ func (n nextStatus) ips(st *catalogStatus, key string) []string {
 
 // next computes the conditions of the catalog object key (kind/namespace/name)
 // from those it has; false when the resolution did not see it.
-func (st *catalogStatus) next(key string, o metav1.Object, have []metav1.Condition) (nextStatus, bool) {
+func (st *Status) next(key string, o metav1.Object, have []metav1.Condition) (nextStatus, bool) {
 	valid, known := st.res.Valid[key]
 	if !known {
 		return nextStatus{}, false
@@ -252,7 +266,7 @@ func (st *catalogStatus) next(key string, o metav1.Object, have []metav1.Conditi
 // written reports the status update of catalog object key (err is the
 // update's): an object gone is no error; one that became invalid, or
 // whose addresses went over the probe limits, gets an event.
-func (n nextStatus) written(s *catalogState, key string, update runtime.Object, before []metav1.Condition, err error) error {
+func (n nextStatus) written(s StatusWriter, key string, update runtime.Object, before []metav1.Condition, err error) error {
 	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -260,10 +274,10 @@ func (n nextStatus) written(s *catalogState, key string, update runtime.Object, 
 		return fmt.Errorf("updating the status of %s: %w", key, err)
 	}
 	if b := meta.FindStatusCondition(before, catalog.ConditionValid); (b == nil || b.Reason != n.valid.Reason) && n.valid.Status == metav1.ConditionFalse {
-		s.recorder.Eventf(update, nil, v1.EventTypeWarning, n.valid.Reason, "Validate", "%s", n.valid.Message)
+		s.Recorder.Eventf(update, nil, v1.EventTypeWarning, n.valid.Reason, "Validate", "%s", n.valid.Message)
 	}
 	if b := meta.FindStatusCondition(before, catalog.ConditionHealthChecked); n.checked && (b == nil || b.Reason != n.probed.Reason) && n.probed.Status == metav1.ConditionFalse {
-		s.recorder.Eventf(update, nil, v1.EventTypeWarning, n.probed.Reason, "HealthCheck", "%s", n.probed.Message)
+		s.Recorder.Eventf(update, nil, v1.EventTypeWarning, n.probed.Reason, "HealthCheck", "%s", n.probed.Message)
 	}
 	return nil
 }
