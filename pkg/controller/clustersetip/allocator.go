@@ -146,6 +146,18 @@ func (a *Allocator) SetForeign(id string, ips []string) bool {
 	return true
 }
 
+// Foreign returns the IPs SetForeign reserves for id (none when it
+// reserves none, or its bound kept them from being reserved).
+func (a *Allocator) Foreign(id string) []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for _, ip := range a.foreignBy[id] {
+		out = append(out, ip.String())
+	}
+	return out
+}
+
 // SetReserved sets the ranges whose IPs are handed out only when no other
 // IP of the family is free: members' Service ranges (ServiceCIDRs) that
 // overlap the clusterset's, where a Service may be given an import's IP

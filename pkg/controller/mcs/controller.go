@@ -265,6 +265,11 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	c.reserveServiceRanges()
 	c.leases.restore(ctx)
+	for _, m := range initial {
+		if m.hasSynced() {
+			c.reserveForeignOf(m)
+		}
+	}
 	c.restoreClusterSetIPs()
 
 	var wg sync.WaitGroup
@@ -407,6 +412,7 @@ func (c *Controller) watchLateSyncs(ctx context.Context, initial []*member) {
 					c.reserveServiceRanges()
 				}
 				logger.Info("Member caches synced late; merging again", "cluster", m.id)
+				c.reserveForeignOf(m)
 				c.restoreClusterSetIPs()
 				c.enqueueAll()
 			}

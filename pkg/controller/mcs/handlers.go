@@ -10,7 +10,6 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/klog/v2"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
@@ -73,41 +72,18 @@ func (c *Controller) addHandlers(m *member) {
 			}
 		}
 	}))
-	// What this controller wrote is put right if anyone else changes it.
-	// An import someone else wrote reserves its IPs, and the import of
-	// ours that has one of them hears of it (its status says so).
-	foreign := func(obj any, gone bool) {
-		si := eventObject[*mcsv1beta1.ServiceImport](obj)
-		if si == nil || c.wrote(si) {
-			return
-		}
-		var ips []string
-		if !gone {
-			ips = si.Spec.IPs
-		}
-		if !c.clustersetIPs.SetForeign(m.id+"/"+si.Namespace+"/"+si.Name, ips) {
-			c.logger.Info("Not reserving the clusterset IPs of an import someone else wrote: the member holds the most such imports allowed", "cluster", m.id, "serviceImport", klog.KObj(si), "ips", ips)
-		}
-		for _, ip := range si.Spec.IPs {
-			if owner, ok := c.clustersetIPs.Owner(ip); ok {
-				c.enqueueMembers(owner)
-			}
-		}
-	}
+	// What this controller wrote is put right if anyone else changes it;
+	// an import someone else wrote reserves its IPs (its member's worker
+	// records it: foreign.go).
 	placed := func(obj any) {
 		if si := eventObject[*mcsv1beta1.ServiceImport](obj); si != nil {
 			c.source.importChanged(si)
 		}
 	}
 	handle(f.imports, cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { foreign(obj, false); write(obj); placed(obj) },
-		UpdateFunc: func(old, cur any) {
-			foreign(old, true)
-			foreign(cur, false)
-			write(cur)
-			placed(cur)
-		},
-		DeleteFunc: func(obj any) { foreign(obj, true); write(obj); placed(obj) },
+		AddFunc:    func(obj any) { write(obj); placed(obj) },
+		UpdateFunc: func(_, cur any) { write(cur); placed(cur) },
+		DeleteFunc: func(obj any) { write(obj); placed(obj) },
 	})
 	handle(f.importedSlices, on(func(obj any) {
 		if s := eventObject[*writtenSlice](obj); s != nil {

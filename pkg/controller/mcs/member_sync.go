@@ -22,6 +22,8 @@ import (
 // m's own export, the import, and every source cluster's slices. Every
 // write is skipped when the cache already shows the desired object.
 func (c *Controller) syncMember(ctx context.Context, m *member, key string) error {
+	ns, name, _ := cache.SplitMetaNamespaceKey(key)
+	c.reserveForeign(m, ns, name)
 	top := c.getDesired(key)
 	if top == nil {
 		// Not merged yet (e.g. at start-up, when every existing import is
@@ -41,7 +43,6 @@ func (c *Controller) syncMember(ctx context.Context, m *member, key string) erro
 	if !m.hasSynced() {
 		return fmt.Errorf("caches of member %s are not synced", m.id)
 	}
-	ns, name, _ := cache.SplitMetaNamespaceKey(key)
 	errs := []error{c.writeExportStatus(ctx, m, ns, name, d)}
 	if d.Retain {
 		return errors.Join(errs...)

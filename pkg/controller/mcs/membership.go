@@ -100,6 +100,7 @@ func (c *Controller) join(ctx context.Context, m *member) error {
 	// sources whose Leases it holds.
 	c.leases.learn(ctx, m)
 	c.leases.joined(m.id)
+	c.reserveForeignOf(m)
 	c.serve(m)
 	c.restoreClusterSetIPs()
 	c.enqueueAll()
@@ -112,16 +113,6 @@ func (c *Controller) join(ctx context.Context, m *member) error {
 func (c *Controller) abandon(m *member) {
 	m.stop()
 	c.forgetForeign(m)
-}
-
-// forgetForeign drops the reservations of the imports someone else wrote
-// into m.
-func (c *Controller) forgetForeign(m *member) {
-	for _, o := range m.inf.imports.GetStore().List() {
-		if si, ok := o.(*mcsv1beta1.ServiceImport); ok && !c.wrote(si) {
-			c.clustersetIPs.SetForeign(m.id+"/"+si.Namespace+"/"+si.Name, nil)
-		}
-	}
 }
 
 // Leave removes member id from the clusterset: it is served no more, its

@@ -1,0 +1,75 @@
+package mcs
+
+import (
+	"net/netip"
+	"slices"
+
+	"k8s.io/klog/v2"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// An import someone else wrote into a member reserves its IPs: the
+// allocator never hands them out (clustersetip.Allocator.SetForeign),
+// and the import of ours that holds one of them says so in its status.
+// The reservations follow the members' caches, level-triggered: every
+// foreign import of a member once its caches have synced, before any
+// clusterset IP is allocated with it counted (reserveForeignOf), then one
+// name at a time as the member's worker takes it (reserveForeign, from
+// syncMember); forgetForeign drops a member's when it goes.
+
+// reserveForeignOf reserves the IPs of every import someone else wrote
+// into m, as its cache holds them.
+func (c *Controller) reserveForeignOf(m *member) {
+	for _, o := range m.inf.imports.GetStore().List() {
+		if si, ok := o.(*mcsv1beta1.ServiceImport); ok && !c.wrote(si) {
+			c.reserveForeign(m, si.Namespace, si.Name)
+		}
+	}
+}
+
+// reserveForeign brings the reservation of m's import ns/name in step
+// with m's cache: the IPs of an import someone else wrote, none for one
+// of ours or none at all. When it changes, the imports of ours that hold
+// one of the IPs, before or after, are written again.
+func (c *Controller) reserveForeign(m *member, ns, name string) {
+	var ips []string
+	si, err := m.imports.ServiceImports(ns).Get(name)
+	if err == nil && !c.wrote(si) {
+		ips = si.Spec.IPs
+	}
+	id := m.id + "/" + ns + "/" + name
+	before := c.clustersetIPs.Foreign(id)
+	if sameIPs(before, ips) {
+		return
+	}
+	if !c.clustersetIPs.SetForeign(id, ips) {
+		c.logger.Info("Not reserving the clusterset IPs of an import someone else wrote: the member holds the most such imports allowed", "cluster", m.id, "serviceImport", klog.KObj(si), "ips", ips)
+	}
+	for _, ip := range slices.Concat(before, ips) {
+		if owner, ok := c.clustersetIPs.Owner(ip); ok {
+			c.enqueueMembers(owner)
+		}
+	}
+}
+
+// forgetForeign drops the reservations of the imports someone else wrote
+// into m.
+func (c *Controller) forgetForeign(m *member) {
+	for _, o := range m.inf.imports.GetStore().List() {
+		if si, ok := o.(*mcsv1beta1.ServiceImport); ok && !c.wrote(si) {
+			c.clustersetIPs.SetForeign(m.id+"/"+si.Namespace+"/"+si.Name, nil)
+		}
+	}
+}
+
+// sameIPs tells whether a reservation of have is one of want (the
+// addresses that parse, in order, IPv4-mapped IPv6 as IPv4).
+func sameIPs(have, want []string) bool {
+	var parsed []string
+	for _, s := range want {
+		if ip, err := netip.ParseAddr(s); err == nil {
+			parsed = append(parsed, ip.Unmap().String())
+		}
+	}
+	return slices.Equal(have, parsed)
+}
