@@ -181,6 +181,7 @@ func registry(inv *inventory.Inventory) compmetrics.KubeRegistry {
 	reg.RawMustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.CustomMustRegister(inv.Collector())
 	inventory.RegisterPluginMetrics(reg)
+	reg.MustRegister(leaderGauge)
 	return reg
 }
 

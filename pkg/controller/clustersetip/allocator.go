@@ -406,6 +406,23 @@ func (a *Allocator) Allocated() int {
 	return len(a.owner)
 }
 
+// Capacity returns how many IPs the allocator may hand out, for the
+// pool's use (Allocated against it): the host addresses of each range,
+// of an IPv6 range the first 2^32 (all it probes).
+func (a *Allocator) Capacity() float64 {
+	total := 0.0
+	for _, r := range a.ranges {
+		size := rangeSize(r)
+		// As probe: not the network address, nor IPv4's broadcast.
+		hosts := size - 1
+		if r.Addr().Is4() && size > 2 {
+			hosts--
+		}
+		total += float64(hosts)
+	}
+	return total
+}
+
 // allocate probes the family's range from a point derived from the key, so
 // that even a controller that lost every import tends to give a key the IP
 // it had before.

@@ -1,6 +1,7 @@
 package mcs
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -98,9 +99,13 @@ func (m *Metrics) register(c *Controller) {
 			func() float64 { return float64(len(c.memberList())) })
 		vips := metrics.NewGaugeFunc(&metrics.GaugeOpts{StabilityLevel: metrics.ALPHA, Name: "mcs_controller_clusterset_ips_allocated", Help: "Allocated clusterset IPs."},
 			func() float64 { return float64(c.clustersetIPs.Allocated()) })
+		capacity := metrics.NewGaugeFunc(&metrics.GaugeOpts{StabilityLevel: metrics.ALPHA, Name: "mcs_controller_clusterset_ips_capacity", Help: "Clusterset IPs the ranges of --clusterset-ip-cidrs hold (an IPv6 range counts as at most 2^32)."},
+			c.clustersetIPs.Capacity)
+		noIP := metrics.NewGaugeFunc(&metrics.GaugeOpts{StabilityLevel: metrics.ALPHA, Name: "mcs_controller_imports_without_clusterset_ip", Help: "ClusterSetIP imports written without a clusterset IP (the pool exhausted, or the namespace's or team's bound reached): their Ready condition says why."},
+			c.importsWithoutIP)
 		// Gauges computed at scrape time (component-base's GaugeFunc is a
 		// plain collector, registered as such).
-		m.registry.RawMustRegister(depth, names, reachable, total, vips)
+		m.registry.RawMustRegister(depth, names, reachable, total, vips, capacity, noIP)
 		_ = m.registry.CustomRegister(&memberCollector{c: c})
 	})
 }
@@ -112,6 +117,8 @@ var (
 		"ServiceImports in a member cluster not written by this controller that carry a clusterset IP it allocated.", []string{"cluster"}, nil, metrics.ALPHA, "")
 	rangesKnownDesc = metrics.NewDesc("mcs_controller_member_endpoint_ranges_known",
 		"1 when it is known where a member cluster's endpoints may be (its nodes' pod CIDRs or --member-pod-cidrs), 0 when not: then only endpoints the EndpointSlice controller wrote for Pods are mirrored from it.", []string{"cluster"}, nil, metrics.ALPHA, "")
+	leaseRemainingDesc = metrics.NewDesc("mcs_controller_source_lease_remaining_seconds",
+		"Seconds until a member cluster's endpoint lease expires (--endpoint-ttl after the controller last reached it); at 0 its endpoints are withdrawn from every member.", []string{"cluster"}, nil, metrics.ALPHA, "")
 	overlapsDesc = metrics.NewDesc("mcs_controller_service_cidrs_overlapping_clusterset",
 		"ServiceCIDRs of a member cluster that overlap the clusterset IP ranges: a Service there may be given an import's clusterset IP.", []string{"cluster"}, nil, metrics.ALPHA, "")
 )
@@ -128,6 +135,7 @@ func (mc *memberCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
 	ch <- foreignClaimsDesc
 	ch <- rangesKnownDesc
 	ch <- overlapsDesc
+	ch <- leaseRemainingDesc
 }
 
 func (mc *memberCollector) CollectWithStability(ch chan<- metrics.Metric) {
@@ -140,7 +148,24 @@ func (mc *memberCollector) CollectWithStability(ch chan<- metrics.Metric) {
 		}
 		ch <- metrics.NewLazyConstMetric(rangesKnownDesc, metrics.GaugeValue, known, m.id)
 		ch <- metrics.NewLazyConstMetric(overlapsDesc, metrics.GaugeValue, float64(len(mc.c.serviceRangeOverlaps(m))), m.id)
+		ch <- metrics.NewLazyConstMetric(leaseRemainingDesc, metrics.GaugeValue, mc.c.leases.remaining(m.id).Seconds(), m.id)
 	}
+}
+
+// importsWithoutIP counts the ClusterSetIP imports planned without a
+// clusterset IP, in every member's variant in catalog mode.
+func (c *Controller) importsWithoutIP() float64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	n := 0
+	for _, d := range c.desired {
+		for _, v := range append([]*desiredState{d}, slices.Collect(maps.Values(d.Variants))...) {
+			if v.Import != nil && v.Import.Spec.Type == mcsv1beta1.ClusterSetIP && len(v.Import.Spec.IPs) == 0 {
+				n++
+			}
+		}
+	}
+	return float64(n)
 }
 
 // forgetMember drops the per-member series of a member that left.

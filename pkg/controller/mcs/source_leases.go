@@ -56,6 +56,18 @@ func (l *sourceLeases) aliveLocked(id string, now time.Time) bool {
 	return ok && now.Sub(t) < l.c.cfg.EndpointTTL
 }
 
+// remaining is how long source cluster id's endpoints are served
+// without its lease being renewed (0: expired, or never renewed).
+func (l *sourceLeases) remaining(id string) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t, ok := l.renewed[id]
+	if !ok {
+		return 0
+	}
+	return max(0, l.c.cfg.EndpointTTL-time.Since(t))
+}
+
 // Reachable returns how many members answered their last probe.
 func (l *sourceLeases) reachableCount() int {
 	l.mu.Lock()

@@ -119,7 +119,8 @@ func recordedEvents(m *fakeMember) []string {
 }
 
 // metricValue is the value of the series of metric name in reg with a
-// label of value label, a cluster ID mostly (0 when there is none).
+// label of value label, a cluster ID mostly, or without labels when label
+// is "" (0 when there is none).
 func metricValue(t *testing.T, reg metrics.KubeRegistry, name, label string) float64 {
 	t.Helper()
 	families, err := reg.Gather()
@@ -131,7 +132,7 @@ func metricValue(t *testing.T, reg metrics.KubeRegistry, name, label string) flo
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetValue() == label }) {
+			if label == "" && len(m.GetLabel()) > 0 || label != "" && !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetValue() == label }) {
 				continue
 			}
 			if m.GetCounter() != nil {
