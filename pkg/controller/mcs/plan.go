@@ -110,26 +110,63 @@ const (
 	ReasonEndpointsOutsidePodRanges = "EndpointsOutsidePodRanges"
 )
 
-// planName decides what every member should hold of s's name.
+// planName decides what every member should hold of s's name, in four
+// steps: which exports are valid (checkExports), what they merge into
+// and which of them provide (mergeExports), each export's conditions
+// (exportConditions), and each source cluster's slices (planSlices).
 func planName(cfg *Config, s snapshot) plan {
-	ns, name := s.Namespace, s.Name
+	c := checkExports(cfg, s)
+	m := mergeExports(cfg, c)
+	p := plan{Desired: &desiredState{ExportConditions: exportConditions(s, c, m)}, Conflicts: m.result.Conflicts}
+	d := p.Desired
+	if len(m.exports) == 0 {
+		d.Retain = s.retained()
+		return p
+	}
+	d.Import = importOf(cfg, s.Namespace, s.Name, m.result)
+	d.Clusters = m.result.Clusters
+	if m.result.Spec.Type == mcsv1beta1.ClusterSetIP {
+		d.ClusterSelectors = m.clusterSelectors
+		d.SelectorResults = planSelectorResults(s, m.clusterSelectors, m.result.Clusters)
+	}
+	p.Reports = planSlices(cfg, s, c.byID, m, d)
+	for _, e := range m.exports {
+		if note := withheldNote(p.Reports, c.byID[e.Cluster]); note != "" {
+			sayInReady(d.ExportConditions[e.Cluster], note)
+		}
+	}
+	return p
+}
+
+// checked is what checkExports finds of a name's exports.
+type checked struct {
+	// exports are the valid ones, validity every export's verdict by
+	// cluster ID, selectors the clusterSelectors of each (gate on).
+	exports   []export.Export
+	validity  map[string]export.Validity
+	selectors map[string][]csv1beta1.ClusterSelector
+	byID      map[string]*memberSnapshot
+}
+
+// checkExports decides which members' exports of s's name are valid: the
+// namespace refused or not among those a member may export from, the
+// Service, the exporter's maps and, with the gate on, its selectors.
+func checkExports(cfg *Config, s snapshot) checked {
+	ns := s.Namespace
 	refused := slices.Contains(cfg.RefusedNamespaces, ns)
-	var exports []export.Export
-	validity := map[string]export.Validity{}
-	selectors := map[string][]csv1beta1.ClusterSelector{}
-	byID := map[string]*memberSnapshot{}
+	c := checked{validity: map[string]export.Validity{}, selectors: map[string][]csv1beta1.ClusterSelector{}, byID: map[string]*memberSnapshot{}}
 	for i := range s.Members {
 		m := &s.Members[i]
-		byID[m.ID] = m
+		c.byID[m.ID] = m
 		if !m.Synced || m.Export == nil {
 			continue
 		}
 		if refused {
-			validity[m.ID] = export.NamespaceNotAllowed(ns)
+			c.validity[m.ID] = export.NamespaceNotAllowed(ns)
 			continue
 		}
 		if refusal := export.CheckExportNamespace(cfg.ExportNamespaces, m.ID, ns); refusal != nil {
-			validity[m.ID] = *refusal
+			c.validity[m.ID] = *refusal
 			continue
 		}
 		v := export.Validate(m.Service)
@@ -139,126 +176,138 @@ func planName(cfg *Config, s snapshot) plan {
 		}
 		if v.Valid && cfg.ClusterSelection {
 			v = export.ValidateClusterSelectors(m.Service, m.ClusterSelectors)
-			selectors[m.ID] = m.ClusterSelectors
+			c.selectors[m.ID] = m.ClusterSelectors
 		}
-		validity[m.ID] = v
+		c.validity[m.ID] = v
 		if v.Valid {
 			var notBefore time.Time
 			if m.Namespace != nil {
 				notBefore = m.Namespace.CreationTimestamp.Time
 			}
 			se := export.BoundCreation(m.Export, notBefore, s.Now)
-			exports = append(exports, export.Export{Cluster: m.ID, ServiceExport: se, Service: m.Service})
+			c.exports = append(c.exports, export.Export{Cluster: m.ID, ServiceExport: se, Service: m.Service})
 		}
 	}
+	return c
+}
 
-	r := export.Merge(exports)
-	// Provision: the exporters may name the clusters whose endpoints serve
-	// the name (in the oldest export's annotations, as every exported
-	// annotation). The others' exports then shape and serve nothing; the
-	// import keeps the annotations that said so.
-	providers, limited := export.Providers(r.Annotations)
-	var notProviding []string
+// merged is what mergeExports makes of the valid exports.
+type merged struct {
+	result export.Result
+	// exports are those that provide; notProviding the clusters whose
+	// valid exports do not, and providers those named to.
+	exports      []export.Export
+	notProviding []string
+	providers    []string
+	// clusterSelectors are the merged selectors (gate on).
+	clusterSelectors []csv1beta1.ClusterSelector
+}
+
+// mergeExports merges the valid exports. The exporters may name the
+// clusters whose endpoints serve the name (in the oldest export's
+// annotations, as every exported annotation): the others' exports then
+// shape and serve nothing, and the import keeps the annotations that
+// said so.
+func mergeExports(cfg *Config, c checked) merged {
+	m := merged{result: export.Merge(c.exports), exports: c.exports}
+	providers, limited := export.Providers(m.result.Annotations)
 	if limited {
 		var serving []export.Export
-		for _, e := range exports {
+		for _, e := range c.exports {
 			if slices.Contains(providers, e.Cluster) {
 				serving = append(serving, e)
 			} else {
-				notProviding = append(notProviding, e.Cluster)
+				m.notProviding = append(m.notProviding, e.Cluster)
 			}
 		}
-		all := r
-		exports = serving
-		r = export.Merge(exports)
-		r.Labels, r.Annotations, r.Conflicts = all.Labels, all.Annotations, all.Conflicts
+		all := m.result
+		m.exports, m.providers = serving, providers
+		m.result = export.Merge(serving)
+		m.result.Labels, m.result.Annotations, m.result.Conflicts = all.Labels, all.Annotations, all.Conflicts
 	}
-	var clusterSelectors []csv1beta1.ClusterSelector
 	if cfg.ClusterSelection {
 		var conflicts []export.Conflict
-		clusterSelectors, conflicts = export.MergeClusterSelectors(exports, func(id string) []csv1beta1.ClusterSelector { return selectors[id] })
-		r.Conflicts = append(r.Conflicts, conflicts...)
+		m.clusterSelectors, conflicts = export.MergeClusterSelectors(m.exports, func(id string) []csv1beta1.ClusterSelector { return c.selectors[id] })
+		m.result.Conflicts = append(m.result.Conflicts, conflicts...)
 	}
-	p := plan{Desired: &desiredState{ExportConditions: map[string][]metav1.Condition{}}, Conflicts: r.Conflicts}
-	d := p.Desired
+	return m
+}
+
+// exportConditions are the conditions of every member's export of s's
+// name, by cluster ID.
+func exportConditions(s snapshot, c checked, m merged) map[string][]metav1.Condition {
 	readyMessage := ""
-	if missing := s.withoutNamespace(); len(exports) > 0 && len(missing) > 0 {
+	if missing := s.withoutNamespace(); len(m.exports) > 0 && len(missing) > 0 {
 		// KEP-1645: a service is imported only where its namespace exists.
 		readyMessage = fmt.Sprintf("imported in %d of %d member clusters; namespace %q does not exist in: %s",
-			len(s.Members)-len(missing), len(s.Members), ns, strings.Join(missing, ", "))
+			len(s.Members)-len(missing), len(s.Members), s.Namespace, strings.Join(missing, ", "))
 	}
-	for id, v := range validity {
-		d.ExportConditions[id] = export.ExportConditions(v, r.Conflicts, readyMessage)
-		if slices.Contains(notProviding, id) {
-			d.ExportConditions[id] = export.NotAProvider(v, id, providers, r.Conflicts)
+	out := map[string][]metav1.Condition{}
+	for id, v := range c.validity {
+		out[id] = export.ExportConditions(v, m.result.Conflicts, readyMessage)
+		if slices.Contains(m.notProviding, id) {
+			out[id] = export.NotAProvider(v, id, m.providers, m.result.Conflicts)
 		}
 	}
+	return out
+}
 
-	if len(exports) == 0 {
-		d.Retain = s.retained()
-		return p
-	}
-	d.Import = importOf(cfg, ns, name, r)
-	d.Clusters = r.Clusters
-	if r.Spec.Type == mcsv1beta1.ClusterSetIP {
-		d.ClusterSelectors = clusterSelectors
-		d.SelectorResults = planSelectorResults(s, clusterSelectors, r.Clusters)
-	}
+// planSlices fills d with each providing source cluster's slices (and
+// ingress entry points), and returns what of the sources is not mirrored.
+// An expired source cluster still counts for the import (its last known
+// export) but its endpoints are withdrawn, so that traffic fails over to
+// the sources that answer. When none answers, the endpoints of all are
+// kept, marked stale: withdrawing the last ones would turn an outage of
+// the hub's view (a cut link, the hub's own network) into an outage of
+// the service.
+func planSlices(cfg *Config, s snapshot, byID map[string]*memberSnapshot, m merged, d *desiredState) []sourceReport {
 	d.Slices = map[string]*discoveryv1.EndpointSlice{}
-	// An expired source cluster still counts for the import (its last
-	// known export) but its endpoints are withdrawn, so that traffic
-	// fails over to the sources that answer. When none answers, the
-	// endpoints of all are kept, marked stale: withdrawing the last ones
-	// would turn an outage of the hub's view (a cut link, the hub's own
-	// network) into an outage of the service.
 	var alive []string
-	for _, e := range exports {
+	for _, e := range m.exports {
 		if s.Alive[e.Cluster] {
 			alive = append(alive, e.Cluster)
 		}
 	}
 	if len(alive) == 0 {
-		d.Stale = r.Clusters
+		d.Stale = m.result.Clusters
 	}
-	for _, e := range exports {
+	var reports []sourceReport
+	for _, e := range m.exports {
 		if len(alive) > 0 && !slices.Contains(alive, e.Cluster) {
 			continue
 		}
-		m := byID[e.Cluster]
+		src := byID[e.Cluster]
 		// What a member may publish: slices Kubernetes wrote for the
 		// exported Service, within where its endpoints may be, or,
 		// where that is not known, what the writer vouches for.
 		var own []*discoveryv1.EndpointSlice
-		for _, src := range m.Slices {
-			src, reports := trustedPart(cfg, m, src, e.Service)
-			p.Reports = append(p.Reports, reports...)
-			if src == nil {
+		for _, sl := range src.Slices {
+			sl, r := trustedPart(cfg, src, sl, e.Service)
+			reports = append(reports, r...)
+			if sl == nil {
 				continue
 			}
-			if is := export.ImportedSlice(src, name, e.Cluster, cfg.ManagedBy, r.ServedPorts[e.Cluster], r.Spec.TrafficDistribution); is != nil {
-				if dropped := export.KeepWithin(is, m.EndpointRanges); len(dropped) > 0 {
-					p.Reports = append(p.Reports, sourceReport{Cluster: m.ID, Slice: src, Reason: ReasonEndpointsOutsidePodRanges, Dropped: dropped, Service: e.Service})
+			is := export.ImportedSlice(sl, s.Name, e.Cluster, cfg.ManagedBy, m.result.ServedPorts[e.Cluster], m.result.Spec.TrafficDistribution)
+			if is == nil {
+				continue
+			}
+			if dropped := export.KeepWithin(is, src.EndpointRanges); len(dropped) > 0 {
+				reports = append(reports, sourceReport{Cluster: src.ID, Slice: sl, Reason: ReasonEndpointsOutsidePodRanges, Dropped: dropped, Service: e.Service})
+			}
+			d.Slices[is.Name] = is
+			own = append(own, is)
+			if t, err := time.Parse(time.RFC3339Nano, sl.Annotations[v1.EndpointsLastChangeTriggerTime]); err == nil {
+				if d.Triggers == nil {
+					d.Triggers = map[string]time.Time{}
 				}
-				d.Slices[is.Name] = is
-				own = append(own, is)
-				if t, err := time.Parse(time.RFC3339Nano, src.Annotations[v1.EndpointsLastChangeTriggerTime]); err == nil {
-					if d.Triggers == nil {
-						d.Triggers = map[string]time.Time{}
-					}
-					d.Triggers[is.Name] = t
-				}
+				d.Triggers[is.Name] = t
 			}
 		}
 		if needsIngress(cfg, e.Cluster, s.memberIDs()) {
-			planIngress(cfg, m, e, r, own, d)
+			planIngress(cfg, src, e, m.result, own, d)
 		}
 	}
-	for _, e := range exports {
-		if note := withheldNote(p.Reports, byID[e.Cluster]); note != "" {
-			sayInReady(d.ExportConditions[e.Cluster], note)
-		}
-	}
-	return p
+	return reports
 }
 
 // withheldNote says, for m's export, how many of its endpoint addresses
