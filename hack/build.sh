@@ -106,4 +106,9 @@ fi
 if [[ "${upstream}" == true ]]; then
   (cd "${moddir}" && go_build "${ldflags}" "${ROOT}/${out}/kube-proxy-upstream" k8s.io/kubernetes/cmd/kube-proxy)
 fi
+# kubectl completes `kubectl mcs <TAB>` through kubectl_complete-mcs on
+# the PATH: kubectl-mcs answers under that name.
+if [[ " ${names[*]} " == *" kubectl-mcs "* ]]; then
+  ln -sf kubectl-mcs "${out}/kubectl_complete-mcs"
+fi
 echo "built ${names[*]} into ${out} in $(($(date +%s) - start))s"

@@ -1,7 +1,8 @@
 // kubectl-mcs is the kubectl plugin of multi-cluster Services: `kubectl mcs
 // status`, `kubectl mcs get exports|imports`, `kubectl mcs diagnose
 // service NS/NAME`. Installed on the PATH (go install ./cmd/kubectl-mcs),
-// kubectl finds it as `kubectl mcs`.
+// kubectl finds it as `kubectl mcs`; linked as kubectl_complete-mcs next to
+// it, kubectl completes `kubectl mcs <TAB>` through it.
 package main
 
 import (
@@ -15,6 +16,7 @@ import (
 
 func main() {
 	cmd := kubectlmcs.NewCommand(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
+	cmd.SetArgs(kubectlmcs.Args(os.Args[0], os.Args[1:]))
 	if err := cmd.Execute(); err != nil {
 		if !errors.Is(err, kubectlmcs.ErrChecksFailed) {
 			fmt.Fprintln(os.Stderr, "error:", err)
