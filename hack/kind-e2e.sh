@@ -104,7 +104,7 @@ kc() { local c=$1; shift; kubectl --context "$(ctx "${c}")" "$@"; }
 # Host state kind and the kubelets change, to put back: recorded before
 # the first cluster of a run (or of an earlier --keep run, whose kubelets
 # have changed it already) and restored at clean-up.
-SYSCTLS=(fs.inotify.max_user_instances vm.overcommit_memory kernel.panic kernel.panic_on_oops)
+SYSCTLS=(fs.inotify.max_user_instances fs.inotify.max_user_watches vm.overcommit_memory kernel.panic kernel.panic_on_oops)
 HOST_STATE=/run/mcs-kind-host.state
 if [[ ! -f "${HOST_STATE}" ]]; then
   {
@@ -154,9 +154,16 @@ start=${SECONDS}
 hack/kind-images.sh "${IMAGES_ARGS[@]}" 2>&1 | grep -v -e 'DEPRECATED: The legacy builder' -e 'Install the buildx component' -e 'docs.docker.com/go/buildx' -e '^ *$'
 echo "images: $((SECONDS - start))s"
 
-# kind's nodes watch many files (kind asks for 512 inotify instances).
+# kind's nodes watch many files: kind asks for 512 inotify instances and
+# 524288 watches. Every node's systemd, kubelet and containerd share the
+# host's root limits: with the kernel's default watches (a share of the
+# memory), the third cluster's systemd could not reload ("failed to
+# reload systemd") and its kubelet never started.
 if [[ "$(sysctl -n fs.inotify.max_user_instances)" -lt 512 ]]; then
   sysctl -qw fs.inotify.max_user_instances=512
+fi
+if [[ "$(sysctl -n fs.inotify.max_user_watches)" -lt 524288 ]]; then
+  sysctl -qw fs.inotify.max_user_watches=524288
 fi
 
 # members prints the clusters of the clusterset that exist, in ALL's order.
