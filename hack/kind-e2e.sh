@@ -212,6 +212,10 @@ flat_routes() {
       NODE_IP6[${node}]=$(docker inspect -f "${network}.GlobalIPv6Address}}" "${node}")
       # IPv4 first; an IPv4-only node (mcs-c) has one range.
       read -r -a cidrs <<<"$(kc "${name}" get node "${node}" -o jsonpath='{.spec.podCIDRs[*]}')"
+      if [[ ${#cidrs[@]} -eq 0 ]]; then
+        echo "cluster ${name}: node ${node} has no podCIDRs (or its apiserver did not answer)" >&2
+        exit 1
+      fi
       NODE_CIDR[${node}]=${cidrs[0]}
       NODE_CIDR6[${node}]=${cidrs[1]:-}
     done
@@ -404,6 +408,15 @@ if [[ "${DERIVED_ONLY}" == true ]]; then
   exit 0
 fi
 
+# A run starts from no cluster of the clusterset: one a run left behind
+# (stopped before its clean-up) would be listed as a member, and its
+# kubeconfig context points at an apiserver that no longer answers.
+for name in "${ALL[@]}"; do
+  if exists "${name}"; then
+    echo "removing cluster ${name}, left by an earlier run"
+    kind delete cluster --name "${name}" >/dev/null
+  fi
+done
 for name in "${NAMES[@]}"; do create_cluster "${name}"; done
 flat_routes
 for name in "${NAMES[@]}"; do setup_member "${name}"; done
