@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
+	"k8s.io/multiclusterservices/crdgate"
 	mcsclientset "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 )
 
@@ -114,7 +115,11 @@ func (m *member) dial(ctx context.Context) error {
 		return shortError(err)
 	}
 	m.Version = v.GitVersion
-	cp, err := m.Dynamic.Resource(aboutv1alpha1.Resource).Get(ctx, aboutv1alpha1.ClusterIDProperty, metav1.GetOptions{})
+	properties := aboutv1alpha1.Resource
+	if v, err := crdgate.Discover(m.Kube.Discovery(), properties.GroupResource(), aboutv1alpha1.Versions); err == nil && v != "" {
+		properties = aboutv1alpha1.ResourceOf(v)
+	}
+	cp, err := m.Dynamic.Resource(properties).Get(ctx, aboutv1alpha1.ClusterIDProperty, metav1.GetOptions{})
 	if err == nil {
 		m.ClusterID, _, _ = unstructured.NestedString(cp.Object, "spec", "value")
 	}

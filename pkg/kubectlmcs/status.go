@@ -12,8 +12,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
 	"k8s.io/multiclusterservices/catalog"
+	"k8s.io/multiclusterservices/crdgate"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
@@ -28,10 +30,14 @@ var admissionPolicies = []string{
 }
 
 // mcsResources are the APIs a member serves for multi-cluster Services.
-var mcsResources = []struct{ groupVersion, resource string }{
-	{mcsv1beta1.GroupVersion.String(), "serviceexports"},
-	{mcsv1beta1.GroupVersion.String(), "serviceimports"},
-	{"about.k8s.io/v1alpha1", "clusterproperties"},
+// in any of the versions named, as the controller reads them.
+var mcsResources = []struct {
+	resource schema.GroupResource
+	versions []string
+}{
+	{schema.GroupResource{Group: mcsv1beta1.GroupVersion.Group, Resource: "serviceexports"}, []string{mcsv1beta1.GroupVersion.Version}},
+	{schema.GroupResource{Group: mcsv1beta1.GroupVersion.Group, Resource: "serviceimports"}, []string{mcsv1beta1.GroupVersion.Version}},
+	{aboutv1alpha1.Resource.GroupResource(), aboutv1alpha1.Versions},
 }
 
 // leaderLease is the mcs-controller's leader election Lease.
@@ -134,8 +140,7 @@ func memberStatus(ctx context.Context, m *member, o *options, now time.Time) Mem
 		return s
 	}
 	for _, r := range mcsResources {
-		list, err := m.Kube.Discovery().ServerResourcesForGroupVersion(r.groupVersion)
-		if err == nil && slices.ContainsFunc(list.APIResources, func(a metav1.APIResource) bool { return a.Name == r.resource }) {
+		if v, err := crdgate.Discover(m.Kube.Discovery(), r.resource, r.versions); err == nil && v != "" {
 			s.CRDs++
 		}
 	}

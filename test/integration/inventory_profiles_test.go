@@ -239,8 +239,14 @@ func clusterProfile(t *testing.T, name string, m *testMember, healthy metav1.Con
 // cluster manager writes it.
 func putProfile(t *testing.T, hub dynamic.Interface, u *unstructured.Unstructured) {
 	t.Helper()
+	putProfileAt(t, hub.Resource(inventoryv1alpha1.Resource).Namespace("fleet"), u)
+}
+
+// putProfileAt creates or replaces a profile through profiles (one
+// version's), status included.
+func putProfileAt(t *testing.T, profiles dynamic.ResourceInterface, u *unstructured.Unstructured) {
+	t.Helper()
 	ctx := context.Background()
-	profiles := hub.Resource(inventoryv1alpha1.Resource).Namespace("fleet")
 	_, err := profiles.Get(ctx, u.GetName(), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		if _, err = profiles.Create(ctx, u, metav1.CreateOptions{}); err != nil {
@@ -262,20 +268,23 @@ func putProfile(t *testing.T, hub dynamic.Interface, u *unstructured.Unstructure
 }
 
 // installInventory makes m a hub with an inventory, fleet: the
-// ClusterProfile CRD, the namespace and deploy/'s RBAC for it; and writes
+// ClusterProfile CRD (unless installCRD is false: the caller installed
+// one), the namespace and deploy/'s RBAC for it; and writes
 // the operator's access provider file, naming plugin for the "token"
 // provider (its tokens signed with the webhook's key, living tokenTTL, its
 // runs logged to dir/plugin.log). It returns a client of the hub and the
 // file.
-func installInventory(t *testing.T, m *testMember, dir, plugin string) (dynamic.Interface, string) {
+func installInventory(t *testing.T, m *testMember, dir, plugin string, installCRD bool) (dynamic.Interface, string) {
 	t.Helper()
 	createNamespace(t, m, "fleet")
-	crd, err := crds.ClusterProfile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := crds.Install(context.Background(), apiextensionsclient.NewForConfigOrDie(m.cluster.RESTConfig()), crd); err != nil {
-		t.Fatal(err)
+	if installCRD {
+		crd, err := crds.ClusterProfile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := crds.Install(context.Background(), apiextensionsclient.NewForConfigOrDie(m.cluster.RESTConfig()), crd); err != nil {
+			t.Fatal(err)
+		}
 	}
 	applyRBAC(t, m.kube, repoPath(t, "deploy", "mcs-controller", "inventory-profiles-rbac.yaml"))
 	providers := filepath.Join(dir, "access-providers.json")
@@ -303,7 +312,7 @@ func TestMCSControllerClusterProfiles(t *testing.T) {
 	for _, m := range []*testMember{a, b, c} {
 		createNamespace(t, m, "demo")
 	}
-	hub, providers := installInventory(t, a, dir, plugin)
+	hub, providers := installInventory(t, a, dir, plugin, true)
 	pluginLog := filepath.Join(dir, "plugin.log")
 	kubeconfig := writeControllerKubeconfig(t, dir, []*testMember{a})
 	r := startControllerWith(t, kubeconfig, "replica-1", 8*time.Second, func(o *app.Options) {

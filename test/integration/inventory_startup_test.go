@@ -39,7 +39,7 @@ func TestMCSControllerClusterProfilesAtStartup(t *testing.T) {
 	for _, m := range []*testMember{b, c} {
 		createNamespace(t, m, "demo")
 	}
-	profiles, providers := installInventory(t, hub, dir, plugin)
+	profiles, providers := installInventory(t, hub, dir, plugin, true)
 	// The hub is reached through a link the test can cut.
 	kubeconfig := writeControllerKubeconfig(t, dir, []*testMember{hub})
 	start := func(identity string) *runningController {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	apiserveroptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/component-base/featuregate"
+	inventoryv1alpha1 "k8s.io/multiclusterservices/apis/inventory/v1alpha1"
 	"k8s.io/multiclusterservices/export"
 	"k8s.io/multiclusterservices/proxy"
 
@@ -34,6 +35,7 @@ type Options struct {
 	SourceManagers    []string
 	MemberPodCIDRs    []string
 	MemberClusterIDs  []string
+	ClusterSet        string
 	// Bounds on the shared clusterset IP pool.
 	MaxClusterSetIPsPerNamespace int
 	MaxForeignImportsPerMember   int
@@ -160,6 +162,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.MemberSecretsNamespace, "member-secrets-namespace", o.MemberSecretsNamespace, "Namespace of the hub cluster (--hub-context) holding one Secret per member cluster, with its kubeconfig under the key \"kubeconfig\" (inline credentials only: no exec plugins or file paths). Members join and leave as Secrets are created and deleted. With it, --contexts lists only the members given as contexts (default none).")
 	fs.StringVar(&o.MemberSecretsSelector, "member-secrets-selector", o.MemberSecretsSelector, "Label selector of the member Secrets.")
 	fs.StringVar(&o.InventoryNamespace, "inventory-namespace", o.InventoryNamespace, "Namespace of the hub cluster (--hub-context) holding a Cluster Inventory: ClusterProfiles (multicluster.x-k8s.io/v1alpha1, KEP-4322), each a member candidate, serving while the profile says Joined and ControlPlaneHealthy. The controller reaches each with a credential plugin of --inventory-access-providers for one of the profile's status.accessProviders. With it, --contexts lists only the members given as contexts (default none).")
+	fs.StringVar(&o.ClusterSet, "clusterset", o.ClusterSet, "Name of the clusterset this controller serves. A ClusterProfile whose status.properties name another in clusterset.k8s.io, or whose inventory namespace is labelled "+inventoryv1alpha1.LabelClusterSet+" with another, is refused (MemberRefused). Default: the inventory namespace's label, if any; no check without either.")
 	fs.StringVar(&o.InventorySelector, "inventory-selector", o.InventorySelector, "Label selector of the ClusterProfiles that are member candidates, e.g. x-k8s.io/cluster-manager=ocm (default: every profile of --inventory-namespace).")
 	fs.StringVar(&o.InventoryAccessProviders, "clusterprofile-provider-file", o.InventoryAccessProviders, "Alias of --inventory-access-providers, the name upstream's ClusterProfile consumers (cluster-inventory-api's pkg/access) give it.")
 	fs.BoolVar(&o.InventoryRequireJoined, "inventory-require-joined", o.InventoryRequireJoined, "Serve a ClusterProfile's cluster only while the profile says Joined as well as ControlPlaneHealthy. Off by default: ControlPlaneHealthy is the one condition the ClusterProfile API defines, and not every cluster manager writes Joined.")
@@ -213,6 +216,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ManagedBy == "" {
 		return fmt.Errorf("--managed-by must not be empty")
+	}
+	if msgs := validation.IsValidLabelValue(o.ClusterSet); len(msgs) > 0 {
+		return fmt.Errorf("--clusterset %q: %s", o.ClusterSet, strings.Join(msgs, "; "))
 	}
 	if errs := append(append(o.SecureServing.Validate(), o.Authentication.Validate()...), o.Authorization.Validate()...); len(errs) > 0 {
 		return errors.Join(errs...)

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -136,8 +137,12 @@ func inventoryConfig(o *Options, configs map[string]*rest.Config, hub *rest.Conf
 		if cfg.Profiles, err = dynamic.NewForConfig(hub); err != nil {
 			return cfg, err
 		}
+		if cfg.ProfileDiscovery, err = discovery.NewDiscoveryClientForConfig(hub); err != nil {
+			return cfg, err
+		}
 		cfg.ProfileNamespace = o.InventoryNamespace
 		cfg.RequireJoined = o.InventoryRequireJoined
+		cfg.ClusterSet = o.ClusterSet
 		if cfg.ProfileSelector, err = labels.Parse(o.InventorySelector); err != nil {
 			return cfg, fmt.Errorf("--inventory-selector: %w", err)
 		}

@@ -69,7 +69,10 @@ func (inv *Inventory) writeCondition(ctx context.Context, key string) {
 	if err := unstructured.SetNestedField(out.Object, conditions["conditions"], "status", "conditions"); err != nil {
 		return
 	}
-	if _, err := inv.cfg.Profiles.Resource(inventoryv1alpha1.Resource).Namespace(u.GetNamespace()).UpdateStatus(ctx, out, metav1.UpdateOptions{FieldManager: "mcs-controller"}); err != nil {
+	inv.mu.Lock()
+	resource := inv.profileResource
+	inv.mu.Unlock()
+	if _, err := inv.cfg.Profiles.Resource(resource).Namespace(u.GetNamespace()).UpdateStatus(ctx, out, metav1.UpdateOptions{FieldManager: "mcs-controller"}); err != nil {
 		inv.logger.V(2).Info("Cannot write the member condition on a ClusterProfile", "profile", key, "err", err)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	inventoryv1alpha1 "k8s.io/multiclusterservices/apis/inventory/v1alpha1"
+
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/topology"
 )
 
@@ -75,10 +77,22 @@ func decideListing(key string, k *known, l listing, context bool) (d decision, s
 	return decision{}, false
 }
 
+// others is what other listings hold that a member's answer is weighed
+// against.
+type others struct {
+	// holder is the listing that already holds the ID the member
+	// answered with (joined, bound or stated), if any.
+	holder string
+	// twin is the listing whose profile has the same inventory member
+	// ID (the same cluster, by its cluster managers' word), if any, and
+	// twinID the cluster ID it is.
+	twin, twinID string
+}
+
 // decideAnswer decides from the member's server's answer: the cluster ID
-// id it is a member as, or err why it has none it may be one as; holder
-// is the listing that already holds id (joined, bound or stated), if any.
-func decideAnswer(k known, l listing, id string, err error, holder string) decision {
+// id it is a member as, or err why it has none it may be one as; o says
+// what other listings hold.
+func decideAnswer(k known, l listing, id string, err error, o others) decision {
 	switch {
 	case err == nil:
 	case k.id != "" && (errors.Is(err, topology.ErrNoClusterID) || errors.Is(err, ErrIDMismatch)):
@@ -106,8 +120,21 @@ func decideAnswer(k known, l listing, id string, err error, holder string) decis
 		// refuses the member's): the listing now names another cluster.
 		d.leave = fmt.Sprintf("the operator states cluster ID %q for it now", id)
 	}
-	if holder != "" {
-		d.state, d.message = Refused, takenMessage(id, holder)
+	switch {
+	case o.twin != "" && o.twinID != "" && o.twinID != id:
+		// Two profiles that say they are the same cluster reach two:
+		// one of them names the wrong server.
+		d.state, d.message = Refused, fmt.Sprintf("%s carries the same %s=%s but is cluster %q, and this listing's server answers for cluster %q: the two profiles say they are one cluster",
+			o.twin, inventoryv1alpha1.LabelInventoryMemberID, l.memberID, o.twinID, id)
+		return d
+	case o.holder != "" && o.holder == o.twin:
+		// Two cluster managers' profiles of one cluster: it is served
+		// once, through the first; this one waits to take over.
+		d.state, d.message = Pending, fmt.Sprintf("cluster %s is served through %s, the profile with the same %s=%s; this one takes over if that one goes",
+			id, o.holder, inventoryv1alpha1.LabelInventoryMemberID, l.memberID)
+		return d
+	case o.holder != "":
+		d.state, d.message = Refused, takenMessage(id, o.holder)
 		return d
 	}
 	d.join = true

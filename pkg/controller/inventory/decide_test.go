@@ -60,7 +60,7 @@ func TestDecideAnswer(t *testing.T) {
 		l      listing
 		id     string
 		err    error
-		holder string
+		others others
 		want   decision
 	}{
 		{name: "a new member joins", l: listing{hash: "h1"}, id: "a", want: decision{join: true}},
@@ -70,8 +70,19 @@ func TestDecideAnswer(t *testing.T) {
 		{name: "new credentials, same cluster: joins again with them", k: joined, l: listing{hash: "h2", props: "p1"}, id: "a", want: decision{join: true}},
 		{name: "the operator states another ID: leaves, joins as that one", k: joined, l: listing{hash: "h2"}, id: "b",
 			want: decision{leave: `the operator states cluster ID "b" for it now`, join: true}},
-		{name: "its ID is another listing's: refused", l: listing{hash: "h1"}, id: "a", holder: "secret/mcs-system/other",
+		{name: "its ID is another listing's: refused", l: listing{hash: "h1"}, id: "a", others: others{holder: "secret/mcs-system/other"},
 			want: decision{state: Refused, message: takenMessage("a", "secret/mcs-system/other")}},
+		{name: "a profile of a cluster another manager's profile serves (the same inventory member ID): pending, not refused",
+			l: listing{hash: "h1", memberID: "m1"}, id: "a", others: others{holder: "profile/fleet/ocm-a", twin: "profile/fleet/ocm-a", twinID: "a"},
+			want: decision{state: Pending, message: `cluster a is served through profile/fleet/ocm-a, the profile with the same multicluster.x-k8s.io/inventory-member-id=m1; this one takes over if that one goes`}},
+		{name: "two profiles with one inventory member ID reach two clusters: refused",
+			l: listing{hash: "h1", memberID: "m1"}, id: "b", others: others{twin: "profile/fleet/ocm-a", twinID: "a"},
+			want: decision{state: Refused, message: `profile/fleet/ocm-a carries the same multicluster.x-k8s.io/inventory-member-id=m1 but is cluster "a", and this listing's server answers for cluster "b": the two profiles say they are one cluster`}},
+		{name: "the twin has no ID yet: joins", l: listing{hash: "h1", memberID: "m1"}, id: "a", others: others{twin: "profile/fleet/ocm-a"},
+			want: decision{join: true}},
+		{name: "its ID is held by a profile with another inventory member ID: refused as taken",
+			l: listing{hash: "h1", memberID: "m1"}, id: "a", others: others{holder: "profile/fleet/x"},
+			want: decision{state: Refused, message: takenMessage("a", "profile/fleet/x")}},
 		{name: "a joined member renames itself: leaves, refused", k: joined, l: listing{hash: "h1"}, err: mismatch,
 			want: decision{leave: mismatch.Error(), state: Refused, message: mismatch.Error()}},
 		{name: "a joined member loses its ID: leaves, refused", k: joined, l: listing{hash: "h1"}, err: topology.ErrNoClusterID,
@@ -84,7 +95,7 @@ func TestDecideAnswer(t *testing.T) {
 			want: decision{state: Refused, message: "forbidden"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := decideAnswer(tc.k, tc.l, tc.id, tc.err, tc.holder)
+			got := decideAnswer(tc.k, tc.l, tc.id, tc.err, tc.others)
 			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(decision{})); diff != "" {
 				t.Errorf("decision (-want +got):\n%s", diff)
 			}

@@ -18,9 +18,12 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
@@ -32,6 +35,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	inventoryv1alpha1 "k8s.io/multiclusterservices/apis/inventory/v1alpha1"
+	"k8s.io/multiclusterservices/crdgate"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/eventrecorder"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/topology"
@@ -99,6 +103,10 @@ type Config struct {
 
 	// Profiles reaches the hub's ClusterProfiles; nil lists no profiles.
 	Profiles dynamic.Interface
+	// ProfileDiscovery tells which ClusterProfile version the hub serves
+	// (inventoryv1alpha1.Versions, the newest is read); nil reads
+	// v1alpha1.
+	ProfileDiscovery discovery.DiscoveryInterface
 	// ProfileNamespace is the inventory: the hub namespace of the
 	// ClusterProfiles.
 	ProfileNamespace string
@@ -110,6 +118,11 @@ type Config struct {
 	// RequireJoined serves a profile's cluster only while the profile
 	// also says Joined, beside ControlPlaneHealthy.
 	RequireJoined bool
+	// ClusterSet is the clusterset the controller serves (--clusterset):
+	// profiles of another are refused (checkClusterSet). "" takes the
+	// inventory namespace's label multicluster.x-k8s.io/clusterset, if
+	// any.
+	ClusterSet string
 }
 
 // entry is one listed member.
@@ -136,9 +149,11 @@ type entry struct {
 	bound string
 	// props identifies the properties its listing adds (a profile's
 	// status.properties), to tell a change.
-	props   string
-	state   State
-	message string
+	props string
+	// memberID is its profile's inventory member ID, or "".
+	memberID string
+	state    State
+	message  string
 }
 
 // Inventory reconciles listed members with the controller's member set.
@@ -151,8 +166,14 @@ type Inventory struct {
 	// stopEvents shuts the recorder's broadcaster down when Run ends.
 	stopEvents func()
 
+	// The ClusterProfile caches, in the version the hub serves: nil
+	// until the hub has said which (profileCaches), guarded by mu.
+	profileResource schema.GroupVersionResource
 	profiles        cache.GenericLister
 	profileInformer cache.SharedIndexInformer
+	// nsClusterSet is the inventory namespace's clusterset label, read
+	// with the version; guarded by mu.
+	nsClusterSet string
 
 	mu      sync.Mutex
 	entries map[string]*entry
@@ -180,11 +201,8 @@ func New(cfg Config, joined map[string]string) *Inventory {
 		inv.informer = f.Core().V1().Secrets().Informer()
 		inv.secrets = f.Core().V1().Secrets().Lister()
 	}
-	if cfg.Profiles != nil {
-		f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(cfg.Profiles, 0, cfg.ProfileNamespace,
-			func(o *metav1.ListOptions) { o.LabelSelector = cfg.ProfileSelector.String() })
-		gi := f.ForResource(inventoryv1alpha1.Resource)
-		inv.profileInformer, inv.profiles = gi.Informer(), gi.Lister()
+	if cfg.Profiles != nil && cfg.ProfileDiscovery == nil {
+		inv.setProfileResource(inventoryv1alpha1.Resource)
 	}
 	if cfg.Hub != nil {
 		// Events go to the namespace of the object they are about
@@ -224,7 +242,11 @@ func (inv *Inventory) Initial(ctx context.Context) []topology.Member {
 		}
 	}
 	if inv.cfg.Profiles != nil {
-		list, err := inv.cfg.Profiles.Resource(inventoryv1alpha1.Resource).Namespace(inv.cfg.ProfileNamespace).List(lctx, metav1.ListOptions{LabelSelector: inv.cfg.ProfileSelector.String()})
+		var list *unstructured.UnstructuredList
+		resource, err := inv.discoverProfiles()
+		if err == nil {
+			list, err = inv.cfg.Profiles.Resource(resource).Namespace(inv.cfg.ProfileNamespace).List(lctx, metav1.ListOptions{LabelSelector: inv.cfg.ProfileSelector.String()})
+		}
 		if err != nil {
 			inv.logger.Error(err, "Cannot list the ClusterProfiles; their clusters join once the hub answers", "namespace", inv.cfg.ProfileNamespace)
 		} else {
@@ -257,7 +279,7 @@ func (inv *Inventory) Initial(ctx context.Context) []topology.Member {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	for _, r := range results {
-		r.e.stated = r.l.wantID
+		r.e.stated, r.e.memberID = r.l.wantID, r.l.memberID
 		inv.entries[r.e.key] = r.e
 	}
 	for _, r := range results {
@@ -271,14 +293,15 @@ func (inv *Inventory) Initial(ctx context.Context) []topology.Member {
 			inv.setLocked(r.e, stateOf(r.err), r.err.Error())
 			continue
 		}
-		switch other := inv.holderLocked(r.m.ClusterID, r.e.key); {
-		case other != "":
-			inv.setLocked(r.e, Refused, takenMessage(r.m.ClusterID, other))
-		default:
-			r.e.id, r.e.bound, r.e.config, r.e.hash = r.m.ClusterID, r.m.ClusterID, r.m.Config, r.l.hash
-			inv.setLocked(r.e, Joined, fmt.Sprintf("cluster %s is a member of the clusterset", r.m.ClusterID))
-			members = append(members, *r.m)
+		o := others{holder: inv.holderLocked(r.m.ClusterID, r.e.key)}
+		o.twin, o.twinID = inv.twinLocked(r.l.memberID, r.e.key)
+		if d := decideAnswer(known{}, r.l, r.m.ClusterID, nil, o); !d.join {
+			inv.setLocked(r.e, d.state, d.message)
+			continue
 		}
+		r.e.id, r.e.bound, r.e.config, r.e.hash = r.m.ClusterID, r.m.ClusterID, r.m.Config, r.l.hash
+		inv.setLocked(r.e, Joined, fmt.Sprintf("cluster %s is a member of the clusterset", r.m.ClusterID))
+		members = append(members, *r.m)
 	}
 	return members
 }
@@ -367,26 +390,8 @@ func (inv *Inventory) Run(ctx context.Context, m Membership) {
 		})
 		enqueueSynced(secretPrefix, inv.informer)
 	}
-	if inv.profileInformer != nil {
-		enqueue := func(obj any) {
-			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-				inv.queue.Add(profilePrefix + key)
-			}
-		}
-		_, _ = inv.profileInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc: enqueue,
-			UpdateFunc: func(old, cur any) {
-				// The controller's own condition write comes back as an
-				// update: only a change of what the cluster manager
-				// owns (spec, labels, its conditions, properties,
-				// access providers) is work.
-				if !onlyOurCondition(old, cur) {
-					enqueue(cur)
-				}
-			},
-			DeleteFunc: enqueue,
-		})
-		enqueueSynced(profilePrefix, inv.profileInformer)
+	if inv.cfg.Profiles != nil {
+		go inv.watchProfiles(ctx, enqueueSynced)
 	}
 	inv.mu.Lock()
 	for key := range inv.entries {
@@ -405,6 +410,111 @@ func (inv *Inventory) Run(ctx context.Context, m Membership) {
 		for inv.process(ctx, m) {
 		}
 	}, time.Second)
+}
+
+// watchProfiles starts the ClusterProfile caches once the hub has said
+// which version it serves (asked again until it answers: a hub down at
+// start-up delays only its profiles' members).
+func (inv *Inventory) watchProfiles(ctx context.Context, enqueueSynced func(string, cache.SharedIndexInformer)) {
+	err := wait.PollUntilContextCancel(ctx, 5*time.Second, true, func(context.Context) (bool, error) {
+		if _, err := inv.discoverProfiles(); err != nil {
+			inv.logger.Error(err, "Cannot tell which ClusterProfile version the hub serves; asking again")
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return
+	}
+	informer, _ := inv.profileCaches()
+	enqueue := func(obj any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			inv.queue.Add(profilePrefix + key)
+		}
+	}
+	_, _ = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: enqueue,
+		UpdateFunc: func(old, cur any) {
+			// The controller's own condition write comes back as an
+			// update: only a change of what the cluster manager
+			// owns (spec, labels, its conditions, properties,
+			// access providers) is work.
+			if !onlyOurCondition(old, cur) {
+				enqueue(cur)
+			}
+		},
+		DeleteFunc: enqueue,
+	})
+	enqueueSynced(profilePrefix, informer)
+}
+
+// discoverProfiles returns the ClusterProfile resource the inventory
+// reads, asking the hub which version it serves the first time: the
+// newest of inventoryv1alpha1.Versions, v1alpha1 when it serves none
+// (its informer then waits for the CRD, and says so in the log).
+func (inv *Inventory) discoverProfiles() (schema.GroupVersionResource, error) {
+	inv.mu.Lock()
+	r := inv.profileResource
+	inv.mu.Unlock()
+	if !r.Empty() {
+		return r, nil
+	}
+	v, err := crdgate.Discover(inv.cfg.ProfileDiscovery, inventoryv1alpha1.Resource.GroupResource(), inventoryv1alpha1.Versions)
+	if err != nil {
+		return r, err
+	}
+	inv.readNamespaceClusterSet()
+	r = inventoryv1alpha1.Resource
+	if v != "" {
+		r = inventoryv1alpha1.ResourceOf(v)
+	} else {
+		inv.logger.Error(nil, "The hub serves no ClusterProfile version this controller reads; waiting for v1alpha1", "versions", inventoryv1alpha1.Versions)
+	}
+	inv.logger.Info("Reading the hub's ClusterProfiles", "version", r.Version)
+	return inv.setProfileResource(r), nil
+}
+
+// readNamespaceClusterSet reads which clusterset the inventory namespace
+// says its profiles form (KEP-4322's label on the namespace). A hub that
+// does not let the controller read its namespace is logged: the profiles'
+// own clusterset.k8s.io properties are still checked against --clusterset.
+func (inv *Inventory) readNamespaceClusterSet() {
+	if inv.cfg.Hub == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), inv.cfg.ClusterIDTimeout)
+	defer cancel()
+	ns, err := inv.cfg.Hub.CoreV1().Namespaces().Get(ctx, inv.cfg.ProfileNamespace, metav1.GetOptions{})
+	if err != nil {
+		inv.logger.Info("Cannot read the inventory namespace's clusterset label", "namespace", inv.cfg.ProfileNamespace, "label", inventoryv1alpha1.LabelClusterSet, "err", err)
+		return
+	}
+	inv.mu.Lock()
+	inv.nsClusterSet = ns.Labels[inventoryv1alpha1.LabelClusterSet]
+	inv.mu.Unlock()
+}
+
+// setProfileResource builds the ClusterProfile caches for r, unless they
+// exist (another caller built them first); it returns the resource read.
+func (inv *Inventory) setProfileResource(r schema.GroupVersionResource) schema.GroupVersionResource {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	if !inv.profileResource.Empty() {
+		return inv.profileResource
+	}
+	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(inv.cfg.Profiles, 0, inv.cfg.ProfileNamespace,
+		func(o *metav1.ListOptions) { o.LabelSelector = inv.cfg.ProfileSelector.String() })
+	gi := f.ForResource(r)
+	inv.profileResource, inv.profileInformer, inv.profiles = r, gi.Informer(), gi.Lister()
+	return r
+}
+
+// profileCaches returns the ClusterProfile informer and lister, nil until
+// the hub has said which version it serves.
+func (inv *Inventory) profileCaches() (cache.SharedIndexInformer, cache.GenericLister) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	return inv.profileInformer, inv.profiles
 }
 
 func (inv *Inventory) process(ctx context.Context, m Membership) bool {

@@ -63,6 +63,10 @@ type listing struct {
 	// props identifies the cluster properties the listing adds (a
 	// profile's status.properties); "" for none.
 	props string
+	// memberID is a profile's inventory member ID (its label
+	// multicluster.x-k8s.io/inventory-member-id): profiles with the same
+	// one are the same cluster, written by two cluster managers.
+	memberID string
 }
 
 // errNotRead is a source in the hub not read yet (the hub has not
@@ -91,11 +95,12 @@ func (inv *Inventory) listingOf(key string) (listing, error) {
 		}
 		return inv.secretListing(s), nil
 	case strings.HasPrefix(key, profilePrefix):
-		if inv.profileInformer == nil || !inv.profileInformer.HasSynced() {
+		informer, profiles := inv.profileCaches()
+		if informer == nil || !informer.HasSynced() {
 			return listing{}, errNotRead
 		}
 		ns, name, _ := cache.SplitMetaNamespaceKey(strings.TrimPrefix(key, profilePrefix))
-		obj, err := inv.profiles.ByNamespace(ns).Get(name)
+		obj, err := profiles.ByNamespace(ns).Get(name)
 		if apierrors.IsNotFound(err) {
 			return listing{gone: true}, nil
 		}
@@ -136,6 +141,14 @@ func (inv *Inventory) profileListing(u *unstructured.Unstructured) listing {
 		l.notNow = why
 	}
 	l.wantID = profileClusterID(cp)
+	l.memberID = u.GetLabels()[inventoryv1alpha1.LabelInventoryMemberID]
+	inv.mu.Lock()
+	nsClusterSet := inv.nsClusterSet
+	inv.mu.Unlock()
+	if err := checkClusterSet(profileClusterSet(cp), nsClusterSet, inv.cfg.ClusterSet); err != nil {
+		l.config = func() (*rest.Config, error) { return nil, err }
+		return l
+	}
 	if len(cp.Status.Properties) > 0 {
 		raw, _ := json.Marshal(cp.Status.Properties)
 		l.props = hashOf(raw)

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	clientcmdv1 "k8s.io/client-go/tools/clientcmd/api/v1"
+	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
 	inventoryv1alpha1 "k8s.io/multiclusterservices/apis/inventory/v1alpha1"
 	"sigs.k8s.io/yaml"
 )
@@ -284,4 +285,41 @@ func profileClusterID(cp *inventoryv1alpha1.ClusterProfile) string {
 		}
 	}
 	return ""
+}
+
+// profileClusterSet is the clusterset a profile's properties say its
+// cluster is in (KEP-2149's clusterset.k8s.io), or "".
+func profileClusterSet(cp *inventoryv1alpha1.ClusterProfile) string {
+	for _, p := range cp.Status.Properties {
+		if p.Name == aboutv1alpha1.ClusterSetProperty {
+			return p.Value
+		}
+	}
+	return ""
+}
+
+// ErrOtherClusterSet is why a profile of another clusterset's cluster is
+// refused.
+var ErrOtherClusterSet = errors.New("the cluster is in another clusterset")
+
+// checkClusterSet refuses a profile whose cluster is in another clusterset
+// than the one the controller serves. property is the profile's
+// clusterset.k8s.io, namespace the inventory namespace's label
+// multicluster.x-k8s.io/clusterset (the clusterset its profiles form,
+// KEP-4322), served the operator's --clusterset. The clusterset served is
+// the operator's, else the namespace's; a profile says its own with the
+// property, else it is the namespace's. Nothing is checked when neither
+// the operator nor the namespace names one.
+func checkClusterSet(property, namespace, served string) error {
+	if served == "" {
+		served = namespace
+	}
+	profile := cmp.Or(property, namespace)
+	if served == "" || profile == "" || profile == served {
+		return nil
+	}
+	if property != "" {
+		return fmt.Errorf("%w: its profile's property %s names clusterset %q, and this controller serves %q", ErrOtherClusterSet, aboutv1alpha1.ClusterSetProperty, property, served)
+	}
+	return fmt.Errorf("%w: its inventory namespace is labelled %s=%s, and this controller serves %q (--clusterset)", ErrOtherClusterSet, inventoryv1alpha1.LabelClusterSet, namespace, served)
 }

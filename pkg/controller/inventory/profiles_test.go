@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -413,4 +414,37 @@ func TestProfilePropertiesChangeIsTold(t *testing.T) {
 		t.Errorf("told %v, want cluster-b twice (the join, the region)", got)
 	}
 	r.waitFor(t, "join cluster-b as profile/fleet/b")
+}
+
+// TestCheckClusterSet: a profile whose cluster is in another clusterset
+// than the controller serves is refused, whether the profile's property
+// or its namespace's label says so; nothing is refused where nobody
+// names a clusterset.
+func TestCheckClusterSet(t *testing.T) {
+	for _, tc := range []struct {
+		name                        string
+		property, namespace, served string
+		refused                     bool
+	}{
+		{name: "nobody names one"},
+		{name: "the operator names one, the profile none", served: "prod"},
+		{name: "the profile's property is the operator's", property: "prod", served: "prod"},
+		{name: "the profile's property is another", property: "staging", served: "prod", refused: true},
+		{name: "the namespace's is the operator's", namespace: "prod", served: "prod"},
+		{name: "the namespace's is another", namespace: "staging", served: "prod", refused: true},
+		{name: "no operator's: the namespace's is served, the property agrees", property: "prod", namespace: "prod"},
+		{name: "no operator's: the property disagrees with its namespace", property: "staging", namespace: "prod", refused: true},
+		{name: "the property wins over its namespace's", property: "prod", namespace: "staging", served: "prod"},
+		{name: "a property and no one else's", property: "staging"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := checkClusterSet(tc.property, tc.namespace, tc.served)
+			if got := err != nil; got != tc.refused {
+				t.Fatalf("refused = %v (%v), want %v", got, err, tc.refused)
+			}
+			if err != nil && !errors.Is(err, ErrOtherClusterSet) {
+				t.Errorf("error %v is not ErrOtherClusterSet", err)
+			}
+		})
+	}
 }

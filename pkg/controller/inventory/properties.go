@@ -10,8 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
 	inventoryv1alpha1 "k8s.io/multiclusterservices/apis/inventory/v1alpha1"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/topology"
 )
 
 // MergeProperties returns a member's cluster properties, the ones cluster
@@ -62,7 +63,11 @@ func (inv *Inventory) ClusterProperties(ctx context.Context, id string) (map[str
 	if err != nil {
 		return nil, err
 	}
-	list, err := client.Resource(aboutv1alpha1.Resource).List(ctx, metav1.ListOptions{})
+	resource, err := topology.PropertiesResource(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("discovering the ClusterProperty version of cluster %s: %w", id, err)
+	}
+	list, err := client.Resource(resource).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("listing the ClusterProperties of cluster %s: %w", id, err)
 	}

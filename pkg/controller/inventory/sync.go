@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -49,12 +50,13 @@ func (inv *Inventory) sync(ctx context.Context, m Membership, key string) bool {
 	}
 
 	mb, err := inv.resolve(ctx, key, l)
-	holder := ""
+	var others others
 	if mb != nil {
 		inv.mu.Lock()
 		e.reach = mb.Config
 		if err == nil {
-			holder = inv.holderLocked(mb.ClusterID, key)
+			others.holder = inv.holderLocked(mb.ClusterID, key)
+			others.twin, others.twinID = inv.twinLocked(l.memberID, key)
 			e.props = l.props
 		}
 		inv.mu.Unlock()
@@ -63,7 +65,22 @@ func (inv *Inventory) sync(ctx context.Context, m Membership, key string) bool {
 	if err == nil {
 		id = mb.ClusterID
 	}
-	return inv.apply(ctx, m, e, decideAnswer(*k, l, id, err, holder), mb, l)
+	return inv.apply(ctx, m, e, decideAnswer(*k, l, id, err, others), mb, l)
+}
+
+// twinLocked returns the listed member other than key whose profile has
+// inventory member ID memberID, and the cluster ID it is (joined as,
+// bound to or stated), or "" when there is none.
+func (inv *Inventory) twinLocked(memberID, key string) (string, string) {
+	if memberID == "" {
+		return "", ""
+	}
+	for k, e := range inv.entries {
+		if k != key && e.memberID == memberID {
+			return k, cmp.Or(e.id, e.bound, e.stated)
+		}
+	}
+	return "", ""
 }
 
 // track records what e's listing says of it (its object, the ID it
@@ -74,6 +91,7 @@ func (inv *Inventory) track(e *entry, l *listing) {
 	defer inv.mu.Unlock()
 	e.obj = l.obj
 	e.stated = l.wantID
+	e.memberID = l.memberID
 	if l.wantID == "" && e.bound != "" {
 		l.wantID, l.boundAtJoin = e.bound, true
 	}
@@ -177,11 +195,12 @@ func (inv *Inventory) leave(ctx context.Context, m Membership, e *entry, why str
 	inv.tellMember(reach, v1.EventTypeNormal, "MemberLeft", "LeaveClusterSet", note)
 }
 
-// retryRefusedLocked queues every refused listing again: an ID that was
-// taken may be free now.
+// retryRefusedLocked queues every refused or pending listing again: an
+// ID that was taken may be free now, and a profile served through its
+// twin may serve its cluster itself.
 func (inv *Inventory) retryRefusedLocked() {
 	for k, other := range inv.entries {
-		if other.state == Refused {
+		if other.state == Refused || other.state == Pending {
 			inv.queue.Add(k)
 		}
 	}

@@ -23,6 +23,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/inventory"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/topology"
 )
 
 // Cluster selection (KEP-5939), with the MultiClusterServiceClusterSelection
@@ -86,11 +87,15 @@ func (c *Controller) addSelectionCaches(m *member) error {
 	if err != nil {
 		return err
 	}
+	properties, err := topology.PropertiesResource(m.Config)
+	if err != nil {
+		return err
+	}
 	f := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
 	s := &selectionCaches{dyn: dyn}
 	s.exports = f.ForResource(serviceExportsResource).Informer()
 	s.imports = f.ForResource(serviceImportsResource).Informer()
-	s.properties = f.ForResource(aboutv1alpha1.Resource).Informer()
+	s.properties = f.ForResource(properties).Informer()
 	for _, set := range []error{
 		s.exports.SetTransform(overlay[csv1beta1.ServiceExport]()),
 		s.imports.SetTransform(dropManagedFields),

@@ -13,12 +13,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
+	"k8s.io/multiclusterservices/crdgate"
 )
 
 // Member is one member cluster.
@@ -152,10 +156,20 @@ func ClusterID(ctx context.Context, cfg *rest.Config, timeout time.Duration) (st
 	if err != nil {
 		return "", err
 	}
+	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return "", err
+	}
 	var id string
 	var lastErr error
 	err = wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
-		obj, err := client.Resource(aboutv1alpha1.Resource).Get(ctx, aboutv1alpha1.ClusterIDProperty, metav1.GetOptions{})
+		// The version is asked again at every reading: a member may
+		// move its CRD to another between two.
+		var obj *unstructured.Unstructured
+		resource, err := propertiesResource(disco)
+		if err == nil {
+			obj, err = client.Resource(resource).Get(ctx, aboutv1alpha1.ClusterIDProperty, metav1.GetOptions{})
+		}
 		switch {
 		case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
 			// Either the CRD or the property is missing: nothing to wait for.
@@ -179,4 +193,27 @@ func ClusterID(ctx context.Context, cfg *rest.Config, timeout time.Duration) (st
 		return "", err
 	}
 	return id, nil
+}
+
+// PropertiesResource is the ClusterProperty resource in the newest
+// version the member of cfg serves (aboutv1alpha1.Versions): about-api's
+// v1beta1 where its CRD serves it, v1alpha1 otherwise, and v1alpha1 when
+// it serves neither (reading it then says that the CRD is missing).
+func PropertiesResource(cfg *rest.Config) (schema.GroupVersionResource, error) {
+	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return schema.GroupVersionResource{}, err
+	}
+	return propertiesResource(disco)
+}
+
+func propertiesResource(disco discovery.DiscoveryInterface) (schema.GroupVersionResource, error) {
+	v, err := crdgate.Discover(disco, aboutv1alpha1.Resource.GroupResource(), aboutv1alpha1.Versions)
+	if err != nil {
+		return schema.GroupVersionResource{}, err
+	}
+	if v == "" {
+		return aboutv1alpha1.Resource, nil
+	}
+	return aboutv1alpha1.ResourceOf(v), nil
 }

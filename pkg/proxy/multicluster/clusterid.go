@@ -56,7 +56,7 @@ func (c *clusterID) start(ctx context.Context) {
 	}
 	gate := &crdgate.Gate{
 		Name:     ClusterPropertyCRDName,
-		Versions: []string{aboutv1alpha1.SchemeGroupVersion.Version},
+		Versions: aboutv1alpha1.Versions,
 		Run:      c.run,
 		Absent: func() {
 			c.set("")
@@ -76,13 +76,13 @@ func (c *clusterID) set(id string) {
 }
 
 // run watches the one ClusterProperty that names the cluster.
-func (c *clusterID) run(ctx context.Context, _ string) {
+func (c *clusterID) run(ctx context.Context, version string) {
 	logger := klog.FromContext(ctx).WithName("multicluster")
 	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.w.DynamicClient, c.w.ResyncPeriod, metav1.NamespaceAll,
 		func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", aboutv1alpha1.ClusterIDProperty).String()
 		})
-	informer := factory.ForResource(aboutv1alpha1.Resource).Informer()
+	informer := factory.ForResource(aboutv1alpha1.ResourceOf(version)).Informer()
 	// The ID as the mcs-controller reads it: one the controller refuses
 	// names no cluster here either.
 	value := func(obj any) string {

@@ -19,6 +19,19 @@ var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1alpha
 // Resource is the resource of ClusterProperty objects.
 var Resource = SchemeGroupVersion.WithResource("clusterproperties")
 
+// Versions are the versions of ClusterProperty these types read, newest
+// first: about-api's v1beta1 has v1alpha1's schema (spec.value), so an
+// object of either decodes into these types. A reader uses the newest its
+// server serves (crdgate.Discover), so that a cluster whose CRD serves
+// v1beta1 only is read as well as one that serves v1alpha1 only.
+var Versions = []string{"v1beta1", "v1alpha1"}
+
+// ResourceOf is the ClusterProperty resource in version v (one of
+// Versions).
+func ResourceOf(v string) schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: GroupName, Version: v, Resource: Resource.Resource}
+}
+
 // Well-known property names from KEP-2149.
 const (
 	// ClusterIDProperty holds the cluster's ID, unique in its clusterset.

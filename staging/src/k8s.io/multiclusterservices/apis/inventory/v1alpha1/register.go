@@ -15,6 +15,20 @@ var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1alpha
 // Resource is the resource of ClusterProfile objects.
 var Resource = SchemeGroupVersion.WithResource("clusterprofiles")
 
+// Versions are the versions of ClusterProfile these types read, newest
+// first. cluster-inventory-api's v1alpha2 is v1alpha1 without the
+// deprecated credentialProviders (accessProviders stays) and without a
+// certificate-authority file (the data stays), its lists keyed by name:
+// an object of either decodes into these types, and a reader uses the
+// newest its hub serves (crdgate.Discover).
+var Versions = []string{"v1alpha2", "v1alpha1"}
+
+// ResourceOf is the ClusterProfile resource in version v (one of
+// Versions).
+func ResourceOf(v string) schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: GroupName, Version: v, Resource: Resource.Resource}
+}
+
 var (
 	// SchemeBuilder registers the types.
 	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)

@@ -14,6 +14,10 @@ const (
 	// LabelClusterSet names, on an inventory's namespace, the clusterset
 	// its profiles form.
 	LabelClusterSet = "multicluster.x-k8s.io/clusterset"
+	// LabelInventoryMemberID correlates the profiles that represent the
+	// same member cluster (two cluster managers may each write one): the
+	// same value on two profiles says they are one cluster (v1alpha2).
+	LabelInventoryMemberID = "multicluster.x-k8s.io/inventory-member-id"
 
 	// ConditionControlPlaneHealthy says whether the cluster's control
 	// plane (apiserver, controller-manager, scheduler, etcd) is healthy.
