@@ -32,7 +32,9 @@ import (
 // labelled with its clusterset, and the member serves ClusterProperty
 // v1beta1 only (about-api's newest). The member joins once, its second
 // profile waits and takes over when the first goes, and a profile of
-// another clusterset is refused.
+// another clusterset is refused. With cluster selection on, the region a
+// profile states drives @SameAsImporter@, and moves it when the cluster
+// manager changes it.
 func TestMCSControllerUpstreamInventory(t *testing.T) {
 	dir := t.TempDir()
 	etcd := framework.StartTestEtcd(t)
@@ -42,7 +44,11 @@ func TestMCSControllerUpstreamInventory(t *testing.T) {
 	b := startPluginMember(t, etcd, dir, "cluster-b", webhook)
 	for _, m := range []*testMember{a, b} {
 		createNamespace(t, m, "demo")
+		grantClusterPropertiesRead(t, m)
 	}
+	// a is a member given as a context, in eu by its own ClusterProperty;
+	// b's region is its profiles' word.
+	setProperty(t, a, regionKey, "eu")
 	serveNewestOnly(t, b, "clusterproperties."+aboutv1alpha1.GroupName, "v1alpha1", "v1beta1")
 	hub, providers := installUpstreamInventory(t, a, dir, plugin)
 	kubeconfig := writeControllerKubeconfig(t, dir, []*testMember{a})
@@ -52,22 +58,34 @@ func TestMCSControllerUpstreamInventory(t *testing.T) {
 		o.InventoryNamespace = "fleet"
 		o.InventoryAccessProviders = providers
 		o.MemberRecheckPeriod = time.Second
+		withClusterSelection(t)(o)
 	})
 	r.waitReady(t)
 	exportService(t, a, "demo", "web", servicePorts("http", 80), endpoints("http", 8080, "10.1.0.1"))
 	exportService(t, b, "demo", "web", servicePorts("http", 80), endpoints("http", 8080, "10.2.0.1"))
+	for _, m := range []*testMember{a, b} {
+		setSelectors(t, m, "demo", "web", storySelectors)
+	}
 	const both = "cluster-a=10.1.0.1 ports http:8080;cluster-b=10.2.0.1 ports http:8080"
 
 	t.Run("a v1alpha2 profile with upstream's fields only joins a member serving ClusterProperty v1beta1", func(t *testing.T) {
-		putUpstreamProfile(t, hub, upstreamProfile(t, "ocm-b", "ocm", "member-b", b, "prod"))
+		putUpstreamProfile(t, hub, upstreamProfile(t, "ocm-b", "ocm", "member-b", b, "prod", "eu"))
 		waitSlices(t, a, "demo", "web", both)
 		waitSlices(t, b, "demo", "web", both)
 		waitEventOn(t, a, "ClusterProfile", "fleet", "ocm-b", "MemberJoined")
 		waitProfileCondition(t, hub, "ocm-b", "True", "cluster cluster-b is a member")
 	})
 
+	t.Run("the profile's region drives @SameAsImporter@ selection, and moves it when the cluster manager changes it", func(t *testing.T) {
+		waitResults(t, a, "demo", "web", storySelectors, "[cluster-a] [cluster-a cluster-b]")
+		waitResults(t, b, "demo", "web", storySelectors, "[cluster-b] [cluster-a cluster-b]")
+		putUpstreamProfile(t, hub, upstreamProfile(t, "ocm-b", "ocm", "member-b", b, "prod", "us"))
+		waitResults(t, a, "demo", "web", storySelectors, "[cluster-a] [cluster-a]")
+		waitResults(t, b, "demo", "web", storySelectors, "[cluster-b] [cluster-b]")
+	})
+
 	t.Run("a second manager's profile of the same cluster waits, not refused", func(t *testing.T) {
-		putUpstreamProfile(t, hub, upstreamProfile(t, "fleet-b", "fleet-manager", "member-b", b, "prod"))
+		putUpstreamProfile(t, hub, upstreamProfile(t, "fleet-b", "fleet-manager", "member-b", b, "prod", "us"))
 		waitEventOn(t, a, "ClusterProfile", "fleet", "fleet-b", "MemberPending")
 		waitProfileCondition(t, hub, "fleet-b", "False", "served through profile/fleet/ocm-b")
 		r.waitMetric(t, "one joined and one pending profile", `mcs_controller_inventory_members{source="profile",state="pending"} 1`)
@@ -75,7 +93,7 @@ func TestMCSControllerUpstreamInventory(t *testing.T) {
 	})
 
 	t.Run("a profile of another clusterset is refused", func(t *testing.T) {
-		putUpstreamProfile(t, hub, upstreamProfile(t, "elsewhere", "ocm", "member-x", b, "staging"))
+		putUpstreamProfile(t, hub, upstreamProfile(t, "elsewhere", "ocm", "member-x", b, "staging", "eu"))
 		waitEventOn(t, a, "ClusterProfile", "fleet", "elsewhere", "MemberRefused")
 		waitProfileCondition(t, hub, "elsewhere", "False", `names clusterset "staging", and this controller serves "prod"`)
 		if err := hub.Resource(inventoryv1alpha1.ResourceOf("v1alpha2")).Namespace("fleet").Delete(context.Background(), "elsewhere", metav1.DeleteOptions{}); err != nil {
@@ -90,6 +108,8 @@ func TestMCSControllerUpstreamInventory(t *testing.T) {
 		waitEventOn(t, a, "ClusterProfile", "fleet", "fleet-b", "MemberJoined")
 		waitProfileCondition(t, hub, "fleet-b", "True", "cluster cluster-b is a member")
 		waitSlices(t, a, "demo", "web", both)
+		// The region now is the second manager's word.
+		waitResults(t, a, "demo", "web", storySelectors, "[cluster-a] [cluster-a]")
 	})
 }
 
@@ -163,8 +183,9 @@ func installUpstreamInventory(t *testing.T, m *testMember, dir, plugin string) (
 
 // upstreamProfile is a v1alpha2 ClusterProfile for m as a cluster manager
 // named manager writes it: upstream's labels, ControlPlaneHealthy only,
-// properties naming the cluster and its clusterset, one access provider.
-func upstreamProfile(t *testing.T, name, manager, memberID string, m *testMember, clusterset string) *unstructured.Unstructured {
+// properties naming the cluster, its clusterset and its region, one
+// access provider.
+func upstreamProfile(t *testing.T, name, manager, memberID string, m *testMember, clusterset, region string) *unstructured.Unstructured {
 	t.Helper()
 	caFile, err := m.cluster.CAFile()
 	if err != nil {
@@ -188,6 +209,7 @@ func upstreamProfile(t *testing.T, name, manager, memberID string, m *testMember
 			"properties": []any{
 				map[string]any{"name": aboutv1alpha1.ClusterIDProperty, "value": m.id},
 				map[string]any{"name": aboutv1alpha1.ClusterSetProperty, "value": clusterset},
+				map[string]any{"name": regionKey, "value": region},
 			},
 			"accessProviders": []any{map[string]any{"name": "token", "cluster": map[string]any{
 				"server": m.cluster.URL(), "certificate-authority-data": base64.StdEncoding.EncodeToString(ca),
