@@ -69,23 +69,26 @@ var (
 	// clusterSelectionChanges counts cluster selection decisions that
 	// changed which source clusters an import's clusterset IPs send to
 	// (KEP-5939): a failover to a later result, or back.
-	clusterSelectionChanges = metrics.NewCounter(&metrics.CounterOpts{
-		Subsystem:      metricsSubsystem,
-		Name:           "multicluster_cluster_selection_changes_total",
-		Help:           "Number of changes of the source clusters an import's clusterset IPs send to, decided by this proxy from the import's cluster selector results.",
+	clusterSelectionChanges = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem: metricsSubsystem,
+		Name:      "multicluster_cluster_selection_changes_total",
+		Help: "Number of changes of the source clusters an import's clusterset IPs send to, decided by this proxy from the import's cluster selector results, " +
+			"by direction: failover (to a later result, or to every source cluster), failback (to an earlier result), within (the same latest result, another address family or port moved).",
 		StabilityLevel: metrics.ALPHA,
-	})
+	}, []string{"direction"})
 
 	// clusterSelectionResult is, per import with cluster selector
 	// results, the index of the result this proxy sends its clusterset
 	// IPs to (the latest any address family uses), -1 for every source
-	// cluster. The series goes with the import or its results.
+	// cluster, and why (reason). The series goes with the import or its
+	// results.
 	clusterSelectionResult = metrics.NewGaugeVec(&metrics.GaugeOpts{
-		Subsystem:      metricsSubsystem,
-		Name:           "multicluster_cluster_selection_result",
-		Help:           "Index of the cluster selector result this proxy sends an import's clusterset IPs to, -1 for every source cluster (KEP-5939).",
+		Subsystem: metricsSubsystem,
+		Name:      "multicluster_cluster_selection_result",
+		Help: "Index of the cluster selector result this proxy sends an import's clusterset IPs to, -1 for every source cluster (KEP-5939), " +
+			"with why: first_result, earlier_results_unready (no earlier result has a ready or serving endpoint), no_result_ready (none has: every source cluster).",
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"namespace", "name"})
+	}, []string{"namespace", "name", "reason"})
 
 	registerOnce sync.Once
 )

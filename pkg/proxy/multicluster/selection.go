@@ -3,6 +3,7 @@ package multicluster
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -243,7 +244,7 @@ func (p *Proxier) selectChoice(key types.NamespacedName, st *importState, next c
 	for _, s := range slices.Concat(gaining, staying, losing) {
 		p.handOverSlice(s, st, nil, prev)
 	}
-	clusterSelectionChanges.Inc()
+	clusterSelectionChanges.WithLabelValues(selectionDirection(prev.index(), next.index())).Inc()
 	if st.obj != nil && len(st.results) > 0 {
 		p.reportSelectionChanged(st.obj, prev.index(), next.index(), selectionChange(st.results, len(st.obj.Spec.Ports) > 1, prev, next))
 	}
@@ -270,11 +271,54 @@ func portChange(s *sliceState, prev, next choice) (gained, lost bool) {
 // the import has results, so that imports without cluster selection add
 // no series. Called with p.mu held.
 func (p *Proxier) showSelection(key types.NamespacedName, st *importState, next choice) {
-	if st.obj == nil || len(st.results) == 0 {
-		clusterSelectionResult.DeleteLabelValues(key.Namespace, key.Name)
-		return
+	shown := ""
+	if st.obj != nil && len(st.results) > 0 {
+		shown = selectionReason(next.index())
+		clusterSelectionResult.WithLabelValues(key.Namespace, key.Name, shown).Set(float64(next.index()))
 	}
-	clusterSelectionResult.WithLabelValues(key.Namespace, key.Name).Set(float64(next.index()))
+	for _, reason := range selectionReasons {
+		if reason != shown {
+			clusterSelectionResult.DeleteLabelValues(key.Namespace, key.Name, reason)
+		}
+	}
+}
+
+// The reasons of the selection gauge.
+const (
+	reasonFirstResult           = "first_result"
+	reasonEarlierResultsUnready = "earlier_results_unready"
+	reasonNoResultReady         = "no_result_ready"
+)
+
+var selectionReasons = []string{reasonFirstResult, reasonEarlierResultsUnready, reasonNoResultReady}
+
+// selectionReason says why the result of index i is the one chosen.
+func selectionReason(i int) string {
+	switch {
+	case i == clusterselection.AllClusters:
+		return reasonNoResultReady
+	case i == 0:
+		return reasonFirstResult
+	}
+	return reasonEarlierResultsUnready
+}
+
+// selectionDirection names a change of chosen result from index prev to
+// next: every source cluster (AllClusters) comes after the last result.
+func selectionDirection(prev, next int) string {
+	rank := func(i int) int {
+		if i == clusterselection.AllClusters {
+			return math.MaxInt
+		}
+		return i
+	}
+	switch {
+	case rank(next) > rank(prev):
+		return "failover"
+	case rank(next) < rank(prev):
+		return "failback"
+	}
+	return "within"
 }
 
 // selectionChange says, for a user reading the import's events, what a

@@ -3,6 +3,7 @@ package multicluster
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"testing"
@@ -61,7 +62,14 @@ func TestClusterSelectionFailoverAndBack(t *testing.T) {
 	si := serviceImport("ns", "api", 0, "10.250.0.10")
 	p.OnServiceImportSelected(si, storyResults)
 	f.expectCalls("SliceAdd ns/api-b", "ServiceAdd ns/api.clusterset")
-	before, _ := testutil.GetCounterMetricValue(clusterSelectionChanges)
+	changes := func() map[string]float64 {
+		out := map[string]float64{}
+		for _, d := range []string{"failover", "failback", "within"} {
+			out[d], _ = testutil.GetCounterMetricValue(clusterSelectionChanges.WithLabelValues(d))
+		}
+		return out
+	}
+	before := changes()
 
 	// Own cluster down: the region; cluster-a joins before cluster-b's
 	// unready slice is handed over.
@@ -81,9 +89,11 @@ func TestClusterSelectionFailoverAndBack(t *testing.T) {
 	if got := f.provider.endpointsOf("ns/api.clusterset"); len(got) != 1 || got[0] != "10.2.0.1" {
 		t.Errorf("endpoints %v, want cluster-b's only", got)
 	}
-	after, _ := testutil.GetCounterMetricValue(clusterSelectionChanges)
-	if after-before != 3 {
-		t.Errorf("%v changes counted, want 3", after-before)
+	after := changes()
+	// Own cluster to the region, the region to every cluster: two
+	// failovers; every cluster to own cluster: one failback.
+	if got := map[string]float64{"failover": after["failover"] - before["failover"], "failback": after["failback"] - before["failback"], "within": after["within"] - before["within"]}; !maps.Equal(got, map[string]float64{"failover": 2, "failback": 1, "within": 0}) {
+		t.Errorf("changes counted %v, want two failovers and one failback", got)
 	}
 
 	// New results (a property changed): decided at once.
@@ -221,20 +231,39 @@ func (r *notingEvents) take() []string {
 func TestClusterSelectionReportsChanges(t *testing.T) {
 	f, events := syncedSelectionFixture(t)
 	p := f.proxier
-	gauge := func() float64 {
+	// gauge is the one series of ns/api, "<value> <reason>".
+	gauge := func() string {
 		t.Helper()
-		v, err := testutil.GetGaugeMetricValue(clusterSelectionResult.WithLabelValues("ns", "api"))
+		families, err := legacyregistry.DefaultGatherer.Gather()
 		if err != nil {
 			t.Fatal(err)
 		}
-		return v
+		var series []string
+		for _, mf := range families {
+			if mf.GetName() != "kubeproxy_multicluster_cluster_selection_result" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				labels := map[string]string{}
+				for _, l := range m.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				if labels["namespace"] == "ns" && labels["name"] == "api" {
+					series = append(series, fmt.Sprintf("%v %s", m.GetGauge().GetValue(), labels["reason"]))
+				}
+			}
+		}
+		if len(series) != 1 {
+			t.Fatalf("gauge series of ns/api: %v, want one", series)
+		}
+		return series[0]
 	}
 	DeliverSlice(p, mcsSlice("ns", "api-a", "api", "cluster-a", "10.1.0.1"))
 	DeliverSlice(p, mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1"))
 	si := serviceImport("ns", "api", 0, "10.250.0.10")
 	p.OnServiceImportSelected(si, storyResults)
-	if got := gauge(); got != 0 {
-		t.Errorf("gauge %v, want 0", got)
+	if got := gauge(); got != "0 first_result" {
+		t.Errorf("gauge %v, want 0 first_result", got)
 	}
 	events.take() // Programmed
 
@@ -243,8 +272,8 @@ func TestClusterSelectionReportsChanges(t *testing.T) {
 	if diff := cmp.Diff(want, events.take()); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
-	if got := gauge(); got != 1 {
-		t.Errorf("gauge %v, want 1", got)
+	if got := gauge(); got != "1 earlier_results_unready" {
+		t.Errorf("gauge %v, want 1 earlier_results_unready", got)
 	}
 	// The same state again: no change, no event.
 	DeliverSlice(p, unready(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1")))
@@ -257,14 +286,18 @@ func TestClusterSelectionReportsChanges(t *testing.T) {
 	if diff := cmp.Diff(want, events.take()); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
-	if got := gauge(); got != -1 {
-		t.Errorf("gauge %v, want -1", got)
+	if got := gauge(); got != "-1 no_result_ready" {
+		t.Errorf("gauge %v, want -1 no_result_ready", got)
 	}
 
 	DeliverSlice(p, mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1"))
 	want = []string{"Normal ClusterSelectionChanged AllClustersToResult0 ns/api: result 0 (cluster-b) has a ready or serving endpoint for IPv4; using it instead of every source cluster"}
 	if diff := cmp.Diff(want, events.take()); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	// One series: the reason before went with the change.
+	if got := gauge(); got != "0 first_result" {
+		t.Errorf("gauge %v, want 0 first_result", got)
 	}
 
 	// New results: said to be the results' change.
