@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -243,8 +244,8 @@ func waitResults(t *testing.T, m *testMember, ns, name string, sels []csv1beta1.
 }
 
 // TestClusterSelectionGateOff: with the gate off (the default), the
-// controller neither reads an export's clusterSelectors nor writes the
-// KEP's fields, and needs no more RBAC than today's (no ClusterProperty
+// controller neither resolves an export's clusterSelectors nor writes the
+// KEP's fields (the export's Valid condition says they are ignored), and needs no more RBAC than today's (no ClusterProperty
 // list or watch is granted here).
 func TestClusterSelectionGateOff(t *testing.T) {
 	dir := t.TempDir()
@@ -259,6 +260,18 @@ func TestClusterSelectionGateOff(t *testing.T) {
 	setSelectors(t, a, "demo", "api", []csv1beta1.ClusterSelector{{PropertySelector: &csv1beta1.PropertySelector{}}})
 	waitImport(t, a, "demo", "api", func(si *mcsv1beta1.ServiceImport) bool { return clustersString(si) == "cluster-a" && importReady(si) })
 	waitExportConditions(t, a, "demo", "api", "Valid=True/Valid Ready=True/Exported Conflict=False/NoConflicts")
+	// The exporter is told that its selectors do nothing.
+	eventually(t, 30*time.Second, "the export's Valid condition to say its selectors are ignored", func() (bool, string) {
+		se, err := a.mcs.MulticlusterV1beta1().ServiceExports("demo").Get(context.Background(), "api", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(se.Status.Conditions, string(mcsv1beta1.ServiceExportConditionValid))
+		if c == nil {
+			return false, "no Valid condition"
+		}
+		return strings.Contains(c.Message, "its 1 clusterSelectors are ignored"), c.Message
+	})
 	api := dynamic.NewForConfigOrDie(a.cluster.RESTConfig()).Resource(csv1beta1.SchemeGroupVersion.WithResource("serviceimports")).Namespace("demo")
 	u, err := api.Get(context.Background(), "api", metav1.GetOptions{})
 	if err != nil {

@@ -343,6 +343,13 @@ func (c *Controller) startInformers(ctx context.Context, m *member) {
 			m.synced = append(m.synced, func() bool { return false })
 		}
 	}
+	// A member built from clientsets alone (tests) has no configuration
+	// to watch with: its exports' selectors go unsaid.
+	if !c.cfg.ClusterSelection && m.selectorMarks == nil && m.Config != nil {
+		if err := c.addIgnoredSelectorMarks(m); err != nil {
+			c.logger.Error(err, "The cache of exports' ignored clusterSelectors not built; they are ignored without a word", "cluster", m.id)
+		}
+	}
 	m.start(m.ctx.Done())
 }
 

@@ -65,8 +65,11 @@ type member struct {
 	inf       informerSet
 	factories []interface{ Start(<-chan struct{}) }
 	// sel are the caches of cluster selection; nil with its gate off.
-	sel    *selectionCaches
-	synced []cache.InformerSynced
+	sel *selectionCaches
+	// selectorMarks says which exports have clusterSelectors, with the
+	// gate off (selection_ignored.go).
+	selectorMarks cache.SharedIndexInformer
+	synced        []cache.InformerSynced
 
 	// queue holds the names whose import, slices and export status must
 	// be written into this member.

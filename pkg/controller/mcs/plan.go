@@ -55,6 +55,9 @@ type memberSnapshot struct {
 	// with the gate on.
 	Export           *mcsv1beta1.ServiceExport
 	ClusterSelectors []csv1beta1.ClusterSelector
+	// IgnoredSelectors is how many clusterSelectors the export has, read
+	// with the gate off: they do nothing, which its condition says.
+	IgnoredSelectors int
 	// Service is the member's Service of the name, nil when none.
 	Service *v1.Service
 	// Namespace is the namespace of the name in the member, nil when
@@ -174,9 +177,12 @@ func checkExports(cfg *Config, s snapshot) checked {
 			// Control data never travels in an exporter's maps.
 			v = export.ValidateExportedMetadata(m.Export)
 		}
-		if v.Valid && cfg.ClusterSelection {
+		switch {
+		case v.Valid && cfg.ClusterSelection:
 			v = export.ValidateClusterSelectors(m.Service, m.ClusterSelectors)
 			c.selectors[m.ID] = m.ClusterSelectors
+		case v.Valid && m.IgnoredSelectors > 0:
+			v = selectorsIgnored(v, m.IgnoredSelectors)
 		}
 		c.validity[m.ID] = v
 		if v.Valid {

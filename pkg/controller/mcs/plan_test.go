@@ -411,3 +411,43 @@ func TestPlanSaysWhoseRangesWithheldAddresses(t *testing.T) {
 		t.Errorf("Ready says %q, want it to end with %q", ready.Message, want)
 	}
 }
+
+// TestPlanSaysSelectorsAreIgnored: with the cluster selection gate off, an
+// export with clusterSelectors is valid and exported from, and its Valid
+// condition says that they do nothing; one without says nothing of them,
+// and with the gate on they are read, not ignored.
+func TestPlanSaysSelectorsAreIgnored(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		gate     bool
+		selected int
+		ignored  bool
+	}{
+		{name: "gate off, selectors: ignored, said", selected: 2, ignored: true},
+		{name: "gate off, none: nothing said"},
+		{name: "gate on: read", gate: true, selected: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := with(exporting("cluster-a", 0, httpPort, "10.1.0.1"), func(m *memberSnapshot) {
+				if tc.gate {
+					m.ClusterSelectors = sameCluster
+				} else {
+					m.IgnoredSelectors = tc.selected
+				}
+			})
+			cfg := Config{ManagedBy: mcsproxy.DefaultManagedBy, SourceManagers: []string{export.ManagerEndpointSliceController}, ClusterSelection: tc.gate}
+			s := snapshot{Namespace: "demo", Name: "web", Members: []memberSnapshot{m}, Alive: map[string]bool{"cluster-a": true}, Now: planEpoch.Add(time.Hour)}
+			p := planName(&cfg, s)
+			valid := meta.FindStatusCondition(p.Desired.ExportConditions["cluster-a"], string(mcsv1beta1.ServiceExportConditionValid))
+			if valid == nil || valid.Status != metav1.ConditionTrue {
+				t.Fatalf("Valid = %+v, want True", valid)
+			}
+			if got := strings.Contains(valid.Message, "clusterSelectors are ignored"); got != tc.ignored {
+				t.Errorf("Valid says %q; says ignored: %v, want %v", valid.Message, got, tc.ignored)
+			}
+			if p.Desired == nil || len(p.Desired.Slices) == 0 {
+				t.Errorf("nothing imported from the export")
+			}
+		})
+	}
+}

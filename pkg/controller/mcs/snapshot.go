@@ -52,6 +52,8 @@ func (c *Controller) readSnapshot(ns, name string) (snapshot, error) {
 		ms.Export = se
 		if c.cfg.ClusterSelection {
 			ms.ClusterSelectors = exportSelectors(m, key)
+		} else {
+			ms.IgnoredSelectors = ignoredSelectors(m, key)
 		}
 		svc, err := m.services.Services(ns).Get(name)
 		if err != nil && !apierrors.IsNotFound(err) {
