@@ -24,6 +24,14 @@ const MultiClusterServices featuregate.Feature = "MultiClusterServices"
 // those fields. In kube-proxy it needs MultiClusterServices too.
 const MultiClusterServiceClusterSelection featuregate.Feature = "MultiClusterServiceClusterSelection"
 
+// MultiClusterServiceExportClusters has the mcs-controller report, in
+// each ServiceExport's status.clusters, the member clusters the Service
+// is exported to (imported in), as proposed for KEP-1645 (exporting to
+// any set of clusters; informational only). mcs-api does not have the
+// field yet: it is written only with this gate on and the CRD from
+// deploy/crds, which serves it. Controller only.
+const MultiClusterServiceExportClusters featuregate.Feature = "MultiClusterServiceExportClusters"
+
 // oldestRelease is the oldest Kubernetes release kube-proxy is built for
 // (docs/kubernetes-versions.md). The gates are alpha from it on: a
 // versioned gate is PreAlpha, and cannot be turned on, in a binary whose
@@ -62,6 +70,9 @@ func NewControllerFeatureGate() featuregate.MutableVersionedFeatureGate {
 	gate := featuregate.NewVersionedFeatureGate(version.MustParse("1.37"))
 	runtime.Must(gate.AddVersioned(map[featuregate.Feature]featuregate.VersionedSpecs{
 		MultiClusterServiceClusterSelection: clusterSelectionSpecs,
+		MultiClusterServiceExportClusters: {
+			{Version: version.MustParse("1.37"), Default: false, PreRelease: featuregate.Alpha},
+		},
 	}))
 	return gate
 }

@@ -40,3 +40,21 @@ func TestClusterSelectionNeedsMultiClusterServices(t *testing.T) {
 		t.Errorf("not enabled with both gates")
 	}
 }
+
+// The controller's gates are alpha and off; MultiClusterServiceExportClusters
+// is the controller's alone (kube-proxy has nothing to do with it).
+func TestControllerGatesAreAlphaAndOff(t *testing.T) {
+	gate := NewControllerFeatureGate()
+	for _, f := range []featuregate.Feature{MultiClusterServiceClusterSelection, MultiClusterServiceExportClusters} {
+		spec, ok := gate.GetAll()[f]
+		if !ok || spec.Default || spec.PreRelease != featuregate.Alpha || gate.Enabled(f) {
+			t.Errorf("%s: registered %v, %+v; want alpha, off", f, ok, spec)
+		}
+	}
+	if err := gate.SetFromMap(map[string]bool{string(MultiClusterServiceExportClusters): true}); err != nil || !gate.Enabled(MultiClusterServiceExportClusters) {
+		t.Errorf("MultiClusterServiceExportClusters cannot be turned on: %v", err)
+	}
+	if _, ok := utilfeature.DefaultMutableFeatureGate.GetAll()[MultiClusterServiceExportClusters]; ok {
+		t.Errorf("kube-proxy's gates hold MultiClusterServiceExportClusters")
+	}
+}

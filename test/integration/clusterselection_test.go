@@ -272,6 +272,14 @@ func TestClusterSelectionGateOff(t *testing.T) {
 		}
 		return strings.Contains(c.Message, "its 1 clusterSelectors are ignored"), c.Message
 	})
+	// Nor, with MultiClusterServiceExportClusters off, status.clusters.
+	exported, err := dynamic.NewForConfigOrDie(a.cluster.RESTConfig()).Resource(csv1beta1.SchemeGroupVersion.WithResource("serviceexports")).Namespace("demo").Get(context.Background(), "api", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := statusClustersOf(exported.Object); len(got) != 0 {
+		t.Errorf("gate off: the export has status.clusters %v", got)
+	}
 	api := dynamic.NewForConfigOrDie(a.cluster.RESTConfig()).Resource(csv1beta1.SchemeGroupVersion.WithResource("serviceimports")).Namespace("demo")
 	u, err := api.Get(context.Background(), "api", metav1.GetOptions{})
 	if err != nil {

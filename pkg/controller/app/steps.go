@@ -250,6 +250,7 @@ func controllerConfig(logger klog.Logger, o *Options, p parsedOptions, members [
 		InitialSyncTimeout:           o.InitialSyncTimeout,
 		Catalog:                      catalog,
 		ClusterSelection:             o.FeatureGates.Enabled(features.MultiClusterServiceClusterSelection),
+		ExportClusters:               o.FeatureGates.Enabled(features.MultiClusterServiceExportClusters),
 		ClusterProperties:            inv.ClusterProperties,
 	}
 }

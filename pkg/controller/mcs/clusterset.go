@@ -27,6 +27,10 @@ type desiredState struct {
 	// ExportConditions are the conditions of each member's export, by
 	// cluster ID.
 	ExportConditions map[string][]metav1.Condition
+	// ImportedIn are the members that hold the import (synced, with the
+	// namespace), sorted: where the service is exported to, which every
+	// export's status.clusters says with the gate on.
+	ImportedIn []string
 	// Retain is set when no known cluster exports the name but a cluster
 	// whose state is unknown (caches not synced, lease still valid) is
 	// listed by an existing import: the members' imports and slices are

@@ -100,6 +100,10 @@ type Config struct {
 	// resolve exports' clusterSelectors (KEP-5939) into the imports (see
 	// clusterselection.go). Off, those fields are neither read nor written.
 	ClusterSelection bool
+	// ExportClusters is the MultiClusterServiceExportClusters gate: every
+	// export's status.clusters names the members the Service is imported
+	// in (export_clusters.go). Off, the field is never written.
+	ExportClusters bool
 	// ClusterProperties returns a member's merged cluster properties (its
 	// ClusterProfile's and its own, inventory.MergeProperties), read when
 	// its ClusterProperties change; nil uses its own only.

@@ -217,6 +217,17 @@ func (c *Controller) writeExportStatus(ctx context.Context, m *member, ns, name 
 		cond.ObservedGeneration = se.Generation
 		meta.SetStatusCondition(&conds, cond)
 	}
+	if c.cfg.ExportClusters {
+		to := exportedToNow(want, d.ImportedIn)
+		if apiequality.Semantic.DeepEqual(conds, se.Status.Conditions) && !exportClustersChanged(m, ns+"/"+name, to) {
+			return nil
+		}
+		if err := updateExportStatus(ctx, m, se, conds, to); err != nil {
+			return err
+		}
+		exportEvents(m, se, se.Status.Conditions, conds)
+		return nil
+	}
 	if apiequality.Semantic.DeepEqual(conds, se.Status.Conditions) {
 		return nil
 	}

@@ -128,6 +128,7 @@ func planName(cfg *Config, s snapshot) plan {
 	}
 	d.Import = importOf(cfg, s.Namespace, s.Name, m.result)
 	d.Clusters = m.result.Clusters
+	d.ImportedIn = s.withNamespace()
 	if m.result.Spec.Type == mcsv1beta1.ClusterSetIP {
 		d.ClusterSelectors = m.clusterSelectors
 		d.SelectorResults = planSelectorResults(s, m.clusterSelectors, m.result.Clusters)
@@ -398,6 +399,19 @@ func (s snapshot) withoutNamespace() []string {
 	var out []string
 	for _, m := range s.Members {
 		if m.Synced && (m.Namespace == nil || m.Namespace.Status.Phase == v1.NamespaceTerminating) {
+			out = append(out, m.ID)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// withNamespace returns, sorted, the synced members that have the
+// namespace (and are not deleting it): those an import is written in.
+func (s snapshot) withNamespace() []string {
+	var out []string
+	for _, m := range s.Members {
+		if m.Synced && m.Namespace != nil && m.Namespace.Status.Phase != v1.NamespaceTerminating {
 			out = append(out, m.ID)
 		}
 	}

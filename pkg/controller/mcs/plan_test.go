@@ -451,3 +451,34 @@ func TestPlanSaysSelectorsAreIgnored(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanSaysWhereTheServiceIsExportedTo: the members that hold the
+// import (synced, with the namespace, not deleting it) are where the
+// service is exported to, in every order of the members; none when no
+// export is valid.
+func TestPlanSaysWhereTheServiceIsExportedTo(t *testing.T) {
+	terminating := bystander("cluster-d")
+	terminating.Namespace.Status.Phase = v1.NamespaceTerminating
+	members := []memberSnapshot{
+		exporting("cluster-a", 0, httpPort, "10.1.0.1"),
+		bystander("cluster-b"),
+		{ID: "cluster-c", Synced: true},
+		terminating,
+		{ID: "cluster-e"},
+		bystander("cluster-f"),
+	}
+	cfg := Config{ManagedBy: mcsproxy.DefaultManagedBy, SourceManagers: []string{export.ManagerEndpointSliceController}}
+	reversed := slices.Clone(members)
+	slices.Reverse(reversed)
+	for _, order := range [][]memberSnapshot{members, reversed} {
+		s := snapshot{Namespace: "demo", Name: "web", Members: order, Alive: map[string]bool{"cluster-a": true}, Now: planEpoch.Add(time.Hour)}
+		if got, want := planName(&cfg, s).Desired.ImportedIn, []string{"cluster-a", "cluster-b", "cluster-f"}; !slices.Equal(got, want) {
+			t.Errorf("exported to %v, want %v", got, want)
+		}
+	}
+	invalid := with(exporting("cluster-a", 0, httpPort, "10.1.0.1"), func(m *memberSnapshot) { m.Service = nil })
+	s := snapshot{Namespace: "demo", Name: "web", Members: []memberSnapshot{invalid, bystander("cluster-b")}, Alive: map[string]bool{"cluster-a": true}, Now: planEpoch.Add(time.Hour)}
+	if got := planName(&cfg, s).Desired.ImportedIn; len(got) != 0 {
+		t.Errorf("no valid export, exported to %v", got)
+	}
+}

@@ -3,6 +3,7 @@ package mcs
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -18,12 +19,17 @@ import (
 // that they do nothing: the controller keeps, per export, only how many
 // selectors it has, and its Valid condition says they are ignored.
 
-// selectorCountKey is the one annotation of the marks cache's objects: how
-// many clusterSelectors the export has. Only in the cache, never written.
-const selectorCountKey = "clusterSelectors"
+// The annotations of the marks cache's objects: how many clusterSelectors
+// the export has, and its status.clusters (comma separated;
+// export_clusters.go). Only in the cache, never written.
+const (
+	selectorCountKey = "clusterSelectors"
+	exportedToKey    = "clusters"
+)
 
 // addIgnoredSelectorMarks builds m's cache of which exports have
-// clusterSelectors (gate off): a metadata-sized object per export.
+// clusterSelectors (gate off), and of their status.clusters: a
+// metadata-sized object per export.
 func (c *Controller) addIgnoredSelectorMarks(m *member) error {
 	dyn, err := dynamic.NewForConfig(m.Config)
 	if err != nil {
@@ -45,7 +51,7 @@ func (c *Controller) addIgnoredSelectorMarks(m *member) error {
 	_, _ = marks.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: merge, DeleteFunc: merge,
 		UpdateFunc: func(old, cur any) {
-			if selectorCount(old) != selectorCount(cur) {
+			if selectorCount(old) != selectorCount(cur) || markedExportedTo(old) != markedExportedTo(cur) {
 				merge(cur)
 			}
 		},
@@ -53,18 +59,35 @@ func (c *Controller) addIgnoredSelectorMarks(m *member) error {
 	return nil
 }
 
-// selectorMark keeps of an export its name and how many clusterSelectors
-// it has.
+// selectorMark keeps of an export its name, how many clusterSelectors it
+// has and its status.clusters.
 func selectorMark(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return obj, nil
 	}
 	out := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: u.GetName(), Namespace: u.GetNamespace(), ResourceVersion: u.GetResourceVersion()}}
+	mark := func(k, v string) {
+		if out.Annotations == nil {
+			out.Annotations = map[string]string{}
+		}
+		out.Annotations[k] = v
+	}
 	if sels, _, _ := unstructured.NestedSlice(u.Object, "spec", "clusterSelectors"); len(sels) > 0 {
-		out.Annotations = map[string]string{selectorCountKey: strconv.Itoa(len(sels))}
+		mark(selectorCountKey, strconv.Itoa(len(sels)))
+	}
+	if clusters := statusClusters(u); len(clusters) > 0 {
+		mark(exportedToKey, strings.Join(clusters, ","))
 	}
 	return out, nil
+}
+
+// markedExportedTo is the status.clusters a mark holds, comma separated.
+func markedExportedTo(obj any) string {
+	if pm, ok := obj.(*metav1.PartialObjectMetadata); ok {
+		return pm.Annotations[exportedToKey]
+	}
+	return ""
 }
 
 func selectorCount(obj any) int {

@@ -24,14 +24,15 @@ import (
 	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
 )
 
-// The installed CRDs are mcs-api's plus exactly the KEP-5939 fields, in
-// every served version, and nothing of mcs-api's own schema changes.
+// The installed CRDs are mcs-api's plus exactly the KEP-5939 fields and
+// ServiceExport's status.clusters (proposed for KEP-1645), in every
+// served version, and nothing of mcs-api's own schema changes.
 func TestInstalledCRDsAreMCSAPIsPlusClusterSelection(t *testing.T) {
 	for _, tc := range []struct {
 		installed, published func() (*apiextensionsv1.CustomResourceDefinition, error)
 		added                []string
 	}{
-		{ServiceExport, MCSAPIServiceExport, []string{"spec.clusterSelectors"}},
+		{ServiceExport, MCSAPIServiceExport, []string{"spec.clusterSelectors", "status.clusters"}},
 		{ServiceImport, MCSAPIServiceImport, []string{"spec.clusterSelectors", "status.clusterSelectorResults", "status.observedGeneration"}},
 	} {
 		got, err := tc.installed()

@@ -11,9 +11,11 @@ const MaxClusterSelectors = 16
 const SameAsImporter = "@SameAsImporter@"
 
 // ServiceExport is an overlay of a ServiceExport carrying only the fields
-// cluster selection adds.
+// cluster selection adds, and status.clusters, proposed for KEP-1645
+// (exporting to any set of clusters).
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=svcex
 type ServiceExport struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -21,6 +23,27 @@ type ServiceExport struct {
 
 	// +optional
 	Spec ServiceExportSpec `json:"spec,omitempty"`
+	// +optional
+	Status ServiceExportStatus `json:"status,omitempty"`
+}
+
+// ServiceExportStatus is the part of a ServiceExport's status this
+// overlay adds.
+type ServiceExportStatus struct {
+	// Clusters are the clusters the service is exported to: an entry
+	// means the service is available for that cluster. Informational
+	// only.
+	// +optional
+	// +listType=map
+	// +listMapKey=cluster
+	Clusters []ClusterStatus `json:"clusters,omitempty"`
+}
+
+// ClusterStatus names one cluster, as mcs-api's ServiceImport
+// status.clusters entries do.
+type ClusterStatus struct {
+	// Cluster is the name of the cluster.
+	Cluster string `json:"cluster"`
 }
 
 // ServiceExportSpec is the part of a ServiceExport's spec that cluster
