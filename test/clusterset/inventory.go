@@ -132,8 +132,9 @@ func (inv *Inventory) ControllerArgs() []string {
 
 // PutProfile writes the ClusterProfile of c, named after it, as a cluster
 // manager would: joined, its control plane healthy, reached at its
-// apiserver with the inventory's access provider.
-func (inv *Inventory) PutProfile(ctx context.Context, c *Cluster) error {
+// apiserver with the inventory's access provider, with properties as its
+// status.properties.
+func (inv *Inventory) PutProfile(ctx context.Context, c *Cluster, properties ...inventoryv1alpha1.Property) error {
 	caFile, err := c.API.CAFile()
 	if err != nil {
 		return err
@@ -151,6 +152,7 @@ func (inv *Inventory) PutProfile(ctx context.Context, c *Cluster) error {
 				{Type: inventoryv1alpha1.ConditionJoined, Status: metav1.ConditionTrue, Reason: "Joined", LastTransitionTime: metav1.Now()},
 				{Type: inventoryv1alpha1.ConditionControlPlaneHealthy, Status: metav1.ConditionTrue, Reason: "Healthy", LastTransitionTime: metav1.Now()},
 			},
+			Properties:      properties,
 			AccessProviders: []inventoryv1alpha1.AccessProvider{{Name: InventoryAccessProvider, Cluster: inventoryv1alpha1.Cluster{Server: c.API.URL(), CertificateAuthorityData: ca}}},
 		},
 	}

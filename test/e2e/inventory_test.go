@@ -12,6 +12,8 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
+	inventoryv1alpha1 "k8s.io/multiclusterservices/apis/inventory/v1alpha1"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/clusterset"
@@ -32,14 +34,18 @@ const inventoryRounds = 20
 // IP; A's profile deleted takes A's endpoints out of B's rules and
 // answers, and written again brings them back; then the time from a
 // profile deleted to its endpoints gone everywhere, and from a profile
-// written to its imports written, over several rounds.
+// written to its imports written, over several rounds; and, with cluster
+// selection on, the region a profile states choosing where B's client
+// goes, moved when the cluster manager changes it.
 func TestClusterInventory(t *testing.T) {
 	if p := os.Getenv("MCS_E2E_PROVIDER"); p != "" && p != "local" {
 		t.Skipf("the inventory cases run on a local clusterset, not on MCS_E2E_PROVIDER=%s", p)
 	}
 	requireBuilt(t, "credential-plugin")
 	started := time.Now()
-	l := upLocalOpts(t, clusterset.Options{Clusters: 2, Prefix: "e2einv"}, false)
+	// Cluster selection on, for the profiles' regions.
+	l := upLocalOpts(t, clusterset.Options{Clusters: 2, Prefix: "e2einv",
+		KubeProxyArgs: []string{"--feature-gates=MultiClusterServices=true,MultiClusterServiceClusterSelection=true"}}, false)
 	ms := l.members()
 	s := &suite{p: l, a: ms[0], b: ms[1], top: t}
 	ca, cb := l.cluster(s.a), l.cluster(s.b)
@@ -64,7 +70,7 @@ func TestClusterInventory(t *testing.T) {
 		t.Fatal(err)
 	}
 	metrics := fmt.Sprintf("127.0.0.1:%d", port)
-	l.restartController(t, append(inv.ControllerArgs(), "--metrics-bind-address="+metrics)...)
+	l.restartController(t, append(inv.ControllerArgs(), "--metrics-bind-address="+metrics, "--feature-gates=MultiClusterServiceClusterSelection=true")...)
 
 	sp := s.space(t, "e2e-inv")
 	var ips map[string]string
@@ -143,6 +149,32 @@ func TestClusterInventory(t *testing.T) {
 		t.Log(leave.line("profile deleted -> its endpoints gone everywhere"))
 		// The last round left A a member: traffic reaches both.
 		waitAnswers(t, client, "tcp", hostPort(vip, 80), 30, []string{"web-a-1", "web-b-1"})
+	})
+
+	t.Run("the region a profile states drives @SameAsImporter@, and moves traffic when the cluster manager changes it", func(t *testing.T) {
+		sp.t = t
+		region := func(r string) inventoryv1alpha1.Property {
+			return inventoryv1alpha1.Property{Name: regionProperty, Value: r}
+		}
+		for c, r := range map[*clusterset.Cluster]string{ca: "eu", cb: "us"} {
+			if err := inv.PutProfile(t.Context(), c, region(r)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sameRegion := []csv1beta1.ClusterSelector{{PropertySelector: &csv1beta1.PropertySelector{MatchProperties: map[string]string{regionProperty: csv1beta1.SameAsImporter}}}}
+		for _, m := range []*member{s.a, s.b} {
+			sp.service(m, "api", nil)
+			sp.echoPods(m, "api", "api-"+strings.TrimPrefix(m.Name, "cluster-")+"-1")
+			exportSelected(t, sp, m, "api", sameRegion)
+		}
+		waitSelectorResults(t, sp, s.b, "api", "[cluster-b]")
+		addr := hostPort(sp.vip(s.b, "api"), 80)
+		waitAnswers(t, client, "tcp", addr, 10, []string{"api-b-1"})
+		if err := inv.PutProfile(t.Context(), ca, region("us")); err != nil {
+			t.Fatal(err)
+		}
+		waitSelectorResults(t, sp, s.b, "api", "[cluster-a cluster-b]")
+		waitAnswers(t, client, "tcp", addr, 30, []string{"api-a-1", "api-b-1"})
 	})
 	t.Logf("TestClusterInventory wall=%v", time.Since(started).Round(100*time.Millisecond))
 }
