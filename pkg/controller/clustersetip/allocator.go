@@ -101,63 +101,6 @@ func New(ranges []netip.Prefix) *Allocator {
 	}
 }
 
-// SetForeign records the IPs of an import this controller did not write
-// (none: it is gone). Such IPs are never handed out: an import that took
-// one would share it with the foreign one, and every proxy would have to
-// choose. An IP already allocated is kept (see Owner): moving it would let
-// whoever can create an import move anyone's clusterset IP.
-//
-// id starts with the member holding the import ("<member>/..."): one member
-// reserves at most the bound of SetLimits this way, so that a member
-// holding imports someone else wrote cannot starve the clusterset; it
-// returns false when the bound kept this import's IPs from being reserved.
-func (a *Allocator) SetForeign(id string, ips []string) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	member, _, _ := strings.Cut(id, "/")
-	if _, had := a.foreignBy[id]; had {
-		if a.foreignOf[member]--; a.foreignOf[member] <= 0 {
-			delete(a.foreignOf, member)
-		}
-	}
-	for _, ip := range a.foreignBy[id] {
-		if a.foreign[ip]--; a.foreign[ip] <= 0 {
-			delete(a.foreign, ip)
-		}
-	}
-	delete(a.foreignBy, id)
-	var parsed []netip.Addr
-	for _, s := range ips {
-		if ip, err := netip.ParseAddr(s); err == nil {
-			parsed = append(parsed, ip.Unmap())
-		}
-	}
-	if len(parsed) == 0 {
-		return true
-	}
-	if a.foreignPerMember > 0 && a.foreignOf[member] >= a.foreignPerMember {
-		return false
-	}
-	a.foreignOf[member]++
-	a.foreignBy[id] = parsed
-	for _, ip := range parsed {
-		a.foreign[ip]++
-	}
-	return true
-}
-
-// Foreign returns the IPs SetForeign reserves for id (none when it
-// reserves none, or its bound kept them from being reserved).
-func (a *Allocator) Foreign(id string) []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	var out []string
-	for _, ip := range a.foreignBy[id] {
-		out = append(out, ip.String())
-	}
-	return out
-}
-
 // SetReserved sets the ranges whose IPs are handed out only when no other
 // IP of the family is free: members' Service ranges (ServiceCIDRs) that
 // overlap the clusterset's, where a Service may be given an import's IP

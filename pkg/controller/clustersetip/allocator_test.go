@@ -245,18 +245,18 @@ func TestSharedPoolIsBoundedPerParty(t *testing.T) {
 		t.Errorf("after a release: %v", err)
 	}
 	// Foreign imports: a member reserves at most two IPs this way.
-	if !a.SetForeign("evil/ns/a", []string{"10.250.0.200"}) || !a.SetForeign("evil/ns/b", []string{"10.250.0.201"}) {
+	if a.SetForeign("evil/ns/a", []string{"10.250.0.200"}).Refused || a.SetForeign("evil/ns/b", []string{"10.250.0.201"}).Refused {
 		t.Fatal("the first two foreign imports of a member reserve their IPs")
 	}
-	if a.SetForeign("evil/ns/c", []string{"10.250.0.202"}) {
-		t.Error("a third foreign import of one member reserved its IP")
+	if ch := a.SetForeign("evil/ns/c", []string{"10.250.0.202"}); !ch.Refused || len(ch.After) != 0 {
+		t.Errorf("a third foreign import of one member reserved its IP: %+v", ch)
 	}
-	if !a.SetForeign("good/ns/a", []string{"10.250.0.203"}) {
+	if a.SetForeign("good/ns/a", []string{"10.250.0.203"}).Refused {
 		t.Error("another member's foreign import was refused for evil's count")
 	}
 	// Gone, a foreign import frees its member's place.
 	a.SetForeign("evil/ns/a", nil)
-	if !a.SetForeign("evil/ns/c", []string{"10.250.0.202"}) {
+	if a.SetForeign("evil/ns/c", []string{"10.250.0.202"}).Refused {
 		t.Error("a member's place was not freed when its foreign import went")
 	}
 }

@@ -1,7 +1,6 @@
 package mcs
 
 import (
-	"net/netip"
 	"slices"
 
 	"k8s.io/klog/v2"
@@ -37,15 +36,14 @@ func (c *Controller) reserveForeign(m *member, ns, name string) {
 	if err == nil && !c.wrote(si) {
 		ips = si.Spec.IPs
 	}
-	id := m.id + "/" + ns + "/" + name
-	before := c.clustersetIPs.Foreign(id)
-	if sameIPs(before, ips) {
-		return
-	}
-	if !c.clustersetIPs.SetForeign(id, ips) {
+	ch := c.clustersetIPs.SetForeign(m.id+"/"+ns+"/"+name, ips)
+	if ch.Refused {
 		c.logger.Info("Not reserving the clusterset IPs of an import someone else wrote: the member holds the most such imports allowed", "cluster", m.id, "serviceImport", klog.KObj(si), "ips", ips)
 	}
-	for _, ip := range slices.Concat(before, ips) {
+	if !ch.Changed() {
+		return
+	}
+	for _, ip := range slices.Concat(ch.Before, ch.After) {
 		if owner, ok := c.clustersetIPs.Owner(ip); ok {
 			c.enqueueMembers(owner)
 		}
@@ -60,16 +58,4 @@ func (c *Controller) forgetForeign(m *member) {
 			c.clustersetIPs.SetForeign(m.id+"/"+si.Namespace+"/"+si.Name, nil)
 		}
 	}
-}
-
-// sameIPs tells whether a reservation of have is one of want (the
-// addresses that parse, in order, IPv4-mapped IPv6 as IPv4).
-func sameIPs(have, want []string) bool {
-	var parsed []string
-	for _, s := range want {
-		if ip, err := netip.ParseAddr(s); err == nil {
-			parsed = append(parsed, ip.Unmap().String())
-		}
-	}
-	return slices.Equal(have, parsed)
 }
