@@ -636,6 +636,22 @@ func startMember(t *testing.T, etcd *framework.Etcd, dir, id string) *testMember
 	return m
 }
 
+// membersWithDemo starts a member per id, on one etcd, each with
+// namespace demo, and returns them with the controller's kubeconfig of
+// them all.
+func membersWithDemo(t *testing.T, ids ...string) ([]*testMember, string) {
+	t.Helper()
+	dir := t.TempDir()
+	etcd := framework.StartTestEtcd(t)
+	var ms []*testMember
+	for _, id := range ids {
+		m := startMember(t, etcd, dir, id)
+		createNamespace(t, m, "demo")
+		ms = append(ms, m)
+	}
+	return ms, writeControllerKubeconfig(t, dir, ms)
+}
+
 // applyControllerRBAC creates the objects of kind-config/mcs-controller-rbac.yaml.
 func applyControllerRBAC(t *testing.T, kube kubernetes.Interface) {
 	t.Helper()
@@ -1259,14 +1275,8 @@ func (k *tcpLink) restore() {
 // as pending, and once the member answers it joins the running controller
 // and is imported into.
 func TestMCSControllerWithAMemberDownAtStart(t *testing.T) {
-	dir := t.TempDir()
-	etcd := framework.StartTestEtcd(t)
-	a := startMember(t, etcd, dir, "cluster-a")
-	b := startMember(t, etcd, dir, "cluster-b")
-	kubeconfig := writeControllerKubeconfig(t, dir, []*testMember{a, b})
-	for _, m := range []*testMember{a, b} {
-		createNamespace(t, m, "demo")
-	}
+	ms, kubeconfig := membersWithDemo(t, "cluster-a", "cluster-b")
+	a, b := ms[0], ms[1]
 	b.link.cut()
 
 	const ttl = 8 * time.Second

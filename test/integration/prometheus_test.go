@@ -33,19 +33,13 @@ func TestPrometheusFiresTheMemberAlerts(t *testing.T) {
 		}
 		t.Skip("prometheus is not installed (Debian's prometheus package; hack/install-deps.sh test)")
 	}
-	dir := t.TempDir()
-	etcd := framework.StartTestEtcd(t)
-	a := startMember(t, etcd, dir, "cluster-a")
-	b := startMember(t, etcd, dir, "cluster-b")
-	kubeconfig := writeControllerKubeconfig(t, dir, []*testMember{a, b})
-	for _, m := range []*testMember{a, b} {
-		createNamespace(t, m, "demo")
-	}
+	ms, kubeconfig := membersWithDemo(t, "cluster-a", "cluster-b")
+	b := ms[1]
 	const ttl = 8 * time.Second
 	ctrl := startController(t, kubeconfig, "replica-1", ttl)
 	ctrl.waitMetric(t, "both members joined", `mcs_controller_inventory_members{source="context",state="joined"} 2`)
 
-	api := startPrometheus(t, prometheus, dir, ctrl.metrics)
+	api := startPrometheus(t, prometheus, t.TempDir(), ctrl.metrics)
 	// Healthy: every rule is evaluated over the controller's series (the
 	// leader, the members, the pool) and no alert fires.
 	eventually(t, 60*time.Second, "Prometheus scraping the controller and evaluating the rules", func() (bool, string) {

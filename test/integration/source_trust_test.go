@@ -18,7 +18,6 @@ import (
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/app"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/mcs"
-	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
 )
 
 // forgedSlice is how an attacker who may write EndpointSlices (or the
@@ -80,14 +79,8 @@ func exportForged(t *testing.T, m *testMember, ns, name string, f forgedSlice, a
 // plugin allocates from 10.2.0.0/16, which --member-pod-cidrs says. No
 // admission policy is installed: these are the controller's own checks.
 func TestMCSControllerSourceTrust(t *testing.T) {
-	dir := t.TempDir()
-	etcd := framework.StartTestEtcd(t)
-	a := startMember(t, etcd, dir, "cluster-a")
-	b := startMember(t, etcd, dir, "cluster-b")
-	kubeconfig := writeControllerKubeconfig(t, dir, []*testMember{a, b})
-	for _, m := range []*testMember{a, b} {
-		createNamespace(t, m, "demo")
-	}
+	ms, kubeconfig := membersWithDemo(t, "cluster-a", "cluster-b")
+	a, b := ms[0], ms[1]
 	r := startControllerWith(t, kubeconfig, "replica-1", 8*time.Second, func(o *app.Options) {
 		o.MemberPodCIDRs = []string{"cluster-b=10.2.0.0/16"}
 	})
@@ -143,14 +136,8 @@ func TestMCSControllerSourceTrust(t *testing.T) {
 // gauge; it hands out no new clusterset IP in that range; the member
 // stays and the import keeps its IP. Deleting the ServiceCIDR clears it.
 func TestMCSControllerServiceCIDRAddedLater(t *testing.T) {
-	dir := t.TempDir()
-	etcd := framework.StartTestEtcd(t)
-	a := startMember(t, etcd, dir, "cluster-a")
-	b := startMember(t, etcd, dir, "cluster-b")
-	kubeconfig := writeControllerKubeconfig(t, dir, []*testMember{a, b})
-	for _, m := range []*testMember{a, b} {
-		createNamespace(t, m, "demo")
-	}
+	ms, kubeconfig := membersWithDemo(t, "cluster-a", "cluster-b")
+	a, b := ms[0], ms[1]
 	r := startController(t, kubeconfig, "replica-1", 8*time.Second)
 	exportService(t, a, "demo", "web", servicePorts("http", 80), endpoints("http", 8080, "10.1.0.1"))
 	si := waitImport(t, b, "demo", "web", func(si *mcsv1beta1.ServiceImport) bool { return len(si.Spec.IPs) == 1 })
