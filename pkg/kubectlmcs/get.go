@@ -9,43 +9,72 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
-// ClusterExport is an export and the member it was read from.
+// ClusterExport is an export and the member it was read from: Export
+// for the table, Served the object as the member serves it (fields the
+// typed API lacks, such as clusterSelectors, included) for -o json|yaml.
 type ClusterExport struct {
 	Cluster string                   `json:"cluster"`
-	Export  mcsv1beta1.ServiceExport `json:"serviceExport"`
+	Export  mcsv1beta1.ServiceExport `json:"-"`
+	Served  map[string]any           `json:"serviceExport"`
 }
 
-// ClusterImport is an import and the member it was read from.
+// ClusterImport is an import and the member it was read from, as
+// ClusterExport.
 type ClusterImport struct {
 	Cluster string                   `json:"cluster"`
-	Import  mcsv1beta1.ServiceImport `json:"serviceImport"`
+	Import  mcsv1beta1.ServiceImport `json:"-"`
+	Served  map[string]any           `json:"serviceImport"`
+}
+
+var (
+	serviceExports = schema.GroupVersionResource{Group: mcsv1beta1.GroupName, Version: mcsv1beta1.GroupVersion.Version, Resource: "serviceexports"}
+	serviceImports = schema.GroupVersionResource{Group: mcsv1beta1.GroupName, Version: mcsv1beta1.GroupVersion.Version, Resource: "serviceimports"}
+)
+
+// listServed lists resource r in m as served, each item also decoded
+// into T.
+func listServed[T any](ctx context.Context, m *member, r schema.GroupVersionResource, ns string) ([]served[T], error) {
+	list, err := m.Dynamic.Resource(r).Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]served[T], 0, len(list.Items))
+	for _, u := range list.Items {
+		var typed T
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &typed); err != nil {
+			return nil, fmt.Errorf("%s %s/%s: %w", r.Resource, u.GetNamespace(), u.GetName(), err)
+		}
+		unstructured.RemoveNestedField(u.Object, "metadata", "managedFields")
+		out = append(out, served[T]{typed: typed, object: u.Object})
+	}
+	return out, nil
+}
+
+type served[T any] struct {
+	typed  T
+	object map[string]any
 }
 
 func listExports(ctx context.Context, members []*member, ns string) ([]ClusterExport, []string) {
-	return listAcross(members, func(m *member) ([]mcsv1beta1.ServiceExport, error) {
-		list, err := m.MCS.MulticlusterV1beta1().ServiceExports(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, err
-		}
-		return list.Items, nil
-	}, func(cluster string, e mcsv1beta1.ServiceExport) ClusterExport {
-		return ClusterExport{Cluster: cluster, Export: e}
+	return listAcross(members, func(m *member) ([]served[mcsv1beta1.ServiceExport], error) {
+		return listServed[mcsv1beta1.ServiceExport](ctx, m, serviceExports, ns)
+	}, func(cluster string, e served[mcsv1beta1.ServiceExport]) ClusterExport {
+		return ClusterExport{Cluster: cluster, Export: e.typed, Served: e.object}
 	},
 		func(e *ClusterExport) (metav1.Object, string) { return &e.Export, e.Cluster })
 }
 
 func listImports(ctx context.Context, members []*member, ns string) ([]ClusterImport, []string) {
-	return listAcross(members, func(m *member) ([]mcsv1beta1.ServiceImport, error) {
-		list, err := m.MCS.MulticlusterV1beta1().ServiceImports(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, err
-		}
-		return list.Items, nil
-	}, func(cluster string, i mcsv1beta1.ServiceImport) ClusterImport {
-		return ClusterImport{Cluster: cluster, Import: i}
+	return listAcross(members, func(m *member) ([]served[mcsv1beta1.ServiceImport], error) {
+		return listServed[mcsv1beta1.ServiceImport](ctx, m, serviceImports, ns)
+	}, func(cluster string, i served[mcsv1beta1.ServiceImport]) ClusterImport {
+		return ClusterImport{Cluster: cluster, Import: i.typed, Served: i.object}
 	},
 		func(i *ClusterImport) (metav1.Object, string) { return &i.Import, i.Cluster })
 }
