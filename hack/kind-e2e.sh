@@ -154,13 +154,15 @@ start=${SECONDS}
 hack/kind-images.sh "${IMAGES_ARGS[@]}" 2>&1 | grep -v -e 'DEPRECATED: The legacy builder' -e 'Install the buildx component' -e 'docs.docker.com/go/buildx' -e '^ *$'
 echo "images: $((SECONDS - start))s"
 
-# kind's nodes watch many files: kind asks for 512 inotify instances and
-# 524288 watches. Every node's systemd, kubelet and containerd share the
-# host's root limits: with the kernel's default watches (a share of the
-# memory), the third cluster's systemd could not reload ("failed to
-# reload systemd") and its kubelet never started.
-if [[ "$(sysctl -n fs.inotify.max_user_instances)" -lt 512 ]]; then
-  sysctl -qw fs.inotify.max_user_instances=512
+# kind's nodes watch many files: kind asks for at least 512 inotify
+# instances and 524288 watches. Every node's systemd, kubelet, containerd
+# and pods share the host's root limits: with the kernel's default watches
+# (a share of the memory), and again with 512 instances once two clusters
+# ran their suites, the third cluster's systemd could not reload ("failed
+# to reload systemd") and its kubelet never started. 8192 instances leave
+# room for three nodes and their pods.
+if [[ "$(sysctl -n fs.inotify.max_user_instances)" -lt 8192 ]]; then
+  sysctl -qw fs.inotify.max_user_instances=8192
 fi
 if [[ "$(sysctl -n fs.inotify.max_user_watches)" -lt 524288 ]]; then
   sysctl -qw fs.inotify.max_user_watches=524288
@@ -185,7 +187,13 @@ create_cluster() {
   local name=$1 start=${SECONDS}
   step "Creating cluster ${name}"
   kind delete cluster --name "${name}" >/dev/null 2>&1 || true
-  kind create cluster --config "kind-config/clusters/cluster-${name#mcs-}.yaml" --image "${NODE_IMAGE}" --wait 120s
+  # A node whose kubeadm init failed is deleted by kind; one more try, said,
+  # before the run fails (its output above says why the first did).
+  if ! kind create cluster --config "kind-config/clusters/cluster-${name#mcs-}.yaml" --image "${NODE_IMAGE}" --wait 120s; then
+    echo "creating cluster ${name} failed; trying once more"
+    kind delete cluster --name "${name}" >/dev/null 2>&1 || true
+    kind create cluster --config "kind-config/clusters/cluster-${name#mcs-}.yaml" --image "${NODE_IMAGE}" --wait 120s
+  fi
   echo "cluster ${name} Ready in $((SECONDS - start))s"
   if [[ "${name}" == "${DERIVED}" ]]; then
     kind load docker-image mcs-kube-proxy/echoserver:dev --name "${name}"
