@@ -115,10 +115,9 @@ func (m *member) dial(ctx context.Context) error {
 		return shortError(err)
 	}
 	m.Version = v.GitVersion
-	properties := aboutv1alpha1.Resource
-	if v, err := crdgate.Discover(m.Kube.Discovery(), properties.GroupResource(), aboutv1alpha1.Versions); err == nil && v != "" {
-		properties = aboutv1alpha1.ResourceOf(v)
-	}
+	// A server that cannot say which version it serves is read at
+	// v1alpha1, as before discovery: the Get then says what is wrong.
+	properties, _ := crdgate.Resource(m.Kube.Discovery(), aboutv1alpha1.Resource, aboutv1alpha1.Versions)
 	cp, err := m.Dynamic.Resource(properties).Get(ctx, aboutv1alpha1.ClusterIDProperty, metav1.GetOptions{})
 	if err == nil {
 		m.ClusterID, _, _ = unstructured.NestedString(cp.Object, "spec", "value")

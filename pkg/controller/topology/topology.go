@@ -166,7 +166,7 @@ func ClusterID(ctx context.Context, cfg *rest.Config, timeout time.Duration) (st
 		// The version is asked again at every reading: a member may
 		// move its CRD to another between two.
 		var obj *unstructured.Unstructured
-		resource, err := propertiesResource(disco)
+		resource, err := crdgate.Resource(disco, aboutv1alpha1.Resource, aboutv1alpha1.Versions)
 		if err == nil {
 			obj, err = client.Resource(resource).Get(ctx, aboutv1alpha1.ClusterIDProperty, metav1.GetOptions{})
 		}
@@ -204,16 +204,5 @@ func PropertiesResource(cfg *rest.Config) (schema.GroupVersionResource, error) {
 	if err != nil {
 		return schema.GroupVersionResource{}, err
 	}
-	return propertiesResource(disco)
-}
-
-func propertiesResource(disco discovery.DiscoveryInterface) (schema.GroupVersionResource, error) {
-	v, err := crdgate.Discover(disco, aboutv1alpha1.Resource.GroupResource(), aboutv1alpha1.Versions)
-	if err != nil {
-		return schema.GroupVersionResource{}, err
-	}
-	if v == "" {
-		return aboutv1alpha1.Resource, nil
-	}
-	return aboutv1alpha1.ResourceOf(v), nil
+	return crdgate.Resource(disco, aboutv1alpha1.Resource, aboutv1alpha1.Versions)
 }

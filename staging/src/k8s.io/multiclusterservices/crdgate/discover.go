@@ -31,3 +31,15 @@ func Discover(client discovery.DiscoveryInterface, gr schema.GroupResource, want
 	}
 	return "", nil
 }
+
+// Resource returns r in the first of the wanted versions the server
+// serves (Discover), or r as it is when it serves none of them: reading
+// it then says that the resource is missing.
+func Resource(client discovery.DiscoveryInterface, r schema.GroupVersionResource, wanted []string) (schema.GroupVersionResource, error) {
+	v, err := Discover(client, r.GroupResource(), wanted)
+	if err != nil || v == "" {
+		return r, err
+	}
+	r.Version = v
+	return r, nil
+}

@@ -1,6 +1,7 @@
 package crdgate
 
 import (
+	"cmp"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,6 +43,13 @@ func TestDiscover(t *testing.T) {
 			}
 			if got != tc.want {
 				t.Errorf("Discover = %q, want %q", got, tc.want)
+			}
+			// Resource: that version, or the default's when none is
+			// served.
+			def := gr.WithVersion("v1alpha1")
+			r, err := Resource(d, def, wanted)
+			if want := cmp.Or(tc.want, "v1alpha1"); err != nil || r != gr.WithVersion(want) {
+				t.Errorf("Resource = %v, %v; want %s", r, err, gr.WithVersion(want))
 			}
 		})
 	}
