@@ -106,6 +106,10 @@ type importState struct {
 	// off.
 	results []csv1beta1.ClusterSelectorResult
 	chosen  choice
+	// shownReason is the reason label of the import's selection gauge
+	// series, "" when it has none: the other reasons' series are
+	// deleted only when it changes, not at every event.
+	shownReason string
 }
 
 // findSlice returns where the slice called name is, or would be, in

@@ -271,16 +271,24 @@ func portChange(s *sliceState, prev, next choice) (gained, lost bool) {
 // the import has results, so that imports without cluster selection add
 // no series. Called with p.mu held.
 func (p *Proxier) showSelection(key types.NamespacedName, st *importState, next choice) {
-	shown := ""
+	reason := ""
 	if st.obj != nil && len(st.results) > 0 {
-		shown = selectionReason(next.index())
-		clusterSelectionResult.WithLabelValues(key.Namespace, key.Name, shown).Set(float64(next.index()))
+		reason = selectionReason(next.index())
 	}
-	for _, reason := range selectionReasons {
-		if reason != shown {
-			clusterSelectionResult.DeleteLabelValues(key.Namespace, key.Name, reason)
+	if reason != st.shownReason {
+		// Every other reason's series goes, not only the one this
+		// entry showed: an entry made again (the import deleted and
+		// recreated, the proxier restarted) knows none it showed.
+		for _, r := range selectionReasons {
+			if r != reason {
+				clusterSelectionResult.DeleteLabelValues(key.Namespace, key.Name, r)
+			}
 		}
 	}
+	if reason != "" {
+		clusterSelectionResult.WithLabelValues(key.Namespace, key.Name, reason).Set(float64(next.index()))
+	}
+	st.shownReason = reason
 }
 
 // The reasons of the selection gauge.
