@@ -3,7 +3,6 @@ package mcs
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -105,10 +104,4 @@ func exportedToNow(conds []metav1.Condition, importedIn []string) []string {
 		return nil
 	}
 	return importedIn
-}
-
-// exportClustersChanged says whether m's export of key must be told that
-// the service is exported to want now.
-func exportClustersChanged(m *member, key string, want []string) bool {
-	return !slices.Equal(exportedTo(m, key), want)
 }

@@ -219,7 +219,7 @@ func (c *Controller) writeExportStatus(ctx context.Context, m *member, ns, name 
 	}
 	if c.cfg.ExportClusters {
 		to := exportedToNow(want, d.ImportedIn)
-		if apiequality.Semantic.DeepEqual(conds, se.Status.Conditions) && !exportClustersChanged(m, ns+"/"+name, to) {
+		if apiequality.Semantic.DeepEqual(conds, se.Status.Conditions) && slices.Equal(exportedTo(m, ns+"/"+name), to) {
 			return nil
 		}
 		if err := updateExportStatus(ctx, m, se, conds, to); err != nil {
