@@ -25,7 +25,6 @@ import (
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/app"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/features"
-	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
 )
 
 const regionKey = "region.topology.k8s.io"
@@ -138,17 +137,16 @@ func TestClusterSelection(t *testing.T) {
 // returns them with the controller's kubeconfig.
 func startRegions(t *testing.T, regions ...string) ([]*testMember, string) {
 	t.Helper()
-	dir := t.TempDir()
-	etcd := framework.StartTestEtcd(t)
-	var members []*testMember
-	for i, region := range regions {
-		m := startMember(t, etcd, dir, fmt.Sprintf("cluster-%c", 'a'+i))
-		grantClusterPropertiesRead(t, m)
-		setProperty(t, m, regionKey, region)
-		createNamespace(t, m, "demo")
-		members = append(members, m)
+	var ids []string
+	for i := range regions {
+		ids = append(ids, fmt.Sprintf("cluster-%c", 'a'+i))
 	}
-	return members, writeControllerKubeconfig(t, dir, members)
+	members, kubeconfig := membersWithDemo(t, ids...)
+	for i, m := range members {
+		grantClusterPropertiesRead(t, m)
+		setProperty(t, m, regionKey, regions[i])
+	}
+	return members, kubeconfig
 }
 
 // withClusterSelection turns the controller's
@@ -248,12 +246,10 @@ func waitResults(t *testing.T, m *testMember, ns, name string, sels []csv1beta1.
 // KEP's fields (the export's Valid condition says they are ignored), and needs no more RBAC than today's (no ClusterProperty
 // list or watch is granted here).
 func TestClusterSelectionGateOff(t *testing.T) {
-	dir := t.TempDir()
-	etcd := framework.StartTestEtcd(t)
-	a := startMember(t, etcd, dir, "cluster-a")
+	ms, kubeconfig := membersWithDemo(t, "cluster-a")
+	a := ms[0]
 	setProperty(t, a, regionKey, "eu")
-	createNamespace(t, a, "demo")
-	startController(t, writeControllerKubeconfig(t, dir, []*testMember{a}), "replica-1", 8*time.Second)
+	startController(t, kubeconfig, "replica-1", 8*time.Second)
 
 	exportService(t, a, "demo", "api", servicePorts("http", 80), endpoints("http", 8080, "10.1.0.1"))
 	// Invalid with the gate on; ignored with it off.

@@ -203,9 +203,9 @@ func buildPlugin(t *testing.T) string {
 	return bin
 }
 
-// clusterProfile returns a ClusterProfile for m in the hub's fleet
-// namespace, reached through access provider "token".
-func clusterProfile(t *testing.T, name string, m *testMember, healthy metav1.ConditionStatus, properties ...inventoryv1alpha1.Property) *unstructured.Unstructured {
+// caData is the CA bundle of m's apiserver, as a profile's access
+// provider carries it.
+func caData(t *testing.T, m *testMember) []byte {
 	t.Helper()
 	caFile, err := m.cluster.CAFile()
 	if err != nil {
@@ -215,6 +215,14 @@ func clusterProfile(t *testing.T, name string, m *testMember, healthy metav1.Con
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ca
+}
+
+// clusterProfile returns a ClusterProfile for m in the hub's fleet
+// namespace, reached through access provider "token".
+func clusterProfile(t *testing.T, name string, m *testMember, healthy metav1.ConditionStatus, properties ...inventoryv1alpha1.Property) *unstructured.Unstructured {
+	t.Helper()
+	ca := caData(t, m)
 	cp := &inventoryv1alpha1.ClusterProfile{
 		TypeMeta:   metav1.TypeMeta{APIVersion: inventoryv1alpha1.SchemeGroupVersion.String(), Kind: "ClusterProfile"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "fleet", Labels: map[string]string{inventoryv1alpha1.LabelClusterManager: "test-manager"}},

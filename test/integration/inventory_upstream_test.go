@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -187,14 +186,7 @@ func installUpstreamInventory(t *testing.T, m *testMember, dir, plugin string) (
 // access provider.
 func upstreamProfile(t *testing.T, name, manager, memberID string, m *testMember, clusterset, region string) *unstructured.Unstructured {
 	t.Helper()
-	caFile, err := m.cluster.CAFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := os.ReadFile(caFile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca := caData(t, m)
 	now := metav1.Now().UTC().Format(time.RFC3339)
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": inventoryv1alpha1.GroupName + "/v1alpha2",
