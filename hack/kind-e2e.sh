@@ -186,13 +186,14 @@ exists() { [[ " $(members | tr '\n' ' ') " == *" $1 "* ]]; }
 create_cluster() {
   local name=$1 start=${SECONDS}
   step "Creating cluster ${name}"
+  local create=(kind create cluster --config "kind-config/clusters/cluster-${name#mcs-}.yaml" --image "${NODE_IMAGE}" --wait 120s)
   kind delete cluster --name "${name}" >/dev/null 2>&1 || true
   # A node whose kubeadm init failed is deleted by kind; one more try, said,
   # before the run fails (its output above says why the first did).
-  if ! kind create cluster --config "kind-config/clusters/cluster-${name#mcs-}.yaml" --image "${NODE_IMAGE}" --wait 120s; then
+  if ! "${create[@]}"; then
     echo "creating cluster ${name} failed; trying once more"
     kind delete cluster --name "${name}" >/dev/null 2>&1 || true
-    kind create cluster --config "kind-config/clusters/cluster-${name#mcs-}.yaml" --image "${NODE_IMAGE}" --wait 120s
+    "${create[@]}"
   fi
   echo "cluster ${name} Ready in $((SECONDS - start))s"
   if [[ "${name}" == "${DERIVED}" ]]; then
