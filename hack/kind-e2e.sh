@@ -126,6 +126,11 @@ restore_host() {
 
 cleanup() {
   local status=$?
+  if [[ -n "${CREATING:-}" ]]; then
+    pkill -TERM -P "${CREATING}" 2>/dev/null || true
+    kill "${CREATING}" 2>/dev/null || true
+    wait "${CREATING}" 2>/dev/null || true
+  fi
   if [[ "${KEEP}" == true ]]; then
     echo "kept: clusters $(kind get clusters 2>/dev/null | tr '\n' ' '); remove them and the rest with: hack/kind-e2e.sh --down"
     exit "${status}"
@@ -387,23 +392,48 @@ smoke_test() {
 }
 
 # suite CONTEXTS DEFAULT_REGEX runs test/e2e against the contexts (cluster
-# a, cluster b[, the derived member]); --run narrows it.
+# a, cluster b[, the derived member]); --run narrows it. Case 5 times 6
+# rounds here, for its verdicts: each round on kind waits for two pods to
+# start (26, the suite's default, for the figures in docs/kind.md:
+# MCS_E2E_LATENCY_ROUNDS=26).
 suite() {
   local contexts=$1 regex=${RUN:-$2} start=${SECONDS}
-  MCS_E2E_PROVIDER=kind MCS_E2E_CONTEXTS=${contexts} \
+  MCS_E2E_PROVIDER=kind MCS_E2E_CONTEXTS=${contexts} MCS_E2E_LATENCY_ROUNDS=${MCS_E2E_LATENCY_ROUNDS:-6} \
     go test ./test/e2e/ -run "${regex}" -count=1 -timeout 60m -v
   echo "suite on kind (${regex}): $((SECONDS - start))s"
 }
 
-# add_derived_member: mcs-c with the stock kube-proxy, and the controller
-# serving it in derived mode.
+# add_derived_member: mcs-c with the stock kube-proxy (created here unless
+# it exists), and the controller serving it in derived mode.
 add_derived_member() {
-  if ! exists "${DERIVED}"; then
-    create_cluster "${DERIVED}"
+  if [[ " ${NAMES[*]} " != *" ${DERIVED} "* ]]; then
+    exists "${DERIVED}" || create_cluster "${DERIVED}"
     flat_routes
     setup_member "${DERIVED}"
   fi
   deploy_controller
+}
+
+# create_derived_beside: mcs-c is created while the first suite runs
+# (creating a cluster is mostly waiting on its kubeadm and kubelet), its
+# output kept until the suite is done; wait_derived waits for it.
+CREATING=
+create_derived_beside() {
+  [[ " ${NAMES[*]} " == *" ${DERIVED} "* ]] && return
+  echo "creating cluster ${DERIVED} beside the suite (its output follows the suite)"
+  (create_cluster "${DERIVED}") >"${WORK}/create-${DERIVED}.log" 2>&1 &
+  CREATING=$!
+}
+wait_derived() {
+  [[ -z "${CREATING}" ]] && return
+  local status=0
+  wait "${CREATING}" || status=$?
+  CREATING=
+  cat "${WORK}/create-${DERIVED}.log"
+  if [[ "${status}" != 0 ]]; then
+    echo "creating cluster ${DERIVED} failed (exit ${status})" >&2
+    exit 1
+  fi
 }
 
 if [[ "${DERIVED_ONLY}" == true ]]; then
@@ -434,7 +464,9 @@ deploy_controller
 if [[ "${TESTS}" == true ]]; then
   smoke_test
   step "End-to-end suite (test/e2e) against kind-mcs-b (a) and kind-mcs-a (b), the kind-only tests and the dual-stack cases"
+  create_derived_beside
   suite kind-mcs-b,kind-mcs-a '^TestMultiClusterServices$|^TestKindCluster|^TestDualStack$'
+  wait_derived
   add_derived_member
   step "Derived-mode suite (test/e2e TestDerivedMember): a = kind-mcs-b, native b = kind-mcs-a, derived c = kind-mcs-c"
   suite kind-mcs-b,kind-mcs-a,kind-mcs-c '^TestDerivedMember$'

@@ -46,6 +46,11 @@ BIN=_output/bin
 RELEASES=(${MCS_KIND_KUBE_PROXY_RELEASES-1.36})
 WORK=_output/kind
 KBIN=${WORK}/bin
+# The Debian root file systems depend on the package lists only, not on
+# the tree: they are kept beside the machine's Go caches, so that a fresh
+# clone does not debootstrap again (MCS_KIND_CACHE=an empty directory
+# measures a cold run).
+ROOTFS=${MCS_KIND_CACHE:-${XDG_CACHE_HOME:-${HOME:?}/.cache}/mcs-kind}
 SUITE=bookworm
 # The node's systemd must be older than 256 on hosts with cgroup v1:
 # bookworm's 252 boots there, trixie's does not.
@@ -56,7 +61,7 @@ MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 NODE_IMAGE=${MCS_KIND_NODE_IMAGE:-mcs-kind/node:${K8S_VERSION}}
 NET_BASE=mcs-kind/debian-net:${SUITE}
 LABEL=mcs-kind.inputs
-mkdir -p "${WORK}" "${KBIN}"
+mkdir -p "${WORK}" "${KBIN}" "${ROOTFS}"
 
 step() { echo "==> $*"; }
 
@@ -140,11 +145,11 @@ runtime_binaries() {
 # --- Debian root file systems -------------------------------------------
 
 # rootfs NAME PACKAGES... debootstraps bookworm (minbase plus PACKAGES)
-# into ${WORK}/rootfs-NAME.tar once per package list.
+# into ${ROOTFS}/rootfs-NAME.tar once per package list.
 rootfs() {
   local name=$1
   shift
-  local tar="${WORK}/rootfs-${name}.tar" hash
+  local tar="${ROOTFS}/rootfs-${name}.tar" hash
   hash=$(echo "${SUITE} ${MIRROR} $*" | sha256sum | cut -d' ' -f1)
   if [[ -f "${tar}" && "$(cat "${tar}.stamp" 2>/dev/null)" == "${hash}" ]]; then
     return
@@ -153,8 +158,8 @@ rootfs() {
   command -v debootstrap >/dev/null || hack/install-deps.sh test
   local dir start=${SECONDS}
   dir=$(mktemp -d "${WORK}/rootfs.XXXXXX")
-  mkdir -p "${WORK}/debs"
-  debootstrap --variant=minbase --cache-dir="${ROOT}/${WORK}/debs" --include="$(tr ' ' ',' <<<"$*")" "${SUITE}" "${dir}" "${MIRROR}" >"${WORK}/debootstrap-${name}.log"
+  mkdir -p "${ROOTFS}/debs"
+  debootstrap --variant=minbase --cache-dir="$(realpath "${ROOTFS}/debs")" --include="$(tr ' ' ',' <<<"$*")" "${SUITE}" "${dir}" "${MIRROR}" >"${WORK}/debootstrap-${name}.log"
   # Nothing of the build machine's identity or package lists in the image;
   # every node gets its own machine-id from kind's entrypoint.
   rm -rf "${dir}"/var/lib/apt/lists/* "${dir}"/var/cache/apt/*.bin "${dir}"/var/log/* "${dir}/var/lib/dbus/machine-id"
@@ -176,9 +181,9 @@ NODE_PACKAGES=(systemd "${NET_PACKAGES[@]}" ethtool util-linux mount kmod libsec
 net_base() {
   rootfs net "${NET_PACKAGES[@]}"
   local hash
-  hash=$(cat "${WORK}/rootfs-net.tar.stamp")
+  hash=$(cat "${ROOTFS}/rootfs-net.tar.stamp")
   image_current "${NET_BASE}" "${hash}" && return
-  docker import --change "LABEL ${LABEL}=${hash}" "${WORK}/rootfs-net.tar" "${NET_BASE}" >/dev/null
+  docker import --change "LABEL ${LABEL}=${hash}" "${ROOTFS}/rootfs-net.tar" "${NET_BASE}" >/dev/null
 }
 
 # --- images of static binaries and kube-proxy ----------------------------
@@ -274,7 +279,7 @@ node_image() {
   local kind_dir images hash
   kind_dir=$(kind_files)
   images=$(while read -r i; do docker image inspect -f '{{.Id}}' "${i}"; done <"${WORK}/node-images.list")
-  hash=$( (cat "${WORK}/rootfs-node.tar.stamp" kind-config/node/* "${BASH_SOURCE[0]}"; echo "${kind_dir} ${images}"
+  hash=$( (cat "${ROOTFS}/rootfs-node.tar.stamp" kind-config/node/* "${BASH_SOURCE[0]}"; echo "${kind_dir} ${images}"
     sha256sum "${BIN}"/{kubelet,kubeadm,kubectl} "${KBIN}"/{containerd,containerd-shim-runc-v2,ctr,runc,crictl,host-local,loopback,ptp,portmap}) |
     sha256sum | cut -d' ' -f1)
   if image_current "${NODE_IMAGE}" "${hash}"; then
@@ -284,7 +289,7 @@ node_image() {
   step "Node image ${NODE_IMAGE}"
   local start=${SECONDS} dir
   dir=$(mktemp -d "${WORK}/node.XXXXXX")
-  tar -C "${dir}" -xf "${WORK}/rootfs-node.tar"
+  tar -C "${dir}" -xf "${ROOTFS}/rootfs-node.tar"
 
   # kind's base image files, from the kind module, as its base image
   # installs them (scripts 0755, everything else 0644).

@@ -36,6 +36,7 @@ import (
 // cluster-b and shop in cluster-c. It starts with the export model and
 // switches to the catalog, then plays the catalog's stories: teams that cannot agree on names.
 func TestCatalog(t *testing.T) {
+	runBeside(t)
 	if p := os.Getenv("MCS_E2E_PROVIDER"); p != "" && p != "local" {
 		t.Skipf("the catalog cases run on a local clusterset, not on MCS_E2E_PROVIDER=%s", p)
 	}

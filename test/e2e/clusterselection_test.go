@@ -48,6 +48,7 @@ var regionFirst = []csv1beta1.ClusterSelector{
 // through the region's result. A kube-proxy of b with the gate off serves
 // every cluster; selectors on a headless export are refused.
 func TestClusterSelection(t *testing.T) {
+	runBeside(t)
 	if p := os.Getenv("MCS_E2E_PROVIDER"); p != "" && p != "local" {
 		t.Skipf("cluster selection runs on a local clusterset of its own, not on MCS_E2E_PROVIDER=%s", p)
 	}

@@ -36,6 +36,7 @@ const derivedGrace = 10 * time.Second
 // the migration case, which restarts the controller with other flags and
 // rolls kube-proxy node by node, is local only.
 func TestDerivedMember(t *testing.T) {
+	runBeside(t)
 	var d *derivedSuite
 	switch p := os.Getenv("MCS_E2E_PROVIDER"); p {
 	case "", "local":

@@ -21,6 +21,7 @@ import (
 // or on hack/kind-e2e.sh's kind clusters, which are dual-stack
 // (MCS_E2E_PROVIDER=kind).
 func TestDualStack(t *testing.T) {
+	runBeside(t)
 	var p provider
 	switch name := os.Getenv("MCS_E2E_PROVIDER"); name {
 	case "", "local":

@@ -26,6 +26,7 @@ import (
 // c and the others, exports are reached through NodePort ingress
 // Services, while a and b still reach each other's pods directly.
 func TestIngressMember(t *testing.T) {
+	runBeside(t)
 	if p := os.Getenv("MCS_E2E_PROVIDER"); p != "" && p != "local" {
 		t.Skipf("the ingress cases run on a local clusterset with an overlapping pod network, not on MCS_E2E_PROVIDER=%s", p)
 	}

@@ -29,6 +29,7 @@ import (
 // here, so the parts that need it (docker exec, pod exec) are the only
 // ones left for a machine with Docker.
 func TestKindProviderAgainstAPIServer(t *testing.T) {
+	runBeside(t)
 	requireBuilt(t, "etcd", "kube-apiserver")
 	ctx := t.Context()
 	cluster := framework.StartTestCluster(t, framework.StartTestEtcd(t), framework.ClusterOptions{Name: "mcs-b"})

@@ -36,6 +36,7 @@ var updateGolden = flag.Bool("update", false, "rewrite the golden files of TestK
 // conflict, an import kube-proxy refuses, DNS not answering, a member
 // unreachable with its source lease gone stale.
 func TestKubectlMCS(t *testing.T) {
+	runBeside(t)
 	// IPv6: the clusterset's addresses stay clear of IPv4 networks a
 	// machine running kind beside it may have (172.30.0.0/16).
 	l := upLocalOpts(t, clusterset.Options{Clusters: 2, Prefix: "e2ekmcs", IPFamily: clusterset.IPv6}, false)

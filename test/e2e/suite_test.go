@@ -29,6 +29,7 @@ type suite struct {
 // kube-proxy, delete the ServiceImport CRD and take cluster-a's apiserver
 // away come last.
 func TestMultiClusterServices(t *testing.T) {
+	runBeside(t)
 	started := time.Now()
 	p := newProvider(t)
 	ms := p.members()
@@ -51,6 +52,17 @@ func TestMultiClusterServices(t *testing.T) {
 	t.Run("10 kube-proxy restart and ServiceImport CRD recreate", s.testRestartAndCRD)
 	t.Run("9 cluster outage and return", s.testOutage)
 	t.Logf("SUITE wall=%v", time.Since(started).Round(100*time.Millisecond))
+}
+
+// runBeside lets a test that brings up a local clusterset of its own run
+// beside the others (go test -parallel, GOMAXPROCS by default): each
+// clusterset has its own prefix, network namespaces, host routes and
+// ports, and most of a case waits on real processes. On kind every test
+// shares the same clusters, and runs alone.
+func runBeside(t *testing.T) {
+	if p := os.Getenv("MCS_E2E_PROVIDER"); p == "" || p == "local" || p == "local-exec" {
+		t.Parallel()
+	}
 }
 
 // requireBuilt skips when a binary is missing, but fails under CI, where
