@@ -11,8 +11,14 @@ import (
 	_ "k8s.io/component-base/logs/json/register"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/app"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/inventory"
 )
 
 func main() {
+	// client-go runs each access provider's credential plugin through
+	// this executable, which counts the run (inventory.PluginRuns).
+	if inventory.RunsCredentialPlugin() {
+		os.Exit(inventory.RunCredentialPlugin())
+	}
 	os.Exit(cli.Run(app.NewControllerCommand()))
 }

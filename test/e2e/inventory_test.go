@@ -38,6 +38,7 @@ const inventoryRounds = 20
 // selection on, the region a profile states choosing where B's client
 // goes, moved when the cluster manager changes it.
 func TestClusterInventory(t *testing.T) {
+	runBeside(t)
 	if p := os.Getenv("MCS_E2E_PROVIDER"); p != "" && p != "local" {
 		t.Skipf("the inventory cases run on a local clusterset, not on MCS_E2E_PROVIDER=%s", p)
 	}
@@ -84,6 +85,13 @@ func TestClusterInventory(t *testing.T) {
 		// (its tokens last 20 s), and each run is counted.
 		if got := pluginRuns(t, metrics, "no_error"); got < 2 {
 			t.Errorf("%v credential plugin runs counted; it ran for both clusters at start-up", got)
+		}
+		// And under its access provider's name (KEP-5339), timed.
+		if got := metricValue(t, metrics, `mcs_controller_access_provider_plugin_runs_total{provider="`+clusterset.InventoryAccessProvider+`",result="success"}`); got < 2 {
+			t.Errorf("%v runs of access provider %s's plugin counted; it ran for both clusters at start-up", got, clusterset.InventoryAccessProvider)
+		}
+		if got := metricValue(t, metrics, `mcs_controller_access_provider_plugin_duration_seconds_count{provider="`+clusterset.InventoryAccessProvider+`"}`); got < 2 {
+			t.Errorf("%v runs of access provider %s's plugin timed, want one per cluster at least", got, clusterset.InventoryAccessProvider)
 		}
 	})
 	if t.Failed() {
@@ -216,6 +224,12 @@ func eventuallyFast(t *testing.T, timeout time.Duration, what string, cond func(
 // pluginRuns reads the controller's count of credential plugin runs of
 // call status status.
 func pluginRuns(t *testing.T, addr, status string) float64 {
+	return metricValue(t, addr, `mcs_controller_credential_plugin_runs_total{call_status="`+status+`"`)
+}
+
+// metricValue sums the samples of the controller's metrics at addr whose
+// line starts with prefix (a name and the first labels).
+func metricValue(t *testing.T, addr, prefix string) float64 {
 	t.Helper()
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
@@ -228,7 +242,7 @@ func pluginRuns(t *testing.T, addr, status string) float64 {
 	}
 	total := 0.0
 	for _, line := range strings.Split(string(body), "\n") {
-		if !strings.HasPrefix(line, `mcs_controller_credential_plugin_runs_total{call_status="`+status+`"`) {
+		if !strings.HasPrefix(line, prefix) {
 			continue
 		}
 		if v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64); err == nil {

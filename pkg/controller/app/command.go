@@ -38,6 +38,9 @@ Secrets in the hub that join and leave while it runs.`,
 				return err
 			}
 			cliflag.PrintFlags(cmd.Flags())
+			if self, err := os.Executable(); err == nil {
+				o.PluginRunner = self
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			ctx = klog.NewContext(ctx, klog.Background().WithName("mcs-controller"))

@@ -76,6 +76,11 @@ type Options struct {
 	InventoryAccessProviders string
 	// InventoryRequireJoined adds the Joined condition to the join rule.
 	InventoryRequireJoined bool
+	// PluginRunner is the executable each access provider's credential
+	// plugin is run through, to count and time its runs per provider
+	// (inventory.PluginRuns): the controller's own, set by its command.
+	// Empty: plugins run directly, counted without their provider.
+	PluginRunner string
 
 	// HealthProbesPerTeam and HealthProbes bound the addresses that
 	// ServiceBindings' health checks probe (catalog mode).

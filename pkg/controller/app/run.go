@@ -46,7 +46,7 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	invCfg, err := inventoryConfig(o, configs, hub)
+	invCfg, err := inventoryConfig(ctx, o, configs, hub)
 	if err != nil {
 		return err
 	}

@@ -104,7 +104,7 @@ func hubConfig(o *Options) (*rest.Config, error) {
 
 // inventoryConfig returns the config of the inventory: the member contexts,
 // and the Secrets or ClusterProfiles on the hub that list further members.
-func inventoryConfig(o *Options, configs map[string]*rest.Config, hub *rest.Config) (inventory.Config, error) {
+func inventoryConfig(ctx context.Context, o *Options, configs map[string]*rest.Config, hub *rest.Config) (inventory.Config, error) {
 	ids, err := o.memberClusterIDs()
 	if err != nil {
 		return inventory.Config{}, err
@@ -133,6 +133,13 @@ func inventoryConfig(o *Options, configs map[string]*rest.Config, hub *rest.Conf
 	if o.InventoryNamespace != "" {
 		if cfg.AccessProviders, err = inventory.LoadAccessProviders(o.InventoryAccessProviders); err != nil {
 			return cfg, fmt.Errorf("--inventory-access-providers: %w", err)
+		}
+		if o.PluginRunner != "" {
+			runs, err := inventory.ListenPluginRuns(ctx, o.PluginRunner, cfg.AccessProviders)
+			if err != nil {
+				return cfg, err
+			}
+			cfg.AccessProviders = runs.Through(cfg.AccessProviders)
 		}
 		if cfg.Profiles, err = dynamic.NewForConfig(hub); err != nil {
 			return cfg, err

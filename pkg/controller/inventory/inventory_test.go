@@ -28,6 +28,11 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// The test binary stands in for the controller's executable as the
+	// credential plugins' runner (TestPluginRunsPerProvider).
+	if RunsCredentialPlugin() {
+		os.Exit(RunCredentialPlugin())
+	}
 	// The fake clientset serves no streaming lists.
 	os.Setenv("KUBE_FEATURE_WatchListClient", "false")
 	os.Exit(m.Run())

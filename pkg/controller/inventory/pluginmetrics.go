@@ -45,7 +45,7 @@ func init() {
 // RegisterPluginMetrics serves the credential plugin metrics in reg;
 // every registry given serves the same, process-wide counts.
 func RegisterPluginMetrics(reg metrics.KubeRegistry) {
-	reg.MustRegister(pluginRuns, pluginDuration)
+	reg.MustRegister(pluginRuns, pluginDuration, providerRuns, providerDuration)
 }
 
 // runs pairs the start and the exit of a plugin run. client-go holds a

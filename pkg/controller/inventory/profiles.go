@@ -165,8 +165,9 @@ func ProfileAccess(cp *inventoryv1alpha1.ClusterProfile, providers AccessProvide
 // profileSourced adds to exec what the profile's reserved extensions ask,
 // as the operator's policies for provider p allow (upstream's rules).
 // Variables that would load code into the controller's process (PATH and
-// the dynamic loader's) are never taken from a profile, whatever the
-// policy: a plugin runs with the controller's identity.
+// the dynamic loader's) or choose the command its plugin runner starts
+// (pluginruns.go) are never taken from a profile, whatever the policy: a
+// plugin runs with the controller's identity.
 func profileSourced(exec *clientcmdapi.ExecConfig, p *AccessProvider, exts []inventoryv1alpha1.NamedExtension) error {
 	for _, ext := range exts {
 		switch {
@@ -182,7 +183,7 @@ func profileSourced(exec *clientcmdapi.ExecConfig, p *AccessProvider, exts []inv
 				return fmt.Errorf("extension %s: want a map of names to values: %v", ext.Name, err)
 			}
 			for name := range envs {
-				if name == "PATH" || strings.HasPrefix(name, "LD_") || strings.HasPrefix(name, "DYLD_") {
+				if name == "PATH" || strings.HasPrefix(name, "LD_") || strings.HasPrefix(name, "DYLD_") || isRunnerVariable(name) {
 					return fmt.Errorf("extension %s: variable %s is never taken from a profile (it would run code of the profile writer's choosing in the controller)", ext.Name, name)
 				}
 			}

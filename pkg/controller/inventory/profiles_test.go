@@ -312,6 +312,12 @@ func TestProfileSourcedExtensions(t *testing.T) {
 			exts: []inventoryv1alpha1.NamedExtension{ext(ExtensionAdditionalEnvs, `{"LD_PRELOAD": "/tmp/evil.so"}`)}, wantErr: "LD_PRELOAD"},
 		{name: "attack: PATH from a profile", cli: PolicyIgnore, env: PolicyAppendIfNotExists,
 			exts: []inventoryv1alpha1.NamedExtension{ext(ExtensionAdditionalEnvs, `{"PATH": "/tmp"}`)}, wantErr: "PATH"},
+		// The plugin runner (pluginruns.go) runs the command its variable
+		// names, with the controller's identity.
+		{name: "attack: the plugin runner's command from a profile", cli: PolicyIgnore, env: PolicyReplace,
+			exts: []inventoryv1alpha1.NamedExtension{ext(ExtensionAdditionalEnvs, `{"MCS_CONTROLLER_CREDENTIAL_PLUGIN": "/tmp/evil"}`)}, wantErr: "MCS_CONTROLLER_CREDENTIAL_PLUGIN"},
+		{name: "attack: the plugin runner's report socket from a profile", cli: PolicyIgnore, env: PolicyAppendIfNotExists,
+			exts: []inventoryv1alpha1.NamedExtension{ext(ExtensionAdditionalEnvs, `{"MCS_CONTROLLER_CREDENTIAL_PLUGIN_REPORT": "@elsewhere"}`)}, wantErr: "MCS_CONTROLLER_CREDENTIAL_PLUGIN_REPORT"},
 		{name: "malformed arguments", cli: PolicyAppend, env: PolicyIgnore,
 			exts: []inventoryv1alpha1.NamedExtension{ext(ExtensionAdditionalArgs, `{"not": "a list"}`)}, wantErr: "list of strings"},
 	} {
