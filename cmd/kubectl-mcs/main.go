@@ -18,7 +18,10 @@ func main() {
 	cmd := kubectlmcs.NewCommand(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
 	cmd.SetArgs(kubectlmcs.Args(os.Args[0], os.Args[1:]))
 	if err := cmd.Execute(); err != nil {
-		if !errors.Is(err, kubectlmcs.ErrChecksFailed) {
+		switch {
+		case errors.Is(err, kubectlmcs.ErrNotConverged):
+			os.Exit(2)
+		case !errors.Is(err, kubectlmcs.ErrChecksFailed):
 			fmt.Fprintln(os.Stderr, "error:", err)
 		}
 		os.Exit(1)

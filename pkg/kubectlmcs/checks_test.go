@@ -281,6 +281,49 @@ func TestStatusLines(t *testing.T) {
 	}
 }
 
+// status --wait waits for exactly these: a clusterset that has converged
+// waits for nothing; each way of not having converged is said, per member.
+func TestWaiting(t *testing.T) {
+	leader := &LeaderStatus{Holder: "host_1234", Healthy: true}
+	converged := func() []MemberStatus {
+		return []MemberStatus{
+			{Context: "cluster-a", CRDs: 3, Exports: 1, Imports: 1},
+			{Context: "cluster-b", CRDs: 3, Imports: 1, Leader: leader},
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		mutate func([]MemberStatus)
+		want   []string
+	}{
+		{name: "converged", mutate: func([]MemberStatus) {}},
+		{name: "a member does not answer", mutate: func(m []MemberStatus) { m[0] = MemberStatus{Context: "cluster-a", Unreachable: "refused"} },
+			want: []string{"cluster-a: unreachable"}},
+		{name: "a member lacks the ServiceImport API", mutate: func(m []MemberStatus) { m[1].CRDs = 2 },
+			want: []string{"cluster-b: serves 2 of the 3 multi-cluster APIs"}},
+		{name: "a member refused", mutate: func(m []MemberStatus) { m[0].Membership = &MembershipStatus{State: "refused"} },
+			want: []string{"cluster-a: refused by the mcs-controller"}},
+		{name: "a stale source", mutate: func(m []MemberStatus) { m[1].Stale = []string{"cluster-c"} },
+			want: []string{"cluster-b: stale source leases: cluster-c"}},
+		{name: "an export not ready yet, another in conflict", mutate: func(m []MemberStatus) { m[0].NotReady, m[0].Conflicts = 1, 1 },
+			want: []string{"cluster-a: 1 export(s) not valid and ready", "cluster-a: 1 export(s) in conflict"}},
+		{name: "an import without its clusterset IP", mutate: func(m []MemberStatus) { m[1].WithoutIPs = 2 },
+			want: []string{"cluster-b: 2 import(s) without a clusterset IP"}},
+		{name: "no leader", mutate: func(m []MemberStatus) { m[1].Leader = nil },
+			want: []string{"mcs-controller: no healthy leader"}},
+		{name: "a leader whose Lease is not renewed", mutate: func(m []MemberStatus) { m[1].Leader = &LeaderStatus{Holder: "host_1234"} },
+			want: []string{"mcs-controller: no healthy leader"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			members := converged()
+			tc.mutate(members)
+			if diff := cmp.Diff(tc.want, Waiting(members)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestGateFromMetrics(t *testing.T) {
 	for body, want := range map[string]string{
 		"# HELP x\nkubernetes_feature_enabled{name=\"MultiClusterServices\",stage=\"ALPHA\"} 1\n": "on",

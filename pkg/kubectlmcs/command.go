@@ -21,6 +21,10 @@ import (
 // command exits 1 without printing it again.
 var ErrChecksFailed = errors.New("a check failed")
 
+// ErrNotConverged is what status --wait returns when the clusterset has
+// not converged in time: the command exits 2, what it waited for printed.
+var ErrNotConverged = errors.New("not converged")
+
 type options struct {
 	flags         *genericclioptions.ConfigFlags
 	streams       genericiooptions.IOStreams
@@ -33,7 +37,36 @@ type options struct {
 	kubeProxyMetricsPort int
 	dnsPod               string
 	from                 []string
+	wait                 bool
+	waitTimeout          time.Duration
 }
+
+// status gathers every member's status; with --wait, again every
+// statusPoll until nothing is waited for or --wait-timeout has passed
+// (members are connected again each time: one that did not answer may).
+// It returns the last status and what it still waits for.
+func (o *options) status(ctx context.Context) ([]MemberStatus, []string, error) {
+	deadline := time.Now().Add(o.waitTimeout)
+	for {
+		members, err := o.connect(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		status := gatherStatus(ctx, members, o)
+		waiting := Waiting(status)
+		if !o.wait || len(waiting) == 0 || !time.Now().Add(statusPoll).Before(deadline) {
+			return status, waiting, nil
+		}
+		select {
+		case <-ctx.Done():
+			return status, waiting, nil
+		case <-time.After(statusPoll):
+		}
+	}
+}
+
+// statusPoll is how often status --wait looks again.
+const statusPoll = 2 * time.Second
 
 // NewCommand is kubectl-mcs's root command.
 func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
@@ -102,21 +135,41 @@ func (o *options) statusCommand() *cobra.Command {
 		Use:   "status",
 		Short: "Every member: reachable, version, MCS APIs and policies, kube-proxy gate, served model, counts; the mcs-controller's leader",
 		Args:  cobra.NoArgs,
+		Long: `Every member: reachable, version, MCS APIs and policies, kube-proxy gate,
+served model, counts; the mcs-controller's leader.
+
+With --wait it waits until the clusterset has converged: every member
+answers, serves the multi-cluster APIs and is not refused or left by the
+mcs-controller, the controller has a healthy leader, no source lease is
+stale, every export is valid and ready and none is in conflict, and every
+ClusterSetIP import has its clusterset IPs. It then prints the status and
+exits 0; after --wait-timeout it prints the status and what it waited for,
+and exits 2. Errors (a kubeconfig that cannot be read, a bad flag) exit 1.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.checkOutput("", "json", "yaml"); err != nil {
 				return err
 			}
-			members, err := o.connect(cmd.Context())
+			status, waiting, err := o.status(cmd.Context())
 			if err != nil {
 				return err
 			}
-			status := gatherStatus(cmd.Context(), members, o)
 			if o.output != "" {
-				return o.printObject(status)
+				err = o.printObject(status)
+			} else {
+				err = printLines(o.streams.Out, StatusLines(status))
 			}
-			return printLines(o.streams.Out, StatusLines(status))
+			if err != nil || !o.wait || len(waiting) == 0 {
+				return err
+			}
+			fmt.Fprintf(o.streams.ErrOut, "not converged after %v:\n", o.waitTimeout)
+			for _, w := range waiting {
+				fmt.Fprintln(o.streams.ErrOut, "  "+w)
+			}
+			return ErrNotConverged
 		},
 	}
+	cmd.Flags().BoolVar(&o.wait, "wait", false, "Wait until every member has joined and every import has converged (exit 0), or until --wait-timeout (exit 2)")
+	cmd.Flags().DurationVar(&o.waitTimeout, "wait-timeout", 5*time.Minute, "How long --wait waits")
 	o.addOutput(cmd, "json|yaml")
 	return cmd
 }

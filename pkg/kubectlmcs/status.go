@@ -53,14 +53,18 @@ type MemberStatus struct {
 	Policies    int    `json:"policies"`
 	// Nodes is the number of nodes; GateOn those whose kube-proxy has the
 	// gate on, GateKnown those whose gate could be read.
-	Nodes     int      `json:"nodes"`
-	GateOn    int      `json:"gateOn"`
-	GateKnown int      `json:"gateKnown"`
-	Model     string   `json:"model"`
-	Exports   int      `json:"exports"`
-	Imports   int      `json:"imports"`
-	Conflicts int      `json:"conflicts"`
-	Stale     []string `json:"staleSources,omitempty"`
+	Nodes     int    `json:"nodes"`
+	GateOn    int    `json:"gateOn"`
+	GateKnown int    `json:"gateKnown"`
+	Model     string `json:"model"`
+	Exports   int    `json:"exports"`
+	Imports   int    `json:"imports"`
+	Conflicts int    `json:"conflicts"`
+	// NotReady are the exports not yet valid and ready; WithoutIPs the
+	// ClusterSetIP imports without their clusterset IPs.
+	NotReady   int      `json:"exportsNotReady"`
+	WithoutIPs int      `json:"importsWithoutIPs"`
+	Stale      []string `json:"staleSources,omitempty"`
 	// Leader is the mcs-controller's leader election Lease, where this
 	// member holds it.
 	Leader *LeaderStatus `json:"leader,omitempty"`
@@ -187,6 +191,15 @@ func memberStatus(ctx context.Context, m *member, o *options, now time.Time) Mem
 		if meta.IsStatusConditionTrue(e.Status.Conditions, string(mcsv1beta1.ServiceExportConditionConflict)) {
 			s.Conflicts++
 		}
+		if !meta.IsStatusConditionTrue(e.Status.Conditions, string(mcsv1beta1.ServiceExportConditionValid)) ||
+			!meta.IsStatusConditionTrue(e.Status.Conditions, string(mcsv1beta1.ServiceExportConditionReady)) {
+			s.NotReady++
+		}
+	}
+	for _, si := range imports {
+		if si.Spec.Type == mcsv1beta1.ClusterSetIP && len(si.Spec.IPs) == 0 {
+			s.WithoutIPs++
+		}
 	}
 	s.Model = servedModel(imports)
 	s.Membership = membership(ctx, m)
@@ -306,6 +319,46 @@ func StatusLines(members []MemberStatus) []string {
 	out := table(rows)
 	for _, n := range notes {
 		out = append(out, wrap(n, width, "  ")...)
+	}
+	return out
+}
+
+// Waiting says what keeps the clusterset from having converged, one line
+// per reason: a member that does not answer, lacks an API, or was refused
+// or left by the mcs-controller; no healthy leader; a stale source lease;
+// an export not yet valid and ready, or in conflict; a ClusterSetIP import
+// without its clusterset IPs. Nothing: every member joined and every
+// import converged (status --wait).
+func Waiting(members []MemberStatus) []string {
+	var out []string
+	leader := false
+	for _, m := range members {
+		if m.Unreachable != "" {
+			out = append(out, fmt.Sprintf("%s: unreachable", m.Context))
+			continue
+		}
+		if m.CRDs < len(mcsResources) {
+			out = append(out, fmt.Sprintf("%s: serves %d of the %d multi-cluster APIs", m.Context, m.CRDs, len(mcsResources)))
+		}
+		if ms := m.Membership; ms != nil {
+			out = append(out, fmt.Sprintf("%s: %s by the mcs-controller", m.Context, ms.State))
+		}
+		if len(m.Stale) > 0 {
+			out = append(out, fmt.Sprintf("%s: stale source leases: %s", m.Context, strings.Join(m.Stale, ",")))
+		}
+		if m.NotReady > 0 {
+			out = append(out, fmt.Sprintf("%s: %d export(s) not valid and ready", m.Context, m.NotReady))
+		}
+		if m.Conflicts > 0 {
+			out = append(out, fmt.Sprintf("%s: %d export(s) in conflict", m.Context, m.Conflicts))
+		}
+		if m.WithoutIPs > 0 {
+			out = append(out, fmt.Sprintf("%s: %d import(s) without a clusterset IP", m.Context, m.WithoutIPs))
+		}
+		leader = leader || (m.Leader != nil && m.Leader.Healthy)
+	}
+	if !leader {
+		out = append(out, "mcs-controller: no healthy leader")
 	}
 	return out
 }

@@ -44,7 +44,10 @@ func TestKubectlMCS(t *testing.T) {
 	s := &suite{p: l, a: ms[0], b: ms[1], top: t}
 	sp := s.space(t, "kmcs")
 	kubeconfig := l.cs.Kubeconfig()
-	run := func(t *testing.T, golden string, wantExit int, args ...string) {
+	// run runs kubectl mcs ARGS, compares its output with golden, and
+	// returns what it wrote on stderr. Exit codes as cmd/kubectl-mcs
+	// gives them: 1 for a failed check, 2 for status --wait timed out.
+	run := func(t *testing.T, golden string, wantExit int, args ...string) string {
 		t.Helper()
 		var out, errOut bytes.Buffer
 		cmd := kubectlmcs.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
@@ -52,6 +55,8 @@ func TestKubectlMCS(t *testing.T) {
 		exit := 0
 		if err := cmd.Execute(); errors.Is(err, kubectlmcs.ErrChecksFailed) {
 			exit = 1
+		} else if errors.Is(err, kubectlmcs.ErrNotConverged) {
+			exit = 2
 		} else if err != nil {
 			t.Fatalf("kubectl mcs %v: %v\n%s", args, err, errOut.String())
 		}
@@ -67,6 +72,7 @@ func TestKubectlMCS(t *testing.T) {
 			}
 		}
 		compareGolden(t, golden, maskVolatile(got))
+		return errOut.String()
 	}
 
 	// web: exported from a (one pod), imported by b, where the client
@@ -83,6 +89,9 @@ func TestKubectlMCS(t *testing.T) {
 	dnsPod := "--dns-pod=" + sp.name + "/client"
 
 	t.Run("status", func(t *testing.T) { run(t, "status", 0, "status") })
+	t.Run("status --wait on a converged clusterset", func(t *testing.T) {
+		run(t, "status", 0, "status", "--wait", "--wait-timeout=60s")
+	})
 	t.Run("get exports", func(t *testing.T) { run(t, "get-exports", 0, "get", "exports", "-A") })
 	t.Run("get imports", func(t *testing.T) { run(t, "get-imports", 0, "get", "imports", "-n", sp.name, "-o", "wide") })
 	t.Run("diagnose passes", func(t *testing.T) {
@@ -179,6 +188,12 @@ func TestKubectlMCS(t *testing.T) {
 			return leaseStale(lease), "fresh"
 		})
 		run(t, "status-unreachable", 0, "status")
+		// --wait gives up after its timeout, exit 2, and says what it
+		// waited for.
+		if errOut := run(t, "status-unreachable", 2, "status", "--wait", "--wait-timeout=3s"); !strings.Contains(errOut, "cluster-a: unreachable") ||
+			!strings.Contains(errOut, "cluster-b: stale source leases: cluster-a") {
+			t.Errorf("status --wait did not say it waited for cluster-a and its lease:\n%s", errOut)
+		}
 		run(t, "diagnose-unreachable", 1, "diagnose", "service", sp.name+"/web", "--from=cluster-b")
 	})
 }
