@@ -27,6 +27,7 @@ require (
 	k8s.io/cri-streaming v0.0.0
 	k8s.io/klog/v2 v2.140.0
 	k8s.io/kube-proxy v0.0.0
+	k8s.io/kubectl v0.0.0
 	k8s.io/kubernetes v1.37.2
 	k8s.io/multiclusterservices v0.0.0
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd
@@ -181,7 +182,6 @@ require (
 	k8s.io/kube-controller-manager v0.0.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260721132016-d427ff9ee9ad // indirect
 	k8s.io/kube-scheduler v0.0.0 // indirect
-	k8s.io/kubectl v0.0.0 // indirect
 	k8s.io/kubelet v0.37.2 // indirect
 	k8s.io/metrics v0.37.2 // indirect
 	k8s.io/mount-utils v0.0.0 // indirect

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/yaml"
 )
 
@@ -39,6 +40,8 @@ type options struct {
 	from                 []string
 	wait                 bool
 	waitTimeout          time.Duration
+	selector             string
+	noHeaders            bool
 }
 
 // status gathers every member's status; with --wait, again every
@@ -175,14 +178,26 @@ and exits 2. Errors (a kubeconfig that cannot be read, a bad flag) exit 1.`,
 }
 
 func (o *options) getCommand() *cobra.Command {
+	printFlags := newPrintFlags()
 	cmd := &cobra.Command{
-		Use:       "get exports|imports",
-		Short:     "One table of the ServiceExports or ServiceImports of every member",
+		Use:   "get exports|imports",
+		Short: "One table of the ServiceExports or ServiceImports of every member",
+		Long: `One table of the ServiceExports or ServiceImports of every member, a
+CLUSTER column saying which member each row was read from (-o wide adds
+columns). Every other -o prints the objects as their members serve them
+through kubectl's printers (json, yaml, name, jsonpath, go-template,
+custom-columns), as one List; each object carries the annotation
+` + AnnotationContext + `: the member's kubeconfig context.`,
 		Args:      cobra.ExactArgs(1),
 		ValidArgs: []string{"exports", "imports"},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.checkOutput("", "wide", "json", "yaml"); err != nil {
-				return err
+			asTable := o.output == "wide" || o.output == "" && (printFlags.template.TemplateArgument == nil || *printFlags.template.TemplateArgument == "")
+			var printer printers.ResourcePrinter
+			if !asTable {
+				var err error
+				if printer, err = printFlags.printer(o.output, o.noHeaders); err != nil {
+					return err
+				}
 			}
 			members, err := o.connect(cmd.Context())
 			if err != nil {
@@ -190,17 +205,23 @@ func (o *options) getCommand() *cobra.Command {
 			}
 			ns, wide, now := o.namespace(), o.output == "wide", time.Now()
 			var rows [][]string
-			var errs []string
-			var objects any
+			var errs, contexts []string
+			var objects []map[string]any
 			switch args[0] {
 			case "exports", "export", "serviceexports", "serviceexport", "svcex":
 				var list []ClusterExport
-				list, errs = listExports(cmd.Context(), members, ns)
-				rows, objects = ExportRows(list, o.allNamespaces, wide, now), list
+				list, errs = listExports(cmd.Context(), members, ns, o.selector)
+				rows = ExportRows(list, o.allNamespaces, wide, now)
+				for _, e := range list {
+					contexts, objects = append(contexts, e.Cluster), append(objects, e.Served)
+				}
 			case "imports", "import", "serviceimports", "serviceimport", "svcim":
 				var list []ClusterImport
-				list, errs = listImports(cmd.Context(), members, ns)
-				rows, objects = ImportRows(list, o.allNamespaces, wide, now), list
+				list, errs = listImports(cmd.Context(), members, ns, o.selector)
+				rows = ImportRows(list, o.allNamespaces, wide, now)
+				for _, i := range list {
+					contexts, objects = append(contexts, i.Cluster), append(objects, i.Served)
+				}
 			default:
 				return fmt.Errorf("unknown resource %q: want exports or imports", args[0])
 			}
@@ -209,18 +230,24 @@ func (o *options) getCommand() *cobra.Command {
 					fmt.Fprintln(o.streams.ErrOut, line)
 				}
 			}
-			if o.output == "json" || o.output == "yaml" {
-				return o.printObject(objects)
+			if printer != nil {
+				return printServed(o.streams.Out, printer, contexts, objects)
 			}
 			if len(rows) == 1 {
 				fmt.Fprintf(o.streams.ErrOut, "No resources found%s.\n", inNamespace(ns))
 				return nil
 			}
+			if o.noHeaders {
+				rows = rows[1:]
+			}
 			return printLines(o.streams.Out, table(rows))
 		},
 	}
 	cmd.Flags().BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "List across all namespaces")
-	o.addOutput(cmd, "wide|json|yaml")
+	cmd.Flags().StringVarP(&o.selector, "selector", "l", "", "Selector (label query) to filter on, supports '=', '==', '!=', 'in', 'notin'. (e.g. -l key1=value1,key2=value2)")
+	cmd.Flags().BoolVar(&o.noHeaders, "no-headers", false, "When using the default or custom-column output format, don't print headers")
+	printFlags.addFlags(cmd)
+	o.addOutput(cmd, strings.Join(append([]string{"wide"}, printFlags.formats()...), "|"))
 	return cmd
 }
 
@@ -339,7 +366,7 @@ func (o *options) completeImports(cmd *cobra.Command) ([]string, cobra.ShellComp
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveError
 	}
-	imports, _ := listImports(cmd.Context(), members, metav1.NamespaceAll)
+	imports, _ := listImports(cmd.Context(), members, metav1.NamespaceAll, "")
 	seen := map[string]bool{}
 	var out []string
 	for _, i := range imports {

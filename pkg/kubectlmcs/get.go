@@ -9,7 +9,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
@@ -17,7 +16,8 @@ import (
 
 // ClusterExport is an export and the member it was read from: Export
 // for the table, Served the object as the member serves it (fields the
-// typed API lacks, such as clusterSelectors, included) for -o json|yaml.
+// typed API lacks, such as clusterSelectors, included) for kubectl's
+// printers.
 type ClusterExport struct {
 	Cluster string                   `json:"cluster"`
 	Export  mcsv1beta1.ServiceExport `json:"-"`
@@ -39,8 +39,8 @@ var (
 
 // listServed lists resource r in m as served, each item also decoded
 // into T.
-func listServed[T any](ctx context.Context, m *member, r schema.GroupVersionResource, ns string) ([]served[T], error) {
-	list, err := m.Dynamic.Resource(r).Namespace(ns).List(ctx, metav1.ListOptions{})
+func listServed[T any](ctx context.Context, m *member, r schema.GroupVersionResource, ns, selector string) ([]served[T], error) {
+	list, err := m.Dynamic.Resource(r).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +50,6 @@ func listServed[T any](ctx context.Context, m *member, r schema.GroupVersionReso
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &typed); err != nil {
 			return nil, fmt.Errorf("%s %s/%s: %w", r.Resource, u.GetNamespace(), u.GetName(), err)
 		}
-		unstructured.RemoveNestedField(u.Object, "metadata", "managedFields")
 		out = append(out, served[T]{typed: typed, object: u.Object})
 	}
 	return out, nil
@@ -61,18 +60,18 @@ type served[T any] struct {
 	object map[string]any
 }
 
-func listExports(ctx context.Context, members []*member, ns string) ([]ClusterExport, []string) {
+func listExports(ctx context.Context, members []*member, ns, selector string) ([]ClusterExport, []string) {
 	return listAcross(members, func(m *member) ([]served[mcsv1beta1.ServiceExport], error) {
-		return listServed[mcsv1beta1.ServiceExport](ctx, m, serviceExports, ns)
+		return listServed[mcsv1beta1.ServiceExport](ctx, m, serviceExports, ns, selector)
 	}, func(cluster string, e served[mcsv1beta1.ServiceExport]) ClusterExport {
 		return ClusterExport{Cluster: cluster, Export: e.typed, Served: e.object}
 	},
 		func(e *ClusterExport) (metav1.Object, string) { return &e.Export, e.Cluster })
 }
 
-func listImports(ctx context.Context, members []*member, ns string) ([]ClusterImport, []string) {
+func listImports(ctx context.Context, members []*member, ns, selector string) ([]ClusterImport, []string) {
 	return listAcross(members, func(m *member) ([]served[mcsv1beta1.ServiceImport], error) {
-		return listServed[mcsv1beta1.ServiceImport](ctx, m, serviceImports, ns)
+		return listServed[mcsv1beta1.ServiceImport](ctx, m, serviceImports, ns, selector)
 	}, func(cluster string, i served[mcsv1beta1.ServiceImport]) ClusterImport {
 		return ClusterImport{Cluster: cluster, Import: i.typed, Served: i.object}
 	},

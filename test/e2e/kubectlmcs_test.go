@@ -94,6 +94,13 @@ func TestKubectlMCS(t *testing.T) {
 	})
 	t.Run("get exports", func(t *testing.T) { run(t, "get-exports", 0, "get", "exports", "-A") })
 	t.Run("get imports", func(t *testing.T) { run(t, "get-imports", 0, "get", "imports", "-n", sp.name, "-o", "wide") })
+	t.Run("get with kubectl's printers", func(t *testing.T) {
+		run(t, "get-exports-name", 0, "get", "exports", "-A", "-o", "name")
+		run(t, "get-exports-no-headers", 0, "get", "exports", "-A", "--no-headers")
+		run(t, "get-imports-columns", 0, "get", "imports", "-n", sp.name, "-o",
+			`custom-columns=CONTEXT:.metadata.annotations.multiclusterservices\.k8s\.io/context,NAME:.metadata.name,TYPE:.spec.type,SOURCES:.status.clusters[*].cluster`)
+		run(t, "get-exports-none", 0, "get", "exports", "-A", "-l", "no-such-label")
+	})
 	t.Run("diagnose passes", func(t *testing.T) {
 		run(t, "diagnose-ok", 0, "diagnose", "service", sp.name+"/web", "--from=cluster-b", dnsPod)
 	})
