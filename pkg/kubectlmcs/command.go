@@ -15,6 +15,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
+	"k8s.io/multiclusterservices/export"
 	"sigs.k8s.io/yaml"
 )
 
@@ -42,27 +43,38 @@ type options struct {
 	waitTimeout          time.Duration
 	selector             string
 	noHeaders            bool
+	hub                  hubOptions
 }
 
-// status gathers every member's status; with --wait, again every
-// statusPoll until nothing is waited for or --wait-timeout has passed
-// (members are connected again each time: one that did not answer may).
-// It returns the last status and what it still waits for.
-func (o *options) status(ctx context.Context) ([]MemberStatus, []string, error) {
+// status gathers every member's status, and the hub's view with
+// --hub-context; with --wait, again every statusPoll until nothing is
+// waited for or --wait-timeout has passed (members are connected again
+// each time: one that did not answer may). It returns the last view and
+// what it still waits for.
+func (o *options) status(ctx context.Context) (StatusView, []string, error) {
 	deadline := time.Now().Add(o.waitTimeout)
 	for {
 		members, err := o.connect(ctx)
 		if err != nil {
-			return nil, nil, err
+			return StatusView{}, nil, err
 		}
-		status := gatherStatus(ctx, members, o)
-		waiting := Waiting(status)
+		view := StatusView{Contexts: gatherStatus(ctx, members, o)}
+		waiting := Waiting(view.Contexts)
+		if o.hub.context != "" {
+			hub, err := connect(ctx, o.flags, []string{o.hub.context}, o.timeout)
+			if err != nil {
+				return StatusView{}, nil, err
+			}
+			h := gatherHub(ctx, hub[0], o.hub)
+			view.Hub = &h
+			waiting = append(waiting, HubWaiting(h)...)
+		}
 		if !o.wait || len(waiting) == 0 || !time.Now().Add(statusPoll).Before(deadline) {
-			return status, waiting, nil
+			return view, waiting, nil
 		}
 		select {
 		case <-ctx.Done():
-			return status, waiting, nil
+			return view, waiting, nil
 		case <-time.After(statusPoll):
 		}
 	}
@@ -137,29 +149,34 @@ func (o *options) statusCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Every member: reachable, version, MCS APIs and policies, kube-proxy gate, served model, counts; the mcs-controller's leader",
-		Args:  cobra.NoArgs,
 		Long: `Every member: reachable, version, MCS APIs and policies, kube-proxy gate,
-served model, counts; the mcs-controller's leader.
+served model, counts; the mcs-controller's leader. The members are the
+kubeconfig's contexts (--contexts, --context, else every context): what
+you can reach. With --hub-context it also shows who the mcs-controller
+serves: the member Secrets and ClusterProfiles of its hub, and what it
+said of each (joined, pending, refused, left, and why).
 
 With --wait it waits until the clusterset has converged: every member
 answers, serves the multi-cluster APIs and is not refused or left by the
-mcs-controller, the controller has a healthy leader, no source lease is
-stale, every export is valid and ready and none is in conflict, and every
-ClusterSetIP import has its clusterset IPs. It then prints the status and
-exits 0; after --wait-timeout it prints the status and what it waited for,
-and exits 2. Errors (a kubeconfig that cannot be read, a bad flag) exit 1.`,
+mcs-controller (with --hub-context: every listing of the hub joined), the
+controller has a healthy leader, no source lease is stale, every export is
+valid and ready and none is in conflict, and every ClusterSetIP import has
+its clusterset IPs. It then prints the status and exits 0; after
+--wait-timeout it prints the status and what it waited for, and exits 2.
+Errors (a kubeconfig that cannot be read, a bad flag) exit 1.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.checkOutput("", "json", "yaml"); err != nil {
 				return err
 			}
-			status, waiting, err := o.status(cmd.Context())
+			view, waiting, err := o.status(cmd.Context())
 			if err != nil {
 				return err
 			}
 			if o.output != "" {
-				err = o.printObject(status)
+				err = o.printObject(view)
 			} else {
-				err = printLines(o.streams.Out, StatusLines(status))
+				err = printLines(o.streams.Out, viewLines(view))
 			}
 			if err != nil || !o.wait || len(waiting) == 0 {
 				return err
@@ -173,8 +190,29 @@ and exits 2. Errors (a kubeconfig that cannot be read, a bad flag) exit 1.`,
 	}
 	cmd.Flags().BoolVar(&o.wait, "wait", false, "Wait until every member has joined and every import has converged (exit 0), or until --wait-timeout (exit 2)")
 	cmd.Flags().DurationVar(&o.waitTimeout, "wait-timeout", 5*time.Minute, "How long --wait waits")
+	cmd.Flags().StringVar(&o.hub.context, "hub-context", "", "Kubeconfig context of the mcs-controller's hub (its --hub-context): show the members it lists there and what it said of each")
+	cmd.Flags().StringVar(&o.hub.secretsNamespace, "member-secrets-namespace", "mcs-system", "With --hub-context: the hub's namespace of member Secrets (the controller's --member-secrets-namespace; empty: none)")
+	cmd.Flags().StringVar(&o.hub.secretsSelector, "member-secrets-selector", export.LabelMember, "With --hub-context: the label selector of member Secrets (the controller's --member-secrets-selector)")
+	cmd.Flags().StringVar(&o.hub.profileNamespace, "inventory-namespace", "fleet", "With --hub-context: the hub's namespace of ClusterProfiles (the controller's --inventory-namespace; empty: none)")
+	_ = cmd.RegisterFlagCompletionFunc("hub-context", o.completeContexts)
 	o.addOutput(cmd, "json|yaml")
 	return cmd
+}
+
+// StatusView is what status shows: the kubeconfig's contexts, and with
+// --hub-context the hub's own list of members.
+type StatusView struct {
+	Contexts []MemberStatus `json:"contexts"`
+	Hub      *HubView       `json:"hub,omitempty"`
+}
+
+// viewLines renders status: which view each part is, then the part.
+func viewLines(v StatusView) []string {
+	out := append([]string{"kubeconfig contexts (what you can reach; --hub-context shows whom the mcs-controller serves):"}, StatusLines(v.Contexts)...)
+	if v.Hub != nil {
+		out = append(append(out, ""), HubLines(*v.Hub)...)
+	}
+	return out
 }
 
 func (o *options) getCommand() *cobra.Command {

@@ -229,13 +229,23 @@ func kubectlMCSStatus(t *testing.T, p provider) string {
 // run whose checks fail is a result, any other error fails t.
 func kubectlMCS(t *testing.T, args ...string) string {
 	t.Helper()
+	out, errOut, err := runKubectlMCS(t, args...)
+	if err != nil && !errors.Is(err, kubectlmcs.ErrChecksFailed) {
+		t.Fatalf("kubectl mcs %s: %v\n%s", strings.Join(args, " "), err, errOut)
+	}
+	return out
+}
+
+// runKubectlMCS runs kubectl mcs with args and returns what it printed,
+// its errors, and how it ended (kubectlmcs.ErrChecksFailed: exit 1,
+// ErrNotConverged: exit 2).
+func runKubectlMCS(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
 	var out, errOut bytes.Buffer
 	cmd := kubectlmcs.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
 	cmd.SetArgs(args)
-	if err := cmd.Execute(); err != nil && !errors.Is(err, kubectlmcs.ErrChecksFailed) {
-		t.Fatalf("kubectl mcs %s: %v\n%s", strings.Join(args, " "), err, errOut.String())
-	}
-	return out.String()
+	err := cmd.Execute()
+	return out.String(), errOut.String(), err
 }
 
 // inRange says whether addr lies in one of cidrs (comma separated, as

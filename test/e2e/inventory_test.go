@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,10 +14,12 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
 	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
 	inventoryv1alpha1 "k8s.io/multiclusterservices/apis/inventory/v1alpha1"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/kubectlmcs"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/clusterset"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
 )
@@ -97,6 +101,26 @@ func TestClusterInventory(t *testing.T) {
 	if t.Failed() {
 		return
 	}
+
+	// kubectl mcs, pointed at the hub, shows whom the controller serves:
+	// the profiles, each joined, and --wait returns at once.
+	hubStatus := func(t *testing.T, extra ...string) (string, string, error) {
+		return runKubectlMCS(t, append([]string{"--kubeconfig=" + l.cs.Kubeconfig(), "--contexts=cluster-a,cluster-b", "status", "--hub-context=" + ca.Name,
+			"--member-secrets-namespace=", "--inventory-namespace=" + clusterset.InventoryNamespace}, extra...)...)
+	}
+	t.Run("kubectl mcs status --hub-context: the profiles as the controller sees them", func(t *testing.T) {
+		out, errOut, err := hubStatus(t, "--wait", "--wait-timeout=60s")
+		if err != nil {
+			t.Fatalf("status --wait: %v\n%s%s", err, out, errOut)
+		}
+		for _, c := range []*clusterset.Cluster{ca, cb} {
+			// The profiles state no cluster ID (they are bound to the
+			// one their servers answer with): "-".
+			if !containsFields(out, "profile", clusterset.InventoryNamespace+"/"+c.Name, "-", "joined") {
+				t.Errorf("status --hub-context does not show %s's profile joined:\n%s", c.Name, out)
+			}
+		}
+	})
 
 	t.Run("A's profile deleted: A's endpoints leave B's rules and answers", func(t *testing.T) {
 		sp.t = t
@@ -184,7 +208,35 @@ func TestClusterInventory(t *testing.T) {
 		waitSelectorResults(t, sp, s.b, "api", "[cluster-a cluster-b]")
 		waitAnswers(t, client, "tcp", addr, 30, []string{"api-a-1", "api-b-1"})
 	})
+
+	// Last, as it takes b out: b's profile now claims another cluster ID
+	// than b's server holds, and the controller refuses it; status shows
+	// it refused and why, and --wait gives up on it.
+	t.Run("kubectl mcs status --hub-context: a refused profile and why", func(t *testing.T) {
+		if err := inv.PutProfile(t.Context(), cb, inventoryv1alpha1.Property{Name: aboutv1alpha1.ClusterIDProperty, Value: "cluster-z"}); err != nil {
+			t.Fatal(err)
+		}
+		var out string
+		eventually(t, 30*time.Second, "status to show b's profile refused", func() (bool, string) {
+			out, _, _ = hubStatus(t)
+			return containsFields(out, "profile", clusterset.InventoryNamespace+"/"+cb.Name, "cluster-z", "refused") && strings.Contains(out, "cluster-b"), out
+		})
+		_, errOut, err := hubStatus(t, "--wait", "--wait-timeout=3s")
+		if !errors.Is(err, kubectlmcs.ErrNotConverged) || !strings.Contains(errOut, "profile "+clusterset.InventoryNamespace+"/"+cb.Name+": refused") {
+			t.Errorf("status --wait on a refused profile: %v, want not converged, naming it:\n%s", err, errOut)
+		}
+	})
 	t.Logf("TestClusterInventory wall=%v", time.Since(started).Round(100*time.Millisecond))
+}
+
+// containsFields says whether a line of out has exactly these fields.
+func containsFields(out string, fields ...string) bool {
+	for _, line := range strings.Split(out, "\n") {
+		if slices.Equal(strings.Fields(line), fields) {
+			return true
+		}
+	}
+	return false
 }
 
 // importedFrom counts the EndpointSlices of sp's web that m holds from

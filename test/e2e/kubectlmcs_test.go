@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"errors"
 	"flag"
 	"os"
@@ -19,7 +18,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/kubectlmcs"
@@ -49,19 +47,16 @@ func TestKubectlMCS(t *testing.T) {
 	// gives them: 1 for a failed check, 2 for status --wait timed out.
 	run := func(t *testing.T, golden string, wantExit int, args ...string) string {
 		t.Helper()
-		var out, errOut bytes.Buffer
-		cmd := kubectlmcs.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
-		cmd.SetArgs(append([]string{"--kubeconfig=" + kubeconfig, "--contexts=cluster-a,cluster-b"}, args...))
+		got, errOut, err := runKubectlMCS(t, append([]string{"--kubeconfig=" + kubeconfig, "--contexts=cluster-a,cluster-b"}, args...)...)
 		exit := 0
-		if err := cmd.Execute(); errors.Is(err, kubectlmcs.ErrChecksFailed) {
+		if errors.Is(err, kubectlmcs.ErrChecksFailed) {
 			exit = 1
 		} else if errors.Is(err, kubectlmcs.ErrNotConverged) {
 			exit = 2
 		} else if err != nil {
-			t.Fatalf("kubectl mcs %v: %v\n%s", args, err, errOut.String())
+			t.Fatalf("kubectl mcs %v: %v\n%s", args, err, errOut)
 		}
-		got := out.String()
-		t.Logf("kubectl mcs %s (exit %d):\n%s%s", strings.Join(args, " "), exit, got, errOut.String())
+		t.Logf("kubectl mcs %s (exit %d):\n%s%s", strings.Join(args, " "), exit, got, errOut)
 		if exit != wantExit {
 			t.Errorf("kubectl mcs %v: exit %d, want %d", args, exit, wantExit)
 		}
@@ -72,7 +67,7 @@ func TestKubectlMCS(t *testing.T) {
 			}
 		}
 		compareGolden(t, golden, maskVolatile(got))
-		return errOut.String()
+		return errOut
 	}
 
 	// web: exported from a (one pod), imported by b, where the client

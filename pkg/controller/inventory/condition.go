@@ -10,14 +10,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	inventoryv1alpha1 "k8s.io/multiclusterservices/apis/inventory/v1alpha1"
+	"k8s.io/multiclusterservices/export"
 )
 
 // ConditionMember is the controller's condition on each ClusterProfile of
-// its inventory: whether the cluster is a member of the clusterset, and
-// why not. KEP-4322 leaves conditions open to other writers; this type is
-// the controller's alone (a domain-qualified type, as the KEP's own are
-// the cluster manager's), and nothing else of the profile is written.
-const ConditionMember = "multiclusterservices.k8s.io/ClusterSetMember"
+// its inventory (export.ConditionClusterSetMember); nothing else of the
+// profile is written.
+const ConditionMember = export.ConditionClusterSetMember
 
 // Reasons of ConditionMember, one per State.
 var memberReasons = map[State]string{Joined: "Joined", Pending: "Pending", Refused: "Refused"}

@@ -36,13 +36,15 @@ import (
 	"k8s.io/klog/v2"
 	inventoryv1alpha1 "k8s.io/multiclusterservices/apis/inventory/v1alpha1"
 	"k8s.io/multiclusterservices/crdgate"
+	"k8s.io/multiclusterservices/export"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/eventrecorder"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/topology"
 )
 
-// DefaultSelector selects the member Secrets.
-const DefaultSelector = "multiclusterservices.k8s.io/member"
+// DefaultSelector selects the member Secrets: those with the label
+// export.LabelMember.
+const DefaultSelector = export.LabelMember
 
 // Membership is what the inventory drives: the controller.
 type Membership interface {

@@ -56,6 +56,7 @@ var Keys = []Key{
 	{Name: discoveryv1.LabelServiceName, On: "EndpointSlice", WrittenBy: "slice writers; on MCS slices the mcs-controller, as the import's synthetic <import>.clusterset; admission refuses *.clusterset and derived-<hash> to all but the mcs-controller", ReadBy: "kube-proxy (keys slices by it; obeyed on an MCS slice only when it is that slice's own import's synthetic name)"},
 	{Name: LabelIngressFor, On: "ingress Service", WrittenBy: "mcs-controller (admission)", ReadBy: "mcs-controller"},
 	{Name: proxy.AnnotationAcceptNativeNames, On: "local Service", WrittenBy: "the Service's owner (the mcs-controller may write only the Services it creates: admission)", ReadBy: "kube-proxy, mcs-controller (derived members): an import's native names join the Service only with it"},
+	{Name: LabelMember, On: "member Secret (hub)", WrittenBy: "the operator (RBAC on the hub's member namespace)", ReadBy: "mcs-controller (--member-secrets-selector: which Secrets list members), kubectl mcs status --hub-context"},
 	{Name: AnnotationMemberClusterID, On: "member Secret (hub)", WrittenBy: "the operator (RBAC on the hub's member namespace)", ReadBy: "mcs-controller (the one cluster ID the listed member may join as; its own ClusterProperty only confirms it)"},
 }
 
@@ -66,6 +67,19 @@ var Keys = []Key{
 // ClusterProfiles state it in their cluster.clusterset.k8s.io property,
 // kubeconfig contexts with the controller's --member-cluster-ids.
 const AnnotationMemberClusterID = "multiclusterservices.k8s.io/cluster-id"
+
+// LabelMember marks a Secret of the hub's member namespace as a member
+// cluster's kubeconfig: the mcs-controller's --member-secrets-selector by
+// default.
+const LabelMember = "multiclusterservices.k8s.io/member"
+
+// ConditionClusterSetMember is the mcs-controller's condition on each
+// ClusterProfile of its inventory: whether the cluster is a member of the
+// clusterset (reason Joined, Pending or Refused), and why not. KEP-4322
+// leaves conditions open to other writers; this type is the controller's
+// alone (a domain-qualified type, as the KEP's own are the cluster
+// manager's).
+const ConditionClusterSetMember = "multiclusterservices.k8s.io/ClusterSetMember"
 
 // reservedDomains are the prefixes (and their subdomains) of keys no
 // exporter may set on an import: those of Kubernetes' own components
