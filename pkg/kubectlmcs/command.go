@@ -12,10 +12,12 @@ import (
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/multiclusterservices/export"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -43,6 +45,7 @@ type options struct {
 	waitTimeout          time.Duration
 	selector             string
 	noHeaders            bool
+	watch                bool
 	hub                  hubOptions
 }
 
@@ -241,24 +244,35 @@ custom-columns), as one List; each object carries the annotation
 			if err != nil {
 				return err
 			}
-			ns, wide, now := o.namespace(), o.output == "wide", time.Now()
-			var rows [][]string
+			ns, wide := o.namespace(), o.output == "wide"
+			q := query{namespace: ns, selector: o.selector}
+			if o.watch {
+				q.versions = map[string]string{}
+			}
+			var rows func(cluster string, objects []map[string]any) ([][]string, error)
+			var resource schema.GroupVersionResource
 			var errs, contexts []string
 			var objects []map[string]any
 			switch args[0] {
 			case "exports", "export", "serviceexports", "serviceexport", "svcex":
 				var list []ClusterExport
-				list, errs = listExports(cmd.Context(), members, ns, o.selector)
-				rows = ExportRows(list, o.allNamespaces, wide, now)
+				list, errs = listExports(cmd.Context(), members, q)
 				for _, e := range list {
 					contexts, objects = append(contexts, e.Cluster), append(objects, e.Served)
 				}
+				resource, rows = serviceExports, func(cluster string, objects []map[string]any) ([][]string, error) {
+					list, err := typed(objects, func(e mcsv1beta1.ServiceExport) ClusterExport { return ClusterExport{Cluster: cluster, Export: e} })
+					return ExportRows(list, o.allNamespaces, wide, time.Now()), err
+				}
 			case "imports", "import", "serviceimports", "serviceimport", "svcim":
 				var list []ClusterImport
-				list, errs = listImports(cmd.Context(), members, ns, o.selector)
-				rows = ImportRows(list, o.allNamespaces, wide, now)
+				list, errs = listImports(cmd.Context(), members, q)
 				for _, i := range list {
 					contexts, objects = append(contexts, i.Cluster), append(objects, i.Served)
+				}
+				resource, rows = serviceImports, func(cluster string, objects []map[string]any) ([][]string, error) {
+					list, err := typed(objects, func(i mcsv1beta1.ServiceImport) ClusterImport { return ClusterImport{Cluster: cluster, Import: i} })
+					return ImportRows(list, o.allNamespaces, wide, time.Now()), err
 				}
 			default:
 				return fmt.Errorf("unknown resource %q: want exports or imports", args[0])
@@ -268,22 +282,51 @@ custom-columns), as one List; each object carries the annotation
 					fmt.Fprintln(o.streams.ErrOut, line)
 				}
 			}
-			if printer != nil {
-				return printServed(o.streams.Out, printer, contexts, objects)
+			// print prints objects read from members: through the printer,
+			// or as rows of the table, its header once.
+			headed := o.noHeaders
+			print := func(contexts []string, objects []map[string]any) error {
+				if printer != nil {
+					return printServed(o.streams.Out, printer, contexts, objects)
+				}
+				var tbl [][]string
+				for i := range objects {
+					r, err := rows(contexts[i], objects[i:i+1])
+					if err != nil {
+						return err
+					}
+					if len(tbl) == 0 {
+						tbl = append(tbl, r[0])
+					}
+					tbl = append(tbl, r[1:]...)
+				}
+				lines := table(tbl)
+				if headed {
+					lines = lines[min(1, len(lines)):]
+				}
+				headed = true
+				return printLines(o.streams.Out, lines)
 			}
-			if len(rows) == 1 {
+			switch {
+			case len(objects) > 0 || printer != nil:
+				if err := print(contexts, objects); err != nil {
+					return err
+				}
+			case !o.watch:
 				fmt.Fprintf(o.streams.ErrOut, "No resources found%s.\n", inNamespace(ns))
+			}
+			if !o.watch {
 				return nil
 			}
-			if o.noHeaders {
-				rows = rows[1:]
-			}
-			return printLines(o.streams.Out, table(rows))
+			return watchServed(cmd.Context(), members, resource, q, o.streams.ErrOut, func(cluster string, object map[string]any) error {
+				return print([]string{cluster}, []map[string]any{object})
+			})
 		},
 	}
 	cmd.Flags().BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "List across all namespaces")
 	cmd.Flags().StringVarP(&o.selector, "selector", "l", "", "Selector (label query) to filter on, supports '=', '==', '!=', 'in', 'notin'. (e.g. -l key1=value1,key2=value2)")
 	cmd.Flags().BoolVar(&o.noHeaders, "no-headers", false, "When using the default or custom-column output format, don't print headers")
+	cmd.Flags().BoolVarP(&o.watch, "watch", "w", false, "After listing, watch every member and print each object that changes, with its member (as kubectl get --watch); Ctrl-C ends it")
 	printFlags.addFlags(cmd)
 	o.addOutput(cmd, strings.Join(append([]string{"wide"}, printFlags.formats()...), "|"))
 	return cmd
@@ -404,7 +447,7 @@ func (o *options) completeImports(cmd *cobra.Command) ([]string, cobra.ShellComp
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveError
 	}
-	imports, _ := listImports(cmd.Context(), members, metav1.NamespaceAll, "")
+	imports, _ := listImports(cmd.Context(), members, query{namespace: metav1.NamespaceAll})
 	seen := map[string]bool{}
 	var out []string
 	for _, i := range imports {

@@ -3,14 +3,19 @@ package kubectlmcs
 import (
 	"context"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
@@ -37,12 +42,23 @@ var (
 	serviceImports = schema.GroupVersionResource{Group: mcsv1beta1.GroupName, Version: mcsv1beta1.GroupVersion.Version, Resource: "serviceimports"}
 )
 
+// query is what get lists: a namespace (empty: all) and a label
+// selector; versions, when not nil, receives each member's list's
+// resourceVersion, where --watch starts.
+type query struct {
+	namespace, selector string
+	versions            map[string]string
+}
+
 // listServed lists resource r in m as served, each item also decoded
 // into T.
-func listServed[T any](ctx context.Context, m *member, r schema.GroupVersionResource, ns, selector string) ([]served[T], error) {
-	list, err := m.Dynamic.Resource(r).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+func listServed[T any](ctx context.Context, m *member, r schema.GroupVersionResource, q query) ([]served[T], error) {
+	list, err := m.Dynamic.Resource(r).Namespace(q.namespace).List(ctx, metav1.ListOptions{LabelSelector: q.selector})
 	if err != nil {
 		return nil, err
+	}
+	if q.versions != nil {
+		q.versions[m.Context] = list.GetResourceVersion()
 	}
 	out := make([]served[T], 0, len(list.Items))
 	for _, u := range list.Items {
@@ -60,18 +76,18 @@ type served[T any] struct {
 	object map[string]any
 }
 
-func listExports(ctx context.Context, members []*member, ns, selector string) ([]ClusterExport, []string) {
+func listExports(ctx context.Context, members []*member, q query) ([]ClusterExport, []string) {
 	return listAcross(members, func(m *member) ([]served[mcsv1beta1.ServiceExport], error) {
-		return listServed[mcsv1beta1.ServiceExport](ctx, m, serviceExports, ns, selector)
+		return listServed[mcsv1beta1.ServiceExport](ctx, m, serviceExports, q)
 	}, func(cluster string, e served[mcsv1beta1.ServiceExport]) ClusterExport {
 		return ClusterExport{Cluster: cluster, Export: e.typed, Served: e.object}
 	},
 		func(e *ClusterExport) (metav1.Object, string) { return &e.Export, e.Cluster })
 }
 
-func listImports(ctx context.Context, members []*member, ns, selector string) ([]ClusterImport, []string) {
+func listImports(ctx context.Context, members []*member, q query) ([]ClusterImport, []string) {
 	return listAcross(members, func(m *member) ([]served[mcsv1beta1.ServiceImport], error) {
-		return listServed[mcsv1beta1.ServiceImport](ctx, m, serviceImports, ns, selector)
+		return listServed[mcsv1beta1.ServiceImport](ctx, m, serviceImports, q)
 	}, func(cluster string, i served[mcsv1beta1.ServiceImport]) ClusterImport {
 		return ClusterImport{Cluster: cluster, Import: i.typed, Served: i.object}
 	},
@@ -213,4 +229,71 @@ func age(t metav1.Time, now time.Time) string {
 		return "<unknown>"
 	}
 	return shortDuration(now.Sub(t.Time))
+}
+
+// typed decodes objects as served into T, each wrapped by wrap.
+func typed[T, R any](objects []map[string]any, wrap func(T) R) ([]R, error) {
+	out := make([]R, 0, len(objects))
+	for _, o := range objects {
+		var t T
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o, &t); err != nil {
+			return nil, err
+		}
+		out = append(out, wrap(t))
+	}
+	return out, nil
+}
+
+// watchServed watches resource r in every reachable member from the
+// version its list had (q.versions) and hands each object that changes
+// to print with its member, until ctx ends or every watch has ended (an
+// apiserver ends a watch after a while, as kubectl get --watch ends). A
+// member whose watch cannot start or fails is said in errOut; the others
+// go on.
+func watchServed(ctx context.Context, members []*member, r schema.GroupVersionResource, q query, errOut io.Writer, print func(cluster string, object map[string]any) error) error {
+	type change struct {
+		cluster string
+		object  map[string]any
+	}
+	changes := make(chan change)
+	var wg sync.WaitGroup
+	for _, m := range members {
+		if m.Err != nil {
+			continue
+		}
+		w, err := m.Dynamic.Resource(r).Namespace(q.namespace).Watch(ctx, metav1.ListOptions{LabelSelector: q.selector, ResourceVersion: q.versions[m.Context]})
+		if err != nil {
+			fmt.Fprintf(errOut, "warning: %s: watching %s: %v\n", m.Context, r.Resource, err)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer w.Stop()
+			for ev := range w.ResultChan() {
+				u, ok := ev.Object.(*unstructured.Unstructured)
+				if ev.Type == watch.Error || !ok {
+					if ctx.Err() == nil {
+						fmt.Fprintf(errOut, "warning: %s: watching %s: %v\n", m.Context, r.Resource, apierrors.FromObject(ev.Object))
+					}
+					return
+				}
+				select {
+				case changes <- change{cluster: m.Context, object: u.Object}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	go func() {
+		wg.Wait()
+		close(changes)
+	}()
+	for c := range changes {
+		if err := print(c.cluster, c.object); err != nil {
+			return err
+		}
+	}
+	return nil
 }

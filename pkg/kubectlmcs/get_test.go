@@ -39,7 +39,7 @@ func TestGetPrintsObjectsAsServed(t *testing.T) {
 		memberOf("cluster-a", export("web", map[string]any{"tier": "front"}), export("db", map[string]any{"tier": "back"})),
 		memberOf("cluster-b", export("web", map[string]any{"tier": "front"})),
 	}
-	list, errs := listExports(t.Context(), members, "demo", "tier=front")
+	list, errs := listExports(t.Context(), members, query{namespace: "demo", selector: "tier=front"})
 	if len(errs) != 0 || len(list) != 2 {
 		t.Fatalf("listed %d exports with tier=front, want web of both members; errors %v", len(list), errs)
 	}

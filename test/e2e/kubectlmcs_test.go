@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"os"
@@ -8,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +21,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/kubectlmcs"
@@ -95,6 +99,54 @@ func TestKubectlMCS(t *testing.T) {
 		run(t, "get-imports-columns", 0, "get", "imports", "-n", sp.name, "-o",
 			`custom-columns=CONTEXT:.metadata.annotations.multiclusterservices\.k8s\.io/context,NAME:.metadata.name,TYPE:.spec.type,SOURCES:.status.clusters[*].cluster`)
 		run(t, "get-exports-none", 0, "get", "exports", "-A", "-l", "no-such-label")
+	})
+	t.Run("get --watch prints what changes in any member", func(t *testing.T) {
+		sw := s.space(t, "kmcs-watch")
+		sw.service(s.a, "first", nil)
+		sw.export(s.a, "first")
+		sw.vip(s.b, "first")
+		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+		defer cancel()
+		var out, errOut lockedBuffer
+		cmd := kubectlmcs.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+		cmd.SetArgs([]string{"--kubeconfig=" + kubeconfig, "--contexts=cluster-a,cluster-b", "get", "imports", "-n", sw.name, "--watch"})
+		done := make(chan error, 1)
+		go func() { done <- cmd.ExecuteContext(ctx) }()
+		row := func(cluster, name string) bool {
+			for _, line := range strings.Split(out.String(), "\n") {
+				if f := strings.Fields(line); len(f) > 1 && f[0] == cluster && f[1] == name {
+					return true
+				}
+			}
+			return false
+		}
+		eventually(t, 10*time.Second, "the listing", func() (bool, string) { return row("cluster-a", "first") && row("cluster-b", "first"), out.String() })
+		// A name exported after the listing: a row per member as its
+		// import is written and given its clusterset IP.
+		sw.service(s.b, "second", nil)
+		sw.export(s.b, "second")
+		eventually(t, 30*time.Second, "rows of the new import from both members", func() (bool, string) {
+			return row("cluster-a", "second") && row("cluster-b", "second"), out.String()
+		})
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("get --watch ended with %v\n%s", err, errOut.String())
+		}
+		if n := strings.Count(out.String(), "CLUSTER"); n != 1 {
+			t.Errorf("the header printed %d times, want once:\n%s", n, out.String())
+		}
+		if errOut.String() != "" {
+			t.Errorf("get --watch, ended by the user, warned:\n%s", errOut.String())
+		}
+		t.Logf("get imports --watch:\n%s%s", out.String(), errOut.String())
+		// Gone again, so that the cases below count what they did.
+		for _, m := range []*member{s.a, s.b} {
+			sw.unexport(m, map[*member]string{s.a: "first", s.b: "second"}[m])
+		}
+		for _, m := range []*member{s.a, s.b} {
+			sw.waitNoImport(m, "first")
+			sw.waitNoImport(m, "second")
+		}
 	})
 	t.Run("diagnose passes", func(t *testing.T) {
 		run(t, "diagnose-ok", 0, "diagnose", "service", sp.name+"/web", "--from=cluster-b", dnsPod)
@@ -333,4 +385,22 @@ func compareGolden(t *testing.T, name, got string) {
 	if diff := cmp.Diff(string(want), got); diff != "" {
 		t.Errorf("%s (-want +got):\n%s", path, diff)
 	}
+}
+
+// lockedBuffer is a bytes.Buffer one goroutine writes while another reads.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
