@@ -74,17 +74,16 @@ func connect(ctx context.Context, flags *genericclioptions.ConfigFlags, contexts
 			done <- struct{}{}
 			continue
 		}
-		overrides := &clientcmd.ConfigOverrides{CurrentContext: name}
-		if flags.Impersonate != nil {
-			overrides.AuthInfo.Impersonate = *flags.Impersonate
-		}
-		config, err := clientcmd.NewNonInteractiveClientConfig(raw, name, overrides, nil).ClientConfig()
+		config, err := clientcmd.NewNonInteractiveClientConfig(raw, name, memberOverrides(flags, name), nil).ClientConfig()
 		if err != nil {
 			m.Err = err
 			done <- struct{}{}
 			continue
 		}
-		config.Timeout = timeout
+		// --request-timeout, when given, else --member-timeout.
+		if config.Timeout == 0 {
+			config.Timeout = timeout
+		}
 		config.QPS, config.Burst = 50, 100
 		config.UserAgent = "kubectl-mcs"
 		m.Config = config
@@ -150,4 +149,53 @@ func (m *member) name() string {
 		return m.ClusterID
 	}
 	return "?"
+}
+
+// memberOverrides applies kubectl's flags to the member of context, as
+// kubectl applies them to its one context: credentials (--token,
+// --client-certificate, --client-key, --username, --password), impersonation
+// (--as, --as-uid, --as-group, --as-user-extra), the cluster's connection
+// (--server, --tls-server-name, --certificate-authority,
+// --insecure-skip-tls-verify, --disable-compression, --proxy-url),
+// --cluster, --user, and --request-timeout. A flag not given changes
+// nothing.
+func memberOverrides(f *genericclioptions.ConfigFlags, context string) *clientcmd.ConfigOverrides {
+	o := &clientcmd.ConfigOverrides{CurrentContext: context}
+	set := func(dst *string, src *string) {
+		if src != nil {
+			*dst = *src
+		}
+	}
+	set(&o.AuthInfo.ClientCertificate, f.CertFile)
+	set(&o.AuthInfo.ClientKey, f.KeyFile)
+	set(&o.AuthInfo.Token, f.BearerToken)
+	set(&o.AuthInfo.Impersonate, f.Impersonate)
+	set(&o.AuthInfo.ImpersonateUID, f.ImpersonateUID)
+	set(&o.AuthInfo.Username, f.Username)
+	set(&o.AuthInfo.Password, f.Password)
+	if f.ImpersonateGroup != nil {
+		o.AuthInfo.ImpersonateGroups = *f.ImpersonateGroup
+	}
+	if f.ImpersonateUserExtra != nil && len(*f.ImpersonateUserExtra) > 0 {
+		o.AuthInfo.ImpersonateUserExtra = map[string][]string{}
+		for _, extra := range *f.ImpersonateUserExtra {
+			if key, value, ok := strings.Cut(extra, "="); ok {
+				o.AuthInfo.ImpersonateUserExtra[key] = append(o.AuthInfo.ImpersonateUserExtra[key], value)
+			}
+		}
+	}
+	set(&o.ClusterInfo.Server, f.APIServer)
+	set(&o.ClusterInfo.TLSServerName, f.TLSServerName)
+	set(&o.ClusterInfo.CertificateAuthority, f.CAFile)
+	set(&o.ClusterInfo.ProxyURL, f.ProxyURL)
+	if f.Insecure != nil {
+		o.ClusterInfo.InsecureSkipTLSVerify = *f.Insecure
+	}
+	if f.DisableCompression != nil {
+		o.ClusterInfo.DisableCompression = *f.DisableCompression
+	}
+	set(&o.Context.Cluster, f.ClusterName)
+	set(&o.Context.AuthInfo, f.AuthInfoName)
+	set(&o.Timeout, f.Timeout)
+	return o
 }
