@@ -357,8 +357,9 @@ func (c *Controller) startInformers(ctx context.Context, m *member) {
 	m.start(m.ctx.Done())
 }
 
-// serve starts m's workers: its write queue, the probe that renews its
-// source Lease, and a full merge once its nodes are listed.
+// serve starts m's workers: its write queue, the probe that renews it as
+// a source cluster, the writer of every source's Lease into it, and a
+// full merge once its nodes are listed.
 func (c *Controller) serve(m *member) {
 	spawn := func(f func(context.Context)) {
 		m.wg.Add(1)
@@ -369,8 +370,16 @@ func (c *Controller) serve(m *member) {
 			wait.UntilWithContext(ctx, func(ctx context.Context) { c.memberWorker(ctx, m) }, time.Second)
 		})
 	}
+	// The probe keeps its period however slow the member answers (a
+	// sliding period would stretch every probe's interval by its own
+	// latency); the Leases of every source are written into m by m's own
+	// writer, apart from any probe.
 	spawn(func(ctx context.Context) {
-		wait.UntilWithContext(ctx, func(ctx context.Context) { c.leases.probe(ctx, m) }, c.leases.period())
+		wait.NonSlidingUntilWithContext(ctx, func(ctx context.Context) { c.leases.probe(ctx, m) }, c.leases.period())
+	})
+	spawn(func(ctx context.Context) {
+		written := leaseWrites{}
+		wait.UntilWithContext(ctx, func(ctx context.Context) { c.leases.renewInto(ctx, m, written) }, c.leases.period())
 	})
 	// Nodes are not waited for (they are optional); once they are
 	// listed, every name is merged again within its source's pod ranges.

@@ -34,14 +34,19 @@ const sourceLeasePrefix = "mcs-source-"
 type sourceLeases struct {
 	c *Controller
 
-	mu        sync.Mutex
-	renewed   map[string]time.Time
+	mu sync.Mutex
+	// renewed is when each source cluster was last known to answer:
+	// probed, or read from a Lease a member holds (learn).
+	renewed map[string]time.Time
+	// answered is when each member's probe last answered: the renewals
+	// the members' Leases are written from.
+	answered  map[string]time.Time
 	reachable map[string]bool
 	wasAlive  map[string]bool
 }
 
 func newSourceLeases(c *Controller) *sourceLeases {
-	return &sourceLeases{c: c, renewed: map[string]time.Time{}, reachable: map[string]bool{}, wasAlive: map[string]bool{}}
+	return &sourceLeases{c: c, renewed: map[string]time.Time{}, answered: map[string]time.Time{}, reachable: map[string]bool{}, wasAlive: map[string]bool{}}
 }
 
 // alive says whether source cluster id's endpoints are still served.
@@ -184,6 +189,7 @@ func (l *sourceLeases) joined(id string) {
 func (l *sourceLeases) forget(ctx context.Context, id string) error {
 	l.mu.Lock()
 	delete(l.renewed, id)
+	delete(l.answered, id)
 	delete(l.reachable, id)
 	delete(l.wasAlive, id)
 	l.mu.Unlock()
@@ -197,8 +203,11 @@ func (l *sourceLeases) forget(ctx context.Context, id string) error {
 	return errors.Join(errs...)
 }
 
-// probe asks m's apiserver whether it is ready and, if so, renews m's
-// Lease in every member.
+// probe asks m's apiserver whether it is ready; an answer renews source
+// cluster m in memory, which is what decides whether its endpoints are
+// served. Probing writes nothing: each member's own writer (renewInto)
+// copies the renewals into it, so that the time a probe takes does not
+// grow with the members, and a slow member delays its own Leases only.
 func (l *sourceLeases) probe(ctx context.Context, m *member) {
 	logger := klog.FromContext(ctx)
 	pctx, cancel := context.WithTimeout(ctx, l.period())
@@ -210,6 +219,7 @@ func (l *sourceLeases) probe(ctx context.Context, m *member) {
 	l.reachable[m.id] = err == nil
 	if err == nil {
 		l.renewed[m.id] = now
+		l.answered[m.id] = now
 	}
 	l.mu.Unlock()
 	if err != nil {
@@ -224,18 +234,43 @@ func (l *sourceLeases) probe(ctx context.Context, m *member) {
 			m.queue.Add(k)
 		}
 	}
-	for _, target := range l.c.memberList() {
-		l.renew(ctx, target, m.id, now)
+}
+
+// leaseWrites is what one member's writer has written into it: the
+// renewal and the Lease as last written, per source cluster. Only that
+// writer's goroutine uses it.
+type leaseWrites map[string]*coordinationv1.Lease
+
+// renewInto writes into target the Lease of every source cluster whose
+// probe answered since the writer last wrote it: at most one write per
+// source per period, whatever the other members' latency.
+func (l *sourceLeases) renewInto(ctx context.Context, target *member, written leaseWrites) {
+	l.mu.Lock()
+	if !l.reachable[target.id] {
+		l.mu.Unlock()
+		return
+	}
+	due := map[string]time.Time{}
+	for id, t := range l.answered {
+		if w := written[id]; w == nil || w.Spec.RenewTime == nil || w.Spec.RenewTime.Time.Before(t) {
+			due[id] = t
+		}
+	}
+	l.mu.Unlock()
+	for id, t := range due {
+		if lease, err := l.renew(ctx, target, id, t, written[id]); err != nil {
+			klog.FromContext(ctx).V(2).Info("Renewing source cluster lease failed", "cluster", target.id, "source", id, "err", err)
+			delete(written, id)
+		} else {
+			written[id] = lease
+		}
 	}
 }
 
-func (l *sourceLeases) renew(ctx context.Context, target *member, source string, now time.Time) {
-	l.mu.Lock()
-	up := l.reachable[target.id]
-	l.mu.Unlock()
-	if !up {
-		return
-	}
+// renew writes source's Lease into target as renewed at now: one update
+// of the Lease this writer wrote last, read first only when it has none or
+// someone else changed it.
+func (l *sourceLeases) renew(ctx context.Context, target *member, source string, now time.Time, last *coordinationv1.Lease) (*coordinationv1.Lease, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.period())
 	defer cancel()
 	api := target.kube.CoordinationV1().Leases(l.c.cfg.LeaseNamespace)
@@ -245,20 +280,26 @@ func (l *sourceLeases) renew(ctx context.Context, target *member, source string,
 		LeaseDurationSeconds: ptr.To(int32((l.c.cfg.EndpointTTL + time.Second - 1) / time.Second)),
 		RenewTime:            &metav1.MicroTime{Time: now},
 	}
+	if last != nil {
+		lease := last.DeepCopy()
+		lease.Spec = spec
+		updated, err := api.Update(ctx, lease, metav1.UpdateOptions{})
+		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			return updated, err
+		}
+	}
 	lease, err := api.Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		_, err = api.Create(ctx, &coordinationv1.Lease{
+		return api.Create(ctx, &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{mcsv1beta1.LabelSourceCluster: source}},
 			Spec:       spec,
 		}, metav1.CreateOptions{})
-	case err == nil:
-		lease.Spec = spec
-		_, err = api.Update(ctx, lease, metav1.UpdateOptions{})
+	case err != nil:
+		return nil, err
 	}
-	if err != nil {
-		klog.FromContext(ctx).V(2).Info("Renewing source cluster lease failed", "cluster", target.id, "source", source, "err", err)
-	}
+	lease.Spec = spec
+	return api.Update(ctx, lease, metav1.UpdateOptions{})
 }
 
 // checkExpiry merges everything again when a source cluster's lease

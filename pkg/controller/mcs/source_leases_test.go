@@ -1,8 +1,13 @@
 package mcs
 
 import (
+	"context"
+	"slices"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
 // A member that writes a source Lease renewed far in the future (a clock
@@ -25,4 +30,99 @@ func TestLaterRenewalIsBoundedByNow(t *testing.T) {
 			t.Errorf("%s: laterRenewal = %v, want %v", tt.name, got, tt.want)
 		}
 	}
+}
+
+// The Leases a member holds are written by its own writer, one request per
+// source cluster and renewal once written: a member's write cost per
+// period is the number of sources, and no probe waits for it. At 26
+// members the probes renewed every Lease in every member one after the
+// other, a probe outlasted the TTL and every healthy source's endpoints
+// were withdrawn and restored over and over.
+func TestSourceLeasesWrittenOncePerRenewal(t *testing.T) {
+	ids := []string{"cluster-a", "cluster-b", "cluster-c"}
+	c, ms := newFakeClusterset(t, Config{}, ids, nil, nil)
+	b := ms["cluster-b"]
+	ctx := context.Background()
+	answer := func(at time.Time, ids ...string) {
+		c.leases.mu.Lock()
+		defer c.leases.mu.Unlock()
+		for _, id := range ids {
+			c.leases.answered[id], c.leases.renewed[id], c.leases.reachable[id] = at, at, true
+		}
+	}
+	requests := func(do func()) []string {
+		t.Helper()
+		before := len(b.kube.Actions())
+		do()
+		var out []string
+		for _, a := range b.kube.Actions()[before:] {
+			if a.GetResource().Resource == "leases" {
+				out = append(out, a.GetVerb())
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	renewedIn := func(source string) time.Time {
+		t.Helper()
+		l, err := b.kube.CoordinationV1().Leases(c.cfg.LeaseNamespace).Get(ctx, sourceLeasePrefix+source, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("Lease of %s in b: %v", source, err)
+		}
+		if l.Labels[mcsv1beta1.LabelSourceCluster] != source || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != c.cfg.Identity {
+			t.Errorf("Lease of %s in b: labels %v, holder %v", source, l.Labels, l.Spec.HolderIdentity)
+		}
+		return l.Spec.RenewTime.Time
+	}
+	written := leaseWrites{}
+	step := func(what string, want []string) {
+		t.Helper()
+		if got := requests(func() { c.leases.renewInto(ctx, b.member, written) }); !slices.Equal(got, want) {
+			t.Errorf("%s: requests to b's Leases %v, want %v", what, got, want)
+		}
+	}
+
+	t1 := time.Now().Truncate(time.Microsecond)
+	answer(t1, ids...)
+	step("first renewal: each source's Lease read, then created", []string{"create", "create", "create", "get", "get", "get"})
+	for _, id := range ids {
+		if got := renewedIn(id); !got.Equal(t1) {
+			t.Errorf("Lease of %s renewed at %s, want the probe's answer %s", id, got, t1)
+		}
+	}
+	step("no probe answered since", nil)
+
+	t2 := t1.Add(3 * time.Second)
+	answer(t2, "cluster-a", "cluster-c")
+	step("two sources answered again: one update each, nothing read", []string{"update", "update"})
+	if got := renewedIn("cluster-a"); !got.Equal(t2) {
+		t.Errorf("Lease of cluster-a renewed at %s, want %s", got, t2)
+	}
+	if got := renewedIn("cluster-b"); !got.Equal(t1) {
+		t.Errorf("Lease of cluster-b renewed at %s, want %s (b did not answer again)", got, t1)
+	}
+
+	// Someone deleted a Lease: the update fails, it is read and created.
+	if err := b.kube.CoordinationV1().Leases(c.cfg.LeaseNamespace).Delete(ctx, sourceLeasePrefix+"cluster-a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	answer(t2.Add(3*time.Second), "cluster-a")
+	step("a Lease deleted by someone else", []string{"create", "get", "update"})
+
+	// A member that does not answer is written nothing; what is due is
+	// written when it answers again.
+	c.leases.mu.Lock()
+	c.leases.reachable["cluster-b"] = false
+	c.leases.mu.Unlock()
+	answer(t2.Add(6*time.Second), "cluster-c")
+	step("b unreachable", nil)
+	answer(t2.Add(9*time.Second), "cluster-b")
+	step("b back", []string{"update", "update"})
+
+	// A member that left is forgotten: no writer renews its Lease again.
+	if err := c.leases.forget(ctx, "cluster-c"); err != nil {
+		t.Fatal(err)
+	}
+	answer(t2.Add(12*time.Second), "cluster-a")
+	step("c left", []string{"update"})
 }

@@ -61,11 +61,15 @@ var (
 	apiQPS     = flag.Int("kube-api-qps", 500, "the controller's --kube-api-qps, and the limit phase's client QPS per member")
 	workers    = flag.Int("workers", 8, "the controller's --workers, and the limit phase's writers per member")
 	profiles   = flag.String("profiles", "", "directory to save the controller's heap profile in, taken at convergence (go tool pprof -sample_index=inuse_space); also serves the apiservers' /debug/pprof")
+	timeout    = flag.Duration("timeout", 10*time.Minute, "how long convergence may take before the run fails (its working directory, with the controller's log, is then kept)")
+	verbosity  = flag.Int("controller-v", 0, "the controller's -v (2 logs every failed write into a member)")
 	derived    = flag.String("derived", "", "cluster IDs served in derived mode (the controller's --derived-members), e.g. cluster-c: each member's figures are reported, so native and derived members are compared in one run")
 )
 
 type member struct {
-	id   string
+	id string
+	// index is the second octet of the member's endpoint addresses.
+	index int
 	cfg  *rest.Config
 	kube kubernetes.Interface
 	mcs  mcsclientset.Interface
@@ -90,13 +94,20 @@ func main() {
 
 func run() error {
 	ctx := context.Background()
+	// A run that does not converge keeps its directory: the controller's
+	// log says why.
+	keep := false
 	dir := *workDir
 	if dir == "" {
 		var err error
 		if dir, err = os.MkdirTemp("", "bench-mcs-controller-"); err != nil {
 			return err
 		}
-		defer os.RemoveAll(dir)
+		defer func() {
+			if !keep {
+				os.RemoveAll(dir)
+			}
+		}()
 	}
 	etcd, err := framework.StartEtcd(ctx, filepath.Join(dir, "etcd"))
 	if err != nil {
@@ -114,7 +125,7 @@ func run() error {
 		apiserverArgs = append(apiserverArgs, "--profiling=true")
 	}
 	for i := 0; i < *clusters; i++ {
-		id := fmt.Sprintf("cluster-%c", 'a'+i)
+		id := clusterID(i)
 		c, err := framework.StartCluster(ctx, framework.ClusterOptions{Name: id, Etcd: etcd, Dir: filepath.Join(dir, id),
 			ExtraArgs: apiserverArgs})
 		if err != nil {
@@ -129,7 +140,7 @@ func run() error {
 		// that the benchmark's own watches cost the apiservers little.
 		proto := rest.CopyConfig(cfg)
 		proto.ContentType = "application/vnd.kubernetes.protobuf"
-		m := &member{id: id, cfg: cfg, kube: kubernetes.NewForConfigOrDie(proto), mcs: mcsclientset.NewForConfigOrDie(cfg)}
+		m := &member{id: id, index: i + 1, cfg: cfg, kube: kubernetes.NewForConfigOrDie(proto), mcs: mcsclientset.NewForConfigOrDie(cfg)}
 		if err := prepare(ctx, m); err != nil {
 			return fmt.Errorf("%s: %w", id, err)
 		}
@@ -187,6 +198,9 @@ func run() error {
 	args := []string{"--kubeconfig=" + kubeconfig, "--leader-elect=false",
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort), "--healthz-bind-address=0",
 		fmt.Sprintf("--kube-api-qps=%d", *apiQPS), fmt.Sprintf("--kube-api-burst=%d", 2**apiQPS), fmt.Sprintf("--workers=%d", *workers)}
+	if *verbosity > 0 {
+		args = append(args, fmt.Sprintf("-v=%d", *verbosity))
+	}
 	if *derived != "" {
 		args = append(args, "--derived-members="+*derived)
 	}
@@ -241,8 +255,9 @@ func run() error {
 		if done {
 			break
 		}
-		if time.Since(start) > 10*time.Minute {
-			return fmt.Errorf("no convergence after 10m: %s (log %s)", strings.Join(state, "; "), logPath)
+		if time.Since(start) > *timeout {
+			keep = true
+			return fmt.Errorf("no convergence after %s: %s (log %s)", *timeout, strings.Join(state, "; "), logPath)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
@@ -345,8 +360,15 @@ func prepare(ctx context.Context, m *member) error {
 
 func serviceName(i int) string { return fmt.Sprintf("svc-%04d", i) }
 
-// clusterIndex is the second octet of a member's endpoint addresses.
-func clusterIndex(id string) int { return int(id[len(id)-1]-'a') + 1 }
+// clusterID names the i-th member as spreadsheets name columns: cluster-a
+// to cluster-z, then cluster-aa, cluster-ab, ...
+func clusterID(i int) string {
+	name := ""
+	for i++; i > 0; i = (i - 1) / 26 {
+		name = string(rune('a'+(i-1)%26)) + name
+	}
+	return "cluster-" + name
+}
 
 func localSlice(m *member, i int, generation int) *discoveryv1.EndpointSlice {
 	s := &discoveryv1.EndpointSlice{
@@ -365,7 +387,7 @@ func localSlice(m *member, i int, generation int) *discoveryv1.EndpointSlice {
 			host = 200 + generation%50
 		}
 		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
-			Addresses:  []string{fmt.Sprintf("10.%d.%d.%d", clusterIndex(m.id), i/16, host)},
+			Addresses:  []string{fmt.Sprintf("10.%d.%d.%d", m.index, i/16, host)},
 			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
 			// As the EndpointSlice controller writes it: the controller
 			// mirrors only endpoints of Pods from a member whose nodes
