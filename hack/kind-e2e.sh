@@ -124,13 +124,16 @@ restore_host() {
   rm -f "${HOST_STATE}"
 }
 
+# Clusters being created in the background (create_beside), NAME:PID.
+CREATING=()
 cleanup() {
   local status=$?
-  if [[ -n "${CREATING:-}" ]]; then
-    pkill -TERM -P "${CREATING}" 2>/dev/null || true
-    kill "${CREATING}" 2>/dev/null || true
-    wait "${CREATING}" 2>/dev/null || true
-  fi
+  local entry
+  for entry in "${CREATING[@]}"; do
+    pkill -TERM -P "${entry##*:}" 2>/dev/null || true
+    kill "${entry##*:}" 2>/dev/null || true
+    wait "${entry##*:}" 2>/dev/null || true
+  done
   if [[ "${KEEP}" == true ]]; then
     echo "kept: clusters $(kind get clusters 2>/dev/null | tr '\n' ' '); remove them and the rest with: hack/kind-e2e.sh --down"
     exit "${status}"
@@ -326,28 +329,27 @@ deploy_controller() {
     kubectl --kubeconfig "${kubeconfig}" config set-credentials "${name}" --token "${token}" >/dev/null
     kubectl --kubeconfig "${kubeconfig}" config set-context "${name}" --cluster "${name}" --user "${name}" >/dev/null
   done
-  local existed=false
-  kc "${hub}" -n mcs-system get deployment mcs-controller >/dev/null 2>&1 && existed=true
   # The Deployment's args are an atomic list: applying the manifest puts
-  # them back as deploy/ has them, the patch adds the derived member.
-  # Clusterset IPs of both families (mcs-a and mcs-b are dual-stack): the
-  # package's IPv4 range, and kube-proxy's default IPv6 one.
-  local cidrs='--clusterset-ip-cidrs=10.250.0.0/16'
-  if ! grep -q -- "- ${cidrs}$" kind-config/mcs-controller-deployment.yaml; then
-    echo "kind-config/mcs-controller-deployment.yaml has no ${cidrs}: its arguments changed shape" >&2
+  # them back as deploy/ has them, with the derived member added. Clusterset
+  # IPs of both families (mcs-a and mcs-b are dual-stack): the package's
+  # IPv4 range, and kube-proxy's default IPv6 one. The controller reads
+  # its kubeconfig at start: a digest of it in the pod template rolls the
+  # pods out when members change, in the same single rollout as new args.
+  local cidrs='--clusterset-ip-cidrs=10.250.0.0/16' derived=''
+  if ! grep -q -- "^        - ${cidrs}$" kind-config/mcs-controller-deployment.yaml ||
+    ! grep -q '^  template:$' kind-config/mcs-controller-deployment.yaml; then
+    echo "kind-config/mcs-controller-deployment.yaml has no ${cidrs} or template: its shape changed" >&2
     exit 1
   fi
-  sed "s|- ${cidrs}$|- ${cidrs},fd00:10:250::/108|" kind-config/mcs-controller-deployment.yaml |
-    kc "${hub}" apply --server-side --force-conflicts -f -
   if exists "${DERIVED}"; then
     id=$(kc "${DERIVED}" get clusterproperties.about.k8s.io cluster.clusterset.k8s.io -o jsonpath='{.spec.value}')
-    kc "${hub}" -n mcs-system patch deployment mcs-controller --type json \
-      -p "[{\"op\":\"add\",\"path\":\"/spec/template/spec/containers/0/args/-\",\"value\":\"--derived-members=${id}\"}]"
+    derived="\n        - --derived-members=${id}"
   fi
   fill "${hub}" "" "$(base64 -w0 "${kubeconfig}")" kind-config/mcs-controller.yaml | kc "${hub}" apply --server-side -f -
-  # The controller reads its kubeconfig at start: new members need new
-  # pods even where the template did not change.
-  [[ "${existed}" == true ]] && kc "${hub}" -n mcs-system rollout restart deployment/mcs-controller
+  sed -e "s|^        - ${cidrs}$|        - ${cidrs},fd00:10:250::/108${derived}|" \
+    -e "/^  template:$/{n;s|^    metadata:$|&\n      annotations:\n        multiclusterservices.k8s.io/kubeconfig-sha256: $(sha256sum "${kubeconfig}" | cut -c1-64)|}" \
+    kind-config/mcs-controller-deployment.yaml |
+    kc "${hub}" apply --server-side --force-conflicts -f -
   kc "${hub}" -n mcs-system rollout status deployment/mcs-controller --timeout 180s
 }
 
@@ -414,24 +416,27 @@ add_derived_member() {
   deploy_controller
 }
 
-# create_derived_beside: mcs-c is created while the first suite runs
-# (creating a cluster is mostly waiting on its kubeadm and kubelet), its
-# output kept until the suite is done; wait_derived waits for it.
-CREATING=
-create_derived_beside() {
-  [[ " ${NAMES[*]} " == *" ${DERIVED} "* ]] && return
-  echo "creating cluster ${DERIVED} beside the suite (its output follows the suite)"
-  (create_cluster "${DERIVED}") >"${WORK}/create-${DERIVED}.log" 2>&1 &
-  CREATING=$!
+# create_beside NAME... starts creating clusters in the background
+# (creating a cluster is mostly waiting on its kubeadm and kubelet), each
+# one's output kept until wait_created; wait_created waits for them all,
+# prints their output in order, and fails if one failed.
+create_beside() {
+  local name
+  for name in "$@"; do
+    echo "creating cluster ${name} in the background (its output follows when it is waited for)"
+    (create_cluster "${name}") >"${WORK}/create-${name}.log" 2>&1 &
+    CREATING+=("${name}:$!")
+  done
 }
-wait_derived() {
-  [[ -z "${CREATING}" ]] && return
-  local status=0
-  wait "${CREATING}" || status=$?
-  CREATING=
-  cat "${WORK}/create-${DERIVED}.log"
-  if [[ "${status}" != 0 ]]; then
-    echo "creating cluster ${DERIVED} failed (exit ${status})" >&2
+wait_created() {
+  local entry failed=()
+  for entry in "${CREATING[@]}"; do
+    wait "${entry##*:}" || failed+=("${entry%%:*}")
+    cat "${WORK}/create-${entry%%:*}.log"
+  done
+  CREATING=()
+  if [[ ${#failed[@]} -gt 0 ]]; then
+    echo "creating cluster ${failed[*]} failed" >&2
     exit 1
   fi
 }
@@ -456,7 +461,9 @@ for name in "${ALL[@]}"; do
     kind delete cluster --name "${name}" >/dev/null
   fi
 done
-for name in "${NAMES[@]}"; do create_cluster "${name}"; done
+# The clusterset's clusters are created side by side.
+create_beside "${NAMES[@]}"
+wait_created
 flat_routes
 for name in "${NAMES[@]}"; do setup_member "${name}"; done
 deploy_controller
@@ -464,9 +471,10 @@ deploy_controller
 if [[ "${TESTS}" == true ]]; then
   smoke_test
   step "End-to-end suite (test/e2e) against kind-mcs-b (a) and kind-mcs-a (b), the kind-only tests and the dual-stack cases"
-  create_derived_beside
+  # mcs-c is created while the suite runs.
+  [[ " ${NAMES[*]} " == *" ${DERIVED} "* ]] || create_beside "${DERIVED}"
   suite kind-mcs-b,kind-mcs-a '^TestMultiClusterServices$|^TestKindCluster|^TestDualStack$'
-  wait_derived
+  wait_created
   add_derived_member
   step "Derived-mode suite (test/e2e TestDerivedMember): a = kind-mcs-b, native b = kind-mcs-a, derived c = kind-mcs-c"
   suite kind-mcs-b,kind-mcs-a,kind-mcs-c '^TestDerivedMember$'

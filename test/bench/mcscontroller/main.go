@@ -70,9 +70,9 @@ type member struct {
 	id string
 	// index is the second octet of the member's endpoint addresses.
 	index int
-	cfg  *rest.Config
-	kube kubernetes.Interface
-	mcs  mcsclientset.Interface
+	cfg   *rest.Config
+	kube  kubernetes.Interface
+	mcs   mcsclientset.Interface
 	// observer sees the imported slices and the imports, for convergence
 	// and the latency probe.
 	observer
