@@ -7,58 +7,86 @@
 # time). Needs root; runs in a fresh network namespace so the host's rules
 # are never touched.
 #
-# Usage: hack/bench-kube-proxy.sh [COUNT]   (COUNT repetitions, default 3)
+# With "sources", it measures instead how the cost grows with the source
+# clusters of each import (BenchmarkSourcesPerImport: 1,000 imports from
+# 1, 10, 50 and 100 clusters, 2 endpoints per slice, against 1,000 Services
+# with the same slices).
+#
+# Usage: hack/bench-kube-proxy.sh [sources] [COUNT]   (COUNT repetitions, default 3)
 set -o errexit -o nounset -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "${ROOT}"
+MODE=sync
+if [[ "${1:-}" == sources ]]; then
+  MODE=sources
+  shift
+fi
 COUNT=${1:-3}
 OUT=_output/bench
 mkdir -p "${OUT}"
 
 echo "Compiling the benchmark..."
 go test -c -o "${OUT}/multicluster.test" ./pkg/proxy/multicluster/
-# Every measurement runs in its own process and network namespace, and
-# the two paths alternate which goes first, so neither inherits the
-# other's garbage, conntrack state or kernel caches.
-: >"${OUT}/kube-proxy-bench.txt"
+TXT=${OUT}/kube-proxy-bench-${MODE}.txt
+: >"${TXT}"
 : >"${OUT}/kube-proxy-bench.log"
+# run BENCHMARK SUB...: one sub-benchmark once, in a network namespace of
+# its own.
 run() {
+  local bench=$1 pattern="^$1\$"
+  shift
+  for sub in "$@"; do pattern+="/^${sub}\$"; done
   unshare --net -- env MCS_BENCH_IN_NETNS=1 "${OUT}/multicluster.test" \
-    -test.run '^$' -test.bench "^BenchmarkFirstSync$/^$1$/^$2$/^$3$" -test.benchtime 1x -test.timeout 60m \
-    2>>"${OUT}/kube-proxy-bench.log" | grep '^BenchmarkFirstSync' | tee -a "${OUT}/kube-proxy-bench.txt"
+    -test.run '^$' -test.bench "${pattern}" -test.benchtime 1x -test.timeout 60m \
+    2>>"${OUT}/kube-proxy-bench.log" | grep "^${bench}/" | tee -a "${TXT}"
+}
+# Each case runs services then imports, then the other way round, so that
+# neither path always runs on a warmer machine.
+pair() {
+  local bench=$1 rep=$2
+  shift 2
+  if (( rep % 2 )); then
+    run "${bench}" "$@" services; run "${bench}" "$@" imports
+  else
+    run "${bench}" "$@" imports; run "${bench}" "$@" services
+  fi
 }
 for rep in $(seq "${COUNT}"); do
-  for case in "nftables 1000" "nftables 10000" "iptables 1000"; do
-    read -r mode n <<<"${case}"
-    if (( rep % 2 )); then
-      run "${mode}" services "${n}"; run "${mode}" imports "${n}"
-    else
-      run "${mode}" imports "${n}"; run "${mode}" services "${n}"
-    fi
-  done
+  if [[ "${MODE}" == sources ]]; then
+    for sources in 1 10 50 100; do pair BenchmarkSourcesPerImport "${rep}" "${sources}"; done
+  else
+    for case in "nftables 1000" "nftables 10000" "iptables 1000"; do
+      read -r mode n <<<"${case}"
+      pair BenchmarkFirstSync "${rep}" "${mode}" "${n}"
+    done
+  fi
 done
 
-# Ratios of the medians, imports over services, for each mode and size.
+# Ratios of the medians, imports over services, for each case (the
+# sub-benchmark's name without its last part) and metric.
 awk '
-  /^BenchmarkFirstSync\// {
-    split($1, p, "/"); mode = p[2]; path = p[3]; n = p[4]; sub(/-[0-9]+$/, "", n)
-    for (i = 3; i < NF; i += 2) { v[mode, n, path, $(i+1)] = v[mode, n, path, $(i+1)] " " $i }
-    keys[mode SUBSEP n] = 1
+  /^Benchmark[A-Za-z]*\// {
+    k = split($1, p, "/"); path = p[k]; sub(/-[0-9]+$/, "", path)
+    c = p[2]; for (j = 3; j < k; j++) c = c "/" p[j]
+    for (i = 3; i < NF; i += 2) {
+      v[c, path, $(i+1)] = v[c, path, $(i+1)] " " $i
+      if (!((c, $(i+1)) in seen)) { seen[c, $(i+1)] = 1; metrics[c] = metrics[c] " " $(i+1) }
+    }
+    if (!(c in cases)) { cases[c] = 1; order[++n] = c }
   }
   function median(s,   a, k, t, i, j) {
     k = split(s, a, " ")
-    for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+    for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
     return (k % 2) ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
   }
   END {
-    printf "\n%-9s %6s  %-20s %12s %12s %8s\n", "mode", "N", "metric", "services", "imports", "ratio"
-    for (key in keys) {
-      split(key, k, SUBSEP)
-      for (m = 1; m <= 5; m++) {
-        metric = (m == 1) ? "first-sync-s" : (m == 2) ? "incremental-sync-ms" : (m == 3) ? "rules" : (m == 4) ? "set-elements" : "feed-ms"
-        s = median(v[k[1], k[2], "services", metric]); i = median(v[k[1], k[2], "imports", metric])
-        printf "%-9s %6s  %-20s %12.3f %12.3f %8s\n", k[1], k[2], metric, s, i, (s > 0) ? sprintf("%.3f", i / s) : "-"
+    printf "\n%-16s %-20s %12s %12s %8s\n", "case", "metric", "services", "imports", "ratio"
+    for (o = 1; o <= n; o++) {
+      c = order[o]; m = split(metrics[c], ms, " ")
+      for (x = 1; x <= m; x++) {
+        s = median(v[c, "services", ms[x]]); i = median(v[c, "imports", ms[x]])
+        printf "%-16s %-20s %12.3f %12.3f %8s\n", c, ms[x], s, i, (s > 0) ? sprintf("%.3f", i / s) : "-"
       }
     }
-  }' "${OUT}/kube-proxy-bench.txt" | tee "${OUT}/kube-proxy-bench-ratios.txt"
+  }' "${TXT}" | tee "${OUT}/kube-proxy-bench-${MODE}-ratios.txt"

@@ -55,7 +55,7 @@ func BenchmarkFirstSync(b *testing.B) {
 			for _, path := range []string{"services", "imports"} {
 				b.Run(fmt.Sprintf("%s/%s/%d", mode, path, n), func(b *testing.B) {
 					for i := 0; i < b.N; i++ {
-						r := measureSync(b, mode, n, path == "imports")
+						r := measureSync(b, mode, twoSources(n), path == "imports")
 						b.ReportMetric(r.first.Seconds(), "first-sync-s")
 						b.ReportMetric(r.incremental.Seconds()*1000, "incremental-sync-ms")
 						b.ReportMetric(float64(r.rules), "rules")
@@ -71,9 +71,11 @@ func BenchmarkFirstSync(b *testing.B) {
 type syncResult struct {
 	feed, first, incremental time.Duration
 	rules, elements          int
+	// heap is the live heap after the syncs, the objects fed included.
+	heap uint64
 }
 
-func measureSync(b *testing.B, mode kubeproxyconfig.ProxyMode, n int, imports bool) syncResult {
+func measureSync(b *testing.B, mode kubeproxyconfig.ProxyMode, sh feedShape, imports bool) syncResult {
 	b.StopTimer()
 	flushRules()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -83,7 +85,7 @@ func measureSync(b *testing.B, mode kubeproxyconfig.ProxyMode, n int, imports bo
 
 	// Feed everything before the first sync, as at start-up.
 	start := time.Now()
-	cache := feedSync(handler, n, imports)
+	cache := feedSync(handler, sh, imports)
 	feed := time.Since(start)
 	defer runtime.KeepAlive(cache)
 
@@ -105,16 +107,16 @@ func measureSync(b *testing.B, mode kubeproxyconfig.ProxyMode, n int, imports bo
 	// One endpoint of one source cluster changes.
 	count1, _ := testutil.GetHistogramMetricCount(hist)
 	if imports {
-		wrapper.OnEndpointSliceUpdate(benchSlice("svc-0", "a", 0, 0, true), benchSlice("svc-0", "a", 0, 1, true))
+		wrapper.OnEndpointSliceUpdate(sh.slice(0, 0, 0, true), sh.slice(0, 0, 1, true))
 	} else {
-		handler.OnEndpointSliceUpdate(benchSlice("svc-0", "a", 0, 0, false), benchSlice("svc-0", "a", 0, 1, false))
+		handler.OnEndpointSliceUpdate(sh.slice(0, 0, 0, false), sh.slice(0, 0, 1, false))
 	}
 	waitForSyncs(b, hist, count1+1)
 	sum2, _ := testutil.GetHistogramMetricValue(hist)
 	incremental := time.Duration((sum2 - sum1) * float64(time.Second))
 
 	rules, elements := countRules(b, mode)
-	return syncResult{feed: feed, first: first, incremental: incremental, rules: rules, elements: elements}
+	return syncResult{feed: feed, first: first, incremental: incremental, rules: rules, elements: elements, heap: multicluster.LiveHeap()}
 }
 
 // importHandler is what is handed ServiceImports: the multi-cluster
@@ -122,6 +124,14 @@ func measureSync(b *testing.B, mode kubeproxyconfig.ProxyMode, n int, imports bo
 type importHandler interface {
 	OnServiceImportUpsert(*mcsv1beta1.ServiceImport)
 }
+
+// feedShape is what feedSync hands over: n Services or imports, each with
+// one EndpointSlice per source cluster of perSlice endpoints.
+type feedShape struct{ n, sources, perSlice int }
+
+// twoSources is the shape of BenchmarkFirstSync and BenchmarkFeed: two
+// source clusters of 5 endpoints each, 10 endpoints per name.
+func twoSources(n int) feedShape { return feedShape{n: n, sources: 2, perSlice: 5} }
 
 // feedSync hands handler n Services, or n ServiceImports (through the
 // multi-cluster Proxier handler wraps, or translateOnly), with their
@@ -131,9 +141,10 @@ type importHandler interface {
 // (upstream's proxier keeps a slice but not its Service, so without this a
 // Service would be garbage at once and an import, which the Proxier points
 // to, would not).
-func feedSync(handler proxy.Provider, n int, imports bool) []any {
+func feedSync(handler proxy.Provider, sh feedShape, imports bool) []any {
+	n := sh.n
 	wrapper, _ := handler.(importHandler)
-	cache := make([]any, 0, 3*n)
+	cache := make([]any, 0, (1+sh.sources)*n)
 	// kube-proxy's ServiceImport informer keeps one labels map per trusted
 	// manager, shared by every import it wrote (its transform,
 	// keepWhatProxiesRead): the imports are made as it holds them.
@@ -141,7 +152,6 @@ func feedSync(handler proxy.Provider, n int, imports bool) []any {
 	for i := 0; i < n; i++ {
 		vip := fmt.Sprintf("10.250.%d.%d", i/250, i%250+1)
 		name := fmt.Sprintf("svc-%d", i)
-		a, b := benchSlice(name, "a", i, 0, imports), benchSlice(name, "b", i, 5, imports)
 		if imports {
 			si := &mcsv1beta1.ServiceImport{
 				ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: name, CreationTimestamp: metav1.NewTime(time.Unix(int64(i), 0)), Labels: importLabels},
@@ -159,10 +169,11 @@ func feedSync(handler proxy.Provider, n int, imports bool) []any {
 			handler.OnServiceAdd(svc)
 			cache = append(cache, svc)
 		}
-		// Two source clusters, 5 endpoints each: 10 endpoints.
-		handler.OnEndpointSliceAdd(a)
-		handler.OnEndpointSliceAdd(b)
-		cache = append(cache, a, b)
+		for s := 0; s < sh.sources; s++ {
+			slice := sh.slice(i, s, 0, imports)
+			handler.OnEndpointSliceAdd(slice)
+			cache = append(cache, slice)
+		}
 	}
 	return cache
 }
@@ -202,7 +213,7 @@ func BenchmarkFeed(b *testing.B) {
 					gcs -= stats.NumGC
 					before := cpuTime()
 					b.StartTimer()
-					cache := feedSync(handler, n, path == "imports" || path == "translate-only")
+					cache := feedSync(handler, twoSources(n), path == "imports" || path == "translate-only")
 					b.StopTimer()
 					cpu += cpuTime() - before
 					runtime.ReadMemStats(&stats)
@@ -294,27 +305,43 @@ func benchConfig(b *testing.B, mode kubeproxyconfig.ProxyMode) *kubeproxyconfig.
 	return cfg
 }
 
-func benchSlice(service, cluster string, i, first int, mcs bool) *discoveryv1.EndpointSlice {
-	s := &discoveryv1.EndpointSlice{
+// sourceName names source cluster s: a, b, ... z, then s26, s27, ...
+func sourceName(s int) string {
+	if s < 26 {
+		return string(rune('a' + s))
+	}
+	return fmt.Sprintf("s%d", s)
+}
+
+// slice is name i's EndpointSlice from source cluster s, as the
+// mcs-controller writes it (mcs) or as the EndpointSlice controller does;
+// shift moves its endpoints by one address per step (the change an
+// incremental sync measures). Endpoint k of a name (k = s*perSlice + j) is
+// 10.(100+k%150).(i/250+64*(k/150)).(i%250+1): unique for up to 10,000 names
+// and 300 endpoints per name.
+func (sh feedShape) slice(i, s, shift int, mcs bool) *discoveryv1.EndpointSlice {
+	service, cluster := fmt.Sprintf("svc-%d", i), sourceName(s)
+	sl := &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Namespace: "bench", Name: service + "-" + cluster},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports:       []discoveryv1.EndpointPort{port("http", v1.ProtocolTCP, 8080)},
 	}
 	if mcs {
 		// As the mcs-controller writes them.
-		s.Labels = export.ImportedSliceLabels(service, cluster, mcsproxy.DefaultManagedBy)
+		sl.Labels = export.ImportedSliceLabels(service, cluster, mcsproxy.DefaultManagedBy)
 	} else {
 		// As the EndpointSlice controller writes them.
-		s.Labels = map[string]string{discoveryv1.LabelServiceName: service, discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}
+		sl.Labels = map[string]string{discoveryv1.LabelServiceName: service, discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}
 	}
-	for e := first; e < first+5; e++ {
+	for j := 0; j < sh.perSlice; j++ {
+		k := s*sh.perSlice + shift + j
 		ready := true
-		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
-			Addresses:  []string{fmt.Sprintf("10.%d.%d.%d", 100+e, i/250, i%250+1)},
+		sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{
+			Addresses:  []string{fmt.Sprintf("10.%d.%d.%d", 100+k%150, i/250+64*(k/150), i%250+1)},
 			Conditions: discoveryv1.EndpointConditions{Ready: &ready},
 		})
 	}
-	return s
+	return sl
 }
 
 func waitForSyncs(b *testing.B, hist metrics.ObserverMetric, want uint64) {
