@@ -43,6 +43,7 @@ var (
 	profiles   = flag.String("profiles", "", "directory to save the controller's heap profile in, taken at convergence (go tool pprof -sample_index=inuse_space); also serves the apiservers' /debug/pprof")
 	timeout    = flag.Duration("timeout", 10*time.Minute, "how long convergence may take before the run fails (its working directory, with the controller's log, is then kept)")
 	verbosity  = flag.Int("controller-v", 0, "the controller's -v (2 logs every failed write into a member)")
+	limitAfter = flag.Bool("limit-after", true, "measure the limit after convergence too (with --limit); it takes longest, the apiservers then holding every slice twice")
 	restart    = flag.Duration("restart", 20*time.Second, "after the latency probe, restart the controller and count the writes it makes from its start until this long after it is ready (0: no restart)")
 	derived    = flag.String("derived", "", "cluster IDs served in derived mode (the controller's --derived-members), e.g. cluster-c: each member's figures are reported, so native and derived members are compared in one run")
 )
@@ -293,7 +294,10 @@ func run() error {
 			return fmt.Errorf("restart: %w", err)
 		}
 	}
-	if *limitPhase {
+	if *limitPhase && !*limitAfter {
+		fmt.Printf("convergence / limit before convergence: %.2f\n", convergence.Seconds()/limit.Seconds())
+	}
+	if *limitPhase && *limitAfter {
 		// The limit again, the controller stopped: the apiservers hold
 		// more history after each phase (watch cache, etcd), which costs
 		// them more CPU per write, so the limit before convergence favours
