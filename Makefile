@@ -50,11 +50,14 @@ test: deps binaries
 	cd $(STAGING) && go test $(GO_TEST_FLAGS) ./...
 	go test $(GO_TEST_FLAGS) -skip '^TestMCSController' ./...
 	# The controller's workers share its state: its tests run under the
-	# race detector.
-	$(RACE) $(GO_TEST_FLAGS) ./pkg/controller/...
-	$(RACE) $(GO_TEST_FLAGS) -run '^TestMCSController' ./test/integration
-	# kube-proxy of every other supported Kubernetes release.
-	hack/test-minors.sh
+	# race detector, beside the kube-proxy of every other supported
+	# Kubernetes release (built and tested by hack/test-minors.sh); each
+	# output is printed whole when it is done. The race binaries are
+	# compiled first, so that two builds never share the 2 cores.
+	$(RACE) $(GO_TEST_FLAGS) -run '^$$' ./pkg/controller/... ./test/integration >/dev/null
+	hack/beside.sh race \
+	  "$(RACE) $(GO_TEST_FLAGS) ./pkg/controller/... && $(RACE) $(GO_TEST_FLAGS) -run '^TestMCSController' ./test/integration" \
+	  minors hack/test-minors.sh
 	# Last, the adoption path on real kind clusters, every image built
 	# here (hack/kind-e2e.sh; it removes everything it made). It runs the
 	# end-to-end suite with its clients through pods/exec on real

@@ -373,14 +373,11 @@ func (c *Controller) serve(m *member) {
 	// The probe keeps its period however slow the member answers (a
 	// sliding period would stretch every probe's interval by its own
 	// latency); the Leases of every source are written into m by m's own
-	// writer, apart from any probe.
+	// writer, which each answer wakes and none waits for.
 	spawn(func(ctx context.Context) {
 		wait.NonSlidingUntilWithContext(ctx, func(ctx context.Context) { c.leases.probe(ctx, m) }, c.leases.period())
 	})
-	spawn(func(ctx context.Context) {
-		written := leaseWrites{}
-		wait.UntilWithContext(ctx, func(ctx context.Context) { c.leases.renewInto(ctx, m, written) }, c.leases.period())
-	})
+	spawn(func(ctx context.Context) { c.leases.writeLeases(ctx, m) })
 	// Nodes are not waited for (they are optional); once they are
 	// listed, every name is merged again within its source's pod ranges.
 	spawn(func(ctx context.Context) {

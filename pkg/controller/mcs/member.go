@@ -74,6 +74,9 @@ type member struct {
 	// queue holds the names whose import, slices and export status must
 	// be written into this member.
 	queue workqueue.TypedRateLimitingInterface[string]
+	// leasesDue wakes the writer of the source Leases this member holds:
+	// a probe answered (sourceLeases.probe, renewInto).
+	leasesDue chan struct{}
 	// joinedAt is the controller's membership count when the member
 	// joined (Controller.membership).
 	joinedAt uint64
@@ -126,6 +129,7 @@ func newMember(m topology.Member, managedBy string, recorder func(kubernetes.Int
 // tests of the controller's core).
 func newMemberWith(m topology.Member, kube kubernetes.Interface, mcs mcsclientset.Interface, managedBy string, recorder events.EventRecorder) (*member, error) {
 	mb := &member{Member: m, id: m.ClusterID, kube: kube, mcs: mcs, recorder: recorder, state: &memberState{}, stopEvents: func() {}}
+	mb.leasesDue = make(chan struct{}, 1)
 	mb.queue = workqueue.NewTypedRateLimitingQueueWithConfig(rateLimiter(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "member-" + m.ClusterID})
 
 	// No resync period: the controller is level-triggered from watch

@@ -205,9 +205,10 @@ func (l *sourceLeases) forget(ctx context.Context, id string) error {
 
 // probe asks m's apiserver whether it is ready; an answer renews source
 // cluster m in memory, which is what decides whether its endpoints are
-// served. Probing writes nothing: each member's own writer (renewInto)
-// copies the renewals into it, so that the time a probe takes does not
-// grow with the members, and a slow member delays its own Leases only.
+// served. Probing writes nothing: it wakes each member's own writer
+// (writeLeases), which copies the renewals into it, so that the time a
+// probe takes does not grow with the members, and a slow member delays
+// its own Leases only.
 func (l *sourceLeases) probe(ctx context.Context, m *member) {
 	logger := klog.FromContext(ctx)
 	pctx, cancel := context.WithTimeout(ctx, l.period())
@@ -233,6 +234,29 @@ func (l *sourceLeases) probe(ctx context.Context, m *member) {
 			m.queue.Forget(k)
 			m.queue.Add(k)
 		}
+	}
+	// Every member's writer is woken, not waited for: the Leases say
+	// "alive at" as soon as each member takes the write.
+	for _, target := range l.c.memberList() {
+		select {
+		case target.leasesDue <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// writeLeases runs target's writer of source Leases until ctx ends: it
+// writes what is due each time a probe answers (renewInto), the wake-ups
+// that come while it writes folded into one more pass.
+func (l *sourceLeases) writeLeases(ctx context.Context, target *member) {
+	written := leaseWrites{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-target.leasesDue:
+		}
+		l.renewInto(ctx, target, written)
 	}
 }
 
