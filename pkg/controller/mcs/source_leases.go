@@ -260,10 +260,17 @@ func (l *sourceLeases) writeLeases(ctx context.Context, target *member) {
 	}
 }
 
-// leaseWrites is what one member's writer has written into it: the
-// renewal and the Lease as last written, per source cluster. Only that
-// writer's goroutine uses it.
-type leaseWrites map[string]*coordinationv1.Lease
+// leaseWrites is what one member's writer has written into it, per source
+// cluster. Only that writer's goroutine uses it.
+type leaseWrites map[string]writtenLease
+
+// writtenLease is a renewal as written: the probe's answer it carries (the
+// apiserver keeps microseconds of it, so the Lease's own renewTime cannot
+// say whether a later answer is newer), and the Lease as last written.
+type writtenLease struct {
+	answered time.Time
+	lease    *coordinationv1.Lease
+}
 
 // renewInto writes into target the Lease of every source cluster whose
 // probe answered since the writer last wrote it: at most one write per
@@ -276,17 +283,17 @@ func (l *sourceLeases) renewInto(ctx context.Context, target *member, written le
 	}
 	due := map[string]time.Time{}
 	for id, t := range l.answered {
-		if w := written[id]; w == nil || w.Spec.RenewTime == nil || w.Spec.RenewTime.Time.Before(t) {
+		if w, ok := written[id]; !ok || w.answered.Before(t) {
 			due[id] = t
 		}
 	}
 	l.mu.Unlock()
 	for id, t := range due {
-		if lease, err := l.renew(ctx, target, id, t, written[id]); err != nil {
+		if lease, err := l.renew(ctx, target, id, t, written[id].lease); err != nil {
 			klog.FromContext(ctx).V(2).Info("Renewing source cluster lease failed", "cluster", target.id, "source", id, "err", err)
 			delete(written, id)
 		} else {
-			written[id] = lease
+			written[id] = writtenLease{answered: t, lease: lease}
 		}
 	}
 }
