@@ -32,7 +32,6 @@ import (
 	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
 	inventoryv1alpha1 "k8s.io/multiclusterservices/apis/inventory/v1alpha1"
 	"k8s.io/multiclusterservices/crds"
-	mcsclientset "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/app"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
@@ -164,26 +163,7 @@ func startPluginMember(t *testing.T, etcd *framework.Etcd, dir, id string, w *to
 	w.mu.Lock()
 	w.servers[id] = cluster.URL()
 	w.mu.Unlock()
-	cfg := cluster.RESTConfig()
-	m := &testMember{id: id, cluster: cluster, kube: cluster.Client(), mcs: mcsclientset.NewForConfigOrDie(cfg)}
-	all, err := crds.All()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := crds.Install(ctx, apiextensionsclient.NewForConfigOrDie(cfg), all...); err != nil {
-		t.Fatal(err)
-	}
-	dyn := dynamic.NewForConfigOrDie(cfg)
-	prop := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": aboutv1alpha1.SchemeGroupVersion.String(), "kind": "ClusterProperty",
-		"metadata": map[string]any{"name": aboutv1alpha1.ClusterIDProperty}, "spec": map[string]any{"value": id},
-	}}
-	eventually(t, 30*time.Second, "ClusterProperty in "+id, func() (bool, string) {
-		_, err := dyn.Resource(aboutv1alpha1.Resource).Create(ctx, prop, metav1.CreateOptions{})
-		return err == nil || apierrors.IsAlreadyExists(err), errString(err)
-	})
-	applyControllerRBAC(t, m.kube)
-	return m
+	return prepareMember(t, cluster, id)
 }
 
 // buildPlugin builds the credential plugin.

@@ -40,6 +40,15 @@ func startMember(t *testing.T, etcd *framework.Etcd, dir, id string) *testMember
 		t.Fatal(err)
 	}
 	t.Cleanup(cluster.Stop)
+	return prepareMember(t, cluster, id)
+}
+
+// prepareMember makes a started cluster a member as the controller's
+// tests need it: the CRDs, its ClusterProperty cluster.clusterset.k8s.io
+// stating id, and the controller's RBAC.
+func prepareMember(t *testing.T, cluster *framework.Cluster, id string) *testMember {
+	t.Helper()
+	ctx := context.Background()
 	cfg := cluster.RESTConfig()
 	m := &testMember{id: id, cluster: cluster, kube: cluster.Client(), mcs: mcsclientset.NewForConfigOrDie(cfg)}
 	all, err := crds.All()

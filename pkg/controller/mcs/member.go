@@ -75,7 +75,7 @@ type member struct {
 	// be written into this member.
 	queue workqueue.TypedRateLimitingInterface[string]
 	// leasesDue wakes the writer of the source Leases this member holds:
-	// a probe answered (sourceLeases.probe, renewInto).
+	// a probe answered (sourceLeases.probe, writeLeases).
 	leasesDue chan struct{}
 	// joinedAt is the controller's membership count when the member
 	// joined (Controller.membership).
