@@ -397,11 +397,13 @@ smoke_test() {
 # a, cluster b[, the derived member]); --run narrows it. Case 5 times 6
 # rounds here, for its verdicts: each round on kind waits for two pods to
 # start (26, the suite's default, for the figures in docs/kind.md:
-# MCS_E2E_LATENCY_ROUNDS=26).
+# MCS_E2E_LATENCY_ROUNDS=26). The cases that may overlap on kind do
+# (-parallel: every one of them at once, however few the cores; they
+# mostly wait on the clusters).
 suite() {
   local contexts=$1 regex=${RUN:-$2} start=${SECONDS}
   MCS_E2E_PROVIDER=kind MCS_E2E_CONTEXTS=${contexts} MCS_E2E_LATENCY_ROUNDS=${MCS_E2E_LATENCY_ROUNDS:-6} \
-    go test ./test/e2e/ -run "${regex}" -count=1 -timeout 60m -v
+    go test ./test/e2e/ -run "${regex}" -count=1 -timeout 60m -parallel 10 -v
   echo "suite on kind (${regex}): $((SECONDS - start))s"
 }
 
@@ -416,15 +418,18 @@ add_derived_member() {
   deploy_controller
 }
 
-# create_beside NAME... starts creating clusters in the background
-# (creating a cluster is mostly waiting on its kubeadm and kubelet), each
-# one's output kept until wait_created; wait_created waits for them all,
-# prints their output in order, and fails if one failed.
+# create_beside NAME... starts creating clusters and setting them up as
+# members in the background (creating a cluster is mostly waiting on its
+# kubeadm and kubelet; setup_member writes only in that cluster, and the
+# controller does not know it yet), each one's output kept until
+# wait_created; wait_created waits for them all, prints their output in
+# order, and fails if one failed. Routes to them and the controller come
+# after (flat_routes, deploy_controller).
 create_beside() {
   local name
   for name in "$@"; do
     echo "creating cluster ${name} in the background (its output follows when it is waited for)"
-    (create_cluster "${name}") >"${WORK}/create-${name}.log" 2>&1 &
+    (create_cluster "${name}"; setup_member "${name}") >"${WORK}/create-${name}.log" 2>&1 &
     CREATING+=("${name}:$!")
   done
 }
@@ -471,11 +476,12 @@ deploy_controller
 if [[ "${TESTS}" == true ]]; then
   smoke_test
   step "End-to-end suite (test/e2e) against kind-mcs-b (a) and kind-mcs-a (b), the kind-only tests and the dual-stack cases"
-  # mcs-c is created while the suite runs.
+  # mcs-c is created and set up while the suite runs.
   [[ " ${NAMES[*]} " == *" ${DERIVED} "* ]] || create_beside "${DERIVED}"
   suite kind-mcs-b,kind-mcs-a '^TestMultiClusterServices$|^TestKindCluster|^TestDualStack$'
   wait_created
-  add_derived_member
+  flat_routes
+  deploy_controller
   step "Derived-mode suite (test/e2e TestDerivedMember): a = kind-mcs-b, native b = kind-mcs-a, derived c = kind-mcs-c"
   suite kind-mcs-b,kind-mcs-a,kind-mcs-c '^TestDerivedMember$'
 fi
