@@ -53,7 +53,7 @@ func (cm catalogModel) syncCatalog(ctx context.Context) error {
 	c.metrics.setHealthChecks(len(plan.Probed), len(plan.OverLimit))
 	for _, o := range plan.Outside {
 		if m := c.member(o.Cluster); m != nil {
-			c.reportOutsidePodRanges(m, o.Slice, o.Dropped)
+			c.writesTo(m).reportOutsidePodRanges(o.Slice, o.Dropped)
 		}
 	}
 	cm.recordPlaces(plan, members, membership)
@@ -105,7 +105,7 @@ func (cm catalogModel) readCatalogSnapshot(res catalog.Result, members []*member
 		byID[m.id] = m
 		alive := c.leases.alive(m.id)
 		snap.AnyAlive = snap.AnyAlive || alive
-		snap.Members[m.id] = &catalogmodel.Member{ID: m.id, Synced: m.hasSynced(), Alive: alive, Derived: c.derived(m),
+		snap.Members[m.id] = &catalogmodel.Member{ID: m.id, Synced: m.hasSynced(), Alive: alive, Derived: c.cfg.derived(m),
 			Namespaces: map[string]*v1.Namespace{}, Services: map[string]*v1.Service{}, Slices: map[string][]*discoveryv1.EndpointSlice{},
 			Imports: map[string]*mcsv1beta1.ServiceImport{}}
 	}
@@ -150,7 +150,7 @@ func (cm catalogModel) readBoundService(src *member, ms *catalogmodel.Member, ns
 	for _, sl := range indexed[*discoveryv1.EndpointSlice](src.localSlices, byService, key) {
 		sl, reports := trustedPart(&c.cfg, &memberSnapshot{ID: src.id, RangesKnown: ranges.Known}, sl, svc)
 		for _, r := range reports {
-			c.reportSource(src, r)
+			c.writesTo(src).reportSource(r)
 		}
 		if sl != nil {
 			ms.Slices[key] = append(ms.Slices[key], sl)

@@ -307,7 +307,8 @@ func updateImport(ctx context.Context, m *member, update *mcsv1beta1.ServiceImpo
 // when it differs. A failed evaluation keeps the previous results whole.
 // The import may have been written earlier in this sync: on a conflict
 // the write starts again from the apiserver's object.
-func (c *Controller) writeClusterSelection(ctx context.Context, m *member, d *desiredState, si metav1.Object) error {
+func (w writes) writeClusterSelection(ctx context.Context, d *desiredState, si metav1.Object) error {
+	m := w.m
 	key := si.GetNamespace() + "/" + si.GetName()
 	api := m.sel.dyn.Resource(serviceImportsResource).Namespace(si.GetNamespace())
 	whole := wholeImport(m, key, si.GetUID())
@@ -322,13 +323,14 @@ func (c *Controller) writeClusterSelection(ctx context.Context, m *member, d *de
 			}
 			whole = fresh
 		}
-		err := c.writeClusterSelectionOf(ctx, m, d, whole)
+		err := w.writeClusterSelectionOf(ctx, d, whole)
 		whole = nil
 		return err
 	})
 }
 
-func (c *Controller) writeClusterSelectionOf(ctx context.Context, m *member, d *desiredState, whole *unstructured.Unstructured) error {
+func (w writes) writeClusterSelectionOf(ctx context.Context, d *desiredState, whole *unstructured.Unstructured) error {
+	m := w.m
 	key := whole.GetNamespace() + "/" + whole.GetName()
 	have := importOverlay(whole)
 	if have == nil {

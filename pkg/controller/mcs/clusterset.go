@@ -98,7 +98,7 @@ func (c *Controller) syncClusterset(ctx context.Context, key string) error {
 	}
 	for _, r := range p.Reports {
 		if m := c.member(r.Cluster); m != nil {
-			c.reportSource(m, r)
+			c.writesTo(m).reportSource(r)
 		}
 	}
 	c.mu.Lock()

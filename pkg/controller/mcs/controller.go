@@ -155,9 +155,9 @@ const managedLabel = mcsproxy.LabelImportManagedBy
 
 // wrote tells whether this controller wrote o (an import, or a Service it
 // created for native names): the only objects it changes or deletes.
-func (c *Controller) wrote(o metav1.Object) bool {
-	return o.GetLabels()[managedLabel] == c.cfg.ManagedBy
-}
+func (c *Controller) wrote(o metav1.Object) bool { return wroteBy(c.cfg.ManagedBy, o) }
+
+func wroteBy(manager string, o metav1.Object) bool { return o.GetLabels()[managedLabel] == manager }
 
 // fieldManager names the controller's writes of imported EndpointSlices in
 // their managedFields, whatever its user agent, so that a slice someone

@@ -302,7 +302,7 @@ func TestCoreUnexportRemovesAndForgets(t *testing.T) {
 	}
 	// Once every member's cache shows nothing of it, the name is forgotten.
 	for _, m := range []*fakeMember{a, b} {
-		waitCache(t, "nothing of demo/web in "+m.id+"'s caches", func() bool { return c.holdsNothing(m.member, "demo", "web") })
+		waitCache(t, "nothing of demo/web in "+m.id+"'s caches", func() bool { return c.writesTo(m.member).holdsNothing("demo", "web") })
 	}
 	syncAll(t, c, "demo/web")
 	if d := c.getDesired("demo/web"); d != nil {

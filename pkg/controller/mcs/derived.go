@@ -37,11 +37,11 @@ import (
 const derivedSettle = 3 * time.Second
 
 // derived tells whether member m is served in derived mode.
-func (c *Controller) derived(m *member) bool { return c.cfg.DerivedMembers[m.id] }
+func (cfg *Config) derived(m *member) bool { return cfg.DerivedMembers[m.id] }
 
 // derivedWriter serves a member whose proxies do not program
 // ServiceImports (see above).
-type derivedWriter struct{ c *Controller }
+type derivedWriter struct{ writes }
 
 // write writes import d into derived member m: the import (named
 // after its derived Service by the annotation), the derived Service, its
@@ -49,8 +49,8 @@ type derivedWriter struct{ c *Controller }
 // answering on a switch from native mode: the derived Service and its
 // endpoints exist before the import names their IPs, and the MCS slices go
 // only after it does.
-func (w derivedWriter) write(ctx context.Context, m *member, key string, d *desiredState) error {
-	c := w.c
+func (w derivedWriter) write(ctx context.Context, key string, d *desiredState) error {
+	m := w.m
 	m.state.retiring.Delete(key)
 	m.state.switching.Delete(key)
 	want := d.Import.DeepCopy()
@@ -62,14 +62,14 @@ func (w derivedWriter) write(ctx context.Context, m *member, key string, d *desi
 	// The derived Service is owned by the import, so the import comes
 	// first; a new one names no IP until the Service has them.
 	si, err := m.imports.ServiceImports(want.Namespace).Get(want.Name)
-	if err != nil || !c.wrote(si) {
+	if err != nil || !w.wrote(si) {
 		first := want.DeepCopy()
 		first.Spec.IPs = nil
-		if si, err = c.writeImport(ctx, m, first); err != nil || si == nil {
+		if si, err = w.writeImport(ctx, first); err != nil || si == nil {
 			return err
 		}
 	}
-	svc, blocked, err := w.writeDerivedService(ctx, m, si)
+	svc, blocked, err := w.writeDerivedService(ctx, si)
 	if err != nil {
 		return err
 	}
@@ -82,11 +82,11 @@ func (w derivedWriter) write(ctx context.Context, m *member, key string, d *desi
 		m.queue.AddAfter(key, 30*time.Second)
 	}
 	if svc != nil {
-		wantSlices, triggers, chosen := w.derivedSlicesFor(m, d, svc, w.derivedSelectionResults(ctx, m, d, si))
-		if err := c.writeSlices(ctx, m, si, wantSlices, derivedSlices, triggers); err != nil {
+		wantSlices, triggers, chosen := w.derivedSlicesFor(d, svc, w.derivedSelectionResults(ctx, d, si))
+		if err := w.writeSlices(ctx, si, wantSlices, derivedSlices, triggers); err != nil {
 			errs = append(errs, err)
 		} else {
-			w.reportDerivedChoice(m, si, key, chosen)
+			w.reportDerivedChoice(si, key, chosen)
 		}
 		if left := derivedSettle - time.Since(svc.CreationTimestamp.Time); si.Annotations[export.AnnotationDerivedService] == "" && len(si.Spec.IPs) > 0 && left > 0 {
 			// Switching from native mode: DNS answers the import's IPs
@@ -105,19 +105,19 @@ func (w derivedWriter) write(ctx context.Context, m *member, key string, d *desi
 		// says so): the import names no IP rather than addresses
 		// nobody serves.
 		want.Spec.IPs = nil
-		errs = append(errs, c.writeSlices(ctx, m, si, nil, derivedSlices, nil))
+		errs = append(errs, w.writeSlices(ctx, si, nil, derivedSlices, nil))
 	}
-	updated, err := c.writeImport(ctx, m, want)
+	updated, err := w.writeImport(ctx, want)
 	if err != nil || updated == nil {
 		return errors.Join(append(errs, err)...)
 	}
-	errs = append(errs, c.writeSlices(ctx, m, updated, nil, mcsSlices, nil),
-		c.writeNativeService(ctx, m, updated), w.writeLocalServiceSlices(ctx, m, updated, d, localSlices))
-	errs = append(errs, c.writeImportStatus(ctx, m, &dd, updated))
+	errs = append(errs, w.writeSlices(ctx, updated, nil, mcsSlices, nil),
+		w.writeNativeService(ctx, updated), w.writeLocalServiceSlices(ctx, updated, d, localSlices))
+	errs = append(errs, w.writeImportStatus(ctx, &dd, updated))
 	if m.sel != nil {
 		// The results say, as in a native member, which clusters the
 		// member's slices hold.
-		errs = append(errs, c.writeClusterSelection(ctx, m, d, updated))
+		errs = append(errs, w.writeClusterSelection(ctx, d, updated))
 	}
 	return errors.Join(errs...)
 }
@@ -125,16 +125,15 @@ func (w derivedWriter) write(ctx context.Context, m *member, key string, d *desi
 // derivedSlicesFor returns the EndpointSlices of derived Service svc in m,
 // by name, and the propagation triggers by those names: of the clusters
 // chosen with results (cluster selection), of every cluster without.
-func (w derivedWriter) derivedSlicesFor(m *member, d *desiredState, svc *v1.Service, results []csv1beta1.ClusterSelectorResult) (map[string]*discoveryv1.EndpointSlice, map[string]time.Time, map[string]int) {
-	c := w.c
+func (w derivedWriter) derivedSlicesFor(d *desiredState, svc *v1.Service, results []csv1beta1.ClusterSelectorResult) (map[string]*discoveryv1.EndpointSlice, map[string]time.Time, map[string]int) {
 	out := map[string]*discoveryv1.EndpointSlice{}
 	triggers := map[string]time.Time{}
-	imported := c.memberView(m, d)
+	imported := w.memberView(d)
 	var chosen map[string]int
 	if d.Import != nil {
 		imported, chosen = chooseForDerived(results, d.Import.Spec.Ports, imported)
 	}
-	for imported, s := range export.DerivedSlices(imported, svc, c.cfg.ManagedBy) {
+	for imported, s := range export.DerivedSlices(imported, svc, w.cfg.ManagedBy) {
 		out[s.Name] = s
 		if t, ok := d.Triggers[imported]; ok {
 			triggers[s.Name] = t
@@ -148,15 +147,15 @@ func (w derivedWriter) derivedSlicesFor(m *member, d *desiredState, svc *v1.Serv
 // none of the import's IP families, or, with why, when a Service of that
 // name exists that this controller did not write: that one is never
 // touched, and the import cannot be served in m.
-func (w derivedWriter) writeDerivedService(ctx context.Context, m *member, si *mcsv1beta1.ServiceImport) (*v1.Service, string, error) {
-	c := w.c
-	want := export.DerivedService(si, c.cfg.ManagedBy)
+func (w derivedWriter) writeDerivedService(ctx context.Context, si *mcsv1beta1.ServiceImport) (*v1.Service, string, error) {
+	m := w.m
+	want := export.DerivedService(si, w.cfg.ManagedBy)
 	if !fitFamilies(want, memberFamilies(m)) {
 		return nil, "", nil
 	}
 	api := m.kube.CoreV1().Services(si.Namespace)
 	taken := func(have *v1.Service) string {
-		why := fmt.Sprintf("its derived Service name %s is taken by a Service %s did not create", want.Name, c.cfg.ManagedBy)
+		why := fmt.Sprintf("its derived Service name %s is taken by a Service %s did not create", want.Name, w.cfg.ManagedBy)
 		if m.state.firstTime(string(have.UID) + "/derived") {
 			klog.FromContext(ctx).Info("A Service not written by the controller has the name of an import's derived Service; the import is not served in this member", "cluster", m.id, "service", klog.KObj(have), "import", klog.KObj(si))
 			m.recorder.Eventf(si, have, v1.EventTypeWarning, "DerivedServiceConflict", "WriteDerivedService", "the import cannot be served in cluster %s: %s", m.id, why)
@@ -213,9 +212,8 @@ func (w derivedWriter) writeDerivedService(ctx context.Context, m *member, si *m
 // controller's own derived Service of si: labelled as its own and owned
 // by si by owner reference. A Service of that name someone else created,
 // whatever its labels, is never adopted.
-func (w derivedWriter) ownsDerived(svc *v1.Service, si *mcsv1beta1.ServiceImport) bool {
-	c := w.c
-	return c.wrote(svc) && export.OwnedByImport(svc, si)
+func (w writes) ownsDerived(svc *v1.Service, si *mcsv1beta1.ServiceImport) bool {
+	return w.wrote(svc) && export.OwnedByImport(svc, si)
 }
 
 // fitFamilies keeps, in svc (a derived Service), only the IP families the
@@ -249,23 +247,24 @@ func needsRecreate(have, want *v1.Service) bool {
 // import si and its slices, left from when m was served in derived mode.
 // Clients may still hold its IPs from DNS answers given before the switch,
 // so it keeps serving the import's endpoints for DerivedGrace first.
-func (c *Controller) retireDerived(ctx context.Context, m *member, si *mcsv1beta1.ServiceImport, d *desiredState, have []*writtenSlice) error {
+func (w writes) retireDerived(ctx context.Context, si *mcsv1beta1.ServiceImport, d *desiredState, have []*writtenSlice) error {
+	m := w.m
 	key := si.Namespace + "/" + si.Name
 	svc, err := m.services.Services(si.Namespace).Get(export.DerivedName(si.Namespace, si.Name))
-	if err != nil || !(derivedWriter{c}).ownsDerived(svc, si) {
+	if err != nil || !w.ownsDerived(svc, si) {
 		m.state.retiring.Delete(key)
 		// Slices left without their Service (its deletion was seen
 		// first) are deleted, not left to the garbage collector alone.
-		return c.writeSlices(ctx, m, si, nil, have, nil)
+		return w.writeSlices(ctx, si, nil, have, nil)
 	}
-	if left := c.cfg.DerivedGrace - time.Since(since(&m.state.retiring, key)); left > 0 {
+	if left := w.cfg.DerivedGrace - time.Since(since(&m.state.retiring, key)); left > 0 {
 		// A native member's proxies choose among the clusters themselves.
-		want, triggers, _ := (derivedWriter{c}).derivedSlicesFor(m, d, svc, nil)
+		want, triggers, _ := derivedWriter{w}.derivedSlicesFor(d, svc, nil)
 		m.queue.AddAfter(key, left)
-		return c.writeSlices(ctx, m, si, want, have, triggers)
+		return w.writeSlices(ctx, si, want, have, triggers)
 	}
 	klog.FromContext(ctx).V(2).Info("Removing the derived Service of a member now served natively", "cluster", m.id, "service", klog.KObj(svc))
-	if err := c.writeSlices(ctx, m, si, nil, have, nil); err != nil {
+	if err := w.writeSlices(ctx, si, nil, have, nil); err != nil {
 		return err
 	}
 	if err := deleteOwnService(ctx, m, svc); err != nil {
@@ -297,8 +296,8 @@ func (c *Controller) ownServiceKey(obj any, label string) (string, bool) {
 // Service, which any Service proxy adds to the Service's own endpoints
 // (in a native member our kube-proxy does this itself, per node). have
 // are such slices already written.
-func (w derivedWriter) writeLocalServiceSlices(ctx context.Context, m *member, si *mcsv1beta1.ServiceImport, d *desiredState, have []*writtenSlice) error {
-	c := w.c
+func (w derivedWriter) writeLocalServiceSlices(ctx context.Context, si *mcsv1beta1.ServiceImport, d *desiredState, have []*writtenSlice) error {
+	m := w.m
 	var want map[string]*discoveryv1.EndpointSlice
 	policy, err := mcsproxy.NativeNamesOf(si.Annotations)
 	if err == nil && policy.Strategy == mcsproxy.RemoteAndLocal && si.Spec.Type == mcsv1beta1.ClusterSetIP {
@@ -307,22 +306,22 @@ func (w derivedWriter) writeLocalServiceSlices(ctx context.Context, m *member, s
 		// this controller created) is joined by other clusters'
 		// endpoints, as our kube-proxy decides it in a native member.
 		if err == nil && svc.Spec.Type != v1.ServiceTypeExternalName && svc.Spec.ClusterIP != v1.ClusterIPNone &&
-			mcsproxy.AcceptsNativeNames(svc, []string{c.cfg.ManagedBy}) {
+			mcsproxy.AcceptsNativeNames(svc, []string{w.cfg.ManagedBy}) {
 			var remote []*discoveryv1.EndpointSlice
-			for _, s := range c.memberView(m, d) {
+			for _, s := range w.memberView(d) {
 				if s.Labels[mcsv1beta1.LabelSourceCluster] != m.id {
 					remote = append(remote, s)
 				}
 			}
 			want = map[string]*discoveryv1.EndpointSlice{}
-			for _, s := range export.LocalServiceSlices(remote, svc, si.Name, c.cfg.ManagedBy) {
+			for _, s := range export.LocalServiceSlices(remote, svc, si.Name, w.cfg.ManagedBy) {
 				want[s.Name] = s
 			}
 		}
 		// A Service just created is not in the cache yet: its event
 		// brings the import back here.
 	}
-	return c.writeSlices(ctx, m, si, want, have, nil)
+	return w.writeSlices(ctx, si, want, have, nil)
 }
 
 // announceClusterSetIPs is the first step of switching import have, still
@@ -332,7 +331,8 @@ func (w derivedWriter) writeLocalServiceSlices(ctx context.Context, m *member, s
 // the meantime. It tells to wait until the proxies have had derivedSettle
 // to do so; only then does the import name the clusterset IPs, which DNS
 // answers at once.
-func (w importWriter) announceClusterSetIPs(ctx context.Context, m *member, key string, have *mcsv1beta1.ServiceImport, d *desiredState) (bool, error) {
+func (w importWriter) announceClusterSetIPs(ctx context.Context, key string, have *mcsv1beta1.ServiceImport, d *desiredState) (bool, error) {
+	m := w.m
 	if d.Import.Spec.Type != mcsv1beta1.ClusterSetIP || len(d.Import.Spec.IPs) == 0 {
 		return false, nil
 	}

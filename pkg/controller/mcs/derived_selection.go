@@ -98,7 +98,8 @@ const ReasonClusterSelectionChanged = "ClusterSelectionChanged"
 // joins) is not a change. The action names the change
 // ("Result0ToResult1", "Result1ToAllClusters"), so that a failover and
 // its failback are two events, not one series.
-func (w derivedWriter) reportDerivedChoice(m *member, si *mcsv1beta1.ServiceImport, key string, chosen map[string]int) {
+func (w derivedWriter) reportDerivedChoice(si *mcsv1beta1.ServiceImport, key string, chosen map[string]int) {
+	m := w.m
 	var before map[string]int
 	if v, ok := m.state.chosen.Load(key); ok {
 		before = v.(map[string]int)
@@ -159,7 +160,8 @@ func importHasPort(ports []mcsv1beta1.ServicePort, name string, protocol v1.Prot
 // evaluated now (a cluster's properties not known yet), those the import
 // already has (KEP-5939: the previous results stay). None with the gate
 // off or without selectors.
-func (w derivedWriter) derivedSelectionResults(ctx context.Context, m *member, d *desiredState, si *mcsv1beta1.ServiceImport) []csv1beta1.ClusterSelectorResult {
+func (w derivedWriter) derivedSelectionResults(ctx context.Context, d *desiredState, si *mcsv1beta1.ServiceImport) []csv1beta1.ClusterSelectorResult {
+	m := w.m
 	if m.sel == nil || len(d.ClusterSelectors) == 0 || si.Spec.Type != mcsv1beta1.ClusterSetIP {
 		return nil
 	}

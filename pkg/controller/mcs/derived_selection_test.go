@@ -132,7 +132,7 @@ func TestReportDerivedChoice(t *testing.T) {
 		{"http/TCP/IPv4": -1}, // no endpoint anywhere
 		{"http/TCP/IPv4": 0},  // back
 	} {
-		derivedWriter{c}.reportDerivedChoice(m, si, "demo/web", chosen)
+		derivedWriter{c.writesTo(m)}.reportDerivedChoice(si, "demo/web", chosen)
 		for len(rec.Events) > 0 {
 			got = append(got, strings.Fields(<-rec.Events)[2])
 		}

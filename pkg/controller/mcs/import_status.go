@@ -24,7 +24,8 @@ import (
 // import. Ready is false where the member cannot serve the import's IP
 // families, so that nobody mistakes an import that answers nothing for a
 // working one.
-func (c *Controller) writeImportStatus(ctx context.Context, m *member, d *desiredState, si *mcsv1beta1.ServiceImport) error {
+func (w writes) writeImportStatus(ctx context.Context, d *desiredState, si *mcsv1beta1.ServiceImport) error {
+	m := w.m
 	status := *si.Status.DeepCopy()
 	status.Clusters = nil
 	for _, id := range d.Clusters {
@@ -46,14 +47,14 @@ func (c *Controller) writeImportStatus(ctx context.Context, m *member, d *desire
 		}
 	}
 	set(importReadyCondition(si.Spec.IPFamilies, memberFamilies(m), m.id, d.IPError), metav1.ConditionFalse)
-	set(c.ipConflictCondition(m, si), metav1.ConditionTrue)
-	set(staleCondition(d.Stale, c.cfg.EndpointTTL), metav1.ConditionTrue)
-	if inRange, on := c.serviceRangeCondition(m, si); on {
+	set(w.ipConflictCondition(si), metav1.ConditionTrue)
+	set(staleCondition(d.Stale, w.cfg.EndpointTTL), metav1.ConditionTrue)
+	if inRange, on := w.serviceRangeCondition(si); on {
 		set(inRange, metav1.ConditionTrue)
 	} else {
 		meta.RemoveStatusCondition(&status.Conditions, ConditionClusterSetIPInServiceRange)
 	}
-	if native, on := c.nativeNamesCondition(m, si); on {
+	if native, on := w.nativeNamesCondition(si); on {
 		set(native, metav1.ConditionFalse)
 	} else {
 		meta.RemoveStatusCondition(&status.Conditions, ConditionNativeNames)
@@ -88,7 +89,8 @@ const ConditionNativeNames = "NativeNames"
 
 // nativeNamesCondition is the NativeNames condition of si in m, and
 // whether it applies at all.
-func (c *Controller) nativeNamesCondition(m *member, si *mcsv1beta1.ServiceImport) (metav1.Condition, bool) {
+func (w writes) nativeNamesCondition(si *mcsv1beta1.ServiceImport) (metav1.Condition, bool) {
+	m := w.m
 	cond := metav1.Condition{Type: ConditionNativeNames}
 	policy, err := mcsproxy.NativeNamesOf(si.Annotations)
 	switch {
@@ -100,7 +102,7 @@ func (c *Controller) nativeNamesCondition(m *member, si *mcsv1beta1.ServiceImpor
 	case si.Spec.Type != mcsv1beta1.ClusterSetIP:
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "HeadlessImport", "a headless import has no endpoints a local Service could add; native names apply to ClusterSetIP imports"
 		return cond, true
-	case !c.writerFor(m).servesNativeNames(policy.Strategy):
+	case !w.writer().servesNativeNames(policy.Strategy):
 		cond.Status, cond.Reason = metav1.ConditionFalse, "DerivedMember"
 		cond.Message = fmt.Sprintf("cluster %s is served in derived mode (its proxies do not program ServiceImports): the local Service %s gets no endpoints of other clusters; %s is decided by the multi-cluster kube-proxy and needs native mode (RemoteAndLocal works in derived mode). The clusterset name and IP work.", m.id, si.Name, policy.Strategy)
 		return cond, true
@@ -109,9 +111,9 @@ func (c *Controller) nativeNamesCondition(m *member, si *mcsv1beta1.ServiceImpor
 	switch {
 	case err != nil:
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, "ServiceCreated", fmt.Sprintf("Service %s is created for the import (%s)", si.Name, policy.Strategy)
-	case c.wrote(svc):
+	case w.wrote(svc):
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, "ServiceCreated", fmt.Sprintf("Service %s was created for the import (%s)", si.Name, policy.Strategy)
-	case !mcsproxy.AcceptsNativeNames(svc, []string{c.cfg.ManagedBy}):
+	case !mcsproxy.AcceptsNativeNames(svc, []string{w.cfg.ManagedBy}):
 		cond.Status, cond.Reason = metav1.ConditionFalse, string(mcsproxy.ReasonNativeNamesNotAccepted)
 		cond.Message = fmt.Sprintf("the local Service %s keeps only its own endpoints: its owner has not accepted native names (annotation %s=\"true\" on the Service)", si.Name, mcsproxy.AnnotationAcceptNativeNames)
 	case svc.Spec.Type == v1.ServiceTypeExternalName || svc.Spec.ClusterIP == v1.ClusterIPNone:
@@ -157,11 +159,12 @@ func staleCondition(stale []string, ttl time.Duration) metav1.Condition {
 const ConditionClusterSetIPConflict = "ClusterSetIPConflict"
 
 // ipConflictCondition is the ClusterSetIPConflict condition of si in m.
-func (c *Controller) ipConflictCondition(m *member, si *mcsv1beta1.ServiceImport) metav1.Condition {
+func (w writes) ipConflictCondition(si *mcsv1beta1.ServiceImport) metav1.Condition {
+	m := w.m
 	key := si.Namespace + "/" + si.Name
 	var claims []string
 	for _, ip := range si.Spec.IPs {
-		for _, other := range m.foreignImports(ip, key, c.cfg.ManagedBy) {
+		for _, other := range m.foreignImports(ip, key, w.cfg.ManagedBy) {
 			claims = append(claims, fmt.Sprintf("%s (%s)", other, ip))
 		}
 	}
@@ -170,7 +173,7 @@ func (c *Controller) ipConflictCondition(m *member, si *mcsv1beta1.ServiceImport
 	}
 	return metav1.Condition{
 		Type: ConditionClusterSetIPConflict, Status: metav1.ConditionTrue, Reason: "ForeignServiceImport",
-		Message: fmt.Sprintf("ServiceImports not written by %s carry this import's clusterset IPs: %s; proxies that trust only %s keep this import", c.cfg.ManagedBy, strings.Join(claims, ", "), c.cfg.ManagedBy),
+		Message: fmt.Sprintf("ServiceImports not written by %s carry this import's clusterset IPs: %s; proxies that trust only %s keep this import", w.cfg.ManagedBy, strings.Join(claims, ", "), w.cfg.ManagedBy),
 	}
 }
 

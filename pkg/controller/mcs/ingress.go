@@ -105,21 +105,22 @@ func planIngress(cfg *Config, m *memberSnapshot, e export.Export, r export.Resul
 // members' reach, deleted where they no longer are. Only a Service this
 // controller created is ever changed; it is also owned by the export, so
 // that it goes with it.
-func (c *Controller) writeIngressService(ctx context.Context, m *member, ns, name string, d *desiredState) error {
+func (w writes) writeIngressService(ctx context.Context, ns, name string, d *desiredState) error {
+	m := w.m
 	want := d.IngressServices[m.id]
 	have, err := m.services.Services(ns).Get(export.IngressName(ns, name))
 	exists := err == nil
 	api := m.kube.CoreV1().Services(ns)
 	switch {
 	case want == nil:
-		if exists && c.wrote(have) && have.Labels[export.LabelIngressFor] == name {
+		if exists && w.wrote(have) && have.Labels[export.LabelIngressFor] == name {
 			return deleteOwnService(ctx, m, have)
 		}
 	case !exists:
 		if _, err := api.Create(ctx, want, metav1.CreateOptions{FieldManager: fieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating ingress Service %s/%s in %s: %w", ns, want.Name, m.id, err)
 		}
-	case c.wrote(have) && (export.IngressDiffers(have, want) || !slices.Equal(ownerUIDs(have), ownerUIDs(want))):
+	case w.wrote(have) && (export.IngressDiffers(have, want) || !slices.Equal(ownerUIDs(have), ownerUIDs(want))):
 		if _, err := api.Update(ctx, export.UpdateIngress(have, want), metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
 			return fmt.Errorf("updating ingress Service %s/%s in %s: %w", ns, want.Name, m.id, err)
 		}
@@ -151,10 +152,11 @@ func nodeReadyChanged(o, n *v1.Node) bool {
 // memberView returns the imported slices of d as member m gets them,
 // sorted by name: the slices of the source clusters whose pods m reaches
 // (remote node names cleared), and the entry points of the others.
-func (c *Controller) memberView(m *member, d *desiredState) []*discoveryv1.EndpointSlice {
+func (w writes) memberView(d *desiredState) []*discoveryv1.EndpointSlice {
+	m := w.m
 	out := make([]*discoveryv1.EndpointSlice, 0, len(d.Slices))
 	for _, name := range slices.Sorted(maps.Keys(d.Slices)) {
-		if !reaches(&c.cfg, m.id, d.Slices[name].Labels[mcsv1beta1.LabelSourceCluster]) {
+		if !reaches(w.cfg, m.id, d.Slices[name].Labels[mcsv1beta1.LabelSourceCluster]) {
 			continue
 		}
 		s := d.Slices[name].DeepCopy()
@@ -162,7 +164,7 @@ func (c *Controller) memberView(m *member, d *desiredState) []*discoveryv1.Endpo
 		out = append(out, s)
 	}
 	for _, name := range slices.Sorted(maps.Keys(d.Ingress)) {
-		if reaches(&c.cfg, m.id, d.Ingress[name].Labels[mcsv1beta1.LabelSourceCluster]) {
+		if reaches(w.cfg, m.id, d.Ingress[name].Labels[mcsv1beta1.LabelSourceCluster]) {
 			continue
 		}
 		out = append(out, d.Ingress[name].DeepCopy())

@@ -43,34 +43,35 @@ func (c *Controller) syncMember(ctx context.Context, m *member, key string) erro
 	if !m.hasSynced() {
 		return fmt.Errorf("caches of member %s are not synced", m.id)
 	}
-	errs := []error{c.writeExportStatus(ctx, m, ns, name, d)}
+	w := c.writesTo(m)
+	errs := []error{w.writeExportStatus(ctx, ns, name, d)}
 	if d.Retain {
 		return errors.Join(errs...)
 	}
-	errs = append(errs, c.writeIngressService(ctx, m, ns, name, d))
+	errs = append(errs, w.writeIngressService(ctx, ns, name, d))
 	n, err := m.namespaces.Get(ns)
 	nsExists := err == nil && n.Status.Phase != v1.NamespaceTerminating
 	// A service is imported where its namespace exists (KEP-1645), and
 	// only into the consumer clusters its exporters name, if they do.
 	if d.Import == nil || !nsExists || !export.Consumes(d.Import.Annotations, m.id) {
-		errs = append(errs, c.removeImport(ctx, m, ns, name))
+		errs = append(errs, w.removeImport(ctx, ns, name))
 		if err := errors.Join(errs...); err != nil {
 			return err
 		}
-		if d.Import == nil && c.holdsNothing(m, ns, name) {
+		if d.Import == nil && w.holdsNothing(ns, name) {
 			c.removedFrom(key, top, m.id)
 		}
 		return nil
 	}
-	return errors.Join(append(errs, c.writerFor(m).write(ctx, m, key, d))...)
+	return errors.Join(append(errs, w.writer().write(ctx, key, d))...)
 }
 
 // memberWriter writes the import of one name, as planned, into a member
 // the way that member serves imports. Which one a member gets is decided
-// once, by writerFor; the writers share the steps that do not depend on
+// once, by writes.writer; the writers share the steps that do not depend on
 // the mode (syncMember: export status, ingress Service, removal).
 type memberWriter interface {
-	write(ctx context.Context, m *member, key string, d *desiredState) error
+	write(ctx context.Context, key string, d *desiredState) error
 	// servesNativeNames tells whether a member of this mode serves the
 	// native names strategy (in a native member the proxies decide every
 	// strategy; in a derived one the controller fills the local Service
@@ -86,46 +87,46 @@ func (derivedWriter) servesNativeNames(s mcsproxy.NativeNames) bool {
 
 // writerFor chooses m's writer: derived for a member whose proxies do not
 // program ServiceImports (Config.DerivedMembers), native otherwise.
-func (c *Controller) writerFor(m *member) memberWriter {
-	if c.derived(m) {
-		return derivedWriter{c}
+func (w writes) writer() memberWriter {
+	if w.cfg.derived(w.m) {
+		return derivedWriter{w}
 	}
-	return importWriter{c}
+	return importWriter{w}
 }
 
 // importWriter serves a member whose proxies program ServiceImports and
 // MCS EndpointSlices: the import with its clusterset IPs, the slices of
 // every source cluster, the import's status and its cluster selection
 // results.
-type importWriter struct{ c *Controller }
+type importWriter struct{ writes }
 
-func (w importWriter) write(ctx context.Context, m *member, key string, d *desiredState) error {
-	c := w.c
+func (w importWriter) write(ctx context.Context, key string, d *desiredState) error {
+	m := w.m
 	ns, name, _ := cache.SplitMetaNamespaceKey(key)
 	var errs []error
 	mcsSlices, derivedSlices, localSlices := importedSlicesIn(m, ns, name)
-	if have, err := m.imports.ServiceImports(ns).Get(name); err == nil && c.wrote(have) && have.Annotations[export.AnnotationDerivedService] != "" {
+	if have, err := m.imports.ServiceImports(ns).Get(name); err == nil && w.wrote(have) && have.Annotations[export.AnnotationDerivedService] != "" {
 		// Back from derived mode: the endpoints are written, and the
 		// proxies given the clusterset IPs to program, before the import
 		// names them, so that they serve as soon as DNS answers them.
-		errs = append(errs, c.writeSlices(ctx, m, have, w.mcsSlicesFor(m, d, have), mcsSlices, d.Triggers))
-		if wait, err := w.announceClusterSetIPs(ctx, m, key, have, d); wait || err != nil {
+		errs = append(errs, w.writeSlices(ctx, have, w.mcsSlicesFor(d, have), mcsSlices, d.Triggers))
+		if wait, err := w.announceClusterSetIPs(ctx, key, have, d); wait || err != nil {
 			return errors.Join(append(errs, err)...)
 		}
 	}
 	m.state.switching.Delete(key)
-	si, err := c.writeImport(ctx, m, d.Import)
+	si, err := w.writeImport(ctx, d.Import)
 	if err != nil || si == nil {
 		return errors.Join(append(errs, err)...)
 	}
 	errs = append(errs,
-		c.writeSlices(ctx, m, si, w.mcsSlicesFor(m, d, si), mcsSlices, d.Triggers),
-		c.retireDerived(ctx, m, si, d, derivedSlices),
+		w.writeSlices(ctx, si, w.mcsSlicesFor(d, si), mcsSlices, d.Triggers),
+		w.retireDerived(ctx, si, d, derivedSlices),
 		// Native names are the proxies' business in a native member.
-		c.writeSlices(ctx, m, si, nil, localSlices, nil),
-		c.writeImportStatus(ctx, m, d, si), c.writeNativeService(ctx, m, si))
+		w.writeSlices(ctx, si, nil, localSlices, nil),
+		w.writeImportStatus(ctx, d, si), w.writeNativeService(ctx, si))
 	if m.sel != nil {
-		errs = append(errs, c.writeClusterSelection(ctx, m, d, si))
+		errs = append(errs, w.writeClusterSelection(ctx, d, si))
 	}
 	return errors.Join(errs...)
 }
@@ -138,21 +139,22 @@ func (w importWriter) write(ctx context.Context, m *member, key string, d *desir
 // serves the clusterset's endpoints. The Service this controller created
 // is deleted when native names are turned off (and collected with the
 // import).
-func (c *Controller) writeNativeService(ctx context.Context, m *member, si *mcsv1beta1.ServiceImport) error {
+func (w writes) writeNativeService(ctx context.Context, si *mcsv1beta1.ServiceImport) error {
+	m := w.m
 	policy, err := mcsproxy.NativeNamesOf(si.Annotations)
 	wanted := err == nil && policy.Strategy != mcsproxy.NativeNamesOff && si.Spec.Type == mcsv1beta1.ClusterSetIP &&
-		c.writerFor(m).servesNativeNames(policy.Strategy)
+		w.writer().servesNativeNames(policy.Strategy)
 	have, getErr := m.services.Services(si.Namespace).Get(si.Name)
 	exists := getErr == nil
 	// Ours by owner reference, not by label: a Service someone labelled
 	// as the controller's is theirs.
-	ours := exists && c.wrote(have) && export.OwnedByImport(have, si)
+	ours := exists && w.wrote(have) && export.OwnedByImport(have, si)
 	api := m.kube.CoreV1().Services(si.Namespace)
 	switch {
 	case !wanted && ours:
 		return deleteOwnService(ctx, m, have)
 	case wanted && !exists:
-		want := export.NativeService(si, c.cfg.ManagedBy)
+		want := export.NativeService(si, w.cfg.ManagedBy)
 		created, err := api.Create(ctx, want, metav1.CreateOptions{FieldManager: fieldManager})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating Service %s/%s in %s: %w", si.Namespace, si.Name, m.id, err)
@@ -162,7 +164,7 @@ func (c *Controller) writeNativeService(ctx context.Context, m *member, si *mcsv
 		}
 	case wanted && ours:
 		// Whatever someone else changed in it is put back.
-		update := export.ServiceUpdate(have, export.NativeService(si, c.cfg.ManagedBy))
+		update := export.ServiceUpdate(have, export.NativeService(si, w.cfg.ManagedBy))
 		if update == nil {
 			return nil
 		}
@@ -172,7 +174,7 @@ func (c *Controller) writeNativeService(ctx context.Context, m *member, si *mcsv
 	case wanted && exists:
 		// Someone else's Service: told once per change of policy and of
 		// its owner's consent, which the proxies wait for.
-		accepted := mcsproxy.AcceptsNativeNames(have, []string{c.cfg.ManagedBy})
+		accepted := mcsproxy.AcceptsNativeNames(have, []string{w.cfg.ManagedBy})
 		if !m.state.firstTime(fmt.Sprintf("%s/%s/%t", have.UID, policy.Strategy, accepted)) {
 			break
 		}
@@ -199,7 +201,8 @@ func deleteOwnService(ctx context.Context, m *member, svc *v1.Service) error {
 }
 
 // writeExportStatus sets the conditions of m's export of ns/name.
-func (c *Controller) writeExportStatus(ctx context.Context, m *member, ns, name string, d *desiredState) error {
+func (w writes) writeExportStatus(ctx context.Context, ns, name string, d *desiredState) error {
+	m := w.m
 	want, ok := d.ExportConditions[m.id]
 	if !ok {
 		return nil
@@ -217,7 +220,7 @@ func (c *Controller) writeExportStatus(ctx context.Context, m *member, ns, name 
 		cond.ObservedGeneration = se.Generation
 		meta.SetStatusCondition(&conds, cond)
 	}
-	if c.cfg.ExportClusters {
+	if w.cfg.ExportClusters {
 		to := exportedToNow(want, d.ImportedIn)
 		if apiequality.Semantic.DeepEqual(conds, se.Status.Conditions) && slices.Equal(exportedTo(m, ns+"/"+name), to) {
 			return nil
@@ -264,7 +267,8 @@ func exportEvents(m *member, se *mcsv1beta1.ServiceExport, before, after []metav
 
 // writeImport creates or updates m's import; it returns nil, nil when an
 // import of that name exists that this controller does not manage.
-func (c *Controller) writeImport(ctx context.Context, m *member, want *mcsv1beta1.ServiceImport) (*mcsv1beta1.ServiceImport, error) {
+func (w writes) writeImport(ctx context.Context, want *mcsv1beta1.ServiceImport) (*mcsv1beta1.ServiceImport, error) {
+	m := w.m
 	api := m.mcs.MulticlusterV1beta1().ServiceImports(want.Namespace)
 	have, err := m.imports.ServiceImports(want.Namespace).Get(want.Name)
 	if apierrors.IsNotFound(err) {
@@ -287,7 +291,7 @@ func (c *Controller) writeImport(ctx context.Context, m *member, want *mcsv1beta
 	} else if err != nil {
 		return nil, err
 	}
-	if !c.wrote(have) {
+	if !w.wrote(have) {
 		// Someone else's import: never overwrite it.
 		return nil, nil
 	}

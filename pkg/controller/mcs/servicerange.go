@@ -139,12 +139,13 @@ const ConditionClusterSetIPInServiceRange = "ClusterSetIPInServiceRange"
 // serviceRangeCondition is the ClusterSetIPInServiceRange condition of
 // si in m, and whether it applies. A derived import is never at risk: its
 // IPs are its derived Service's, which m gave it.
-func (c *Controller) serviceRangeCondition(m *member, si *mcsv1beta1.ServiceImport) (metav1.Condition, bool) {
+func (w writes) serviceRangeCondition(si *mcsv1beta1.ServiceImport) (metav1.Condition, bool) {
+	m := w.m
 	if si.Annotations[export.AnnotationDerivedService] != "" {
 		return metav1.Condition{}, false
 	}
 	var in []string
-	for _, o := range c.serviceRangeOverlaps(m) {
+	for _, o := range w.cs.serviceRangeOverlaps(m) {
 		for _, s := range si.Spec.IPs {
 			ip, err := netip.ParseAddr(s)
 			if err != nil {

@@ -47,8 +47,7 @@ func importedSlicesIn(m *member, ns, name string) (mcs, derived, local []*writte
 
 // mcsSlicesFor returns the MCS EndpointSlices member m gets for import si,
 // by name.
-func (w importWriter) mcsSlicesFor(m *member, d *desiredState, si *mcsv1beta1.ServiceImport) map[string]*discoveryv1.EndpointSlice {
-	c := w.c
+func (w importWriter) mcsSlicesFor(d *desiredState, si *mcsv1beta1.ServiceImport) map[string]*discoveryv1.EndpointSlice {
 	owner := []metav1.OwnerReference{{
 		APIVersion: mcsv1beta1.GroupVersion.String(),
 		Kind:       mcsv1beta1.ServiceImportKindName,
@@ -56,7 +55,7 @@ func (w importWriter) mcsSlicesFor(m *member, d *desiredState, si *mcsv1beta1.Se
 		UID:        si.UID,
 	}}
 	out := make(map[string]*discoveryv1.EndpointSlice, len(d.Slices))
-	for _, s := range c.memberView(m, d) {
+	for _, s := range w.memberView(d) {
 		s.OwnerReferences = owner
 		out[s.Name] = s
 	}
@@ -67,7 +66,8 @@ func (w importWriter) mcsSlicesFor(m *member, d *desiredState, si *mcsv1beta1.Se
 // exactly want, leaving alone the slices of source clusters whose state is
 // unknown. triggers are, by wanted slice name, when the change each
 // carries happened (the propagation metric).
-func (c *Controller) writeSlices(ctx context.Context, m *member, si *mcsv1beta1.ServiceImport, want map[string]*discoveryv1.EndpointSlice, have []*writtenSlice, triggers map[string]time.Time) error {
+func (w writes) writeSlices(ctx context.Context, si *mcsv1beta1.ServiceImport, want map[string]*discoveryv1.EndpointSlice, have []*writtenSlice, triggers map[string]time.Time) error {
+	m := w.m
 	api := m.kube.DiscoveryV1().EndpointSlices(si.Namespace)
 	existing := make(map[string]*writtenSlice, len(have))
 	for _, s := range have {
@@ -99,14 +99,14 @@ func (c *Controller) writeSlices(ctx context.Context, m *member, si *mcsv1beta1.
 		if err != nil {
 			errs = append(errs, fmt.Errorf("writing EndpointSlice %s/%s in %s: %w", si.Namespace, name, m.id, err))
 		} else if t, ok := triggers[name]; ok {
-			c.metrics.observePropagation(m.id, time.Since(t))
+			w.metrics.observePropagation(m.id, time.Since(t))
 		}
 	}
 	for _, s := range existing {
-		if c.retainedSource(s.sourceCluster()) {
+		if w.cs.retainedSource(s.sourceCluster()) {
 			continue
 		}
-		errs = append(errs, c.deleteSlice(ctx, m, s, si))
+		errs = append(errs, w.deleteSlice(ctx, s, si))
 	}
 	return errors.Join(errs...)
 }
@@ -117,7 +117,8 @@ func (c *Controller) writeSlices(ctx context.Context, m *member, si *mcsv1beta1.
 // every proxy that trusts our label, so it is deleted all the same, and
 // said loudly: a log line and a metric per slice, and an event on the
 // import when there is one.
-func (c *Controller) deleteSlice(ctx context.Context, m *member, s *writtenSlice, si *mcsv1beta1.ServiceImport) error {
+func (w writes) deleteSlice(ctx context.Context, s *writtenSlice, si *mcsv1beta1.ServiceImport) error {
+	m := w.m
 	ns := s.Namespace()
 	err := m.kube.DiscoveryV1().EndpointSlices(ns).Delete(ctx, s.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: ptr.To(s.resourceVersion)}})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
@@ -133,7 +134,7 @@ func (c *Controller) deleteSlice(ctx context.Context, m *member, s *writtenSlice
 	if len(s.writers) > 0 {
 		klog.FromContext(ctx).Info("Deleted an EndpointSlice that carries this controller's managed-by label but was written by someone else",
 			"cluster", m.id, "endpointSlice", klog.KRef(ns, s.name), "writers", s.writers, "serviceName", s.importName())
-		c.metrics.countForeignSlice(m.id)
+		w.metrics.countForeignSlice(m.id)
 		if si != nil {
 			deleted := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s.name}}
 			m.recorder.Eventf(si, deleted, v1.EventTypeWarning, "ForeignEndpointSliceDeleted", "DeleteEndpointSlice",
@@ -145,8 +146,9 @@ func (c *Controller) deleteSlice(ctx context.Context, m *member, s *writtenSlice
 
 // holdsNothing tells whether m's caches show neither an import of ns/name
 // written by this controller nor any of its slices.
-func (c *Controller) holdsNothing(m *member, ns, name string) bool {
-	if si, err := m.imports.ServiceImports(ns).Get(name); err == nil && c.wrote(si) {
+func (w writes) holdsNothing(ns, name string) bool {
+	m := w.m
+	if si, err := m.imports.ServiceImports(ns).Get(name); err == nil && w.wrote(si) {
 		return false
 	}
 	// A derived Service is held only while its import is (owner
@@ -156,7 +158,8 @@ func (c *Controller) holdsNothing(m *member, ns, name string) bool {
 
 // removeImport deletes m's import of ns/name and its slices, except the
 // slices of source clusters whose state is unknown.
-func (c *Controller) removeImport(ctx context.Context, m *member, ns, name string) error {
+func (w writes) removeImport(ctx context.Context, ns, name string) error {
+	m := w.m
 	var errs []error
 	retainedAny := false
 	si, err := m.imports.ServiceImports(ns).Get(name)
@@ -164,21 +167,21 @@ func (c *Controller) removeImport(ctx context.Context, m *member, ns, name strin
 		si = nil
 	}
 	for _, s := range writtenIn(m, ns, name) {
-		if c.retainedSource(s.sourceCluster()) {
+		if w.cs.retainedSource(s.sourceCluster()) {
 			retainedAny = true
 			continue
 		}
-		errs = append(errs, c.deleteSlice(ctx, m, s, si))
+		errs = append(errs, w.deleteSlice(ctx, s, si))
 	}
 	// The native and derived Services go with their import (their owner
 	// reference says so too, for a member whose garbage collector is
 	// slow); a Service someone else made, whatever its labels, stays.
 	for _, svcName := range []string{name, export.DerivedName(ns, name)} {
-		if svc, err := m.services.Services(ns).Get(svcName); err == nil && si != nil && c.wrote(svc) && export.OwnedByImport(svc, si) && !retainedAny {
+		if svc, err := m.services.Services(ns).Get(svcName); err == nil && si != nil && w.wrote(svc) && export.OwnedByImport(svc, si) && !retainedAny {
 			errs = append(errs, deleteOwnService(ctx, m, svc))
 		}
 	}
-	if si != nil && c.wrote(si) && !retainedAny {
+	if si != nil && w.wrote(si) && !retainedAny {
 		err := m.mcs.MulticlusterV1beta1().ServiceImports(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(si.UID)}})
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, err)
