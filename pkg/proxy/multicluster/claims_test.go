@@ -5,7 +5,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -216,4 +218,119 @@ func TestPlainSliceNamingAnImportIsDropped(t *testing.T) {
 	untrusted.Labels[discoveryv1.LabelManagedBy] = "someone"
 	p.OnEndpointSliceUpdate(own, untrusted)
 	f.expectCalls("SliceDelete prod/forged")
+}
+
+func TestImportNeverTakesALocalServiceIP(t *testing.T) {
+	f := newFixture(t)
+	p := f.proxier
+
+	// Import first, then a local Service with the same IP: the local
+	// Service wins, and the import leaves before the Service arrives.
+	p.OnServiceImportUpsert(serviceImport("ns", "web", 0, "10.250.0.10"))
+	DeliverSlice(p, mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1"))
+	f.expectCalls("ServiceAdd ns/web.clusterset", "SliceAdd ns/web-a")
+	p.OnServiceAdd(localService("other", "db", "10.250.0.10"))
+	f.expectCalls("ServiceDelete ns/web.clusterset", "SliceDelete ns/web-a", "ServiceAdd other/db")
+	f.expectEvents("ServiceImport ns/web ClusterSetIPInUseByService")
+	if f.provider.services["other/db"] == nil || len(f.provider.services) != 1 {
+		t.Errorf("local Service must be the only owner of its IP: %v", f.provider.services)
+	}
+
+	// The local Service moves to another IP: the import comes back after
+	// the proxier has seen the move.
+	p.OnServiceUpdate(localService("other", "db", "10.250.0.10"), localService("other", "db", "10.250.0.11"))
+	f.expectCalls("ServiceUpdate other/db", "SliceAdd ns/web-a", "ServiceAdd ns/web.clusterset")
+
+	// A Service that moves onto the import's IP takes it back first.
+	p.OnServiceUpdate(localService("other", "db", "10.250.0.11"), localService("other", "db", "10.250.0.10"))
+	f.expectCalls("ServiceDelete ns/web.clusterset", "SliceDelete ns/web-a", "ServiceUpdate other/db")
+
+	// Deleted, it frees the IP.
+	p.OnServiceDelete(localService("other", "db", "10.250.0.10"))
+	f.expectCalls("ServiceDelete other/db", "SliceAdd ns/web-a", "ServiceAdd ns/web.clusterset")
+
+}
+
+// An attack: any user may set spec.externalIPs (unless
+// DenyServiceExternalIPs is on) or, with a load-balancer controller, get a
+// load-balancer IP. Inside the clusterset ranges those are reserved for
+// imports: the Service is programmed without them, the import keeps its
+// IP, and the Service gets an event.
+func TestExternalIPsInTheClusterSetRangeDoNotEvictAnImport(t *testing.T) {
+	f := newFixture(t)
+	p := f.proxier
+	p.OnServiceImportUpsert(serviceImport("ns", "web", 0, "10.250.0.10"))
+	DeliverSlice(p, mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1"))
+	f.expectCalls("ServiceAdd ns/web.clusterset", "SliceAdd ns/web-a")
+
+	ext := localService("attacker", "lb", "10.96.0.20")
+	ext.Spec.ExternalIPs = []string{"10.250.0.10", "203.0.113.7"}
+	p.OnServiceAdd(ext)
+	f.expectCalls("ServiceAdd attacker/lb")
+	f.expectEvents("Service attacker/lb ClusterSetIPReserved")
+	if got := f.provider.services["attacker/lb"].Spec.ExternalIPs; !slices.Equal(got, []string{"203.0.113.7"}) {
+		t.Errorf("programmed externalIPs %v, want only the one outside the clusterset ranges", got)
+	}
+	if f.provider.services["ns/web.clusterset"] == nil {
+		t.Errorf("the import lost its IP to an external IP")
+	}
+
+	// The same IP as a load-balancer IP: not programmed either, and not
+	// reported again; the proxier sees old and new without it.
+	lb := ext.DeepCopy()
+	lb.Spec.ExternalIPs = nil
+	lb.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "10.250.0.10"}}
+	p.OnServiceUpdate(ext, lb)
+	f.expectCalls("ServiceUpdate attacker/lb")
+	p.OnServiceUpdate(lb, lb.DeepCopy())
+	f.expectCalls("ServiceUpdate attacker/lb")
+	f.expectEvents()
+	if got := f.provider.services["attacker/lb"].Status.LoadBalancer.Ingress; len(got) != 0 {
+		t.Errorf("programmed load-balancer ingress %v, want none", got)
+	}
+	if f.provider.services["ns/web.clusterset"] == nil {
+		t.Errorf("the import lost its IP to a load-balancer IP")
+	}
+	p.OnServiceDelete(lb)
+	f.expectCalls("ServiceDelete attacker/lb")
+	if got := f.provider.services["attacker/lb"]; got != nil {
+		t.Errorf("Service still programmed after delete")
+	}
+}
+
+func TestLocalServiceFirstKeepsItsIP(t *testing.T) {
+	f := newFixture(t)
+	f.proxier.OnServiceAdd(localService("kube-system", "kube-dns", "10.250.0.10"))
+	f.expectCalls("ServiceAdd kube-system/kube-dns")
+	f.proxier.OnServiceImportUpsert(serviceImport("ns", "web", 0, "10.250.0.10"))
+	f.expectCalls()
+	f.expectEvents("ServiceImport ns/web ClusterSetIPInUseByService")
+}
+
+func TestOldestImportOwnsASharedIP(t *testing.T) {
+	f := newFixture(t)
+	p := f.proxier
+	young := serviceImport("team-b", "web", time.Minute, "10.250.0.10")
+	old := serviceImport("team-a", "web", time.Hour, "10.250.0.10")
+
+	p.OnServiceImportUpsert(young)
+	f.expectCalls("ServiceAdd team-b/web.clusterset")
+	p.OnServiceImportUpsert(old)
+	f.expectCalls("ServiceDelete team-b/web.clusterset", "ServiceAdd team-a/web.clusterset")
+	f.expectEvents("ServiceImport team-b/web ClusterSetIPInUseByImport")
+
+	// The older import moves away: the younger one gets the IP.
+	moved := old.DeepCopy()
+	moved.Spec.IPs = []string{"10.250.0.20"}
+	p.OnServiceImportUpsert(moved)
+	f.expectCalls("ServiceUpdate team-a/web.clusterset", "ServiceAdd team-b/web.clusterset")
+
+	// Back on the shared IP, then deleted: the younger one returns.
+	p.OnServiceImportUpsert(old)
+	f.expectCalls("ServiceDelete team-b/web.clusterset", "ServiceUpdate team-a/web.clusterset")
+	p.OnServiceImportDelete(old)
+	f.expectCalls("ServiceDelete team-a/web.clusterset", "ServiceAdd team-b/web.clusterset")
+	if got := f.provider.services["team-b/web.clusterset"]; got == nil || got.Spec.ClusterIP != "10.250.0.10" {
+		t.Errorf("younger import does not own the IP after the older one left: %v", f.provider.services)
+	}
 }

@@ -111,7 +111,7 @@ func TestResolve(t *testing.T) {
 		cat           Catalog
 		want, invalid []string
 	}{{
-		// Seed 003: each team's frontend/authz is its own global service;
+		// A federated catalog: each team's frontend/authz is its own global service;
 		// a global service is imported only where an import asks.
 		name: "independent names, selective import",
 		cat: Catalog{

@@ -4,6 +4,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
 func TestCompareAge(t *testing.T) {
@@ -43,5 +46,31 @@ func TestCompareAge(t *testing.T) {
 				t.Errorf("CompareAgeFunc = %d (names compared: %v), want %d (names compared: %v)", got, compared, tc.want, tc.aAge.Equal(tc.bAge))
 			}
 		})
+	}
+}
+
+// A member that claims its export is older than its namespace (a forged
+// or broken creation time) does not win the conflict it would win: the
+// export is taken to be as old as its namespace, no older.
+func TestBoundCreationKeepsForgedAgesFromWinning(t *testing.T) {
+	forged := export("b", -525600, func(s *v1.Service, _ *mcsv1beta1.ServiceExport) { s.Spec.ClusterIP = v1.ClusterIPNone })
+	nsB := epoch.Add(5 * time.Minute)
+	bounded := forged
+	bounded.ServiceExport = BoundCreation(forged.ServiceExport, nsB, epoch.Add(time.Hour))
+	if !bounded.ServiceExport.CreationTimestamp.Time.Equal(nsB) || forged.ServiceExport.CreationTimestamp.Time.Equal(nsB) {
+		t.Fatalf("bounded %v (input %v), want %v and the input untouched", bounded.ServiceExport.CreationTimestamp, forged.ServiceExport.CreationTimestamp, nsB)
+	}
+	r := Merge([]Export{export("a", 1, nil), bounded})
+	if r.Spec.Type != mcsv1beta1.ClusterSetIP || r.Conflicts[0].Winner != "a" {
+		t.Errorf("type %s won by %s, want a's ClusterSetIP", r.Spec.Type, r.Conflicts[0].Winner)
+	}
+	// A creation time in the future counts as now; one within stays.
+	future := export("c", 600, nil)
+	if got := BoundCreation(future.ServiceExport, time.Time{}, epoch.Add(time.Hour)); !got.CreationTimestamp.Time.Equal(epoch.Add(time.Hour)) {
+		t.Errorf("future creation time bounded to %v", got.CreationTimestamp)
+	}
+	ok := export("d", 10, nil)
+	if got := BoundCreation(ok.ServiceExport, epoch, epoch.Add(time.Hour)); got != ok.ServiceExport {
+		t.Errorf("a creation time within the bounds was copied")
 	}
 }

@@ -44,7 +44,8 @@ func TestDerivedSliceName(t *testing.T) {
 	}
 }
 
-// Seed 004's ClusterIP/LoadBalancer/NodePort pattern: a ClusterIP derived
+// The derived Service of a ClusterSetIP import, as the mcs-api reference
+// controller makes it for stock proxies: a ClusterIP derived
 // Service with the import's ports, owned by the import, no selector.
 func TestDerivedServiceOfAClusterSetIPImport(t *testing.T) {
 	si := &mcsv1beta1.ServiceImport{
@@ -89,7 +90,7 @@ func TestDerivedServiceOfAClusterSetIPImport(t *testing.T) {
 	}
 }
 
-// Seed 004's headless pattern, and a dual-stack import.
+// The derived Service of a headless import, and of a dual-stack one.
 func TestDerivedServiceOfHeadlessAndDualStackImports(t *testing.T) {
 	headless := DerivedService(&mcsv1beta1.ServiceImport{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "db", Name: "cassandra"},
@@ -115,7 +116,7 @@ func TestDerivedServiceOfHeadlessAndDualStackImports(t *testing.T) {
 	}
 }
 
-// Seed 004's EndpointSlice per source cluster: labelled for the derived
+// A derived EndpointSlice per source cluster: labelled for the derived
 // Service and the import, owned by the derived Service.
 func TestDerivedSlice(t *testing.T) {
 	src := &discoveryv1.EndpointSlice{
