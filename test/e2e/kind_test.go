@@ -183,7 +183,15 @@ func contextConfig(kubeconfig, context string) (*rest.Config, error) {
 	if kubeconfig != "" {
 		rules.ExplicitPath = kubeconfig
 	}
-	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context}).ClientConfig()
+	config, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context}).ClientConfig()
+	if err != nil {
+		return nil, err
+	}
+	// The cases that run side by side share one client per member:
+	// client-go's default of 5 requests a second would queue them behind
+	// one another.
+	config.QPS, config.Burst = 50, 300
+	return config, nil
 }
 
 // kindMember reads a kind cluster: the member, and its control-plane
