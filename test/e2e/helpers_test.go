@@ -30,7 +30,8 @@ const (
 	// echoImage is test/cmd/echoserver: the local clusterset's pods run it
 	// as a process (test/podimage), kind's from kind-config/Dockerfile.
 	echoImage = "mcs-kube-proxy/echoserver:dev"
-	// caseLabel marks the namespaces the suite creates, for clean-up.
+	// caseLabel marks the namespaces the suite creates, for clean-up;
+	// its value is the top-level test that made them (caseOf).
 	caseLabel = "e2e.mcs-kube-proxy.io/case"
 )
 
@@ -45,7 +46,7 @@ type space struct {
 func (s *suite) space(t *testing.T, name string) *space {
 	t.Helper()
 	for _, m := range s.p.members() {
-		ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{caseLabel: "true"}}}
+		ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{caseLabel: caseOf(t)}}}
 		_, err := m.Client.CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
@@ -391,3 +392,7 @@ func output(cmd *exec.Cmd) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// caseOf is the top-level test t belongs to: the value of caseLabel on
+// the namespaces it makes.
+func caseOf(t *testing.T) string { return strings.SplitN(t.Name(), "/", 2)[0] }

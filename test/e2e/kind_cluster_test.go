@@ -50,7 +50,7 @@ func TestKindClusterEgressDropped(t *testing.T) {
 	k := requireKind(t)
 	m := k.ms[len(k.ms)-1]
 	ns := "e2e-egress"
-	_, err := m.Client.CoreV1().Namespaces().Create(t.Context(), &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{caseLabel: "true"}}}, metav1.CreateOptions{})
+	_, err := m.Client.CoreV1().Namespaces().Create(t.Context(), &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{caseLabel: caseOf(t)}}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -85,10 +86,9 @@ func connectKind(t *testing.T) *kind {
 			k.ttl = ttl
 		}
 	}
-	// Namespaces of an earlier run would hold old exports and imports.
 	for _, m := range k.ms {
-		deleteCaseNamespaces(t, m, true)
-		t.Cleanup(func() { deleteCaseNamespaces(t, m, false) })
+		deleteEarlierRuns(t, m)
+		t.Cleanup(func() { deleteCaseNamespaces(t, m, caseLabel+"="+caseOf(t), false) })
 	}
 	return k
 }
@@ -262,11 +262,11 @@ func controllerTTL(ctx context.Context, client kubernetes.Interface) (time.Durat
 	return 0, false, nil
 }
 
-// deleteCaseNamespaces deletes the namespaces the suite made in m; with
-// wait, until they are gone.
-func deleteCaseNamespaces(t *testing.T, m *member, wait bool) {
+// deleteCaseNamespaces deletes the namespaces of m that selector picks
+// (of the suite's caseLabel); with wait, until they are gone.
+func deleteCaseNamespaces(t *testing.T, m *member, selector string, wait bool) {
 	ctx := context.Background()
-	list, err := m.Client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: caseLabel})
+	list, err := m.Client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		t.Logf("%s: listing the suite's namespaces: %v", m.Name, err)
 		return
@@ -276,10 +276,34 @@ func deleteCaseNamespaces(t *testing.T, m *member, wait bool) {
 	}
 	if wait && len(list.Items) > 0 {
 		eventually(t, 180*time.Second, m.Name+": namespaces of an earlier run to go", func() (bool, string) {
-			left, err := m.Client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: caseLabel})
+			left, err := m.Client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: selector})
 			return err == nil && len(left.Items) == 0, errString(err)
 		})
 	}
+}
+
+// earlierRuns deletes, once per member and test process, the namespaces
+// an earlier run left (they would hold old exports and imports); a test
+// that connects meanwhile waits until they are gone. Each test deletes
+// its own when it ends (caseOf): the tests that run side by side on kind
+// must not take each other's.
+var earlierRuns struct {
+	sync.Mutex
+	once map[string]*sync.Once
+}
+
+func deleteEarlierRuns(t *testing.T, m *member) {
+	earlierRuns.Lock()
+	if earlierRuns.once == nil {
+		earlierRuns.once = map[string]*sync.Once{}
+	}
+	once := earlierRuns.once[m.Name]
+	if once == nil {
+		once = new(sync.Once)
+		earlierRuns.once[m.Name] = once
+	}
+	earlierRuns.Unlock()
+	once.Do(func() { deleteCaseNamespaces(t, m, caseLabel, true) })
 }
 
 func (k *kind) members() []*member         { return k.ms }
