@@ -397,13 +397,11 @@ smoke_test() {
 # a, cluster b[, the derived member]); --run narrows it. Case 5 times 6
 # rounds here, for its verdicts: each round on kind waits for two pods to
 # start (26, the suite's default, for the figures in docs/kind.md:
-# MCS_E2E_LATENCY_ROUNDS=26). The cases that may overlap on kind do
-# (-parallel: every one of them at once, however few the cores; they
-# mostly wait on the clusters).
+# MCS_E2E_LATENCY_ROUNDS=26).
 suite() {
   local contexts=$1 regex=${RUN:-$2} start=${SECONDS}
   MCS_E2E_PROVIDER=kind MCS_E2E_CONTEXTS=${contexts} MCS_E2E_LATENCY_ROUNDS=${MCS_E2E_LATENCY_ROUNDS:-6} \
-    go test ./test/e2e/ -run "${regex}" -count=1 -timeout 60m -parallel 10 -v
+    go test ./test/e2e/ -run "${regex}" -count=1 -timeout 60m -v
   echo "suite on kind (${regex}): $((SECONDS - start))s"
 }
 

@@ -149,6 +149,7 @@ func (o *options) namespace() string {
 }
 
 func (o *options) statusCommand() *cobra.Command {
+	views := newViewPrinter()
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Every member: reachable, version, MCS APIs and policies, kube-proxy gate, served model, counts; the mcs-controller's leader",
@@ -166,19 +167,27 @@ controller has a healthy leader, no source lease is stale, every export is
 valid and ready and none is in conflict, and every ClusterSetIP import has
 its clusterset IPs. It then prints the status and exits 0; after
 --wait-timeout it prints the status and what it waited for, and exits 2.
-Errors (a kubeconfig that cannot be read, a bad flag) exit 1.`,
+Errors (a kubeconfig that cannot be read, a bad flag) exit 1.
+
+-o json and yaml print the status as one object; -o jsonpath=...,
+go-template=... and --template pick fields out of that object as
+kubectl does (for example -o jsonpath='{.contexts[*].clusterID}').`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.checkOutput("", "json", "yaml"); err != nil {
+			template, err := views.printer(o.output)
+			if err != nil {
 				return err
 			}
 			view, waiting, err := o.status(cmd.Context())
 			if err != nil {
 				return err
 			}
-			if o.output != "" {
+			switch {
+			case template != nil:
+				err = printTemplate(o.streams.Out, template, view)
+			case o.output != "":
 				err = o.printObject(view)
-			} else {
+			default:
 				err = printLines(o.streams.Out, viewLines(view))
 			}
 			if err != nil || !o.wait || len(waiting) == 0 {
@@ -198,7 +207,8 @@ Errors (a kubeconfig that cannot be read, a bad flag) exit 1.`,
 	cmd.Flags().StringVar(&o.hub.secretsSelector, "member-secrets-selector", export.LabelMember, "With --hub-context: the label selector of member Secrets (the controller's --member-secrets-selector)")
 	cmd.Flags().StringVar(&o.hub.profileNamespace, "inventory-namespace", "fleet", "With --hub-context: the hub's namespace of ClusterProfiles (the controller's --inventory-namespace; empty: none)")
 	_ = cmd.RegisterFlagCompletionFunc("hub-context", o.completeContexts)
-	o.addOutput(cmd, "json|yaml")
+	views.addFlags(cmd)
+	o.addOutput(cmd, strings.Join(views.formats(), "|"))
 	return cmd
 }
 

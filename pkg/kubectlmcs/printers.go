@@ -1,6 +1,8 @@
 package kubectlmcs
 
 import (
+	"encoding/json"
+	"fmt"
 	"io"
 	"slices"
 
@@ -94,4 +96,56 @@ func servedList(contexts []string, objects []map[string]any) *unstructured.Unstr
 // printServed prints the objects with p.
 func printServed(w io.Writer, p printers.ResourcePrinter, contexts []string, objects []map[string]any) error {
 	return p.PrintObj(servedList(contexts, objects), w)
+}
+
+// viewPrinter prints a view of kubectl mcs's own (status, diagnose), which
+// is not a Kubernetes object: -o json and yaml as printObject writes
+// them, and kubectl's jsonpath and go-template printers (-o
+// jsonpath=..., jsonpath-file, jsonpath-as-json, go-template=...,
+// go-template-file, --template, --allow-missing-template-keys) over its
+// JSON form, so that scripts pick fields out as they do of kubectl's.
+type viewPrinter struct {
+	template *genericclioptions.KubeTemplatePrintFlags
+}
+
+func newViewPrinter() *viewPrinter {
+	return &viewPrinter{template: genericclioptions.NewKubeTemplatePrintFlags()}
+}
+
+func (p *viewPrinter) addFlags(cmd *cobra.Command) { p.template.AddFlags(cmd) }
+
+// formats are the -o values it takes, for the flag's help.
+func (p *viewPrinter) formats() []string {
+	return append([]string{"json", "yaml"}, p.template.AllowedFormats()...)
+}
+
+// printer returns the template printer of -o output, or nil for the
+// command's own output (none, json, yaml); as kubectl reads it, a
+// --template without -o is a go-template.
+func (p *viewPrinter) printer(output string) (printers.ResourcePrinter, error) {
+	if output == "" && p.template.TemplateArgument != nil && *p.template.TemplateArgument != "" {
+		output = "go-template"
+	}
+	switch output {
+	case "", "json", "yaml":
+		return nil, nil
+	}
+	pr, err := p.template.ToPrinter(output)
+	if genericclioptions.IsNoCompatiblePrinterError(err) {
+		return nil, fmt.Errorf("unknown output format %q: want one of %q", output, p.formats())
+	}
+	return pr, err
+}
+
+// printTemplate prints v through printer, over v's JSON form.
+func printTemplate(w io.Writer, printer printers.ResourcePrinter, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	content := map[string]any{}
+	if err := json.Unmarshal(data, &content); err != nil {
+		return err
+	}
+	return printer.PrintObj(&unstructured.Unstructured{Object: content}, w)
 }

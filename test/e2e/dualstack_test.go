@@ -21,9 +21,7 @@ import (
 // or on hack/kind-e2e.sh's kind clusters, which are dual-stack
 // (MCS_E2E_PROVIDER=kind).
 func TestDualStack(t *testing.T) {
-	// Its own clusterset on the local harness; on kind, its own
-	// namespaces only, run beside the kind tests after the suite.
-	t.Parallel()
+	runBeside(t)
 	var p provider
 	switch name := os.Getenv("MCS_E2E_PROVIDER"); name {
 	case "", "local":

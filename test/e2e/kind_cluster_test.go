@@ -19,17 +19,11 @@ import (
 // Tests of the kind clusterset itself (hack/kind-e2e.sh runs them with the
 // suite): what only a real cluster on Docker can show.
 
-// requireKind connects to the kind clusterset, or skips. The tests that
-// call it touch nothing but their own namespaces: they run beside one
-// another, and beside TestDualStack, once the suite's cases (which are
-// not parallel on kind, some of them change what every test sees) are
-// done.
 func requireKind(t *testing.T) *kind {
 	t.Helper()
 	if os.Getenv("MCS_E2E_PROVIDER") != "kind" {
 		t.Skip("needs the kind clusterset of hack/kind-e2e.sh (MCS_E2E_PROVIDER=kind)")
 	}
-	t.Parallel()
 	return connectKind(t)
 }
 

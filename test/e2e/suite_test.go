@@ -25,13 +25,9 @@ type suite struct {
 }
 
 // TestMultiClusterServices runs every case against one clusterset of two
-// clusters. The cases that change nothing outside their own namespaces
-// come first, side by side on kind (alongside); the ones that change
-// something every case sees come after them, one at a time: the
-// controller stopped (14) or reconfigured (16), kube-proxy's gate turned
-// off, kube-proxy restarted and the ServiceImport CRD deleted, and
-// cluster-a's apiserver taken away last; the latency of case 5 is
-// measured alone.
+// clusters. Order matters only at the end: the cases that restart
+// kube-proxy, delete the ServiceImport CRD and take cluster-a's apiserver
+// away come last.
 func TestMultiClusterServices(t *testing.T) {
 	runBeside(t)
 	started := time.Now()
@@ -39,24 +35,18 @@ func TestMultiClusterServices(t *testing.T) {
 	ms := p.members()
 	s := &suite{p: p, a: ms[0], b: ms[1], top: t}
 	t.Logf("cluster a: %s, cluster b: %s", s.a.Name, s.b.Name)
-	t.Run("own namespaces", func(t *testing.T) {
-		s.alongside(t, "1 export from A is reachable from B by VIP and DNS on every port", s.testReachable)
-		s.alongside(t, "2 export from A and B reaches endpoints in both", s.testBothClusters)
-		s.alongside(t, "3 local Service with the import's name is unaffected", s.testLocalServiceUnaffected)
-		s.alongside(t, "4 unexport withdraws endpoints, then the import", s.testUnexport)
-		s.alongside(t, "6 conflicting exports: oldest wins", s.testConflict)
-		s.alongside(t, "7 headless export DNS per KEP", s.testHeadlessDNS)
-		s.alongside(t, "8 session affinity ClientIP across clusters", s.testSessionAffinity)
-		s.alongside(t, "12 internalTrafficPolicy Local: node-local endpoints of the own cluster", s.testInternalTrafficPolicyLocal)
-		// 13 and 15 each take an admission policy binding away for a
-		// while (the one guarding imports both): one after the other.
-		s.alongside(t, "admission policies", func(t *testing.T) {
-			t.Run("13 a namespace admin cannot capture an exported Service's clusterset IP", s.testCaptureAttack)
-			t.Run("15 an exporter cannot capture another Service's clusterset IP through exportedAnnotations", s.testExportedAnnotationsCapture)
-		})
-	})
+	t.Run("1 export from A is reachable from B by VIP and DNS on every port", s.testReachable)
+	t.Run("2 export from A and B reaches endpoints in both", s.testBothClusters)
+	t.Run("3 local Service with the import's name is unaffected", s.testLocalServiceUnaffected)
+	t.Run("4 unexport withdraws endpoints, then the import", s.testUnexport)
 	t.Run("5 scaling in A is followed by B's rules (latency)", s.testScaleLatency)
+	t.Run("6 conflicting exports: oldest wins", s.testConflict)
+	t.Run("7 headless export DNS per KEP", s.testHeadlessDNS)
+	t.Run("8 session affinity ClientIP across clusters", s.testSessionAffinity)
+	t.Run("12 internalTrafficPolicy Local: node-local endpoints of the own cluster", s.testInternalTrafficPolicyLocal)
+	t.Run("13 a namespace admin cannot capture an exported Service's clusterset IP", s.testCaptureAttack)
 	t.Run("14 native names: RemoteAndLocal and LocalFirst by the cluster.local name", s.testNativeNames)
+	t.Run("15 an exporter cannot capture another Service's clusterset IP through exportedAnnotations", s.testExportedAnnotationsCapture)
 	t.Run("16 a member's administrator cannot escape its confinement: its Nodes, its cluster ID", s.testMemberConfinement)
 	t.Run("11 gate off node behaves as upstream", s.testGateOff)
 	t.Run("10 kube-proxy restart and ServiceImport CRD recreate", s.testRestartAndCRD)
@@ -64,28 +54,11 @@ func TestMultiClusterServices(t *testing.T) {
 	t.Logf("SUITE wall=%v", time.Since(started).Round(100*time.Millisecond))
 }
 
-// alongside runs case f as subtest name of t; on kind, beside the other
-// cases of t. There every case shares the same two clusters, and most of
-// a case is waiting on them (pods starting, the controller's writes,
-// kube-proxy's syncs, DNS), so cases that touch only their own namespaces
-// overlap. On the local clusterset the whole suite already runs beside
-// the other tests, each on its own clusterset, and its cases run one
-// after the other.
-func (s *suite) alongside(t *testing.T, name string, f func(*testing.T)) {
-	t.Run(name, func(t *testing.T) {
-		if os.Getenv("MCS_E2E_PROVIDER") == "kind" {
-			t.Parallel()
-		}
-		f(t)
-	})
-}
-
 // runBeside lets a test that brings up a local clusterset of its own run
 // beside the others (go test -parallel, GOMAXPROCS by default): each
 // clusterset has its own prefix, network namespaces, host routes and
-// ports, and most of a case waits on real processes. On kind these tests
-// share the same clusters and run alone (what may overlap there does:
-// alongside, requireKind).
+// ports, and most of a case waits on real processes. On kind every test
+// shares the same clusters, and runs alone.
 func runBeside(t *testing.T) {
 	if p := os.Getenv("MCS_E2E_PROVIDER"); p == "" || p == "local" || p == "local-exec" {
 		t.Parallel()
