@@ -358,10 +358,16 @@ func waitAnswers(t *testing.T, client *pod, network, addr string, n int, want []
 
 func hostPort(ip string, port int) string { return net.JoinHostPort(ip, fmt.Sprint(port)) }
 
-// eventually polls cond every 200ms until it holds or timeout passes.
+// eventually polls cond until it holds or timeout passes: after 200ms
+// first, then half as long again each time, up to a second. Most
+// conditions run a command in a pod or on a node (on kind an exec through
+// the kubelet and the container runtime, the suite's largest cost on a
+// busy machine); a long wait (an endpoint TTL, a restart) need not ask
+// five times a second.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
+	pause := 200 * time.Millisecond
 	for {
 		ok, state := cond()
 		if ok {
@@ -370,7 +376,8 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() (b
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %v waiting for %s; last state: %s", timeout, what, state)
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(pause)
+		pause = min(pause*3/2, time.Second)
 	}
 }
 
