@@ -85,8 +85,8 @@ func (derivedWriter) servesNativeNames(s mcsproxy.NativeNames) bool {
 	return s == mcsproxy.RemoteAndLocal
 }
 
-// writerFor chooses m's writer: derived for a member whose proxies do not
-// program ServiceImports (Config.DerivedMembers), native otherwise.
+// writer chooses the member's writer: derived for a member whose proxies
+// do not program ServiceImports (Config.DerivedMembers), native otherwise.
 func (w writes) writer() memberWriter {
 	if w.cfg.derived(w.m) {
 		return derivedWriter{w}
