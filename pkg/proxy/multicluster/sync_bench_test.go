@@ -53,7 +53,9 @@ func BenchmarkFirstSync(b *testing.B) {
 		}
 		for _, n := range sizes {
 			for _, path := range []string{"services", "imports"} {
-				b.Run(fmt.Sprintf("%s/%s/%d", mode, path, n), func(b *testing.B) {
+				// mode/N/path: hack/bench-kube-proxy.sh pairs the paths of a case by
+				// the last part.
+				b.Run(fmt.Sprintf("%s/%d/%s", mode, n, path), func(b *testing.B) {
 					for i := 0; i < b.N; i++ {
 						r := measureSync(b, mode, twoSources(n), path == "imports")
 						b.ReportMetric(r.first.Seconds(), "first-sync-s")
