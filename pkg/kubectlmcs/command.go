@@ -242,7 +242,7 @@ custom-columns), as one List; each object carries the annotation
 		Args:      cobra.ExactArgs(1),
 		ValidArgs: []string{"exports", "imports"},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			asTable := o.output == "wide" || o.output == "" && (printFlags.template.TemplateArgument == nil || *printFlags.template.TemplateArgument == "")
+			asTable := o.output == "wide" || outputFormat(o.output, printFlags.template) == ""
 			var printer printers.ResourcePrinter
 			if !asTable {
 				var err error

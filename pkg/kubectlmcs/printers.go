@@ -51,12 +51,18 @@ func (f *printFlags) formats() []string {
 	return slices.Concat(f.jsonYAML.AllowedFormats(), f.name.AllowedFormats(), f.template.AllowedFormats(), f.columns.AllowedFormats())
 }
 
-// printer returns kubectl's printer of format, as kubectl get picks it:
-// a --template without -o is a go-template.
-func (f *printFlags) printer(format string, noHeaders bool) (printers.ResourcePrinter, error) {
-	if format == "" && f.template.TemplateArgument != nil && *f.template.TemplateArgument != "" {
-		format = "go-template"
+// outputFormat is -o as kubectl reads it: a --template without -o is a
+// go-template.
+func outputFormat(output string, template *genericclioptions.KubeTemplatePrintFlags) string {
+	if output == "" && template.TemplateArgument != nil && *template.TemplateArgument != "" {
+		return "go-template"
 	}
+	return output
+}
+
+// printer returns kubectl's printer of format, as kubectl get picks it.
+func (f *printFlags) printer(format string, noHeaders bool) (printers.ResourcePrinter, error) {
+	format = outputFormat(format, f.template)
 	f.columns.NoHeaders = noHeaders
 	if f.template.TemplateArgument != nil {
 		f.columns.TemplateArgument = *f.template.TemplateArgument
@@ -98,8 +104,8 @@ func printServed(w io.Writer, p printers.ResourcePrinter, contexts []string, obj
 	return p.PrintObj(servedList(contexts, objects), w)
 }
 
-// viewPrinter prints a view of kubectl mcs's own (status, diagnose), which
-// is not a Kubernetes object: -o json and yaml as printObject writes
+// viewPrinter prints a view of kubectl mcs's own (status), which is not a
+// Kubernetes object: -o json and yaml as printObject writes
 // them, and kubectl's jsonpath and go-template printers (-o
 // jsonpath=..., jsonpath-file, jsonpath-as-json, go-template=...,
 // go-template-file, --template, --allow-missing-template-keys) over its
@@ -119,13 +125,10 @@ func (p *viewPrinter) formats() []string {
 	return append([]string{"json", "yaml"}, p.template.AllowedFormats()...)
 }
 
-// printer returns the template printer of -o output, or nil for the
-// command's own output (none, json, yaml); as kubectl reads it, a
-// --template without -o is a go-template.
+// printer returns the template printer of -o output (outputFormat), or
+// nil for the command's own output (none, json, yaml).
 func (p *viewPrinter) printer(output string) (printers.ResourcePrinter, error) {
-	if output == "" && p.template.TemplateArgument != nil && *p.template.TemplateArgument != "" {
-		output = "go-template"
-	}
+	output = outputFormat(output, p.template)
 	switch output {
 	case "", "json", "yaml":
 		return nil, nil
