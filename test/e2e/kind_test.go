@@ -183,15 +183,7 @@ func contextConfig(kubeconfig, context string) (*rest.Config, error) {
 	if kubeconfig != "" {
 		rules.ExplicitPath = kubeconfig
 	}
-	config, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context}).ClientConfig()
-	if err != nil {
-		return nil, err
-	}
-	// The cases that run side by side share one client per member:
-	// client-go's default of 5 requests a second would queue them behind
-	// one another.
-	config.QPS, config.Burst = 50, 300
-	return config, nil
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context}).ClientConfig()
 }
 
 // kindMember reads a kind cluster: the member, and its control-plane
@@ -285,8 +277,8 @@ func deleteCaseNamespaces(t *testing.T, m *member, selector string, wait bool) {
 // earlierRuns deletes, once per member and test process, the namespaces
 // an earlier run left (they would hold old exports and imports); a test
 // that connects meanwhile waits until they are gone. Each test deletes
-// its own when it ends (caseOf): the tests that run side by side on kind
-// must not take each other's.
+// its own when it ends (caseOf), without waiting: the next test's
+// namespaces have other names, so it need not wait for them to go.
 var earlierRuns struct {
 	sync.Mutex
 	once map[string]*sync.Once
