@@ -64,9 +64,9 @@ test: deps binaries
 	  minors hack/test-minors.sh
 	# Last, the adoption path on real kind clusters, every image built
 	# here (hack/kind-e2e.sh; it removes everything it made). It runs the
-	# end-to-end suite with its clients through pods/exec on real
-	# kubelets, which the local-exec provider stands in for on the local
-	# clusterset (run by hand: test/e2e/README.md).
+	# end-to-end suite with its clients in pods on real kubelets, asked
+	# through the apiserver's pod proxy, which the local-exec provider
+	# stands in for on the local clusterset (run by hand: test/e2e/README.md).
 	hack/kind-e2e.sh
 
 # Unit tests only: no root, no binaries.

@@ -14,10 +14,11 @@
 # tests (test/e2e/kind*_test.go) and the dual-stack cases (mcs-a and mcs-b
 # are dual-stack, IPv4 first). Then it adds a third cluster, mcs-c, that
 # keeps kubeadm's kube-proxy DaemonSet with the stock upstream image (built
-# here from the pinned k8s.io/kubernetes), restarts the controller with
-# --derived-members=cluster-c, and runs the derived-mode suite
+# here from the pinned k8s.io/kubernetes), which joins the running
+# controller by a member Secret (the controller names it in
+# --derived-members from the start), and runs the derived-mode suite
 # (TestDerivedMember) through the same provider. Everything it applies is
-# in kind-config/.
+# in kind-config/ (and the hub's inventory RBAC, deploy/mcs-controller/).
 #
 # Usage: hack/kind-e2e.sh [--clusters N] [--keep] [--skip-tests] [--clean-images] [--no-build] [--run REGEX]
 #        hack/kind-e2e.sh --derived-only [--keep] [--no-build]
@@ -310,47 +311,84 @@ setup_member() {
   kc "${name}" -n mcs-system create serviceaccount mcs-controller --dry-run=client -o yaml | kc "${name}" apply -f -
 }
 
+# member_kubeconfig NAME FILE adds to FILE the context NAME: the cluster
+# by address (the controller's pods resolve names with the clusters'
+# CoreDNS, which knows no Docker container), with a token of the
+# controller's identity there.
+member_kubeconfig() {
+  local name=$1 file=$2 server ca token
+  server="https://${NODE_IP[${name}-control-plane]}:6443"
+  ca=$(kc "${name}" config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')
+  token=$(kc "${name}" -n mcs-system create token mcs-controller --duration 24h)
+  echo "${ca}" | base64 -d >"${WORK}/${name}-ca.crt"
+  kubectl --kubeconfig "${file}" config set-cluster "${name}" --server "${server}" --certificate-authority "${WORK}/${name}-ca.crt" --embed-certs >/dev/null
+  kubectl --kubeconfig "${file}" config set-credentials "${name}" --token "${token}" >/dev/null
+  kubectl --kubeconfig "${file}" config set-context "${name}" --cluster "${name}" --user "${name}" >/dev/null
+}
+
 # deploy_controller: the mcs-controller (hub mode) in mcs-a, with a
-# kubeconfig of every member that exists, serving mcs-c (if it exists) in
-# derived mode; it waits until the Deployment has rolled out.
+# kubeconfig of the native members that exist; the derived member mcs-c
+# (served in derived mode, named so from the start) joins later by a
+# member Secret (join_member), as a cluster added to a running clusterset
+# does: its arrival restarts nothing. It waits until the Deployment has
+# rolled out.
 deploy_controller() {
-  local hub=mcs-a name server ca token id
+  local hub=mcs-a name contexts=()
   step "mcs-controller (hub mode) in ${hub}: members $(members | tr '\n' ' ')"
   local kubeconfig="${WORK}/mcs-controller.kubeconfig"
   rm -f "${kubeconfig}"
   for name in $(members); do
-    # By address: the controller's pods resolve names with the clusters'
-    # CoreDNS, which knows no Docker container.
-    server="https://${NODE_IP[${name}-control-plane]}:6443"
-    ca=$(kc "${name}" config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')
-    token=$(kc "${name}" -n mcs-system create token mcs-controller --duration 24h)
-    echo "${ca}" | base64 -d >"${WORK}/${name}-ca.crt"
-    kubectl --kubeconfig "${kubeconfig}" config set-cluster "${name}" --server "${server}" --certificate-authority "${WORK}/${name}-ca.crt" --embed-certs >/dev/null
-    kubectl --kubeconfig "${kubeconfig}" config set-credentials "${name}" --token "${token}" >/dev/null
-    kubectl --kubeconfig "${kubeconfig}" config set-context "${name}" --cluster "${name}" --user "${name}" >/dev/null
+    [[ "${name}" == "${DERIVED}" ]] && continue
+    member_kubeconfig "${name}" "${kubeconfig}"
+    contexts+=("${name}")
   done
   # The Deployment's args are an atomic list: applying the manifest puts
-  # them back as deploy/ has them, with the derived member added. Clusterset
+  # them back as deploy/ has them, with the members' flags added. Clusterset
   # IPs of both families (mcs-a and mcs-b are dual-stack): the package's
   # IPv4 range, and kube-proxy's default IPv6 one. The controller reads
   # its kubeconfig at start: a digest of it in the pod template rolls the
-  # pods out when members change, in the same single rollout as new args.
-  local cidrs='--clusterset-ip-cidrs=10.250.0.0/16' derived=''
+  # pods out when the native members change, in the same single rollout as
+  # new args. A cluster's ID is its name (kind-config/clusterproperty.yaml).
+  local cidrs='--clusterset-ip-cidrs=10.250.0.0/16' members
   if ! grep -q -- "^        - ${cidrs}$" kind-config/mcs-controller-deployment.yaml ||
     ! grep -q '^  template:$' kind-config/mcs-controller-deployment.yaml; then
     echo "kind-config/mcs-controller-deployment.yaml has no ${cidrs} or template: its shape changed" >&2
     exit 1
   fi
-  if exists "${DERIVED}"; then
-    id=$(kc "${DERIVED}" get clusterproperties.about.k8s.io cluster.clusterset.k8s.io -o jsonpath='{.spec.value}')
-    derived="\n        - --derived-members=${id}"
-  fi
+  members="\n        - --contexts=$(IFS=,; echo "${contexts[*]}")\n        - --hub-context=${hub}"
+  members+="\n        - --member-secrets-namespace=mcs-system\n        - --derived-members=${DERIVED}"
   fill "${hub}" "" "$(base64 -w0 "${kubeconfig}")" kind-config/mcs-controller.yaml | kc "${hub}" apply --server-side -f -
-  sed -e "s|^        - ${cidrs}$|        - ${cidrs},fd00:10:250::/108${derived}|" \
+  kc "${hub}" apply --server-side -f deploy/mcs-controller/inventory-rbac.yaml
+  sed -e "s|^        - ${cidrs}$|        - ${cidrs},fd00:10:250::/108${members}|" \
     -e "/^  template:$/{n;s|^    metadata:$|&\n      annotations:\n        multiclusterservices.k8s.io/kubeconfig-sha256: $(sha256sum "${kubeconfig}" | cut -c1-64)|}" \
     kind-config/mcs-controller-deployment.yaml |
     kc "${hub}" apply --server-side --force-conflicts -f -
   kc "${hub}" -n mcs-system rollout status deployment/mcs-controller --timeout 180s
+}
+
+# join_member HUB NAME: the member Secret of NAME in HUB (labelled, its
+# cluster ID stated), as docs/mcs-controller.md adds a member; it waits
+# for the controller's MemberJoined event on it.
+join_member() {
+  local hub=$1 name=$2 file="${WORK}/${2}.member.kubeconfig" i
+  rm -f "${file}"
+  member_kubeconfig "${name}" "${file}"
+  kubectl --kubeconfig "${file}" config use-context "${name}" >/dev/null
+  kc "${hub}" -n mcs-system create secret generic "${name}" --from-file=kubeconfig="${file}" --dry-run=client -o yaml |
+    kc "${hub}" label --local -f - -o yaml multiclusterservices.k8s.io/member= |
+    kc "${hub}" annotate --local -f - -o yaml multiclusterservices.k8s.io/cluster-id="${name}" |
+    kc "${hub}" apply --server-side -f -
+  for i in $(seq 90); do
+    if [[ -n "$(kc "${hub}" -n mcs-system get events -o name \
+      --field-selector "involvedObject.kind=Secret,involvedObject.name=${name},reason=MemberJoined")" ]]; then
+      echo "${name} joined the clusterset (its member Secret; ${i} looks)"
+      return 0
+    fi
+    sleep 2
+  done
+  echo "${name}: no MemberJoined event on its member Secret in ${hub} after 180s; the Secret's events:" >&2
+  kc "${hub}" -n mcs-system get events --field-selector "involvedObject.kind=Secret,involvedObject.name=${name}" >&2 || true
+  exit 1
 }
 
 smoke_test() {
@@ -398,22 +436,28 @@ smoke_test() {
 # rounds here, for its verdicts: each round on kind waits for two pods to
 # start (26, the suite's default, for the figures in docs/kind.md:
 # MCS_E2E_LATENCY_ROUNDS=26).
+# The test binary is built once for both suites (go test links it again
+# for every run: half a minute on a busy machine), and runs in the
+# package's directory, as go test runs it.
 suite() {
-  local contexts=$1 regex=${RUN:-$2} start=${SECONDS}
-  MCS_E2E_PROVIDER=kind MCS_E2E_CONTEXTS=${contexts} MCS_E2E_LATENCY_ROUNDS=${MCS_E2E_LATENCY_ROUNDS:-6} \
-    go test ./test/e2e/ -run "${regex}" -count=1 -timeout 60m -v
+  local contexts=$1 regex=${RUN:-$2} start=${SECONDS} bin
+  bin="$(pwd)/${WORK}/e2e.test"
+  [[ -x "${bin}" && "${E2E_BUILT:-}" == true ]] || { go test -c -o "${bin}" ./test/e2e/ && E2E_BUILT=true; }
+  (cd test/e2e && MCS_E2E_PROVIDER=kind MCS_E2E_CONTEXTS=${contexts} MCS_E2E_LATENCY_ROUNDS=${MCS_E2E_LATENCY_ROUNDS:-6} \
+    "${bin}" -test.run "${regex}" -test.count=1 -test.timeout 60m -test.v)
   echo "suite on kind (${regex}): $((SECONDS - start))s"
 }
 
 # add_derived_member: mcs-c with the stock kube-proxy (created here unless
-# it exists), and the controller serving it in derived mode.
+# it exists), joining the running controller, which serves it in derived
+# mode.
 add_derived_member() {
   if [[ " ${NAMES[*]} " != *" ${DERIVED} "* ]]; then
     exists "${DERIVED}" || create_cluster "${DERIVED}"
     flat_routes
     setup_member "${DERIVED}"
   fi
-  deploy_controller
+  join_member mcs-a "${DERIVED}"
 }
 
 # create_beside NAME... starts creating clusters and setting them up as
@@ -421,8 +465,8 @@ add_derived_member() {
 # kubeadm and kubelet; setup_member writes only in that cluster, and the
 # controller does not know it yet), each one's output kept until
 # wait_created; wait_created waits for them all, prints their output in
-# order, and fails if one failed. Routes to them and the controller come
-# after (flat_routes, deploy_controller).
+# order, and fails if one failed. Routes to them and joining the
+# controller come after (flat_routes, join_member).
 create_beside() {
   local name
   for name in "$@"; do
@@ -449,6 +493,7 @@ if [[ "${DERIVED_ONLY}" == true ]]; then
     exists "${name}" || { echo "--derived-only: cluster ${name} is missing (run hack/kind-e2e.sh --keep --skip-tests first)" >&2; exit 1; }
   done
   flat_routes
+  deploy_controller
   add_derived_member
   step "Derived-mode suite (test/e2e TestDerivedMember): a = kind-mcs-b, native b = kind-mcs-a, derived c = kind-mcs-c"
   suite kind-mcs-b,kind-mcs-a,kind-mcs-c '^TestDerivedMember$'
@@ -470,16 +515,20 @@ for name in "${NAMES[@]}"; do create_cluster "${name}"; done
 flat_routes
 for name in "${NAMES[@]}"; do setup_member "${name}"; done
 deploy_controller
+[[ " ${NAMES[*]} " != *" ${DERIVED} "* ]] || join_member mcs-a "${DERIVED}"
 
 if [[ "${TESTS}" == true ]]; then
   smoke_test
   step "End-to-end suite (test/e2e) against kind-mcs-b (a) and kind-mcs-a (b), the kind-only tests and the dual-stack cases"
-  # mcs-c is created and set up while the suite runs.
-  [[ " ${NAMES[*]} " == *" ${DERIVED} "* ]] || create_beside "${DERIVED}"
+  # mcs-c is created and set up while the suite runs, and joins after it.
+  beside=false
+  [[ " ${NAMES[*]} " == *" ${DERIVED} "* ]] || { create_beside "${DERIVED}"; beside=true; }
   suite kind-mcs-b,kind-mcs-a '^TestMultiClusterServices$|^TestKindCluster|^TestDualStack$'
-  wait_created
-  flat_routes
-  deploy_controller
+  if [[ "${beside}" == true ]]; then
+    wait_created
+    flat_routes
+    join_member mcs-a "${DERIVED}"
+  fi
   step "Derived-mode suite (test/e2e TestDerivedMember): a = kind-mcs-b, native b = kind-mcs-a, derived c = kind-mcs-c"
   suite kind-mcs-b,kind-mcs-a,kind-mcs-c '^TestDerivedMember$'
 fi

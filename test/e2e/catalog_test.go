@@ -94,9 +94,7 @@ func (s *catalogSuite) setUpHub(t *testing.T) {
 	}
 	for m, namespaces := range map[*member][]string{s.a: {"frontend"}, s.b: {"frontend", "apps"}, s.c: {"shop"}} {
 		for _, ns := range namespaces {
-			if _, err := m.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{caseLabel: caseOf(t)}}}, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
+			createCaseNamespace(t, m, ns)
 		}
 	}
 	// Clients in every member.

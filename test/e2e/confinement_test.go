@@ -43,10 +43,14 @@ func (s *suite) testMemberConfinement(t *testing.T) {
 	a, b := s.a, s.b
 	team := s.space(t, "e2e-team-a")
 	prod := s.space(t, "e2e-confined-prod")
+	// The rename is seen when A's cluster ID is read again: every 5 s
+	// here rather than the default 30, so that the case waits for the
+	// refusal and the return, not for the period.
 	s.p.configureController(t,
 		"--export-namespaces="+a.Name+"="+team.name,
 		"--export-namespaces="+b.Name+"=*",
-		"--member-pod-cidrs="+a.Name+"="+a.PodCIDR)
+		"--member-pod-cidrs="+a.Name+"="+a.PodCIDR,
+		"--member-recheck-period=5s")
 
 	// The victim: prod/db exported from B, reached from B.
 	prod.service(b, "db", nil)

@@ -46,13 +46,35 @@ type space struct {
 func (s *suite) space(t *testing.T, name string) *space {
 	t.Helper()
 	for _, m := range s.p.members() {
-		ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{caseLabel: caseOf(t)}}}
-		_, err := m.Client.CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
+		createCaseNamespace(t, m, name)
 	}
 	return &space{s: s, t: t, name: name}
+}
+
+// createCaseNamespace creates namespace name in m, labelled with t's
+// case. Where a namespace of that name is still going (an earlier run's,
+// which deleteEarlierRuns deleted), it waits until it is gone: its
+// exports and imports would otherwise meet the case's. Only that name is
+// waited for: other namespaces of an earlier run hold nothing the case
+// reads. One that exists and is not going is this run's, and is kept.
+func createCaseNamespace(t *testing.T, m *member, name string) {
+	t.Helper()
+	ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{caseLabel: caseOf(t)}}}
+	eventually(t, 180*time.Second, m.Name+": namespace "+name+" of an earlier run to go", func() (bool, string) {
+		_, err := m.Client.CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{})
+		if err == nil {
+			return true, ""
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		old, err := m.Client.CoreV1().Namespaces().Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			// Gone meanwhile: create it on the next try.
+			return false, err.Error()
+		}
+		return old.DeletionTimestamp == nil, "terminating since " + old.DeletionTimestamp.String()
+	})
 }
 
 // service creates a Service selecting app=name.
@@ -113,15 +135,19 @@ func echoPod(name, app string) *v1.Pod {
 }
 
 // clientPod runs the same image, unselected: the suite runs the image's
-// client inside it.
+// client inside it (on kind through its runPort).
 func clientPod(name string) *v1.Pod {
 	return &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: v1.PodSpec{Containers: []v1.Container{{
-			Name: "echo", Image: echoImage, ImagePullPolicy: v1.PullIfNotPresent, Args: []string{"--port=8080"},
+			Name: "echo", Image: echoImage, ImagePullPolicy: v1.PullIfNotPresent, Args: []string{"--port=8080", fmt.Sprintf("--run-port=%d", runPort)},
 		}}},
 	}
 }
+
+// runPort is where the suite's pods run ask and dig for a request through
+// the apiserver's pod proxy (echoserver.RunPath).
+const runPort = 8090
 
 func (sp *space) createPod(m *member, pod *v1.Pod) {
 	sp.t.Helper()

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -44,10 +43,7 @@ func TestKindClusterEgressDropped(t *testing.T) {
 	k := requireKind(t)
 	m := k.ms[len(k.ms)-1]
 	ns := "e2e-egress"
-	_, err := m.Client.CoreV1().Namespaces().Create(t.Context(), &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{caseLabel: caseOf(t)}}}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	createCaseNamespace(t, m, ns)
 	if _, err := m.Client.CoreV1().Pods(ns).Create(t.Context(), onNode(clientPod("client"), m.Node), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -25,13 +26,15 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 
 	controllerapp "github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/app"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/echoserver"
 )
 
 // kind is a clusterset of kind clusters set up by hack/kind-e2e.sh: the
 // kube-proxy DaemonSet of kind-config/kube-proxy.yaml, CoreDNS, the
 // mcs-controller Deployment, and the echoserver image loaded in every
-// node. Pods are containers: the client runs in them by exec; nodes are
-// Docker containers: commands run there with docker exec.
+// node. Pods are containers: the client runs in them, asked through the
+// apiserver's pod proxy; nodes are Docker containers: commands run there
+// with docker exec.
 //
 //	MCS_E2E_PROVIDER=kind
 //	MCS_E2E_CONTEXTS=kind-mcs-b,kind-mcs-a   cluster a, cluster b (a must not hold the controller's Lease)
@@ -88,7 +91,7 @@ func connectKind(t *testing.T) *kind {
 	}
 	for _, m := range k.ms {
 		deleteEarlierRuns(t, m)
-		t.Cleanup(func() { deleteCaseNamespaces(t, m, caseLabel+"="+caseOf(t), false) })
+		t.Cleanup(func() { deleteCaseNamespaces(t, m, caseLabel+"="+caseOf(t)) })
 	}
 	return k
 }
@@ -255,8 +258,8 @@ func controllerTTL(ctx context.Context, client kubernetes.Interface) (time.Durat
 }
 
 // deleteCaseNamespaces deletes the namespaces of m that selector picks
-// (of the suite's caseLabel); with wait, until they are gone.
-func deleteCaseNamespaces(t *testing.T, m *member, selector string, wait bool) {
+// (of the suite's caseLabel), without waiting for them to go.
+func deleteCaseNamespaces(t *testing.T, m *member, selector string) {
 	ctx := context.Background()
 	list, err := m.Client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
@@ -266,19 +269,13 @@ func deleteCaseNamespaces(t *testing.T, m *member, selector string, wait bool) {
 	for _, ns := range list.Items {
 		_ = m.Client.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{})
 	}
-	if wait && len(list.Items) > 0 {
-		eventually(t, 180*time.Second, m.Name+": namespaces of an earlier run to go", func() (bool, string) {
-			left, err := m.Client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: selector})
-			return err == nil && len(left.Items) == 0, errString(err)
-		})
-	}
 }
 
 // earlierRuns deletes, once per member and test process, the namespaces
-// an earlier run left (they would hold old exports and imports); a test
-// that connects meanwhile waits until they are gone. Each test deletes
-// its own when it ends (caseOf), without waiting: the next test's
-// namespaces have other names, so it need not wait for them to go.
+// an earlier run left (they would hold old exports and imports), without
+// waiting for them to go: a case waits only for a namespace of a name it
+// creates (createCaseNamespace). Each test deletes its own when it ends
+// (caseOf), without waiting either.
 var earlierRuns struct {
 	sync.Mutex
 	once map[string]*sync.Once
@@ -295,14 +292,34 @@ func deleteEarlierRuns(t *testing.T, m *member) {
 		earlierRuns.once[m.Name] = once
 	}
 	earlierRuns.Unlock()
-	once.Do(func() { deleteCaseNamespaces(t, m, caseLabel, true) })
+	once.Do(func() { deleteCaseNamespaces(t, m, caseLabel) })
 }
 
 func (k *kind) members() []*member         { return k.ms }
 func (k *kind) endpointTTL() time.Duration { return k.ttl }
 
+// client runs the image's client in pod name through the apiserver's
+// pod proxy (runPort) rather than by exec: on kind's busy nodes an exec,
+// which most of the suite's checks are, cost the kubelet, the container
+// runtime and its shim a process each.
 func (k *kind) client(ctx context.Context, m *member, ns, name string, args ...string) ([]byte, error) {
-	return podExec(ctx, m, ns, name, "echo", append([]string{"/echoserver"}, args...)...)
+	body, err := json.Marshal(args)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := m.Client.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(fmt.Sprintf("%s:%d", name, runPort)).
+		SubResource("proxy").Suffix(echoserver.RunPath).SetHeader("Content-Type", "application/json").Body(body).DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%v in %s/%s/%s: %w", args, m.Name, ns, name, err)
+	}
+	var result echoserver.RunResult
+	if err := json.Unmarshal(raw, &result); err != nil {
+		return nil, fmt.Errorf("%v in %s/%s/%s: %w: %q", args, m.Name, ns, name, err, raw)
+	}
+	if result.Error != "" {
+		return []byte(result.Output), fmt.Errorf("%v in %s/%s/%s: %s", args, m.Name, ns, name, result.Error)
+	}
+	return []byte(result.Output), nil
 }
 
 // podExec runs argv in a container, as kubectl exec does: WebSocket, or

@@ -1,20 +1,23 @@
 package echoserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"time"
 )
 
 // Main is the image mcs-kube-proxy/echoserver: with no subcommand it serves
 // name on TCP and UDP --port (what a pod of a tested Service runs); "ask"
-// and "dig" are what a test runs inside a client pod (by exec, or in the
-// pod's network namespace) to see, from there, who answers an address and
-// what a DNS server says. Results go to out, one line per answer.
+// and "dig" are what a test runs inside a client pod (by exec, in the
+// pod's network namespace, or through --run-port) to see, from there, who
+// answers an address and what a DNS server says. Results go to out, one
+// line per answer.
 func Main(ctx context.Context, args []string, name string, out io.Writer) error {
 	if len(args) > 0 {
 		switch args[0] {
@@ -28,6 +31,7 @@ func Main(ctx context.Context, args []string, name string, out io.Writer) error 
 	}
 	fs := flag.NewFlagSet("echoserver", flag.ContinueOnError)
 	port := fs.Int("port", 8080, "TCP and UDP port to answer on")
+	runPort := fs.Int("run-port", 0, "TCP port of an HTTP endpoint running ask and dig in this process (RunPath), for a test that reaches the pod through its apiserver's pod proxy rather than by exec; 0: none")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -37,7 +41,55 @@ func Main(ctx context.Context, args []string, name string, out io.Writer) error 
 			return err
 		}
 	}
+	if *runPort != 0 {
+		if err := serveRun(ctx, fmt.Sprintf(":%d", *runPort), name); err != nil {
+			return err
+		}
+	}
 	<-ctx.Done()
+	return nil
+}
+
+// RunPath is where --run-port takes a POST whose body is a JSON array of
+// arguments, ask or dig and theirs, and answers a RunResult. An exec
+// costs the node a runtime process per question (the kubelet, the
+// container runtime and its shim); this costs one HTTP request.
+const RunPath = "/run"
+
+// RunResult is what RunPath answers: what the subcommand printed, and
+// its error, if any.
+type RunResult struct {
+	Output string `json:"output"`
+	Error  string `json:"error,omitempty"`
+}
+
+func serveRun(ctx context.Context, addr, name string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+RunPath, func(w http.ResponseWriter, r *http.Request) {
+		var args []string
+		if err := json.NewDecoder(r.Body).Decode(&args); err != nil || len(args) == 0 || args[0] != "ask" && args[0] != "dig" {
+			http.Error(w, `want a JSON array of arguments: ["ask", ...] or ["dig", ...]`, http.StatusBadRequest)
+			return
+		}
+		var out bytes.Buffer
+		result := RunResult{}
+		if err := Main(r.Context(), args, name, &out); err != nil {
+			result.Error = err.Error()
+		}
+		result.Output = out.String()
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(result)
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
 	return nil
 }
 

@@ -3,7 +3,9 @@ package echoserver
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -78,6 +80,62 @@ func TestImage(t *testing.T) {
 			t.Errorf("%v: no error", args)
 		} else if !strings.Contains(err.Error(), args[0]) {
 			t.Errorf("%v: %v does not say what is wrong with %s", args, err, args[0])
+		}
+	}
+}
+
+// TestRunPort: a pod started with --run-port answers ask and dig over
+// HTTP as they print when run by exec, their errors included, and runs
+// nothing else.
+func TestRunPort(t *testing.T) {
+	echoAddr, runAddr := freeAddr(t), freeAddr(t)
+	_, port, _ := net.SplitHostPort(echoAddr)
+	_, runPort, _ := net.SplitHostPort(runAddr)
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- Main(ctx, []string{"--port=" + port, "--run-port=" + runPort}, "client-1", nil) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Error(err)
+		}
+	})
+	run := func(args ...string) (int, RunResult) {
+		t.Helper()
+		body, _ := json.Marshal(args)
+		var resp *http.Response
+		var err error
+		for deadline := time.Now().Add(5 * time.Second); ; {
+			if resp, err = http.Post("http://"+runAddr+RunPath, "application/json", bytes.NewReader(body)); err == nil || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var result RunResult
+		if resp.StatusCode == http.StatusOK {
+			if err := json.NewDecoder(resp.Body).Decode(&result); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return resp.StatusCode, result
+	}
+	// The pod asks its own echo port: it answers its own name.
+	if code, got := run("ask", "--count=2", echoAddr); code != http.StatusOK || got != (RunResult{Output: "client-1\nclient-1\n"}) {
+		t.Errorf("ask over --run-port: %d %+v, want 200 and client-1 twice", code, got)
+	}
+	if code, got := run("ask", "--count=2", freeAddr(t)); code != http.StatusOK || got != (RunResult{Output: "-\n-\n"}) {
+		t.Errorf("ask to a closed port over --run-port: %d %+v, want 200 and - twice", code, got)
+	}
+	if code, got := run("dig", "name", "A"); code != http.StatusOK || !strings.Contains(got.Error, "dig") {
+		t.Errorf("dig without a server over --run-port: %d %+v, want its usage error", code, got)
+	}
+	for _, args := range [][]string{{"serve", "--port=1"}, {}, {"--port=1"}} {
+		if code, _ := run(args...); code != http.StatusBadRequest {
+			t.Errorf("%q over --run-port: %d, want 400 (only ask and dig run)", args, code)
 		}
 	}
 }
