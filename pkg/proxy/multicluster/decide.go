@@ -202,7 +202,7 @@ func (p *Proxier) reconcileImport(key types.NamespacedName, st *importState, wan
 	}
 	if st.obj != nil {
 		if newlyProgrammed {
-			p.reportProgrammed(st.obj, st.reported != "")
+			p.events.programmed(st.obj, st.reported != "")
 		}
 		p.reportImport(st, rejection)
 	}
@@ -271,7 +271,7 @@ func (p *Proxier) reportImport(st *importState, rejected *mcsproxy.RejectionErro
 		return
 	}
 	st.reported = rejected.Reason
-	p.report(rejection{kind: kindServiceImport, obj: st.obj, RejectionError: rejected})
+	p.events.report(rejection{kind: kindServiceImport, obj: st.obj, RejectionError: rejected})
 }
 
 func (p *Proxier) reportSlice(st *sliceState, imp *importState) {
@@ -298,7 +298,7 @@ func (p *Proxier) reportSlice(st *sliceState, imp *importState) {
 		r.regarding = kindServiceImport.ref(imp.obj.Namespace, imp.obj.Name, imp.obj.UID)
 		r.note = fmt.Sprintf("EndpointSlice %s: %s", st.obj.Name, rejected.Message)
 	}
-	p.report(r)
+	p.events.report(r)
 }
 
 func claimIPs(svc *v1.Service) []netip.Addr {

@@ -27,7 +27,7 @@ func (p *Proxier) upsertImport(si *mcsv1beta1.ServiceImport, results []csv1beta1
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	key := types.NamespacedName{Namespace: si.Namespace, Name: si.Name}
-	st := p.importEntry(key)
+	st := p.imports.entry(key)
 	if st.obj == si || st.obj != nil && si.ResourceVersion != "" && st.obj.ResourceVersion == si.ResourceVersion && st.obj.UID == si.UID {
 		// A resync: nothing changed, so no decision can.
 		return
@@ -81,7 +81,7 @@ func (p *Proxier) OnServiceImportDelete(si *mcsv1beta1.ServiceImport) {
 		p.reconcileListedSlice(slice, st, nil)
 	}
 	p.reconcileNativeOf(key, st)
-	p.forgetImport(key)
+	p.imports.forget(key)
 }
 
 // upsertMultiClusterSlice records an MCS EndpointSlice routed here by
@@ -92,7 +92,7 @@ func (p *Proxier) upsertMultiClusterSlice(slice *discoveryv1.EndpointSlice) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	importKey := importKeyOf(slice)
-	imp := p.importEntry(importKey)
+	imp := p.imports.entry(importKey)
 	i, found := imp.findSlice(slice.Name)
 	var st *sliceState
 	if found {
@@ -154,7 +154,7 @@ func (p *Proxier) programmedTranslation(st *sliceState) *discoveryv1.EndpointSli
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: from.Namespace,
 			Name:      from.Name,
-			Labels:    p.labelsOf(from.Namespace, mcsproxy.ImportNameOf(from)),
+			Labels:    p.imports.labelsOf(from.Namespace, mcsproxy.ImportNameOf(from)),
 		},
 		AddressType: from.AddressType,
 	}
@@ -177,7 +177,7 @@ func (p *Proxier) SetLocalClusterID(id string) {
 	opts.LocalClusterID = id
 	p.opts = &opts
 	p.optsGen++
-	for st := range p.allSlices() {
+	for st := range p.imports.allSlices() {
 		if st.programmedFrom == nil {
 			continue
 		}
@@ -231,7 +231,7 @@ func (p *Proxier) deleteMultiClusterSlice(slice *discoveryv1.EndpointSlice) {
 	}
 	p.reconcileSlice(st, nil)
 	imp.slices = slices.Delete(imp.slices, i, i+1)
-	p.forgetImport(importKey)
+	p.imports.forget(importKey)
 	p.reconcileNative(importKey)
 }
 
@@ -265,7 +265,7 @@ func (p *Proxier) Reset() {
 		st.obj, st.invalid = nil, nil
 		p.reconcileImport(key, st, nil, nil)
 		st.reported, st.nativeReported = "", ""
-		p.forgetImport(key)
+		p.imports.forget(key)
 	}
 	clear(p.derivedOf)
 	clear(p.derivedBy)

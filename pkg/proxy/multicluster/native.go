@@ -411,7 +411,7 @@ func (p *Proxier) nativePolicy(key types.NamespacedName) (mcsproxy.NativeNamesPo
 			if !errors.As(err, &r) {
 				r = &mcsproxy.RejectionError{Reason: mcsproxy.ReasonInvalidNativeNames, Message: err.Error()}
 			}
-			p.report(rejection{kind: kindServiceImport, obj: imp.obj, RejectionError: r})
+			p.events.report(rejection{kind: kindServiceImport, obj: imp.obj, RejectionError: r})
 		}
 		return mcsproxy.NativeNamesPolicy{}, nil
 	}
@@ -420,7 +420,7 @@ func (p *Proxier) nativePolicy(key types.NamespacedName) (mcsproxy.NativeNamesPo
 		return policy, nil
 	}
 	var remote []clusterselection.Source
-	for _, ss := range p.slicesOf(key) {
+	for _, ss := range p.imports.slicesOf(key) {
 		cluster := ""
 		if ss.obj != nil {
 			cluster = ss.obj.Labels[mcsv1beta1.LabelSourceCluster]
@@ -436,7 +436,7 @@ func (p *Proxier) nativePolicy(key types.NamespacedName) (mcsproxy.NativeNamesPo
 				continue
 			}
 			native := *translated
-			native.Labels = p.nativeLabelsOf(key)
+			native.Labels = p.imports.nativeLabelsOf(key)
 			ss.native = &nativeCopy{slice: &native, from: ss.obj, gen: p.optsGen}
 		}
 		remote = append(remote, clusterselection.Source{Cluster: cluster, Slice: ss.native.slice})

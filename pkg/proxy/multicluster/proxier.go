@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 
-	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -28,10 +27,8 @@ const eventAction = "ProgramServiceImport"
 type Proxier struct {
 	proxy.Provider
 
-	opts     *mcsproxy.Options
-	recorder events.EventRecorder
-	// node is the related object of every event (report.go).
-	node   *v1.ObjectReference
+	opts   *mcsproxy.Options
+	events reporter
 	logger klog.Logger
 	// optsGen counts the changes of opts that change translations (the
 	// local cluster ID): a slice programmed with an older generation is
@@ -42,7 +39,7 @@ type Proxier struct {
 	// imports holds, per import name, every ServiceImport and MCS
 	// EndpointSlice seen, programmed or not, so that a conflict that goes
 	// away or an import that arrives after its slices is picked up at once.
-	imports map[types.NamespacedName]*importState
+	imports importTable
 	// native holds, per Service name, what native names need (native.go).
 	native map[types.NamespacedName]*nativeState
 	// claims says who owns each clusterset IP (claims.go).
@@ -93,9 +90,9 @@ type importState struct {
 	// namespace, labelled with its name), sorted by name, and labels the
 	// map their translations share; nativeLabels are the labels of those
 	// handed over as the local Service's (native names). An entry lives
-	// while the import or any of its slices does (forgetImport). Slices are
-	// found through their import, not by a map of their own: a proxier
-	// holds one per slice as long as the slice exists. slicesBuf holds the
+	// while the import or any of its slices does (importTable.forget).
+	// Slices are found through their import, not by a map of their own: a
+	// proxier holds one per slice as long as the slice exists. slicesBuf holds the
 	// list while it has room: an import has a slice per source cluster,
 	// and an entry per import is made anyway.
 	slices               []*sliceState
@@ -169,9 +166,8 @@ func importKeyOf(slice *discoveryv1.EndpointSlice) types.NamespacedName {
 func NewProxier(logger klog.Logger, provider proxy.Provider, opts *mcsproxy.Options, recorder events.EventRecorder) *Proxier {
 	p := &Proxier{
 		Provider: provider,
-		recorder: recorder,
 		logger:   logger.WithName("multicluster"),
-		imports:  map[types.NamespacedName]*importState{},
+		imports:  importTable{},
 		native:   map[types.NamespacedName]*nativeState{},
 		claims:   newClaimIndex(),
 
@@ -182,8 +178,9 @@ func NewProxier(logger klog.Logger, provider proxy.Provider, opts *mcsproxy.Opti
 		droppedSlices:    sets.New[types.NamespacedName](),
 		synced:           make(chan struct{}),
 	}
+	p.events = reporter{logger: p.logger, recorder: recorder}
 	o := *opts
-	o.Labels = p.labelsOf
+	o.Labels = p.imports.labelsOf
 	p.opts = &o
 	// Before the first sync, and whether or not kube-proxy watches
 	// ServiceCIDRs: the clusterset ranges are dropped where no import
@@ -192,39 +189,44 @@ func NewProxier(logger klog.Logger, provider proxy.Provider, opts *mcsproxy.Opti
 	return p
 }
 
+// importTable is the Proxier's state per import name: what it holds of
+// each import and its slices, and the labels their translations share.
+// Used with the Proxier's lock held.
+type importTable map[types.NamespacedName]*importState
+
+// entry returns the entry of import key, made if there is none.
+func (t importTable) entry(key types.NamespacedName) *importState {
+	st := t[key]
+	if st == nil {
+		st = &importState{}
+		t[key] = st
+	}
+	return st
+}
+
+// forget drops the entry of import key once it holds nothing: no import,
+// nothing programmed, no slice.
+func (t importTable) forget(key types.NamespacedName) {
+	if st := t[key]; st != nil && st.obj == nil && st.programmedFrom == nil && len(st.slices) == 0 {
+		delete(t, key)
+	}
+}
+
 // labelsOf returns the one labels map every translated slice of import
 // namespace/name shares (the proxier holds each translated slice as long
-// as it exists). Called with p.mu held.
-func (p *Proxier) labelsOf(namespace, name string) map[string]string {
-	st := p.importEntry(types.NamespacedName{Namespace: namespace, Name: name})
+// as it exists): the translation's Options.Labels.
+func (t importTable) labelsOf(namespace, name string) map[string]string {
+	st := t.entry(types.NamespacedName{Namespace: namespace, Name: name})
 	if st.labels == nil {
 		st.labels = mcsproxy.SliceLabels(name)
 	}
 	return st.labels
 }
 
-// importEntry returns the entry of import key, made if there is none.
-func (p *Proxier) importEntry(key types.NamespacedName) *importState {
-	st := p.imports[key]
-	if st == nil {
-		st = &importState{}
-		p.imports[key] = st
-	}
-	return st
-}
-
-// forgetImport drops the entry of import key once it holds nothing: no
-// import, nothing programmed, no slice.
-func (p *Proxier) forgetImport(key types.NamespacedName) {
-	if st := p.imports[key]; st != nil && st.obj == nil && st.programmedFrom == nil && len(st.slices) == 0 {
-		delete(p.imports, key)
-	}
-}
-
 // nativeLabelsOf returns the labels map of import key's slices handed
 // over as the local Service's, made when native names first need it.
-func (p *Proxier) nativeLabelsOf(key types.NamespacedName) map[string]string {
-	st := p.importEntry(key)
+func (t importTable) nativeLabelsOf(key types.NamespacedName) map[string]string {
+	st := t.entry(key)
 	if st.nativeLabels == nil {
 		st.nativeLabels = map[string]string{discoveryv1.LabelServiceName: key.Name}
 	}
@@ -233,8 +235,8 @@ func (p *Proxier) nativeLabelsOf(key types.NamespacedName) map[string]string {
 
 // slicesOf returns import key's slices, sorted by name. Reconciling them
 // leaves the list as it is.
-func (p *Proxier) slicesOf(key types.NamespacedName) []*sliceState {
-	if st := p.imports[key]; st != nil {
+func (t importTable) slicesOf(key types.NamespacedName) []*sliceState {
+	if st := t[key]; st != nil {
 		return st.slices
 	}
 	return nil
@@ -242,9 +244,9 @@ func (p *Proxier) slicesOf(key types.NamespacedName) []*sliceState {
 
 // allSlices yields every MCS EndpointSlice held. Reconciling them leaves
 // the lists as they are.
-func (p *Proxier) allSlices() iter.Seq[*sliceState] {
+func (t importTable) allSlices() iter.Seq[*sliceState] {
 	return func(yield func(*sliceState) bool) {
-		for _, imp := range p.imports {
+		for _, imp := range t {
 			for _, st := range imp.slices {
 				if !yield(st) {
 					return
@@ -256,7 +258,7 @@ func (p *Proxier) allSlices() iter.Seq[*sliceState] {
 
 // reconcileAllSlices reconciles every MCS EndpointSlice.
 func (p *Proxier) reconcileAllSlices() {
-	for st := range p.allSlices() {
+	for st := range p.imports.allSlices() {
 		p.reconcileSlice(st, nil)
 	}
 }

@@ -143,7 +143,7 @@ func TestSliceMovedBetweenImports(t *testing.T) {
 		t.Errorf("moved slice programmed for %q, want db.clusterset", got)
 	}
 	p.mu.Lock()
-	if n := len(p.slicesOf(types.NamespacedName{Namespace: "ns", Name: "web"})); n != 0 {
+	if n := len(p.imports.slicesOf(types.NamespacedName{Namespace: "ns", Name: "web"})); n != 0 {
 		t.Errorf("the old import still holds %d slices", n)
 	}
 	p.mu.Unlock()

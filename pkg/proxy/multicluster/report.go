@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
@@ -41,14 +42,27 @@ type rejection struct {
 	note string
 }
 
+// reporter tells users what the proxier did not program and what it
+// changed: a log line, the rejections metric and an event on the object,
+// each event naming the node as its related object, as one kube-proxy per
+// node reports on the same ServiceImports. Used with the Proxier's lock
+// held.
+type reporter struct {
+	logger klog.Logger
+	// recorder may be nil: no events.
+	recorder events.EventRecorder
+	// node is the related object of every event (SetNode).
+	node *v1.ObjectReference
+}
+
 // report logs r, counts it in kubeproxy_multicluster_rejections_total and
 // records it as a warning event. Callers report each rejection once, not
 // at every event that sees it again.
-func (p *Proxier) report(r rejection) {
+func (rep *reporter) report(r rejection) {
 	key := strings.ToLower(r.kind.kind[:1]) + r.kind.kind[1:] // "serviceImport", as klog keys go
-	p.logger.Error(nil, r.kind.kind+" not programmed", key, klog.KObj(r.obj), "reason", r.Reason, "message", r.Message)
+	rep.logger.Error(nil, r.kind.kind+" not programmed", key, klog.KObj(r.obj), "reason", r.Reason, "message", r.Message)
 	rejectionsTotal.WithLabelValues(r.kind.kind, string(r.Reason)).Inc()
-	if p.recorder == nil {
+	if rep.recorder == nil {
 		return
 	}
 	regarding := r.regarding
@@ -62,7 +76,7 @@ func (p *Proxier) report(r rejection) {
 	if note == "" {
 		note = r.Message
 	}
-	p.recorder.Eventf(regarding, p.nodeRef(), v1.EventTypeWarning, string(r.Reason), eventAction, "%s", note)
+	rep.recorder.Eventf(regarding, rep.related(), v1.EventTypeWarning, string(r.Reason), eventAction, "%s", note)
 }
 
 // ReasonProgrammed is the reason of the Normal event kube-proxy records on
@@ -71,17 +85,17 @@ func (p *Proxier) report(r rejection) {
 // holds now (kubectl mcs diagnose reads the latest, per node).
 const ReasonProgrammed = "Programmed"
 
-// reportProgrammed records that si, refused on this node before, is now
+// programmed records that si, refused on this node before, is now
 // programmed. An import programmed without a refusal is not reported:
 // one event per node and import would grow with a tenant's imports times
 // the node count, and name every node in the tenant's namespace, to say
 // what the absence of a warning says; the node's gate is announced once
 // per node instead (Announce).
-func (p *Proxier) reportProgrammed(si *mcsv1beta1.ServiceImport, afterRejection bool) {
-	if p.recorder == nil || !afterRejection {
+func (rep *reporter) programmed(si *mcsv1beta1.ServiceImport, afterRejection bool) {
+	if rep.recorder == nil || !afterRejection {
 		return
 	}
-	p.recorder.Eventf(kindServiceImport.ref(si.Namespace, si.Name, si.UID), p.nodeRef(), v1.EventTypeNormal,
+	rep.recorder.Eventf(kindServiceImport.ref(si.Namespace, si.Name, si.UID), rep.related(), v1.EventTypeNormal,
 		ReasonProgrammed, eventAction, "clusterset IPs %s programmed", strings.Join(si.Spec.IPs, ","))
 }
 
@@ -106,13 +120,13 @@ func (p *Proxier) Announce(ctx context.Context, period time.Duration) {
 	p.mu.Lock()
 	// p.opts is replaced under the lock when the cluster ID changes; the
 	// ranges it carries do not change.
-	synced, node := p.synced, p.node
+	synced, node, recorder := p.synced, p.events.node, p.events.recorder
 	ranges := make([]string, 0, len(p.opts.ClusterSetIPCIDRs))
 	for _, r := range p.opts.ClusterSetIPCIDRs {
 		ranges = append(ranges, r.String())
 	}
 	p.mu.Unlock()
-	if p.recorder == nil || node == nil {
+	if recorder == nil || node == nil {
 		return
 	}
 	if synced != nil {
@@ -123,7 +137,7 @@ func (p *Proxier) Announce(ctx context.Context, period time.Duration) {
 		}
 	}
 	for {
-		p.recorder.Eventf(node, nil, v1.EventTypeNormal, ReasonServingImports, "StartMultiClusterServices",
+		recorder.Eventf(node, nil, v1.EventTypeNormal, ReasonServingImports, "StartMultiClusterServices",
 			"MultiClusterServices gate on: ServiceImports in clusterset IP ranges %s are programmed on this node", strings.Join(ranges, ","))
 		select {
 		case <-ctx.Done():
@@ -140,20 +154,20 @@ func (p *Proxier) Announce(ctx context.Context, period time.Duration) {
 // usable endpoint.
 const ReasonClusterSelectionChanged = "ClusterSelectionChanged"
 
-// reportSelectionChanged logs a change of si's chosen result, explained
-// by why, and records it as an event, once per change. Only after the
-// first sync: at start-up an import's slices arrive after it, and every
-// node would report every import's first choice as a change. The event's
+// selectionChanged logs a change of si's chosen result, explained by
+// why, and records it as an event, once per change, if record: only after
+// the first sync, as at start-up an import's slices arrive after it, and
+// every node would report every import's first choice as a change. The event's
 // action names the change ("Result0ToResult1", "Result1ToAllClusters"):
 // the events library folds events of one action, reason and object into
 // a series that keeps the first note, so that a failover and the
 // failback after it must differ there to both be read.
-func (p *Proxier) reportSelectionChanged(si *mcsv1beta1.ServiceImport, from, to int, why string) {
-	p.logger.V(2).Info("Cluster selection changed", "serviceImport", klog.KObj(si), "change", why)
-	if p.recorder == nil || !p.mcsSynced || why == "" {
+func (rep *reporter) selectionChanged(si *mcsv1beta1.ServiceImport, from, to int, why string, record bool) {
+	rep.logger.V(2).Info("Cluster selection changed", "serviceImport", klog.KObj(si), "change", why)
+	if rep.recorder == nil || !record || why == "" {
 		return
 	}
-	p.recorder.Eventf(kindServiceImport.ref(si.Namespace, si.Name, si.UID), p.nodeRef(), v1.EventTypeNormal,
+	rep.recorder.Eventf(kindServiceImport.ref(si.Namespace, si.Name, si.UID), rep.related(), v1.EventTypeNormal,
 		ReasonClusterSelectionChanged, resultName(from)+"To"+resultName(to), "%s", why)
 }
 
@@ -170,14 +184,14 @@ func resultName(i int) string {
 func (p *Proxier) SetNode(ref *v1.ObjectReference) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.node = ref
+	p.events.node = ref
 }
 
-// nodeRef returns the related object of events: nil (no related object)
+// related returns the related object of events: nil (no related object)
 // when the node is not known.
-func (p *Proxier) nodeRef() runtime.Object {
-	if p.node == nil {
+func (rep *reporter) related() runtime.Object {
+	if rep.node == nil {
 		return nil
 	}
-	return p.node
+	return rep.node
 }

@@ -45,7 +45,7 @@ func (r *nodeEvents) take() []string {
 func TestProgrammedEvents(t *testing.T) {
 	f := newFixture(t)
 	events := &nodeEvents{}
-	f.proxier.recorder = events
+	f.proxier.events.recorder = events
 	f.proxier.SetNode(&v1.ObjectReference{Kind: "Node", Name: "node-1", UID: "node-1"})
 	expect := func(want ...string) {
 		t.Helper()
@@ -86,7 +86,7 @@ func TestProgrammedEvents(t *testing.T) {
 func TestAnnounce(t *testing.T) {
 	f := newFixture(t)
 	events := &nodeEvents{}
-	f.proxier.recorder = events
+	f.proxier.events.recorder = events
 	f.proxier.SetNode(&v1.ObjectReference{Kind: "Node", Name: "node-1", UID: "node-1"})
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
@@ -124,7 +124,7 @@ func TestAnnounce(t *testing.T) {
 func TestProgrammedEventBeforeSyncAfterRejection(t *testing.T) {
 	f := newFixture(t)
 	events := &nodeEvents{}
-	f.proxier.recorder = events
+	f.proxier.events.recorder = events
 	f.proxier.OnServiceImportUpsert(serviceImport("ns", "web", 0, "10.96.0.1"))
 	f.proxier.OnServiceImportUpsert(serviceImport("ns", "web", 0, "10.250.0.2"))
 	want := []string{"ServiceImport ns/web Warning IPOutsideClusterSetCIDR <none>", "ServiceImport ns/web Normal Programmed <none>"}

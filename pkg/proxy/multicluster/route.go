@@ -74,7 +74,7 @@ func (p *Proxier) admitService(service *v1.Service) *v1.Service {
 		return admitted
 	}
 	p.reservedReported[key] = reserved
-	p.report(rejection{kind: kindService, obj: service, RejectionError: &mcsproxy.RejectionError{
+	p.events.report(rejection{kind: kindService, obj: service, RejectionError: &mcsproxy.RejectionError{
 		Reason:  mcsproxy.ReasonReservedIP,
 		Message: fmt.Sprintf("external or load-balancer IPs %s lie in the clusterset IP ranges, which are reserved for ServiceImports; they are not programmed", reserved),
 	}})
@@ -215,7 +215,7 @@ func (p *Proxier) dropSlice(slice *discoveryv1.EndpointSlice) {
 				mcsv1beta1.LabelServiceName, slice.Labels[mcsv1beta1.LabelServiceName], slice.Labels[discoveryv1.LabelServiceName], discoveryv1.LabelServiceName, mcsproxy.AnnotationAcceptNativeNames),
 		}
 	}
-	p.report(rejection{kind: kindEndpointSlice, obj: slice, RejectionError: why})
+	p.events.report(rejection{kind: kindEndpointSlice, obj: slice, RejectionError: why})
 }
 
 func (p *Proxier) forgetDroppedSlice(slice *discoveryv1.EndpointSlice) {

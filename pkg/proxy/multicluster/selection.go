@@ -172,8 +172,8 @@ func (p *Proxier) choose(st *importState) choice {
 	node := ""
 	if itp := st.obj.Spec.InternalTrafficPolicy; itp != nil && *itp == v1.ServiceInternalTrafficPolicyLocal {
 		node = "\x00" // no node: nothing is local
-		if p.node != nil && p.opts.LocalClusterID != "" {
-			node = p.node.Name
+		if p.events.node != nil && p.opts.LocalClusterID != "" {
+			node = p.events.node.Name
 		}
 	}
 	var raw []*discoveryv1.EndpointSlice
@@ -246,7 +246,7 @@ func (p *Proxier) selectChoice(key types.NamespacedName, st *importState, next c
 	}
 	clusterSelectionChanges.WithLabelValues(selectionDirection(prev.index(), next.index())).Inc()
 	if st.obj != nil && len(st.results) > 0 {
-		p.reportSelectionChanged(st.obj, prev.index(), next.index(), selectionChange(st.results, len(st.obj.Spec.Ports) > 1, prev, next))
+		p.events.selectionChanged(st.obj, prev.index(), next.index(), selectionChange(st.results, len(st.obj.Spec.Ports) > 1, prev, next), p.mcsSynced)
 	}
 }
 

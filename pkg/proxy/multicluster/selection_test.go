@@ -209,7 +209,7 @@ func (r *notingEvents) Eventf(regarding, related runtime.Object, eventtype, reas
 func syncedSelectionFixture(t *testing.T) (*fixture, *notingEvents) {
 	f := newFixture(t)
 	events := &notingEvents{}
-	f.proxier.recorder = events
+	f.proxier.events.recorder = events
 	f.proxier.SetClusterSelection(true)
 	f.proxier.OnServiceSynced()
 	f.proxier.OnEndpointSlicesSynced()
