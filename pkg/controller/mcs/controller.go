@@ -286,7 +286,11 @@ func (c *Controller) Run(ctx context.Context) error {
 		return err
 	}
 	for i := 0; i < c.cfg.Workers; i++ {
-		run(func(ctx context.Context) { wait.UntilWithContext(ctx, c.clustersetWorker, time.Second) })
+		run(func(ctx context.Context) {
+			wait.UntilWithContext(ctx, func(ctx context.Context) {
+				work(c.queue, func(key string) error { return c.source.plan(ctx, key) })
+			}, time.Second)
+		})
 	}
 	c.membersMu.Lock()
 	c.runCtx = ctx
@@ -367,7 +371,7 @@ func (c *Controller) serve(m *member) {
 	}
 	for i := 0; i < c.cfg.Workers; i++ {
 		spawn(func(ctx context.Context) {
-			wait.UntilWithContext(ctx, func(ctx context.Context) { c.memberWorker(ctx, m) }, time.Second)
+			wait.UntilWithContext(ctx, func(ctx context.Context) { work(m.queue, c.writeInto(ctx, m)) }, time.Second)
 		})
 	}
 	// The probe keeps its period however slow the member answers (a

@@ -274,17 +274,14 @@ func (w writes) retireDerived(ctx context.Context, si *mcsv1beta1.ServiceImport,
 	return nil
 }
 
-// derivedServiceOwner returns the import key a Service this controller
-// wrote stands for (a derived or native-names Service), if any.
-func (c *Controller) derivedServiceOwner(obj any) (string, bool) {
-	return c.ownServiceKey(obj, mcsv1beta1.LabelServiceName)
-}
-
 // ownServiceKey returns namespace/<value of label> of obj if it is a
-// Service this controller wrote that carries label.
-func (c *Controller) ownServiceKey(obj any, label string) (string, bool) {
+// Service that manager (this controller's ManagedBy) wrote and that
+// carries label: with mcsv1beta1.LabelServiceName, the import key a
+// derived or native-names Service stands for; with
+// export.LabelIngressFor, the export key of an ingress Service.
+func ownServiceKey(manager string, obj any, label string) (string, bool) {
 	svc := eventObject[*v1.Service](obj)
-	if svc == nil || !c.wrote(svc) || svc.Labels[label] == "" {
+	if svc == nil || !wroteBy(manager, svc) || svc.Labels[label] == "" {
 		return "", false
 	}
 	return svc.Namespace + "/" + svc.Labels[label], true

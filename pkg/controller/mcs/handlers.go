@@ -10,6 +10,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/multiclusterservices/export"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
@@ -51,13 +52,14 @@ func (c *Controller) addHandlers(m *member) {
 		},
 	})
 	handle(f.services, on(func(obj any) {
-		// A derived Service is put right if anyone else changes it.
-		if key, ok := c.derivedServiceOwner(obj); ok {
+		// A derived or native-names Service is put right if anyone else
+		// changes it.
+		if key, ok := ownServiceKey(c.cfg.ManagedBy, obj, mcsv1beta1.LabelServiceName); ok {
 			m.queue.Add(key)
 		}
-		// An ingress Service's node ports and load-balancer addresses
-		// are the entry points other members get.
-		if key, ok := c.ingressOwner(obj); ok {
+		// An ingress Service's node ports, load-balancer addresses and
+		// spec are the entry points other members get: merged again.
+		if key, ok := ownServiceKey(c.cfg.ManagedBy, obj, export.LabelIngressFor); ok {
 			c.queue.Add(key)
 		}
 		// Only Services the source of the desired state reads matter.

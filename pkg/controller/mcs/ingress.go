@@ -136,13 +136,6 @@ func ownerUIDs(o metav1.Object) []string {
 	return out
 }
 
-// ingressOwner returns the export key of an ingress Service this
-// controller created, so that a change of its node ports, load-balancer
-// addresses or spec is merged again.
-func (c *Controller) ingressOwner(obj any) (string, bool) {
-	return c.ownServiceKey(obj, export.LabelIngressFor)
-}
-
 // nodeReadyChanged tells whether a node update changes whether the node
 // is an entry point of its cluster's ingresses.
 func nodeReadyChanged(o, n *v1.Node) bool {

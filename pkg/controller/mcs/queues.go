@@ -50,46 +50,37 @@ func (c *Controller) enqueueAll() {
 	}
 }
 
-func (c *Controller) clustersetWorker(ctx context.Context) {
-	for c.processClusterset(ctx) {
+// work takes q's keys until q shuts down, each to sync: one that fails
+// is retried at q's rate limit, one done is forgotten. Both levels' workers
+// run it: the clusterset queue's with the plan, a member's with its
+// writes.
+func work(q workqueue.TypedRateLimitingInterface[string], sync func(key string) error) {
+	for {
+		key, quit := q.Get()
+		if quit {
+			return
+		}
+		if err := sync(key); err != nil {
+			q.AddRateLimited(key)
+		} else {
+			q.Forget(key)
+		}
+		q.Done(key)
 	}
 }
 
-func (c *Controller) processClusterset(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
+// writeInto is the sync of m's queue: the member's writes of key, timed
+// and counted.
+func (c *Controller) writeInto(ctx context.Context, m *member) func(key string) error {
+	return func(key string) error {
+		start := time.Now()
+		err := c.syncMember(ctx, m, key)
+		c.metrics.observeSliceSync(m.id, time.Since(start), err)
+		if err != nil {
+			klog.FromContext(ctx).V(2).Info("Writing into member failed; retrying", "cluster", m.id, "key", key, "err", err)
+		}
+		return err
 	}
-	defer c.queue.Done(key)
-	if err := c.source.plan(ctx, key); err != nil {
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
-}
-
-func (c *Controller) memberWorker(ctx context.Context, m *member) {
-	for c.processMember(ctx, m) {
-	}
-}
-
-func (c *Controller) processMember(ctx context.Context, m *member) bool {
-	key, quit := m.queue.Get()
-	if quit {
-		return false
-	}
-	defer m.queue.Done(key)
-	start := time.Now()
-	err := c.syncMember(ctx, m, key)
-	c.metrics.observeSliceSync(m.id, time.Since(start), err)
-	if err != nil {
-		klog.FromContext(ctx).V(2).Info("Writing into member failed; retrying", "cluster", m.id, "key", key, "err", err)
-		m.queue.AddRateLimited(key)
-		return true
-	}
-	m.queue.Forget(key)
-	return true
 }
 
 // enqueueMembers asks every member to write key.
