@@ -188,11 +188,10 @@ func (c *Controller) propertiesChanged(m *member) {
 	}
 }
 
-// propertiesOf returns the merged cluster properties of the member with
-// cluster ID id; nil when it is not a member (or its caches are not there).
-func (c *Controller) propertiesOf(id string) map[string]string {
-	m := c.member(id)
-	if m == nil || m.sel == nil {
+// properties returns m's merged cluster properties; nil when its caches
+// of them are not there.
+func (m *member) properties() map[string]string {
+	if m.sel == nil {
 		return nil
 	}
 	m.sel.mu.Lock()

@@ -20,7 +20,9 @@ func (c *Controller) readSnapshot(ns, name string) (snapshot, error) {
 	if c.cfg.ClusterSelection {
 		s.Properties = map[string]map[string]string{}
 		for _, m := range members {
-			if props := c.propertiesOf(m.id); props != nil {
+			// The member of this snapshot's membership, not whoever
+			// holds its ID by now.
+			if props := m.properties(); props != nil {
 				s.Properties[m.id] = props
 			}
 		}
