@@ -198,7 +198,7 @@ func (p *Proxier) reconcileImport(key types.NamespacedName, st *importState, wan
 		st.programmedFrom = st.obj
 	}
 	if st.obj == nil && p.clusterSelection {
-		p.showSelection(key, st, nil) // the import went: its gauge too
+		st.showSelection(key, nil) // the import went: its gauge too
 	}
 	if st.obj != nil {
 		if newlyProgrammed {

@@ -40,7 +40,7 @@ func (p *Proxier) upsertImport(si *mcsv1beta1.ServiceImport, results []csv1beta1
 	var next choice
 	if p.clusterSelection {
 		st.results = results
-		next = p.choose(st)
+		next = choose(st, p.locality())
 		if st.programmedFrom == nil {
 			st.chosen = next
 		}

@@ -157,13 +157,27 @@ func (c choice) index() int {
 	return latest
 }
 
-// choose decides import st's choice: per address family and port, the
-// first result with an eligible endpoint for that port and protocol that
-// is ready or serving (clusterselection.Choose), or every cluster if none
-// has. The Provider is then handed each slice with only the ports its
-// cluster serves (choice.handed). Called with p.mu held.
-func (p *Proxier) choose(st *importState) choice {
-	if !p.clusterSelection || st.obj == nil || len(st.results) == 0 {
+// locality is where a proxy runs, as a choice sees it: its node and its
+// cluster's ID, each "" while unknown.
+type locality struct{ node, cluster string }
+
+// locality is where this proxy runs. Called with p.mu held.
+func (p *Proxier) locality() locality {
+	l := locality{cluster: p.opts.LocalClusterID}
+	if p.events.node != nil {
+		l.node = p.events.node.Name
+	}
+	return l
+}
+
+// choose decides import st's choice, made at l: per address family and
+// port, the first result with an eligible endpoint for that port and
+// protocol that is ready or serving (clusterselection.Choose), or every
+// cluster if none has; nil without results. The Provider is then handed
+// each slice with only the ports its cluster serves (choice.handed). A
+// pure function of the import, its slices and l.
+func choose(st *importState, l locality) choice {
+	if st.obj == nil || len(st.results) == 0 {
 		return nil
 	}
 	// internalTrafficPolicy Local: only this node's endpoints are
@@ -172,8 +186,8 @@ func (p *Proxier) choose(st *importState) choice {
 	node := ""
 	if itp := st.obj.Spec.InternalTrafficPolicy; itp != nil && *itp == v1.ServiceInternalTrafficPolicyLocal {
 		node = "\x00" // no node: nothing is local
-		if p.events.node != nil && p.opts.LocalClusterID != "" {
-			node = p.events.node.Name
+		if l.node != "" && l.cluster != "" {
+			node = l.node
 		}
 	}
 	var raw []*discoveryv1.EndpointSlice
@@ -181,7 +195,7 @@ func (p *Proxier) choose(st *importState) choice {
 		if s.obj == nil || s.invalid != nil {
 			continue
 		}
-		if node != "" && s.obj.Labels[mcsv1beta1.LabelSourceCluster] != p.opts.LocalClusterID {
+		if node != "" && s.obj.Labels[mcsv1beta1.LabelSourceCluster] != l.cluster {
 			continue
 		}
 		raw = append(raw, s.obj)
@@ -212,7 +226,11 @@ func (p *Proxier) choose(st *importState) choice {
 // with p.mu held.
 func (p *Proxier) reselect(key types.NamespacedName) {
 	if st := p.imports[key]; st != nil {
-		p.selectChoice(key, st, p.choose(st))
+		var next choice
+		if p.clusterSelection {
+			next = choose(st, p.locality())
+		}
+		p.selectChoice(key, st, next)
 	}
 }
 
@@ -223,7 +241,7 @@ func (p *Proxier) reselect(key types.NamespacedName) {
 // sees a superset; and reports the change. It decides nothing: next is
 // choose's. Called with p.mu held.
 func (p *Proxier) selectChoice(key types.NamespacedName, st *importState, next choice) {
-	p.showSelection(key, st, next)
+	st.showSelection(key, next)
 	if next.equal(st.chosen) {
 		return
 	}
@@ -269,8 +287,8 @@ func portChange(s *sliceState, prev, next choice) (gained, lost bool) {
 
 // showSelection sets import key's gauge of the chosen result: only while
 // the import has results, so that imports without cluster selection add
-// no series. Called with p.mu held.
-func (p *Proxier) showSelection(key types.NamespacedName, st *importState, next choice) {
+// no series. Called with the Proxier's lock held.
+func (st *importState) showSelection(key types.NamespacedName, next choice) {
 	reason := ""
 	if st.obj != nil && len(st.results) > 0 {
 		reason = selectionReason(next.index())

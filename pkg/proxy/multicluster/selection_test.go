@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	clientfeatures "k8s.io/client-go/features"
@@ -131,6 +132,72 @@ func TestClusterSelectionInternalTrafficPolicyLocal(t *testing.T) {
 	f.expectCalls("SliceAdd ns/api-a", "SliceAdd ns/api-b", "ServiceAdd ns/api.clusterset")
 	DeliverSlice(p, onNode(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1"), "node-1"))
 	f.expectCalls("SliceUpdate ns/api-b", "SliceDelete ns/api-a")
+}
+
+// TestChoose is the choice alone, a pure function of an import, its
+// slices and where the proxy runs: per port, the first result with a
+// ready endpoint; every cluster (no entry) when none has one or there
+// are no results; with internalTrafficPolicy Local, only this cluster's
+// endpoints on this node count, and none while the node or the cluster
+// is unknown.
+func TestChoose(t *testing.T) {
+	onNode := func(s *discoveryv1.EndpointSlice, node string) *discoveryv1.EndpointSlice {
+		s.Endpoints[0].NodeName = &node
+		return s
+	}
+	local := func(si *mcsv1beta1.ServiceImport) *mcsv1beta1.ServiceImport {
+		itp := v1.ServiceInternalTrafficPolicyLocal
+		si.Spec.InternalTrafficPolicy = &itp
+		return si
+	}
+	http := trafficKey{family: discoveryv1.AddressTypeIPv4, port: "http", protocol: v1.ProtocolTCP}
+	here := locality{node: "node-1", cluster: "cluster-b"}
+	for _, tc := range []struct {
+		name    string
+		si      *mcsv1beta1.ServiceImport
+		results []csv1beta1.ClusterSelectorResult
+		slices  []*discoveryv1.EndpointSlice
+		at      locality
+		// want is the chosen result's index, -1 for every cluster.
+		want int
+	}{
+		{name: "no results: every cluster", si: serviceImport("ns", "api", 0), want: -1,
+			slices: []*discoveryv1.EndpointSlice{mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1")}, at: here},
+		{name: "the first result has a ready endpoint", si: serviceImport("ns", "api", 0), results: storyResults, want: 0,
+			slices: []*discoveryv1.EndpointSlice{mcsSlice("ns", "api-a", "api", "cluster-a", "10.1.0.1"), mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1")}, at: here},
+		{name: "the first result's endpoints are not ready: the second", si: serviceImport("ns", "api", 0), results: storyResults, want: 1,
+			slices: []*discoveryv1.EndpointSlice{mcsSlice("ns", "api-a", "api", "cluster-a", "10.1.0.1"), unready(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1"))}, at: here},
+		{name: "no result has a ready endpoint: every cluster", si: serviceImport("ns", "api", 0), results: storyResults, want: -1,
+			slices: []*discoveryv1.EndpointSlice{unready(mcsSlice("ns", "api-a", "api", "cluster-a", "10.1.0.1")), unready(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1"))}, at: here},
+		{name: "Local: this cluster's endpoint on this node", si: local(serviceImport("ns", "api", 0)), results: storyResults, want: 0,
+			slices: []*discoveryv1.EndpointSlice{onNode(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1"), "node-1")}, at: here},
+		{name: "Local: another cluster's node of the same name is not this node", si: local(serviceImport("ns", "api", 0)), results: storyResults, want: -1,
+			slices: []*discoveryv1.EndpointSlice{onNode(mcsSlice("ns", "api-a", "api", "cluster-a", "10.1.0.1"), "node-1"), onNode(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1"), "node-2")}, at: here},
+		{name: "Local: the node unknown, nothing is local", si: local(serviceImport("ns", "api", 0)), results: storyResults, want: -1,
+			slices: []*discoveryv1.EndpointSlice{onNode(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1"), "node-1")}, at: locality{cluster: "cluster-b"}},
+		{name: "Local: the cluster ID unknown, nothing is local", si: local(serviceImport("ns", "api", 0)), results: storyResults, want: -1,
+			slices: []*discoveryv1.EndpointSlice{onNode(mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1"), "node-1")}, at: locality{node: "node-1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &importState{obj: tc.si, results: tc.results}
+			for _, s := range tc.slices {
+				st.slices = append(st.slices, &sliceState{obj: s})
+			}
+			got := choose(st, tc.at)
+			if tc.want < 0 {
+				if got != nil {
+					t.Errorf("choose: %v, want every cluster (nil)", got)
+				}
+				return
+			}
+			r, ok := got[http]
+			if !ok || r.index != tc.want || len(got) != 1 {
+				t.Errorf("choose: %v, want result %d for %v only", got, tc.want, http)
+			} else if want := tc.results[tc.want].Clusters; !r.clusters.Equal(sets.New(want...)) {
+				t.Errorf("choose: result %d's clusters %v, want %v", r.index, sets.List(r.clusters), want)
+			}
+		})
+	}
 }
 
 // With the gate off, results are ignored: every cluster serves.
