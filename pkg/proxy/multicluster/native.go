@@ -145,7 +145,7 @@ func (p *Proxier) localSliceChanged(old, slice *discoveryv1.EndpointSlice) {
 	}
 	plans := planBuf[:0]
 	for _, key := range keys {
-		plans = append(plans, p.planNative(key))
+		plans = append(plans, p.nativePlanOf(key))
 	}
 	p.applyNative(plans, &ch)
 }
@@ -173,7 +173,7 @@ func (p *Proxier) reconcileNativeOf(key types.NamespacedName, imp *importState) 
 		// change of their slices).
 		return
 	}
-	p.applyNative([]nativePlan{p.planNative(key)}, nil)
+	p.applyNative([]nativePlan{p.nativePlanOf(key)}, nil)
 }
 
 // asksNativeNames tells whether import st says anything of native names,
@@ -187,14 +187,21 @@ func asksNativeNames(st *importState) bool {
 	return strategy || minimum || st.nativeReported != ""
 }
 
-// planNative decides what the Provider is to hold for the local Service
-// key: the import key's remote slices its policy selects, each carried by
-// a local slice that can (the one carrying it already, if it still can,
-// so that endpoints do not move between slices), else on its own.
-func (p *Proxier) planNative(key types.NamespacedName) nativePlan {
+// nativePlanOf is planNative for the local Service key as it stands,
+// under the policy of the import of its name. Called with p.mu held.
+func (p *Proxier) nativePlanOf(key types.NamespacedName) nativePlan {
 	policy, remote := p.nativePolicy(key)
+	return planNative(key, policy, remote, p.native[key], p.opts.LocalClusterID)
+}
+
+// planNative decides what the Provider is to hold for the local Service
+// key of cluster localCluster, which holds st (nil: nothing yet): the
+// import's remote slices that policy selects, each carried by a local
+// slice that can (the one carrying it already, if it still can, so that
+// endpoints do not move between slices), else on its own. A pure
+// function.
+func planNative(key types.NamespacedName, policy mcsproxy.NativeNamesPolicy, remote []clusterselection.Source, st *nativeState, localCluster string) nativePlan {
 	plan := nativePlan{key: key, strategy: policy.Strategy}
-	st := p.native[key]
 	if policy.Strategy == mcsproxy.NativeNamesOff {
 		return plan
 	}
@@ -202,7 +209,7 @@ func (p *Proxier) planNative(key types.NamespacedName) nativePlan {
 	if st != nil {
 		local = st.local
 	}
-	selected := mcsproxy.SelectForLocalService(policy, p.opts.LocalClusterID, local, remote)[len(local):]
+	selected := mcsproxy.SelectForLocalService(policy, localCluster, local, remote)[len(local):]
 	carriedBy := map[string]string{} // remote slice name -> local slice name
 	if st != nil {
 		for name, c := range st.carriers {

@@ -1,6 +1,7 @@
 package multicluster
 
 import (
+	"maps"
 	"slices"
 	"testing"
 
@@ -8,6 +9,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/multiclusterservices/clusterselection"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
@@ -395,5 +397,78 @@ func TestNativeNamesNeedTheOwnersConsent(t *testing.T) {
 	p.OnServiceUpdate(consenting, owned)
 	if got := f.provider.endpointsOf("ns/webhook"); !slices.Equal(got, []string{"10.3.0.9"}) {
 		t.Errorf("ns/webhook keeps %v after its owner withdrew consent", got)
+	}
+}
+
+// TestPlanNative is native names' decision alone, a pure function of the
+// policy, the import's remote slices and what the local Service holds:
+// each remote slice rides in a local slice that can carry it (the one
+// already carrying it first, so that endpoints do not move between
+// slices), else joins on its own; with LocalFirst, the remote endpoints
+// only while the local ones are too few; Off, nothing.
+func TestPlanNative(t *testing.T) {
+	key := types.NamespacedName{Namespace: "ns", Name: "web"}
+	remoteA := mcsSlice("ns", "web-a", "web", "cluster-a", "10.1.0.1")
+	remoteV6 := mcsSlice("ns", "web-a6", "web", "cluster-a", "fd00::1")
+	remoteV6.AddressType = discoveryv1.AddressTypeIPv6
+	sources := func(s ...*discoveryv1.EndpointSlice) []clusterselection.Source { return clusterselection.Sources(s) }
+	local1, local2 := localSlice("ns", "web-1", "web", true, "10.2.0.1"), localSlice("ns", "web-2", "web", true, "10.2.0.2")
+	unreadyLocal := localSlice("ns", "web-1", "web", false, "10.2.0.1")
+	carrying2 := &carrier{obj: mcsproxy.Carrying(local2, []*discoveryv1.EndpointSlice{remoteA}), local: local2, remote: []*discoveryv1.EndpointSlice{remoteA}}
+	remoteAndLocal := mcsproxy.NativeNamesPolicy{Strategy: mcsproxy.RemoteAndLocal}
+	localFirst := mcsproxy.NativeNamesPolicy{Strategy: mcsproxy.LocalFirst}
+	for _, tc := range []struct {
+		name   string
+		policy mcsproxy.NativeNamesPolicy
+		remote []clusterselection.Source
+		st     *nativeState
+		// carried is, per local slice, the remote slices it carries;
+		// joined the remote slices on their own.
+		carried map[string][]string
+		joined  []string
+	}{
+		{name: "off: nothing", remote: sources(remoteA), st: &nativeState{local: []*discoveryv1.EndpointSlice{local1}}},
+		{name: "a Service without slices: every remote slice on its own", policy: remoteAndLocal, remote: sources(remoteA, remoteV6),
+			joined: []string{"web-a", "web-a6"}},
+		{name: "a local slice of the family carries, the other family joins", policy: remoteAndLocal, remote: sources(remoteA, remoteV6),
+			st: &nativeState{local: []*discoveryv1.EndpointSlice{local1}}, carried: map[string][]string{"web-1": {"web-a"}}, joined: []string{"web-a6"}},
+		{name: "the carrier stays the one that carries it already, as it is", policy: remoteAndLocal, remote: sources(remoteA),
+			st: &nativeState{local: []*discoveryv1.EndpointSlice{local1, local2}, carriers: map[string]*carrier{"web-2": carrying2}},
+			carried: map[string][]string{"web-2": {"web-a"}}},
+		{name: "LocalFirst with a ready local endpoint: the local ones only", policy: localFirst, remote: sources(remoteA),
+			st: &nativeState{local: []*discoveryv1.EndpointSlice{local1}}},
+		{name: "LocalFirst without one: the remote ones join", policy: localFirst, remote: sources(remoteA),
+			st: &nativeState{local: []*discoveryv1.EndpointSlice{unreadyLocal}}, carried: map[string][]string{"web-1": {"web-a"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plan := planNative(key, tc.policy, tc.remote, tc.st, "cluster-b")
+			carried := map[string][]string{}
+			for name, c := range plan.carriers {
+				for _, r := range c.remote {
+					carried[name] = append(carried[name], r.Name)
+				}
+				if c.obj == nil || c.obj.Name != name {
+					t.Errorf("carrier %s hands the Provider %v, want the local slice carrying them", name, c.obj)
+				}
+			}
+			joined := slices.Sorted(maps.Keys(plan.joined))
+			if len(carried) == 0 {
+				carried = nil
+			}
+			if !maps.EqualFunc(carried, tc.carried, slices.Equal) || !slices.Equal(joined, tc.joined) {
+				t.Errorf("plan: carried %v, joined %v; want carried %v, joined %v", carried, joined, tc.carried, tc.joined)
+			}
+			for name, c := range plan.carriers {
+				if tc.st == nil {
+					break
+				}
+				if was := tc.st.carriers[name]; was != nil && c != was {
+					t.Errorf("carrier %s made again though it carries the same: the Provider would be handed an update for nothing", name)
+				}
+			}
+			if plan.strategy != tc.policy.Strategy {
+				t.Errorf("plan's strategy %q, want %q", plan.strategy, tc.policy.Strategy)
+			}
+		})
 	}
 }
