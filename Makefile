@@ -49,10 +49,10 @@ binaries:
 test: deps binaries
 	cd $(STAGING) && go test $(GO_TEST_FLAGS) ./...
 	# Each test once: the controller's under the race detector below; the
-	# KEP-1645 suite and the dual-stack cases on kind (hack/kind-e2e.sh,
-	# the same cases and checks; `go test ./test/e2e` runs them on the
-	# local clusterset).
-	go test $(GO_TEST_FLAGS) -skip '^(TestMCSController.*|TestMultiClusterServices|TestDualStack)$$' ./...
+	# KEP-1645 suite, the dual-stack cases and the derived member's cases
+	# on kind (hack/kind-e2e.sh, the same cases and checks; `go test
+	# ./test/e2e` runs them on the local clusterset).
+	go test $(GO_TEST_FLAGS) -skip '^(TestMCSController.*|TestMultiClusterServices|TestDualStack|TestDerivedMember)$$' ./...
 	# The controller's workers share its state: its tests run under the
 	# race detector, beside the kube-proxy of every other supported
 	# Kubernetes release (built and tested by hack/test-minors.sh); each

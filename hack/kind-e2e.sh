@@ -432,7 +432,7 @@ smoke_test() {
 }
 
 # suite CONTEXTS DEFAULT_REGEX runs test/e2e against the contexts (cluster
-# a, cluster b[, the derived member]); --run narrows it. Case 5 times 6
+# a, cluster b[, the derived member]); --run narrows it. Case 5 times 3
 # rounds here, for its verdicts: each round on kind waits for two pods to
 # start (26, the suite's default, for the figures in docs/kind.md:
 # MCS_E2E_LATENCY_ROUNDS=26).
@@ -443,7 +443,7 @@ suite() {
   local contexts=$1 regex=${RUN:-$2} start=${SECONDS} bin
   bin="$(pwd)/${WORK}/e2e.test"
   [[ -x "${bin}" && "${E2E_BUILT:-}" == true ]] || { go test -c -o "${bin}" ./test/e2e/ && E2E_BUILT=true; }
-  (cd test/e2e && MCS_E2E_PROVIDER=kind MCS_E2E_CONTEXTS=${contexts} MCS_E2E_LATENCY_ROUNDS=${MCS_E2E_LATENCY_ROUNDS:-6} \
+  (cd test/e2e && MCS_E2E_PROVIDER=kind MCS_E2E_CONTEXTS=${contexts} MCS_E2E_LATENCY_ROUNDS=${MCS_E2E_LATENCY_ROUNDS:-3} \
     "${bin}" -test.run "${regex}" -test.count=1 -test.timeout 60m -test.v)
   echo "suite on kind (${regex}): $((SECONDS - start))s"
 }

@@ -28,24 +28,17 @@ const derivedGrace = 10 * time.Second
 // cluster-c's nodes run the unmodified upstream kube-proxy and the
 // mcs-controller serves cluster-c in derived mode: c reaches what a and b
 // export by the clusterset.local name and by its derived Service's IP,
-// headless imports answer in both DNS zones, and c is migrated to our
-// kube-proxy and native mode and back under traffic. It runs on a local
+// headless imports answer in both DNS zones. It runs on a local
 // clusterset of its own (three clusters of two nodes), or on kind
 // (MCS_E2E_PROVIDER=kind, three contexts: hack/kind-e2e.sh's mcs-b, mcs-a
-// and mcs-c, whose kube-proxy is kubeadm's with the stock image), where
-// the migration case, which restarts the controller with other flags and
-// rolls kube-proxy node by node, is local only.
+// and mcs-c, whose kube-proxy is kubeadm's with the stock image), which
+// make test runs (TestDerivedMemberMigration is local only).
 func TestDerivedMember(t *testing.T) {
 	runBeside(t)
 	var d *derivedSuite
 	switch p := os.Getenv("MCS_E2E_PROVIDER"); p {
 	case "", "local":
-		l := upLocalOpts(t, clusterset.Options{Clusters: 3, NodesPerCluster: 2, Prefix: "e2eder", UpstreamKubeProxy: []string{"cluster-c"}}, false,
-			"--derived-members=cluster-c", "--derived-grace="+derivedGrace.String())
-		ms := l.members()
-		// The suite's b, where clients run and DNS is asked, is the
-		// derived member.
-		d = &derivedSuite{suite: &suite{p: l, a: ms[0], b: ms[2], top: t}, l: l, nativeB: ms[1]}
+		d = upLocalDerived(t, "e2eder")
 	case "kind":
 		k := connectKindDerived(t)
 		ms := k.members()
@@ -62,7 +55,31 @@ func TestDerivedMember(t *testing.T) {
 	t.Run("consumption and provision clusters, changed at run time", d.testConsumersAndProviders)
 	t.Run("conflicting ports: each port of the derived Service reaches the clusters that serve it", d.testConflict)
 	t.Run("a's outage: its endpoints leave the derived Service after the endpoint TTL and come back", d.testOutage)
-	t.Run("c moves to our kube-proxy and native mode and back under traffic", d.testMigration)
+}
+
+// TestDerivedMemberMigration migrates TestDerivedMember's cluster-c to our
+// kube-proxy and native mode and back under traffic, on a local
+// clusterset of its own: it restarts the controller with other flags and
+// rolls kube-proxy node by node through the local clusterset's harness,
+// which kind has not.
+func TestDerivedMemberMigration(t *testing.T) {
+	runBeside(t)
+	if p := os.Getenv("MCS_E2E_PROVIDER"); p != "" && p != "local" {
+		t.Skipf("the migration restarts the controller with other flags and rolls kube-proxy node by node through the local clusterset's harness, not on MCS_E2E_PROVIDER=%s", p)
+	}
+	upLocalDerived(t, "e2emig").testMigration(t)
+}
+
+// upLocalDerived brings up the derived suite's local clusterset (its
+// names prefixed with prefix): three clusters of two nodes, cluster-c's
+// with upstream kube-proxy and served in derived mode.
+func upLocalDerived(t *testing.T, prefix string) *derivedSuite {
+	l := upLocalOpts(t, clusterset.Options{Clusters: 3, NodesPerCluster: 2, Prefix: prefix, UpstreamKubeProxy: []string{"cluster-c"}}, false,
+		"--derived-members=cluster-c", "--derived-grace="+derivedGrace.String())
+	ms := l.members()
+	// The suite's b, where clients run and DNS is asked, is the
+	// derived member.
+	return &derivedSuite{suite: &suite{p: l, a: ms[0], b: ms[2], top: t}, l: l, nativeB: ms[1]}
 }
 
 type derivedSuite struct {
@@ -202,9 +219,6 @@ func (d *derivedSuite) testUnexport(t *testing.T) {
 // back to upstream kube-proxy (node by node), and reports the failed
 // requests and when they happened.
 func (d *derivedSuite) testMigration(t *testing.T) {
-	if d.l == nil {
-		t.Skip("the migration restarts the controller with other flags and rolls kube-proxy node by node through the local clusterset's harness")
-	}
 	sp := d.space(t, "e2e-der-migrate")
 	sp.service(d.a, "web", nil)
 	want := podNames(sp.echoPods(d.a, "web", "web-a-1"))
