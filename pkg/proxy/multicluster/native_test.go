@@ -433,7 +433,7 @@ func TestPlanNative(t *testing.T) {
 		{name: "a local slice of the family carries, the other family joins", policy: remoteAndLocal, remote: sources(remoteA, remoteV6),
 			st: &nativeState{local: []*discoveryv1.EndpointSlice{local1}}, carried: map[string][]string{"web-1": {"web-a"}}, joined: []string{"web-a6"}},
 		{name: "the carrier stays the one that carries it already, as it is", policy: remoteAndLocal, remote: sources(remoteA),
-			st: &nativeState{local: []*discoveryv1.EndpointSlice{local1, local2}, carriers: map[string]*carrier{"web-2": carrying2}},
+			st:      &nativeState{local: []*discoveryv1.EndpointSlice{local1, local2}, carriers: map[string]*carrier{"web-2": carrying2}},
 			carried: map[string][]string{"web-2": {"web-a"}}},
 		{name: "LocalFirst with a ready local endpoint: the local ones only", policy: localFirst, remote: sources(remoteA),
 			st: &nativeState{local: []*discoveryv1.EndpointSlice{local1}}},
