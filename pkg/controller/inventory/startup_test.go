@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -46,8 +47,20 @@ func TestProfilesAtStartUp(t *testing.T) {
 	hub.PrependReactor("list", "clusterprofiles", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return down.Load(), nil, unreachable
 	})
-	hub.PrependWatchReactor("clusterprofiles", func(clienttesting.Action) (bool, watch.Interface, error) {
-		return down.Load(), nil, unreachable
+	// The fake's watch replays nothing: a profile deleted before the
+	// informer watches again would never be seen. watching closes once
+	// the informer watches the answering hub.
+	watching := make(chan struct{})
+	var watched sync.Once
+	hub.PrependWatchReactor("clusterprofiles", func(a clienttesting.Action) (bool, watch.Interface, error) {
+		if down.Load() {
+			return true, nil, unreachable
+		}
+		w, err := hub.Tracker().Watch(inventoryv1alpha1.Resource, a.GetNamespace())
+		if err == nil {
+			watched.Do(func() { close(watching) })
+		}
+		return true, w, err
 	})
 	r := &recorder{}
 	go inv.Run(ctx, r)
@@ -67,6 +80,11 @@ func TestProfilesAtStartUp(t *testing.T) {
 
 	down.Store(false)
 	waitFor(t, "the profiles read", inv.profileInformer.HasSynced)
+	select {
+	case <-watching:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the informer never watched the profiles again")
+	}
 	if err := profiles.Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
