@@ -40,7 +40,7 @@ type importTranslation struct {
 // caller about to decide one does not do it twice (a caller's buffer: an
 // import handed over is programmed, so the list is made for nearly every
 // import).
-func (p *Proxier) reconcileImports(keys []types.NamespacedName, fresh importTranslation, nativeDecided []types.NamespacedName) []types.NamespacedName {
+func (im *importer) reconcileImports(keys []types.NamespacedName, fresh importTranslation, nativeDecided []types.NamespacedName) []types.NamespacedName {
 	type decision struct {
 		key       types.NamespacedName
 		st        *importState
@@ -61,9 +61,9 @@ func (p *Proxier) reconcileImports(keys []types.NamespacedName, fresh importTran
 		// entries.
 		st := fresh.st
 		if st == nil || key != fresh.key {
-			st = p.imports[key]
+			st = im.imports[key]
 		}
-		want, rejection := p.desired(key, st, fresh)
+		want, rejection := im.desired(key, st, fresh)
 		decisions = append(decisions, decision{key, st, want, rejection})
 	}
 	slices.SortStableFunc(decisions, func(a, b decision) int {
@@ -74,11 +74,11 @@ func (p *Proxier) reconcileImports(keys []types.NamespacedName, fresh importTran
 			continue
 		}
 		programmed := d.st.programmedFrom != nil
-		p.reconcileImport(d.key, d.st, d.want, d.rejection)
+		im.reconcileImport(d.key, d.st, d.want, d.rejection)
 		if now := d.st.programmedFrom != nil; now != programmed {
 			// An import that wins or loses its IPs gains or loses its
 			// native names too (nativePolicy).
-			p.reconcileNativeOf(d.key, d.st)
+			im.reconcileNativeOf(d.key, d.st)
 			nativeDecided = append(nativeDecided, d.key)
 		}
 	}
@@ -94,12 +94,12 @@ func boolInt(b bool) int {
 
 // desired returns the Service that should be programmed for import key,
 // whose entry is st, or nil and the reason it must not be.
-func (p *Proxier) desired(key types.NamespacedName, st *importState, fresh importTranslation) (*v1.Service, *mcsproxy.RejectionError) {
+func (im *importer) desired(key types.NamespacedName, st *importState, fresh importTranslation) (*v1.Service, *mcsproxy.RejectionError) {
 	if st == nil || st.obj == nil {
 		return nil, nil
 	}
 	if st.invalid != nil {
-		if p.servedByDerivedService(key, st) {
+		if im.servedByDerivedService(key, st) {
 			// Derived mode: the import's IPs are its derived Service's
 			// cluster IPs (outside the clusterset ranges), which the
 			// Service path programs. Nothing to do, nothing to report.
@@ -107,12 +107,12 @@ func (p *Proxier) desired(key types.NamespacedName, st *importState, fresh impor
 		}
 		return nil, st.invalid
 	}
-	if rejection := p.claims.decide(&st.claim); rejection != nil {
+	if rejection := im.claims.decide(&st.claim); rejection != nil {
 		return nil, rejection
 	}
 	svc := fresh.svc
 	if fresh.st != st || svc == nil {
-		svc = p.translate(st.obj)
+		svc = im.translate(st.obj)
 	}
 	return svc, nil // nil: headless, DNS serves it
 }
@@ -121,12 +121,12 @@ func (p *Proxier) desired(key types.NamespacedName, st *importState, fresh impor
 // served by the local Service its annotation names: a trusted import whose
 // only fault is IPs outside the clusterset ranges, all of them that
 // Service's cluster IPs.
-func (p *Proxier) servedByDerivedService(key types.NamespacedName, st *importState) bool {
-	service, ok := p.derivedOf[key]
+func (im *importer) servedByDerivedService(key types.NamespacedName, st *importState) bool {
+	service, ok := im.derivedOf[key]
 	if !ok || st.invalid.Reason != mcsproxy.ReasonIPOutsideClusterSetCIDR || len(st.obj.Spec.IPs) == 0 {
 		return false
 	}
-	used := p.claims.ipsOfService(service)
+	used := im.claims.ipsOfService(service)
 	for _, s := range st.obj.Spec.IPs {
 		ip, err := netip.ParseAddr(s)
 		if err != nil || !slices.Contains(used, ip.Unmap()) {
@@ -139,92 +139,92 @@ func (p *Proxier) servedByDerivedService(key types.NamespacedName, st *importSta
 // trackDerivedService records which local Service import key names as its
 // derived Service, if any, so that a change of that Service decides the
 // import again.
-func (p *Proxier) trackDerivedService(key types.NamespacedName, si *mcsv1beta1.ServiceImport) {
-	if old, ok := p.derivedOf[key]; ok {
-		if p.derivedBy[old].Delete(key).Len() == 0 {
-			delete(p.derivedBy, old)
+func (im *importer) trackDerivedService(key types.NamespacedName, si *mcsv1beta1.ServiceImport) {
+	if old, ok := im.derivedOf[key]; ok {
+		if im.derivedBy[old].Delete(key).Len() == 0 {
+			delete(im.derivedBy, old)
 		}
-		delete(p.derivedOf, key)
+		delete(im.derivedOf, key)
 	}
 	if si == nil {
 		return
 	}
 	if name := si.Annotations[mcsproxy.AnnotationDerivedService]; name != "" {
 		service := types.NamespacedName{Namespace: key.Namespace, Name: name}
-		p.derivedOf[key] = service
-		if p.derivedBy[service] == nil {
-			p.derivedBy[service] = sets.New[types.NamespacedName]()
+		im.derivedOf[key] = service
+		if im.derivedBy[service] == nil {
+			im.derivedBy[service] = sets.New[types.NamespacedName]()
 		}
-		p.derivedBy[service].Insert(key)
+		im.derivedBy[service].Insert(key)
 	}
 }
 
 // translate is the Service the Provider gets for si, nil when it gets none.
-func (p *Proxier) translate(si *mcsv1beta1.ServiceImport) *v1.Service {
+func (im *importer) translate(si *mcsv1beta1.ServiceImport) *v1.Service {
 	if si == nil {
 		return nil
 	}
-	svc, _ := mcsproxy.ServiceForImport(si, p.opts)
+	svc, _ := mcsproxy.ServiceForImport(si, im.opts)
 	return svc
 }
 
 // reconcileImport hands the Provider what it is to hold for import key,
 // whose entry is st.
-func (p *Proxier) reconcileImport(key types.NamespacedName, st *importState, want *v1.Service, rejection *mcsproxy.RejectionError) {
+func (im *importer) reconcileImport(key types.NamespacedName, st *importState, want *v1.Service, rejection *mcsproxy.RejectionError) {
 	newlyProgrammed := want != nil && st.programmedFrom == nil
 	switch {
 	case want == nil && st.programmedFrom != nil:
-		p.Provider.OnServiceDelete(p.translate(st.programmedFrom))
+		im.provider.OnServiceDelete(im.translate(st.programmedFrom))
 		st.programmedFrom = nil
 		programmedImports.Dec()
 		for _, slice := range st.slices {
-			p.reconcileListedSlice(slice, st, nil)
+			im.reconcileListedSlice(slice, st, nil)
 		}
 	case want != nil && st.programmedFrom == nil:
 		// Endpoints first, so the first sync that sees the VIP already
 		// has somewhere to send it.
 		st.programmedFrom = st.obj
 		for _, slice := range st.slices {
-			p.reconcileListedSlice(slice, st, nil)
+			im.reconcileListedSlice(slice, st, nil)
 		}
-		p.Provider.OnServiceAdd(want)
+		im.provider.OnServiceAdd(want)
 		programmedImports.Inc()
 	case want != nil && st.programmedFrom != st.obj:
 		// The same object translates the same: only a new one (an update
 		// of the import) can change what the Provider holds.
-		if programmed := p.translate(st.programmedFrom); !apiequality.Semantic.DeepEqual(want, programmed) {
-			p.Provider.OnServiceUpdate(programmed, want)
+		if programmed := im.translate(st.programmedFrom); !apiequality.Semantic.DeepEqual(want, programmed) {
+			im.provider.OnServiceUpdate(programmed, want)
 		}
 		st.programmedFrom = st.obj
 	}
-	if st.obj == nil && p.clusterSelection {
+	if st.obj == nil && im.clusterSelection {
 		st.showSelection(key, nil) // the import went: its gauge too
 	}
 	if st.obj != nil {
 		if newlyProgrammed {
-			p.events.programmed(st.obj, st.reported != "")
+			im.events.programmed(st.obj, st.reported != "")
 		}
-		p.reportImport(st, rejection)
+		im.reportImport(st, rejection)
 	}
 }
 
-func (p *Proxier) reconcileSlice(st *sliceState, fresh *discoveryv1.EndpointSlice) {
+func (im *importer) reconcileSlice(st *sliceState, fresh *discoveryv1.EndpointSlice) {
 	var imp *importState
 	if st.obj != nil {
-		imp = p.imports[importKeyOf(st.obj)]
+		imp = im.imports[importKeyOf(st.obj)]
 	}
-	p.reconcileListedSlice(st, imp, fresh)
+	im.reconcileListedSlice(st, imp, fresh)
 }
 
 // reconcileListedSlice is reconcileSlice for a caller that holds imp, the
 // entry of the import whose list holds st (a slice is listed under the
 // import it names), and so spares a lookup per slice.
-func (p *Proxier) reconcileListedSlice(st *sliceState, imp *importState, fresh *discoveryv1.EndpointSlice) {
+func (im *importer) reconcileListedSlice(st *sliceState, imp *importState, fresh *discoveryv1.EndpointSlice) {
 	var held choice
 	if st.obj != nil && imp != nil {
 		held = imp.chosen
 	}
-	p.handOverSlice(st, imp, fresh, held)
+	im.handOverSlice(st, imp, fresh, held)
 }
 
 // handOverSlice hands the Provider what it is to hold for slice st
@@ -232,7 +232,7 @@ func (p *Proxier) reconcileListedSlice(st *sliceState, imp *importState, fresh *
 // handed st.programmedFrom under the choice held (cluster selection hands
 // a slice with only the ports its cluster serves). imp is the entry of the
 // import whose list holds st.
-func (p *Proxier) handOverSlice(st *sliceState, imp *importState, fresh *discoveryv1.EndpointSlice, held choice) {
+func (im *importer) handOverSlice(st *sliceState, imp *importState, fresh *discoveryv1.EndpointSlice, held choice) {
 	if st.obj == nil {
 		// A slice gone has no import to be handed over for.
 		imp = nil
@@ -242,27 +242,27 @@ func (p *Proxier) handOverSlice(st *sliceState, imp *importState, fresh *discove
 		next = imp.chosen
 	}
 	want := st.obj != nil && st.invalid == nil && imp != nil && imp.programmedFrom != nil && next.allows(st.obj)
-	current := st.programmedFrom != nil && st.programmedFrom == st.obj && st.programmedGen == p.optsGen && held.samePorts(st.obj, next)
+	current := st.programmedFrom != nil && st.programmedFrom == st.obj && st.programmedGen == im.optsGen && held.samePorts(st.obj, next)
 	switch {
 	case !want && st.programmedFrom != nil:
-		p.Provider.OnEndpointSliceDelete(held.handedOrStub(st.programmedFrom, p.programmedTranslation(st)))
+		im.provider.OnEndpointSliceDelete(held.handedOrStub(st.programmedFrom, im.programmedTranslation(st)))
 		st.programmedFrom = nil
 	case want && st.programmedFrom == nil:
-		p.Provider.OnEndpointSliceAdd(next.handed(st.obj, p.translationOf(st, fresh)))
-		st.programmedFrom, st.programmedGen = st.obj, p.optsGen
+		im.provider.OnEndpointSliceAdd(next.handed(st.obj, im.translationOf(st, fresh)))
+		st.programmedFrom, st.programmedGen = st.obj, im.optsGen
 	case want && !current:
-		p.Provider.OnEndpointSliceUpdate(held.handedOrStub(st.programmedFrom, p.programmedTranslation(st)), next.handed(st.obj, p.translationOf(st, fresh)))
-		st.programmedFrom, st.programmedGen = st.obj, p.optsGen
+		im.provider.OnEndpointSliceUpdate(held.handedOrStub(st.programmedFrom, im.programmedTranslation(st)), next.handed(st.obj, im.translationOf(st, fresh)))
+		st.programmedFrom, st.programmedGen = st.obj, im.optsGen
 	}
 	if st.obj != nil {
-		p.reportSlice(st, imp)
+		im.reportSlice(st, imp)
 	}
 }
 
-func (p *Proxier) reportImport(st *importState, rejected *mcsproxy.RejectionError) {
+func (im *importer) reportImport(st *importState, rejected *mcsproxy.RejectionError) {
 	if rejected == nil {
 		if st.reported != "" {
-			p.logger.Info("ServiceImport is programmed again", "serviceImport", klog.KObj(st.obj))
+			im.logger.Info("ServiceImport is programmed again", "serviceImport", klog.KObj(st.obj))
 		}
 		st.reported = ""
 		return
@@ -271,12 +271,12 @@ func (p *Proxier) reportImport(st *importState, rejected *mcsproxy.RejectionErro
 		return
 	}
 	st.reported = rejected.Reason
-	p.events.report(rejection{kind: kindServiceImport, obj: st.obj, RejectionError: rejected})
+	im.events.report(rejection{kind: kindServiceImport, obj: st.obj, RejectionError: rejected})
 }
 
-func (p *Proxier) reportSlice(st *sliceState, imp *importState) {
+func (im *importer) reportSlice(st *sliceState, imp *importState) {
 	rejected := st.invalid
-	if rejected == nil && (imp == nil || imp.obj == nil) && p.mcsSynced && !ownedByServiceImport(st.obj) {
+	if rejected == nil && (imp == nil || imp.obj == nil) && im.mcsSynced && !ownedByServiceImport(st.obj) {
 		// A slice owned by a deleted import is about to be collected:
 		// only a slice nobody will clean up is worth a report.
 		rejected = &mcsproxy.RejectionError{
@@ -298,7 +298,7 @@ func (p *Proxier) reportSlice(st *sliceState, imp *importState) {
 		r.regarding = kindServiceImport.ref(imp.obj.Namespace, imp.obj.Name, imp.obj.UID)
 		r.note = fmt.Sprintf("EndpointSlice %s: %s", st.obj.Name, rejected.Message)
 	}
-	p.events.report(r)
+	im.events.report(r)
 }
 
 func claimIPs(svc *v1.Service) []netip.Addr {
@@ -323,19 +323,34 @@ func (p *Proxier) Redecide() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	keys := sets.New[types.NamespacedName]()
-	for key, st := range p.imports {
+	for key, st := range p.im.imports {
 		if st.obj != nil || st.programmedFrom != nil {
 			keys.Insert(key)
 		}
 	}
-	p.reconcileImports(sortedKeys(keys), importTranslation{}, nil)
-	if p.clusterSelection {
+	p.im.reconcileImports(sortedKeys(keys), importTranslation{}, nil)
+	if p.im.clusterSelection {
 		for key := range keys {
-			p.reselect(key)
+			p.im.reselect(key)
 		}
 	}
-	p.reconcileAllSlices()
-	for key := range p.imports {
-		p.reconcileNative(key)
+	p.im.reconcileAllSlices()
+	for key := range p.im.imports {
+		p.im.reconcileNative(key)
 	}
+}
+
+// setServiceClaims records the IPs a local Service uses and decides again
+// every import that owned one of its old or new IPs.
+func (im *importer) setServiceClaims(service *v1.Service, ips []netip.Addr) {
+	key := types.NamespacedName{Namespace: service.Namespace, Name: service.Name}
+	var buf [2]types.NamespacedName
+	affected := im.claims.setService(key, ips, buf[:0])
+	// The imports that name this Service as their derived Service.
+	for k := range im.derivedBy[key] {
+		if !slices.Contains(affected, k) {
+			affected = append(affected, k)
+		}
+	}
+	im.reconcileImports(affected, importTranslation{}, nil)
 }

@@ -8,7 +8,11 @@
 // the rest: load-balancing, readiness, session affinity, traffic policy.
 //
 // The Proxier reads as upstream's proxier does, handlers that record and
-// one place that decides:
+// one place that decides. The Proxier itself is the handlers, its lock
+// (one per event) and the gating of the first sync; what it holds of
+// imports, their slices and the local Services that share their names,
+// and every decision made from that, is its importer's, which alone hands
+// the wrapped Provider imports and their slices:
 //
 //   - route.go: what kube-proxy's own informers deliver (local Services,
 //     and EndpointSlices: a local Service's, an MCS slice, or one that

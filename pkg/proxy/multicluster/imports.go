@@ -20,14 +20,14 @@ import (
 // OnServiceImportUpsert records a ServiceImport and programs it if it is
 // valid and owns its clusterset IPs.
 func (p *Proxier) OnServiceImportUpsert(si *mcsv1beta1.ServiceImport) {
-	p.upsertImport(si, nil)
-}
-
-func (p *Proxier) upsertImport(si *mcsv1beta1.ServiceImport, results []csv1beta1.ClusterSelectorResult) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.im.upsertImport(si, nil)
+}
+
+func (im *importer) upsertImport(si *mcsv1beta1.ServiceImport, results []csv1beta1.ClusterSelectorResult) {
 	key := types.NamespacedName{Namespace: si.Namespace, Name: si.Name}
-	st := p.imports.entry(key)
+	st := im.imports.entry(key)
 	if st.obj == si || st.obj != nil && si.ResourceVersion != "" && st.obj.ResourceVersion == si.ResourceVersion && st.obj.UID == si.UID {
 		// A resync: nothing changed, so no decision can.
 		return
@@ -38,27 +38,27 @@ func (p *Proxier) upsertImport(si *mcsv1beta1.ServiceImport, results []csv1beta1
 	// takes it, so that it hands over only the chosen clusters' slices; a
 	// programmed one changes to it after (selectChoice).
 	var next choice
-	if p.clusterSelection {
+	if im.clusterSelection {
 		st.results = results
-		next = choose(st, p.locality())
+		next = choose(st, im.locality())
 		if st.programmedFrom == nil {
 			st.chosen = next
 		}
 	}
 	st.invalid = nil
-	p.trackDerivedService(key, si)
-	svc, err := mcsproxy.ServiceForImport(si, p.opts)
+	im.trackDerivedService(key, si)
+	svc, err := mcsproxy.ServiceForImport(si, im.opts)
 	if err != nil && !errors.As(err, &st.invalid) {
 		st.invalid = &mcsproxy.RejectionError{Reason: mcsproxy.ReasonInvalidType, Message: err.Error()}
 	}
 	var buf, nativeBuf [2]types.NamespacedName
-	affected := p.claims.setImport(&st.claim, claim{key: key, created: si.CreationTimestamp.Unix()}, claimIPs(svc), buf[:0])
-	nativeDecided := p.reconcileImports(affected, importTranslation{key: key, st: st, svc: svc}, nativeBuf[:0])
-	if p.clusterSelection {
-		p.selectChoice(key, st, next)
+	affected := im.claims.setImport(&st.claim, claim{key: key, created: si.CreationTimestamp.Unix()}, claimIPs(svc), buf[:0])
+	nativeDecided := im.reconcileImports(affected, importTranslation{key: key, st: st, svc: svc}, nativeBuf[:0])
+	if im.clusterSelection {
+		im.selectChoice(key, st, next)
 	}
 	if !slices.Contains(nativeDecided, key) {
-		p.reconcileNativeOf(key, st)
+		im.reconcileNativeOf(key, st)
 	}
 }
 
@@ -67,32 +67,30 @@ func (p *Proxier) OnServiceImportDelete(si *mcsv1beta1.ServiceImport) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	key := types.NamespacedName{Namespace: si.Namespace, Name: si.Name}
-	st := p.imports[key]
+	st := p.im.imports[key]
 	if st == nil || st.obj == nil {
 		return
 	}
-	affected := p.claims.setImport(&st.claim, claim{key: key}, nil, nil)
+	affected := p.im.claims.setImport(&st.claim, claim{key: key}, nil, nil)
 	st.obj, st.invalid = nil, nil
-	p.trackDerivedService(key, nil)
-	p.reconcileImports(affected, importTranslation{}, nil)
+	p.im.trackDerivedService(key, nil)
+	p.im.reconcileImports(affected, importTranslation{}, nil)
 	// The entry stays while its slices do: as a new one, had it gone.
 	st.reported, st.nativeReported = "", ""
 	for _, slice := range st.slices {
-		p.reconcileListedSlice(slice, st, nil)
+		p.im.reconcileListedSlice(slice, st, nil)
 	}
-	p.reconcileNativeOf(key, st)
-	p.imports.forget(key)
+	p.im.reconcileNativeOf(key, st)
+	p.im.imports.forget(key)
 }
 
 // upsertMultiClusterSlice records an MCS EndpointSlice routed here by
 // routeSlice (added, or changed within the same import: a slice moved to
 // another import is first deleted from the old one) and programs it if its
 // import is programmed.
-func (p *Proxier) upsertMultiClusterSlice(slice *discoveryv1.EndpointSlice) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+func (im *importer) upsertMultiClusterSlice(slice *discoveryv1.EndpointSlice) {
 	importKey := importKeyOf(slice)
-	imp := p.imports.entry(importKey)
+	imp := im.imports.entry(importKey)
 	i, found := imp.findSlice(slice.Name)
 	var st *sliceState
 	if found {
@@ -108,18 +106,18 @@ func (p *Proxier) upsertMultiClusterSlice(slice *discoveryv1.EndpointSlice) {
 	}
 	st.obj = slice
 	var translated *discoveryv1.EndpointSlice
-	translated, st.invalid = p.translateEndpointSlice(slice)
-	if p.clusterSelection {
+	translated, st.invalid = im.translateEndpointSlice(slice)
+	if im.clusterSelection {
 		// A failover or failback is decided, and handed over whole,
 		// before the slice's own change.
-		p.reselect(importKey)
+		im.reselect(importKey)
 	}
-	p.reconcileListedSlice(st, imp, translated)
-	p.reconcileNativeOf(importKey, imp)
+	im.reconcileListedSlice(st, imp, translated)
+	im.reconcileNativeOf(importKey, imp)
 }
 
-func (p *Proxier) translateEndpointSlice(slice *discoveryv1.EndpointSlice) (*discoveryv1.EndpointSlice, *mcsproxy.RejectionError) {
-	translated, err := mcsproxy.EndpointSliceForImport(slice, p.opts)
+func (im *importer) translateEndpointSlice(slice *discoveryv1.EndpointSlice) (*discoveryv1.EndpointSlice, *mcsproxy.RejectionError) {
+	translated, err := mcsproxy.EndpointSliceForImport(slice, im.opts)
 	if err == nil {
 		return translated, nil
 	}
@@ -133,11 +131,11 @@ func (p *Proxier) translateEndpointSlice(slice *discoveryv1.EndpointSlice) (*dis
 // translationOf returns the translation of st.obj: fresh, when the
 // caller has just made it (one translation per event), else made again
 // (EndpointSliceForImport is a pure function of the slice and the options).
-func (p *Proxier) translationOf(st *sliceState, fresh *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+func (im *importer) translationOf(st *sliceState, fresh *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
 	if fresh != nil {
 		return fresh
 	}
-	translated, _ := p.translateEndpointSlice(st.obj)
+	translated, _ := im.translateEndpointSlice(st.obj)
 	return translated
 }
 
@@ -145,16 +143,16 @@ func (p *Proxier) translationOf(st *sliceState, fresh *discoveryv1.EndpointSlice
 // translation of programmedFrom with today's options, which names the same
 // slice of the same Service (all the Provider keys it by). A slice that no
 // longer translates is named by a stub.
-func (p *Proxier) programmedTranslation(st *sliceState) *discoveryv1.EndpointSlice {
+func (im *importer) programmedTranslation(st *sliceState) *discoveryv1.EndpointSlice {
 	from := st.programmedFrom
-	if translated, _ := p.translateEndpointSlice(from); translated != nil {
+	if translated, _ := im.translateEndpointSlice(from); translated != nil {
 		return translated
 	}
 	return &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: from.Namespace,
 			Name:      from.Name,
-			Labels:    p.imports.labelsOf(from.Namespace, mcsproxy.ImportNameOf(from)),
+			Labels:    im.imports.labelsOf(from.Namespace, mcsproxy.ImportNameOf(from)),
 		},
 		AddressType: from.AddressType,
 	}
@@ -168,32 +166,32 @@ func (p *Proxier) programmedTranslation(st *sliceState) *discoveryv1.EndpointSli
 func (p *Proxier) SetLocalClusterID(id string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.opts.LocalClusterID == id {
+	if p.im.opts.LocalClusterID == id {
 		return
 	}
-	p.logger.Info("Local cluster ID changed", "clusterID", id, "previous", p.opts.LocalClusterID)
-	before := p.opts
-	opts := *p.opts
+	p.logger.Info("Local cluster ID changed", "clusterID", id, "previous", p.im.opts.LocalClusterID)
+	before := p.im.opts
+	opts := *p.im.opts
 	opts.LocalClusterID = id
-	p.opts = &opts
-	p.optsGen++
-	for st := range p.imports.allSlices() {
+	p.im.opts = &opts
+	p.im.optsGen++
+	for st := range p.im.imports.allSlices() {
 		if st.programmedFrom == nil {
 			continue
 		}
-		if st.programmedFrom == st.obj && st.programmedGen == p.optsGen-1 {
+		if st.programmedFrom == st.obj && st.programmedGen == p.im.optsGen-1 {
 			old, _ := mcsproxy.EndpointSliceForImport(st.obj, before)
-			if now, _ := mcsproxy.EndpointSliceForImport(st.obj, p.opts); old != nil && apiequality.Semantic.DeepEqual(old, now) {
+			if now, _ := mcsproxy.EndpointSliceForImport(st.obj, p.im.opts); old != nil && apiequality.Semantic.DeepEqual(old, now) {
 				// Another cluster's slice: the same with either ID. The
 				// programmed object stands, sparing the proxier a change.
-				st.programmedGen = p.optsGen
+				st.programmedGen = p.im.optsGen
 				continue
 			}
 		}
-		p.reconcileSlice(st, nil)
+		p.im.reconcileSlice(st, nil)
 	}
-	for key := range p.native {
-		p.reconcileNative(key)
+	for key := range p.im.native {
+		p.im.reconcileNative(key)
 	}
 }
 
@@ -201,22 +199,20 @@ func (p *Proxier) SetLocalClusterID(id string) {
 func (p *Proxier) trustedManagers() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return slices.Clone(p.opts.TrustedManagers)
+	return slices.Clone(p.im.opts.TrustedManagers)
 }
 
 // LocalClusterID is the cluster ID the proxier last learnt.
 func (p *Proxier) LocalClusterID() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.opts.LocalClusterID
+	return p.im.opts.LocalClusterID
 }
 
 // deleteMultiClusterSlice forgets an MCS EndpointSlice.
-func (p *Proxier) deleteMultiClusterSlice(slice *discoveryv1.EndpointSlice) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+func (im *importer) deleteMultiClusterSlice(slice *discoveryv1.EndpointSlice) {
 	importKey := importKeyOf(slice)
-	imp := p.imports[importKey]
+	imp := im.imports[importKey]
 	if imp == nil {
 		return
 	}
@@ -226,13 +222,13 @@ func (p *Proxier) deleteMultiClusterSlice(slice *discoveryv1.EndpointSlice) {
 	}
 	st := imp.slices[i]
 	st.obj, st.invalid = nil, nil
-	if p.clusterSelection {
-		p.reselect(importKey)
+	if im.clusterSelection {
+		im.reselect(importKey)
 	}
-	p.reconcileSlice(st, nil)
+	im.reconcileSlice(st, nil)
 	imp.slices = slices.Delete(imp.slices, i, i+1)
-	p.imports.forget(importKey)
-	p.reconcileNative(importKey)
+	im.imports.forget(importKey)
+	im.reconcileNative(importKey)
 }
 
 // RetainImports forgets every ServiceImport not in keep, as if deleted:
@@ -241,7 +237,7 @@ func (p *Proxier) deleteMultiClusterSlice(slice *discoveryv1.EndpointSlice) {
 func (p *Proxier) RetainImports(keep sets.Set[types.NamespacedName]) {
 	p.mu.Lock()
 	var gone []*mcsv1beta1.ServiceImport
-	for key, st := range p.imports {
+	for key, st := range p.im.imports {
 		if st.obj != nil && !keep.Has(key) {
 			gone = append(gone, st.obj)
 		}
@@ -260,17 +256,17 @@ func (p *Proxier) RetainImports(keep sets.Set[types.NamespacedName]) {
 func (p *Proxier) Reset() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for key, st := range p.imports {
-		p.claims.setImport(&st.claim, claim{key: key}, nil, nil)
+	for key, st := range p.im.imports {
+		p.im.claims.setImport(&st.claim, claim{key: key}, nil, nil)
 		st.obj, st.invalid = nil, nil
-		p.reconcileImport(key, st, nil, nil)
+		p.im.reconcileImport(key, st, nil, nil)
 		st.reported, st.nativeReported = "", ""
-		p.imports.forget(key)
+		p.im.imports.forget(key)
 	}
-	clear(p.derivedOf)
-	clear(p.derivedBy)
-	p.reconcileAllSlices()
-	for key := range p.native {
-		p.reconcileNative(key)
+	clear(p.im.derivedOf)
+	clear(p.im.derivedBy)
+	p.im.reconcileAllSlices()
+	for key := range p.im.native {
+		p.im.reconcileNative(key)
 	}
 }

@@ -54,22 +54,21 @@ type nativeState struct {
 
 // setNativeNamesAccepted records whether local Service service takes
 // native names, and decides its native name again when that changes.
-// Called with p.mu held.
-func (p *Proxier) setNativeNamesAccepted(service *v1.Service, accepted bool) {
+func (im *importer) setNativeNamesAccepted(service *v1.Service, accepted bool) {
 	key := types.NamespacedName{Namespace: service.Namespace, Name: service.Name}
-	st := p.native[key]
+	st := im.native[key]
 	if st == nil {
 		if !accepted {
 			return
 		}
 		st = &nativeState{}
-		p.native[key] = st
+		im.native[key] = st
 	}
 	if st.accepted == accepted {
 		return
 	}
 	st.accepted = accepted
-	p.reconcileNative(key)
+	im.reconcileNative(key)
 }
 
 // carrier is a local slice handed over with remote slices' endpoints, and
@@ -111,9 +110,7 @@ type nativePlan struct {
 // The remote endpoints ride in a local slice wherever one can carry them,
 // so that a failover or failback is that one change; those that travel on
 // their own are added before it and taken back after it (applyNative).
-func (p *Proxier) localSliceChanged(old, slice *discoveryv1.EndpointSlice) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+func (im *importer) localSliceChanged(old, slice *discoveryv1.EndpointSlice) {
 	// A change names one Service, or two when a slice moves: buffers of
 	// two, since every local slice of the cluster passes here.
 	var ch localChange
@@ -125,10 +122,10 @@ func (p *Proxier) localSliceChanged(old, slice *discoveryv1.EndpointSlice) {
 			continue
 		}
 		key := types.NamespacedName{Namespace: s.Namespace, Name: s.Labels[discoveryv1.LabelServiceName]}
-		st := p.native[key]
+		st := im.native[key]
 		if st == nil {
 			st = &nativeState{}
-			p.native[key] = st
+			im.native[key] = st
 		}
 		if i == 0 {
 			ch.old = st.holds(old)
@@ -145,9 +142,9 @@ func (p *Proxier) localSliceChanged(old, slice *discoveryv1.EndpointSlice) {
 	}
 	plans := planBuf[:0]
 	for _, key := range keys {
-		plans = append(plans, p.nativePlanOf(key))
+		plans = append(plans, im.nativePlanOf(key))
 	}
-	p.applyNative(plans, &ch)
+	im.applyNative(plans, &ch)
 }
 
 // localChange is a change of one local slice (at least one of old and cur
@@ -159,21 +156,21 @@ type localChange struct {
 }
 
 // reconcileNative decides the native name of Service key again after a
-// change of its import or of the import's slices. Called with p.mu held.
-func (p *Proxier) reconcileNative(key types.NamespacedName) {
-	p.reconcileNativeOf(key, p.imports[key])
+// change of its import or of the import's slices.
+func (im *importer) reconcileNative(key types.NamespacedName) {
+	im.reconcileNativeOf(key, im.imports[key])
 }
 
 // reconcileNativeOf is reconcileNative for a caller that holds imp, the
 // entry of import key (nil: none), and so spares a lookup.
-func (p *Proxier) reconcileNativeOf(key types.NamespacedName, imp *importState) {
-	if p.native[key] == nil && !asksNativeNames(imp) {
+func (im *importer) reconcileNativeOf(key types.NamespacedName, imp *importState) {
+	if im.native[key] == nil && !asksNativeNames(imp) {
 		// No local Service of that name and nothing asked or reported:
 		// the decision is "nothing", as it was (most imports, at every
 		// change of their slices).
 		return
 	}
-	p.applyNative([]nativePlan{p.nativePlanOf(key)}, nil)
+	im.applyNative([]nativePlan{im.nativePlanOf(key)}, nil)
 }
 
 // asksNativeNames tells whether import st says anything of native names,
@@ -188,10 +185,10 @@ func asksNativeNames(st *importState) bool {
 }
 
 // nativePlanOf is planNative for the local Service key as it stands,
-// under the policy of the import of its name. Called with p.mu held.
-func (p *Proxier) nativePlanOf(key types.NamespacedName) nativePlan {
-	policy, remote := p.nativePolicy(key)
-	return planNative(key, policy, remote, p.native[key], p.opts.LocalClusterID)
+// under the policy of the import of its name.
+func (im *importer) nativePlanOf(key types.NamespacedName) nativePlan {
+	policy, remote := im.nativePolicy(key)
+	return planNative(key, policy, remote, im.native[key], im.opts.LocalClusterID)
 }
 
 // planNative decides what the Provider is to hold for the local Service
@@ -258,14 +255,14 @@ func planNative(key types.NamespacedName, policy mcsproxy.NativeNamesPolicy, rem
 // change, then what takes endpoints back (local slices that carry fewer,
 // remote slices that leave). A sync of the proxier between any two calls
 // thus sees a superset of the endpoints before and after, never a Service
-// left without them. Called with p.mu held.
-func (p *Proxier) applyNative(plans []nativePlan, ch *localChange) {
+// left without them.
+func (im *importer) applyNative(plans []nativePlan, ch *localChange) {
 	// pending is a local slice whose final form waits for the last phase,
 	// and what the Provider holds for it until then.
 	type pending struct{ held, want *discoveryv1.EndpointSlice }
 	var after []pending
 	for _, plan := range plans {
-		st := p.native[plan.key]
+		st := im.native[plan.key]
 		if st == nil {
 			if plan.joined == nil {
 				continue
@@ -274,14 +271,14 @@ func (p *Proxier) applyNative(plans []nativePlan, ch *localChange) {
 			// controller creates them where a member had none) still gets
 			// the import's endpoints.
 			st = &nativeState{}
-			p.native[plan.key] = st
+			im.native[plan.key] = st
 		}
 		for name, s := range plan.joined {
 			switch have, ok := st.joined[name]; {
 			case !ok:
-				p.Provider.OnEndpointSliceAdd(s)
+				im.provider.OnEndpointSliceAdd(s)
 			case have != s:
-				p.Provider.OnEndpointSliceUpdate(have, s)
+				im.provider.OnEndpointSliceUpdate(have, s)
 			}
 		}
 		for _, l := range st.local {
@@ -302,7 +299,7 @@ func (p *Proxier) applyNative(plans []nativePlan, ch *localChange) {
 			gained, lost := carriedDifference(was, will)
 			switch {
 			case !lost:
-				p.Provider.OnEndpointSliceUpdate(held, want)
+				im.provider.OnEndpointSliceUpdate(held, want)
 			case gained:
 				// Some remote endpoints come, others go: the union
 				// first, the final form after the change.
@@ -313,7 +310,7 @@ func (p *Proxier) applyNative(plans []nativePlan, ch *localChange) {
 					}
 				}
 				both := mcsproxy.Carrying(l, union)
-				p.Provider.OnEndpointSliceUpdate(held, both)
+				im.provider.OnEndpointSliceUpdate(held, both)
 				after = append(after, pending{held: both, want: want})
 			default:
 				after = append(after, pending{held: held, want: want})
@@ -327,26 +324,26 @@ func (p *Proxier) applyNative(plans []nativePlan, ch *localChange) {
 				cur = c.obj
 			}
 		}
-		p.forwardLocal(ch.old, cur)
+		im.forwardLocal(ch.old, cur)
 	}
 	for _, u := range after {
-		p.Provider.OnEndpointSliceUpdate(u.held, u.want)
+		im.provider.OnEndpointSliceUpdate(u.held, u.want)
 	}
 	for _, plan := range plans {
-		st := p.native[plan.key]
+		st := im.native[plan.key]
 		if st == nil {
 			continue
 		}
 		joinedBefore, strategyBefore := st.joinsRemote(), st.strategy
 		for name, s := range st.joined {
 			if _, ok := plan.joined[name]; !ok {
-				p.Provider.OnEndpointSliceDelete(s)
+				im.provider.OnEndpointSliceDelete(s)
 			}
 		}
 		st.carriers, st.joined, st.strategy = plan.carriers, plan.joined, plan.strategy
 		countNative(joinedBefore, strategyBefore, st.joinsRemote(), plan.strategy)
 		if len(st.local) == 0 && len(st.joined) == 0 && !st.accepted {
-			delete(p.native, plan.key)
+			delete(im.native, plan.key)
 		}
 	}
 }
@@ -393,9 +390,9 @@ func planOf(plans []nativePlan, key types.NamespacedName) *nativePlan {
 // the import), and while this cluster's ID is unknown: the import's slices
 // of this very cluster would then count twice, beside the local Service's
 // own.
-func (p *Proxier) nativePolicy(key types.NamespacedName) (mcsproxy.NativeNamesPolicy, []clusterselection.Source) {
-	imp := p.imports[key]
-	if imp == nil || imp.obj == nil || imp.invalid != nil || p.opts.LocalClusterID == "" || p.claims.decide(&imp.claim) != nil {
+func (im *importer) nativePolicy(key types.NamespacedName) (mcsproxy.NativeNamesPolicy, []clusterselection.Source) {
+	imp := im.imports[key]
+	if imp == nil || imp.obj == nil || imp.invalid != nil || im.opts.LocalClusterID == "" || im.claims.decide(&imp.claim) != nil {
 		return mcsproxy.NativeNamesPolicy{}, nil
 	}
 	policy, err := mcsproxy.NativeNamesOf(imp.obj.Annotations)
@@ -403,7 +400,7 @@ func (p *Proxier) nativePolicy(key types.NamespacedName) (mcsproxy.NativeNamesPo
 	case err != nil || policy.Strategy == mcsproxy.NativeNamesOff:
 	case mcsproxy.SystemService(key.Namespace, key.Name):
 		err = &mcsproxy.RejectionError{Reason: mcsproxy.ReasonSystemService, Message: fmt.Sprintf("native names are never served for the system Service %s", key)}
-	case p.native[key] == nil || !p.native[key].accepted:
+	case im.native[key] == nil || !im.native[key].accepted:
 		// No local Service of the name, or one whose owner did not
 		// accept native names: nobody's Service is joined by endpoints
 		// someone else chose. (Where the cluster has none, the
@@ -418,7 +415,7 @@ func (p *Proxier) nativePolicy(key types.NamespacedName) (mcsproxy.NativeNamesPo
 			if !errors.As(err, &r) {
 				r = &mcsproxy.RejectionError{Reason: mcsproxy.ReasonInvalidNativeNames, Message: err.Error()}
 			}
-			p.events.report(rejection{kind: kindServiceImport, obj: imp.obj, RejectionError: r})
+			im.events.report(rejection{kind: kindServiceImport, obj: imp.obj, RejectionError: r})
 		}
 		return mcsproxy.NativeNamesPolicy{}, nil
 	}
@@ -427,24 +424,24 @@ func (p *Proxier) nativePolicy(key types.NamespacedName) (mcsproxy.NativeNamesPo
 		return policy, nil
 	}
 	var remote []clusterselection.Source
-	for _, ss := range p.imports.slicesOf(key) {
+	for _, ss := range im.imports.slicesOf(key) {
 		cluster := ""
 		if ss.obj != nil {
 			cluster = ss.obj.Labels[mcsv1beta1.LabelSourceCluster]
 		}
-		if ss.obj == nil || ss.invalid != nil || cluster == p.opts.LocalClusterID {
+		if ss.obj == nil || ss.invalid != nil || cluster == im.opts.LocalClusterID {
 			continue
 		}
-		if ss.native == nil || ss.native.from != ss.obj || ss.native.gen != p.optsGen {
+		if ss.native == nil || ss.native.from != ss.obj || ss.native.gen != im.optsGen {
 			// One copy per slice and options, so that an unchanged slice
 			// is the same object at every decision.
-			translated := p.translationOf(ss, nil)
+			translated := im.translationOf(ss, nil)
 			if translated == nil {
 				continue
 			}
 			native := *translated
-			native.Labels = p.imports.nativeLabelsOf(key)
-			ss.native = &nativeCopy{slice: &native, from: ss.obj, gen: p.optsGen}
+			native.Labels = im.imports.nativeLabelsOf(key)
+			ss.native = &nativeCopy{slice: &native, from: ss.obj, gen: im.optsGen}
 		}
 		remote = append(remote, clusterselection.Source{Cluster: cluster, Slice: ss.native.slice})
 	}
@@ -468,5 +465,17 @@ func countNative(before bool, strategyBefore mcsproxy.NativeNames, after bool, s
 			direction = "failover"
 		}
 		localFirstSwitchesTotal.WithLabelValues(direction).Inc()
+	}
+}
+
+// forwardLocal hands the Provider a change of a local Service's slice.
+func (im *importer) forwardLocal(old, cur *discoveryv1.EndpointSlice) {
+	switch {
+	case old == nil:
+		im.provider.OnEndpointSliceAdd(cur)
+	case cur == nil:
+		im.provider.OnEndpointSliceDelete(old)
+	default:
+		im.provider.OnEndpointSliceUpdate(old, cur)
 	}
 }

@@ -89,7 +89,7 @@ func TestNativeNames(t *testing.T) {
 	// carrying the remote endpoint is the same object.
 	f.provider.takeCalls()
 	p.mu.Lock()
-	p.reconcileNative(types.NamespacedName{Namespace: "ns", Name: "web"})
+	p.im.reconcileNative(types.NamespacedName{Namespace: "ns", Name: "web"})
 	p.mu.Unlock()
 	f.expectCalls()
 	// Failback.
@@ -162,8 +162,8 @@ func TestNativeNamesForAServiceWithoutSlices(t *testing.T) {
 		t.Errorf("ns/web keeps endpoints %v after the import went", got)
 	}
 	p.OnServiceDelete(accepting("ns", "web"))
-	if len(p.native) != 0 {
-		t.Errorf("native state kept for %d names with nothing left", len(p.native))
+	if len(p.im.native) != 0 {
+		t.Errorf("native state kept for %d names with nothing left", len(p.im.native))
 	}
 }
 

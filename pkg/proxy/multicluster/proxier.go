@@ -27,15 +27,49 @@ const eventAction = "ProgramServiceImport"
 type Proxier struct {
 	proxy.Provider
 
-	opts   *mcsproxy.Options
 	events reporter
 	logger klog.Logger
+
+	// mu guards everything below and the importer's state: every handler
+	// takes it once, for the whole event.
+	mu sync.Mutex
+	// im holds the imports and their slices and decides what the wrapped
+	// Provider holds of them (decide.go).
+	im *importer
+	// reservedReported is, per local Service, the externalIPs and
+	// load-balancer IPs inside the clusterset ranges last reported, and
+	// droppedSlices the plain EndpointSlices that name an import's
+	// synthetic Service, so that each is reported once.
+	reservedReported map[types.NamespacedName]string
+	droppedSlices    sets.Set[types.NamespacedName]
+
+	// The proxier must not sync before imports are known, or clusterset
+	// IPs would disappear from the rules at every restart. Synced calls
+	// from the core informers are held until the MCS side has synced
+	// (importer.mcsSynced).
+	servicesSynced, endpointSlicesSynced           bool
+	forwardedServicesSynced, forwardedSlicesSynced bool
+	// synced is closed once both are forwarded: the wrapped Provider
+	// programs imports from then on (Announce waits for it).
+	synced chan struct{}
+}
+
+// importer is what the Proxier holds of imports, their MCS EndpointSlices
+// and the local Services whose names they share, and the decisions made
+// from it: which import owns a clusterset IP, which slices its Service
+// gets, which source clusters serve (cluster selection), what a native
+// name joins. It alone hands the wrapped Provider imports and their
+// slices. Used with the Proxier's lock held.
+type importer struct {
+	provider proxy.Provider
+	opts     *mcsproxy.Options
+	events   *reporter
+	logger   klog.Logger
 	// optsGen counts the changes of opts that change translations (the
 	// local cluster ID): a slice programmed with an older generation is
 	// translated again.
 	optsGen int
 
-	mu sync.Mutex
 	// imports holds, per import name, every ServiceImport and MCS
 	// EndpointSlice seen, programmed or not, so that a conflict that goes
 	// away or an import that arrives after its slices is picked up at once.
@@ -49,22 +83,11 @@ type Proxier struct {
 	// such imports are in them.
 	derivedOf map[types.NamespacedName]types.NamespacedName
 	derivedBy map[types.NamespacedName]sets.Set[types.NamespacedName]
-	// reservedReported is, per local Service, the externalIPs and
-	// load-balancer IPs inside the clusterset ranges last reported, and
-	// droppedSlices the plain EndpointSlices that name an import's
-	// synthetic Service, so that each is reported once.
-	reservedReported map[types.NamespacedName]string
-	droppedSlices    sets.Set[types.NamespacedName]
 
-	// The proxier must not sync before imports are known, or clusterset
-	// IPs would disappear from the rules at every restart. Synced calls
-	// from the core informers are held until the MCS side has synced.
-	servicesSynced, endpointSlicesSynced, mcsSynced bool
-	forwardedServicesSynced, forwardedSlicesSynced  bool
-	// synced is closed once both are forwarded: the wrapped Provider
-	// programs imports from then on (Announce waits for it).
-	synced chan struct{}
-
+	// mcsSynced is set once the ServiceImports that existed at start-up
+	// have been delivered: from then on a slice without its import is
+	// reported.
+	mcsSynced bool
 	// clusterSelection is the MultiClusterServiceClusterSelection gate.
 	clusterSelection bool
 }
@@ -164,24 +187,29 @@ func importKeyOf(slice *discoveryv1.EndpointSlice) types.NamespacedName {
 
 // NewProxier wraps provider. recorder may be nil.
 func NewProxier(logger klog.Logger, provider proxy.Provider, opts *mcsproxy.Options, recorder events.EventRecorder) *Proxier {
+	logger = logger.WithName("multicluster")
 	p := &Proxier{
-		Provider: provider,
-		logger:   logger.WithName("multicluster"),
-		imports:  importTable{},
-		native:   map[types.NamespacedName]*nativeState{},
-		claims:   newClaimIndex(),
-
-		derivedOf: map[types.NamespacedName]types.NamespacedName{},
-		derivedBy: map[types.NamespacedName]sets.Set[types.NamespacedName]{},
-
+		Provider:         provider,
+		logger:           logger,
+		events:           reporter{logger: logger, recorder: recorder},
 		reservedReported: map[types.NamespacedName]string{},
 		droppedSlices:    sets.New[types.NamespacedName](),
 		synced:           make(chan struct{}),
 	}
-	p.events = reporter{logger: p.logger, recorder: recorder}
+	im := &importer{
+		provider:  provider,
+		events:    &p.events,
+		logger:    logger,
+		imports:   importTable{},
+		native:    map[types.NamespacedName]*nativeState{},
+		claims:    newClaimIndex(),
+		derivedOf: map[types.NamespacedName]types.NamespacedName{},
+		derivedBy: map[types.NamespacedName]sets.Set[types.NamespacedName]{},
+	}
 	o := *opts
-	o.Labels = p.imports.labelsOf
-	p.opts = &o
+	o.Labels = im.imports.labelsOf
+	im.opts = &o
+	p.im = im
 	// Before the first sync, and whether or not kube-proxy watches
 	// ServiceCIDRs: the clusterset ranges are dropped where no import
 	// holds them from the first ruleset on (OnServiceCIDRsChanged).
@@ -257,9 +285,9 @@ func (t importTable) allSlices() iter.Seq[*sliceState] {
 }
 
 // reconcileAllSlices reconciles every MCS EndpointSlice.
-func (p *Proxier) reconcileAllSlices() {
-	for st := range p.imports.allSlices() {
-		p.reconcileSlice(st, nil)
+func (im *importer) reconcileAllSlices() {
+	for st := range im.imports.allSlices() {
+		im.reconcileSlice(st, nil)
 	}
 }
 
@@ -268,7 +296,7 @@ var _ proxy.Provider = &Proxier{}
 func (p *Proxier) isMultiClusterSynced() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.mcsSynced
+	return p.im.mcsSynced
 }
 
 func sortedKeys(s sets.Set[types.NamespacedName]) []types.NamespacedName {
@@ -287,7 +315,7 @@ func sortedKeys(s sets.Set[types.NamespacedName]) []types.NamespacedName {
 // proxier has no such rule (upstream's neither drops unallocated
 // ClusterIPs there).
 func (p *Proxier) OnServiceCIDRsChanged(cidrs []string) {
-	p.Provider.OnServiceCIDRsChanged(withClusterSetRanges(cidrs, p.opts.ClusterSetIPCIDRs))
+	p.Provider.OnServiceCIDRsChanged(withClusterSetRanges(cidrs, p.im.opts.ClusterSetIPCIDRs))
 }
 
 // withClusterSetRanges returns the Service ranges cidrs with the clusterset

@@ -109,8 +109,8 @@ func expectNothingHeld(t *testing.T, p *Proxier) {
 	t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.imports) != 0 {
-		t.Errorf("state left after every import and slice is gone: %v", p.imports)
+	if len(p.im.imports) != 0 {
+		t.Errorf("state left after every import and slice is gone: %v", p.im.imports)
 	}
 }
 
@@ -143,7 +143,7 @@ func TestSliceMovedBetweenImports(t *testing.T) {
 		t.Errorf("moved slice programmed for %q, want db.clusterset", got)
 	}
 	p.mu.Lock()
-	if n := len(p.imports.slicesOf(types.NamespacedName{Namespace: "ns", Name: "web"})); n != 0 {
+	if n := len(p.im.imports.slicesOf(types.NamespacedName{Namespace: "ns", Name: "web"})); n != 0 {
 		t.Errorf("the old import still holds %d slices", n)
 	}
 	p.mu.Unlock()
@@ -444,7 +444,7 @@ func TestRedecide(t *testing.T) {
 	f.expectEvents()
 
 	p.mu.Lock()
-	st := p.imports[types.NamespacedName{Namespace: "ns", Name: "web"}]
+	st := p.im.imports[types.NamespacedName{Namespace: "ns", Name: "web"}]
 	st.programmedFrom = nil
 	st.slices[0].programmedFrom = nil
 	p.mu.Unlock()

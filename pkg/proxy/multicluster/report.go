@@ -118,11 +118,11 @@ const AnnouncePeriod = 30 * time.Minute
 // ctx ends.
 func (p *Proxier) Announce(ctx context.Context, period time.Duration) {
 	p.mu.Lock()
-	// p.opts is replaced under the lock when the cluster ID changes; the
-	// ranges it carries do not change.
+	// The importer's opts are replaced under the lock when the cluster ID
+	// changes; the ranges they carry do not.
 	synced, node, recorder := p.synced, p.events.node, p.events.recorder
-	ranges := make([]string, 0, len(p.opts.ClusterSetIPCIDRs))
-	for _, r := range p.opts.ClusterSetIPCIDRs {
+	ranges := make([]string, 0, len(p.im.opts.ClusterSetIPCIDRs))
+	for _, r := range p.im.opts.ClusterSetIPCIDRs {
 		ranges = append(ranges, r.String())
 	}
 	p.mu.Unlock()

@@ -24,24 +24,24 @@ func (p *Proxier) OnServiceAdd(service *v1.Service) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	service = p.admitService(service)
-	p.setServiceClaims(service, localServiceIPs(service))
+	p.im.setServiceClaims(service, localServiceIPs(service))
 	p.Provider.OnServiceAdd(service)
-	p.setNativeNamesAccepted(service, mcsproxy.AcceptsNativeNames(service, p.opts.TrustedManagers))
+	p.im.setNativeNamesAccepted(service, mcsproxy.AcceptsNativeNames(service, p.im.opts.TrustedManagers))
 }
 
 // OnServiceUpdate is called by kube-proxy's Service informer.
 func (p *Proxier) OnServiceUpdate(oldService, service *v1.Service) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	oldService, service = mcsproxy.WithoutReservedIPs(oldService, p.opts), p.admitService(service)
+	oldService, service = mcsproxy.WithoutReservedIPs(oldService, p.im.opts), p.admitService(service)
 	// Claim old and new IPs while the proxier switches, so an import never
 	// shares an IP with the Service in one ruleset in either direction.
 	key := types.NamespacedName{Namespace: service.Namespace, Name: service.Name}
 	newIPs := localServiceIPs(service)
-	p.setServiceClaims(service, slices.Concat(p.claims.ipsOfService(key), newIPs))
+	p.im.setServiceClaims(service, slices.Concat(p.im.claims.ipsOfService(key), newIPs))
 	p.Provider.OnServiceUpdate(oldService, service)
-	p.setServiceClaims(service, newIPs)
-	p.setNativeNamesAccepted(service, mcsproxy.AcceptsNativeNames(service, p.opts.TrustedManagers))
+	p.im.setServiceClaims(service, newIPs)
+	p.im.setNativeNamesAccepted(service, mcsproxy.AcceptsNativeNames(service, p.im.opts.TrustedManagers))
 }
 
 // OnServiceDelete is called by kube-proxy's Service informer.
@@ -50,9 +50,9 @@ func (p *Proxier) OnServiceDelete(service *v1.Service) {
 	defer p.mu.Unlock()
 	// The local Service's rules go first, so that an import waiting for
 	// its IP never shares it with the Service in one ruleset.
-	p.Provider.OnServiceDelete(mcsproxy.WithoutReservedIPs(service, p.opts))
-	p.setServiceClaims(service, nil)
-	p.setNativeNamesAccepted(service, false)
+	p.Provider.OnServiceDelete(mcsproxy.WithoutReservedIPs(service, p.im.opts))
+	p.im.setServiceClaims(service, nil)
+	p.im.setNativeNamesAccepted(service, false)
 	delete(p.reservedReported, types.NamespacedName{Namespace: service.Namespace, Name: service.Name})
 }
 
@@ -63,9 +63,9 @@ func (p *Proxier) OnServiceDelete(service *v1.Service) {
 // clusterset IP from its import on every node. Each change of what is
 // left out is reported once.
 func (p *Proxier) admitService(service *v1.Service) *v1.Service {
-	admitted := mcsproxy.WithoutReservedIPs(service, p.opts)
+	admitted := mcsproxy.WithoutReservedIPs(service, p.im.opts)
 	key := types.NamespacedName{Namespace: service.Namespace, Name: service.Name}
-	reserved := strings.Join(mcsproxy.ReservedIPs(service, p.opts), ", ")
+	reserved := strings.Join(mcsproxy.ReservedIPs(service, p.im.opts), ", ")
 	if reserved == p.reservedReported[key] {
 		return admitted
 	}
@@ -146,22 +146,24 @@ func (p *Proxier) OnEndpointSliceDelete(slice *discoveryv1.EndpointSlice) {
 // another leaves the old one first. Native names follow every change of a
 // local Service's slices.
 func (p *Proxier) routeSlice(old, slice *discoveryv1.EndpointSlice) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	from, to := routeOf(old), routeOf(slice)
 	if from == routeMultiCluster && to == routeMultiCluster && importKeyOf(old) != importKeyOf(slice) {
 		// Moved to another import: it leaves the old one first.
-		p.deleteMultiClusterSlice(old)
+		p.im.deleteMultiClusterSlice(old)
 	}
 	if from != to {
 		switch from {
 		case routeMultiCluster:
-			p.deleteMultiClusterSlice(old)
+			p.im.deleteMultiClusterSlice(old)
 		case routeDropped:
 			p.forgetDroppedSlice(old)
 		}
 	}
 	switch to {
 	case routeMultiCluster:
-		p.upsertMultiClusterSlice(slice)
+		p.im.upsertMultiClusterSlice(slice)
 	case routeDropped:
 		p.dropSlice(slice)
 	}
@@ -176,19 +178,7 @@ func (p *Proxier) routeSlice(old, slice *discoveryv1.EndpointSlice) {
 		// The local Service's own change goes to the Provider in the
 		// middle of its native name's, as the slice itself or carrying
 		// remote endpoints (localSliceChanged).
-		p.localSliceChanged(localOld, localNew)
-	}
-}
-
-// forwardLocal hands the Provider a change of a local Service's slice.
-func (p *Proxier) forwardLocal(old, cur *discoveryv1.EndpointSlice) {
-	switch {
-	case old == nil:
-		p.Provider.OnEndpointSliceAdd(cur)
-	case cur == nil:
-		p.Provider.OnEndpointSliceDelete(old)
-	default:
-		p.Provider.OnEndpointSliceUpdate(old, cur)
+		p.im.localSliceChanged(localOld, localNew)
 	}
 }
 
@@ -196,8 +186,6 @@ func (p *Proxier) forwardLocal(old, cur *discoveryv1.EndpointSlice) {
 // plain EndpointSlice that names an import's synthetic Service, or an MCS
 // slice that names a local Service.
 func (p *Proxier) dropSlice(slice *discoveryv1.EndpointSlice) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	key := types.NamespacedName{Namespace: slice.Namespace, Name: slice.Name}
 	if p.droppedSlices.Has(key) {
 		return
@@ -219,8 +207,6 @@ func (p *Proxier) dropSlice(slice *discoveryv1.EndpointSlice) {
 }
 
 func (p *Proxier) forgetDroppedSlice(slice *discoveryv1.EndpointSlice) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.droppedSlices.Delete(types.NamespacedName{Namespace: slice.Namespace, Name: slice.Name})
 }
 
@@ -239,16 +225,16 @@ func (p *Proxier) OnEndpointSlicesSynced() {
 func (p *Proxier) MultiClusterSynced() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.mcsSynced {
+	if p.im.mcsSynced {
 		return
 	}
-	p.mcsSynced = true
-	p.reconcileAllSlices()
+	p.im.mcsSynced = true
+	p.im.reconcileAllSlices()
 	p.forwardSynced()
 }
 
 func (p *Proxier) forwardSynced() {
-	if !p.mcsSynced {
+	if !p.im.mcsSynced {
 		return
 	}
 	if p.servicesSynced && !p.forwardedServicesSynced {
@@ -272,21 +258,6 @@ func ownedByServiceImport(slice *discoveryv1.EndpointSlice) bool {
 		}
 	}
 	return false
-}
-
-// setServiceClaims records the IPs a local Service uses and decides again
-// every import that owned one of its old or new IPs.
-func (p *Proxier) setServiceClaims(service *v1.Service, ips []netip.Addr) {
-	key := types.NamespacedName{Namespace: service.Namespace, Name: service.Name}
-	var buf [2]types.NamespacedName
-	affected := p.claims.setService(key, ips, buf[:0])
-	// The imports that name this Service as their derived Service.
-	for k := range p.derivedBy[key] {
-		if !slices.Contains(affected, k) {
-			affected = append(affected, k)
-		}
-	}
-	p.reconcileImports(affected, importTranslation{}, nil)
 }
 
 // localServiceIPs returns every IP on which the proxier programs rules for

@@ -34,14 +34,16 @@ import (
 func (p *Proxier) SetClusterSelection(on bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.clusterSelection = on
+	p.im.clusterSelection = on
 }
 
 // OnServiceImportSelected records a ServiceImport with its cluster
 // selector results (status.clusterSelectorResults, read by the watcher
 // beside mcs-api's fields).
 func (p *Proxier) OnServiceImportSelected(si *mcsv1beta1.ServiceImport, results []csv1beta1.ClusterSelectorResult) {
-	p.upsertImport(si, results)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.im.upsertImport(si, results)
 }
 
 // choice is, per address family and port of an import, the result whose
@@ -161,11 +163,11 @@ func (c choice) index() int {
 // cluster's ID, each "" while unknown.
 type locality struct{ node, cluster string }
 
-// locality is where this proxy runs. Called with p.mu held.
-func (p *Proxier) locality() locality {
-	l := locality{cluster: p.opts.LocalClusterID}
-	if p.events.node != nil {
-		l.node = p.events.node.Name
+// locality is where this proxy runs.
+func (im *importer) locality() locality {
+	l := locality{cluster: im.opts.LocalClusterID}
+	if im.events.node != nil {
+		l.node = im.events.node.Name
 	}
 	return l
 }
@@ -222,15 +224,14 @@ func choose(st *importState, l locality) choice {
 }
 
 // reselect decides import key's choice again, for an event that changed
-// what it depends on (a slice, the cluster ID), and selects it. Called
-// with p.mu held.
-func (p *Proxier) reselect(key types.NamespacedName) {
-	if st := p.imports[key]; st != nil {
+// what it depends on (a slice, the cluster ID), and selects it.
+func (im *importer) reselect(key types.NamespacedName) {
+	if st := im.imports[key]; st != nil {
 		var next choice
-		if p.clusterSelection {
-			next = choose(st, p.locality())
+		if im.clusterSelection {
+			next = choose(st, im.locality())
 		}
-		p.selectChoice(key, st, next)
+		im.selectChoice(key, st, next)
 	}
 }
 
@@ -239,8 +240,8 @@ func (p *Proxier) reselect(key types.NamespacedName) {
 // those that gain and lose or stay (the event's own change), then those
 // that lose ports (leaving ones among them), so that a sync in between
 // sees a superset; and reports the change. It decides nothing: next is
-// choose's. Called with p.mu held.
-func (p *Proxier) selectChoice(key types.NamespacedName, st *importState, next choice) {
+// choose's.
+func (im *importer) selectChoice(key types.NamespacedName, st *importState, next choice) {
 	st.showSelection(key, next)
 	if next.equal(st.chosen) {
 		return
@@ -260,11 +261,11 @@ func (p *Proxier) selectChoice(key types.NamespacedName, st *importState, next c
 		}
 	}
 	for _, s := range slices.Concat(gaining, staying, losing) {
-		p.handOverSlice(s, st, nil, prev)
+		im.handOverSlice(s, st, nil, prev)
 	}
 	clusterSelectionChanges.WithLabelValues(selectionDirection(prev.index(), next.index())).Inc()
 	if st.obj != nil && len(st.results) > 0 {
-		p.events.selectionChanged(st.obj, prev.index(), next.index(), selectionChange(st.results, len(st.obj.Spec.Ports) > 1, prev, next), p.mcsSynced)
+		im.events.selectionChanged(st.obj, prev.index(), next.index(), selectionChange(st.results, len(st.obj.Spec.Ports) > 1, prev, next), im.mcsSynced)
 	}
 }
 

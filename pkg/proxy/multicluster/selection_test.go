@@ -471,7 +471,7 @@ func TestClusterSelectionPerPort(t *testing.T) {
 func TestClusterSelectionDualStackPerFamily(t *testing.T) {
 	f := newFixture(t)
 	p := f.proxier
-	p.opts.ClusterSetIPCIDRs = append(p.opts.ClusterSetIPCIDRs, netip.MustParsePrefix("fd00:250::/64"))
+	p.im.opts.ClusterSetIPCIDRs = append(p.im.opts.ClusterSetIPCIDRs, netip.MustParsePrefix("fd00:250::/64"))
 	p.SetClusterSelection(true)
 	v6 := func(s *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
 		s.AddressType = discoveryv1.AddressTypeIPv6

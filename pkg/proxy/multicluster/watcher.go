@@ -179,12 +179,12 @@ func (w *Watcher) run(ctx context.Context, version string) {
 	registration, _ := importInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if si := toV1beta1(obj); si != nil {
-				w.Proxier.upsertImport(si, resultsOf(obj))
+				w.Proxier.OnServiceImportSelected(si, resultsOf(obj))
 			}
 		},
 		UpdateFunc: func(_, obj any) {
 			if si := toV1beta1(obj); si != nil {
-				w.Proxier.upsertImport(si, resultsOf(obj))
+				w.Proxier.OnServiceImportSelected(si, resultsOf(obj))
 			}
 		},
 		DeleteFunc: func(obj any) {
