@@ -222,7 +222,7 @@ func kubernetesRanges(m *member, configured []netip.Prefix) []catalog.Kubernetes
 func (cm catalogModel) adoptClusterSetIPs(gkey string, placements []catalog.Placement) {
 	c := cm.c
 	for _, p := range placements {
-		m := c.member(p.Cluster)
+		m := c.members.get(p.Cluster)
 		if m == nil {
 			continue
 		}

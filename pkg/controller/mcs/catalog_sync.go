@@ -30,7 +30,7 @@ func (cm catalogModel) syncCatalog(ctx context.Context) error {
 		reasons[key] = cond.Reason
 	}
 	c.metrics.setCatalog(reasons)
-	members, membership := c.membersAt()
+	members, membership := c.members.at()
 	snap := cm.readCatalogSnapshot(res, members)
 	merged := catalogmodel.Merge(snap)
 	ips := map[string]catalogmodel.Allocation{}
@@ -52,7 +52,7 @@ func (cm catalogModel) syncCatalog(ctx context.Context) error {
 	s.health.Set(plan.Probed)
 	c.metrics.setHealthChecks(len(plan.Probed), len(plan.OverLimit))
 	for _, o := range plan.Outside {
-		if m := c.member(o.Cluster); m != nil {
+		if m := c.members.get(o.Cluster); m != nil {
 			c.writesTo(m).reportOutsidePodRanges(o.Slice, o.Dropped)
 		}
 	}
@@ -76,7 +76,7 @@ func (cm catalogModel) readCatalog() catalog.Catalog {
 			cat.Teams[ns.Name] = owned
 		}
 	}
-	for _, m := range c.memberList() {
+	for _, m := range c.members.all() {
 		if m.hasSynced() {
 			cat.Members = append(cat.Members, m.id)
 			cat.KubernetesRanges = append(cat.KubernetesRanges, kubernetesRanges(m, c.cfg.MemberPodCIDRs[m.id])...)

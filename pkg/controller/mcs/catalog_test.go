@@ -68,7 +68,7 @@ func syncCatalogAll(t *testing.T, c *Controller) {
 		t.Fatal(err)
 	}
 	for _, key := range c.desiredKeys() {
-		for _, m := range c.memberList() {
+		for _, m := range c.members.all() {
 			if err := c.syncMember(context.Background(), m, key); err != nil {
 				t.Fatalf("writing %s into %s: %v", key, m.id, err)
 			}

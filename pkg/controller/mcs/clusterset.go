@@ -97,7 +97,7 @@ func (c *Controller) syncClusterset(ctx context.Context, key string) error {
 		c.clustersetIPs.Release(key)
 	}
 	for _, r := range p.Reports {
-		if m := c.member(r.Cluster); m != nil {
+		if m := c.members.get(r.Cluster); m != nil {
 			c.writesTo(m).reportSource(r)
 		}
 	}
@@ -114,7 +114,7 @@ func (c *Controller) syncClusterset(ctx context.Context, key string) error {
 // synced member (caches not synced, or no longer configured) and its lease
 // has not expired.
 func (c *Controller) retainedSource(id string) bool {
-	if m := c.member(id); m != nil && m.hasSynced() {
+	if m := c.members.get(id); m != nil && m.hasSynced() {
 		return false
 	}
 	return c.leases.alive(id)
@@ -134,7 +134,7 @@ func (c *Controller) removedFrom(key string, d *desiredState, member string) {
 		d.removed = map[string]bool{}
 	}
 	d.removed[member] = true
-	for _, m := range c.memberList() {
+	for _, m := range c.members.all() {
 		if !d.removed[m.id] {
 			return
 		}

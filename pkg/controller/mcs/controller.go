@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"slices"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -20,7 +18,6 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
-	"k8s.io/multiclusterservices/export"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
@@ -114,23 +111,14 @@ type Config struct {
 type Controller struct {
 	cfg Config
 
-	// membersMu guards the member set, which changes at run time as
-	// members join and leave (Join, Leave). Readers take a snapshot.
-	membersMu sync.RWMutex
-	members   []*member
-	byID      map[string]*member
-	// membership counts the changes of the member set. A plan records
-	// the count it read its members at, a member the count it joined at:
-	// a plan older than a member says nothing of it (syncMember).
-	membership uint64
-	// runCtx is Run's context once its workers run: members joining
-	// after that are served under it.
-	runCtx context.Context
+	members memberSet
 
 	// queue holds the names whose exports must be merged again.
 	queue workqueue.TypedRateLimitingInterface[string]
-	// clustersetIPs allocates the names' clusterset IPs.
+	// clustersetIPs allocates the names' clusterset IPs; reservations
+	// keeps out of its hands what the members hold that it did not give.
 	clustersetIPs *clustersetip.Allocator
+	reservations  *reservations
 	// leases are the source clusters' Leases, their endpoints' TTL.
 	leases *sourceLeases
 
@@ -184,7 +172,6 @@ func New(cfg Config, metrics *Metrics) (*Controller, error) {
 func newController(cfg Config, metrics *Metrics, members []*member) *Controller {
 	c := &Controller{
 		cfg:           cfg,
-		byID:          map[string]*member{},
 		queue:         workqueue.NewTypedRateLimitingQueueWithConfig(rateLimiter(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "clusterset"}),
 		clustersetIPs: clustersetip.New(cfg.ClusterSetIPRanges),
 		desired:       map[string]*desiredState{},
@@ -193,11 +180,18 @@ func newController(cfg Config, metrics *Metrics, members []*member) *Controller 
 		logger:        klog.Background(),
 	}
 	c.clustersetIPs.SetLimits(cfg.MaxClusterSetIPsPerNamespace, cfg.MaxForeignImportsPerMember)
+	c.members.byID = map[string]*member{}
 	for _, m := range members {
-		c.members = append(c.members, m)
-		c.byID[m.id] = m
+		c.members.list = append(c.members.list, m)
+		c.members.byID[m.id] = m
 	}
 	c.leases = newSourceLeases(c)
+	c.reservations = &reservations{
+		ips: c.clustersetIPs, ranges: cfg.ClusterSetIPRanges, manager: cfg.ManagedBy, members: &c.members,
+		enqueue: c.enqueueMembers,
+		ipKey:   func(si *mcsv1beta1.ServiceImport) string { return c.source.ipKey(si) },
+		logger:  c.logger,
+	}
 	c.source = exportModel{c}
 	if cfg.Catalog != nil {
 		c.catalog = newCatalogState(*cfg.Catalog)
@@ -223,7 +217,7 @@ func (c *Controller) Ready() <-chan struct{} { return c.ready }
 // Synced returns, per member cluster ID, whether its caches have synced.
 func (c *Controller) Synced() map[string]bool {
 	out := map[string]bool{}
-	for _, m := range c.memberList() {
+	for _, m := range c.members.all() {
 		out[m.id] = m.hasSynced()
 	}
 	return out
@@ -236,14 +230,15 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer utilruntime.HandleCrash()
 	logger := klog.FromContext(ctx)
 	c.logger = logger
+	c.reservations.logger = logger
 	defer c.queue.ShutDown()
-	initial := c.memberList()
+	initial := c.members.all()
 	for _, m := range initial {
 		c.startInformers(ctx, m)
 	}
 	c.waitForCaches(ctx)
 	if ctx.Err() != nil {
-		c.stopMembers()
+		c.members.stop()
 		return nil
 	}
 	// A member whose Service ranges overlap the clusterset's is served,
@@ -256,25 +251,25 @@ func (c *Controller) Run(ctx context.Context) error {
 		if m.hasSynced() {
 			synced++
 		}
-		if err := c.checkServiceCIDRs(m); err != nil {
+		if err := c.reservations.checkServiceCIDRs(m); err != nil {
 			overlapping = append(overlapping, err)
 		}
 	}
 	if synced > 0 && len(overlapping) == synced {
-		c.stopMembers()
+		c.members.stop()
 		return errors.Join(overlapping...)
 	}
 	for _, err := range overlapping {
 		logger.Error(err, "A member's Service ranges overlap the clusterset's; it is served, its imports whose clusterset IPs lie there say so, and no new clusterset IP is taken there while another is free")
 	}
-	c.reserveServiceRanges()
+	c.reservations.reserveServiceRanges()
 	c.leases.restore(ctx)
 	for _, m := range initial {
 		if m.hasSynced() {
-			c.reserveForeignOf(m)
+			c.reservations.reserveForeignOf(m)
 		}
 	}
-	c.restoreClusterSetIPs()
+	c.reservations.restoreClusterSetIPs()
 
 	var wg sync.WaitGroup
 	run := func(f func(context.Context)) {
@@ -282,7 +277,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		go func() { defer wg.Done(); f(ctx) }()
 	}
 	if err := c.source.start(ctx, run); err != nil {
-		c.stopMembers()
+		c.members.stop()
 		return err
 	}
 	for i := 0; i < c.cfg.Workers; i++ {
@@ -292,9 +287,7 @@ func (c *Controller) Run(ctx context.Context) error {
 			}, time.Second)
 		})
 	}
-	c.membersMu.Lock()
-	c.runCtx = ctx
-	c.membersMu.Unlock()
+	c.members.serveFrom(ctx)
 	for _, m := range initial {
 		c.serve(m)
 	}
@@ -307,37 +300,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	logger.Info("mcs-controller started", "members", len(initial))
 	<-ctx.Done()
 	c.queue.ShutDown()
-	c.stopMembers()
+	c.members.stop()
 	wg.Wait()
 	return nil
-}
-
-// memberList returns a snapshot of the members.
-func (c *Controller) memberList() []*member {
-	members, _ := c.membersAt()
-	return members
-}
-
-// membersAt returns a snapshot of the members and the count of member set
-// changes it reflects.
-func (c *Controller) membersAt() ([]*member, uint64) {
-	c.membersMu.RLock()
-	defer c.membersMu.RUnlock()
-	return slices.Clone(c.members), c.membership
-}
-
-// member returns the member of cluster ID id, or nil.
-func (c *Controller) member(id string) *member {
-	c.membersMu.RLock()
-	defer c.membersMu.RUnlock()
-	return c.byID[id]
-}
-
-// stopMembers stops every member's informers and workers.
-func (c *Controller) stopMembers() {
-	for _, m := range c.memberList() {
-		m.stop()
-	}
 }
 
 // startInformers starts m's informers, with the event handlers that feed
@@ -395,14 +360,14 @@ func (c *Controller) waitForCaches(ctx context.Context) {
 	wctx, cancel := context.WithTimeout(ctx, c.cfg.InitialSyncTimeout)
 	defer cancel()
 	_ = wait.PollUntilContextCancel(wctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
-		for _, m := range c.memberList() {
+		for _, m := range c.members.all() {
 			if !m.hasSynced() {
 				return false, nil
 			}
 		}
 		return true, nil
 	})
-	for _, m := range c.memberList() {
+	for _, m := range c.members.all() {
 		if !m.hasSynced() {
 			klog.FromContext(ctx).Info("Member caches not synced; its exports are ignored and its imports and slices left alone until it syncs (are the MCS CRDs installed and the controller authorized?)", "cluster", m.id, "context", m.Context)
 		}
@@ -427,42 +392,16 @@ func (c *Controller) watchLateSyncs(ctx context.Context, initial []*member) {
 				delete(pending, m)
 			} else if m.hasSynced() {
 				delete(pending, m)
-				if err := c.checkServiceCIDRs(m); err != nil {
+				if err := c.reservations.checkServiceCIDRs(m); err != nil {
 					// As at start-up (Run): served, and said.
 					logger.Error(err, "Member caches synced late, and its Service ranges overlap the clusterset's; it is served, its imports whose clusterset IPs lie there say so", "cluster", m.id)
-					c.reserveServiceRanges()
+					c.reservations.reserveServiceRanges()
 				}
 				logger.Info("Member caches synced late; merging again", "cluster", m.id)
-				c.reserveForeignOf(m)
-				c.restoreClusterSetIPs()
+				c.reservations.reserveForeignOf(m)
+				c.reservations.restoreClusterSetIPs()
 				c.enqueueAll()
 			}
 		}
 	}, time.Second)
-}
-
-// restoreClusterSetIPs adopts the IPs of the imports members already have.
-func (c *Controller) restoreClusterSetIPs() {
-	var claims []clustersetip.Claim
-	for _, m := range c.memberList() {
-		if !m.hasSynced() {
-			continue
-		}
-		imports, _ := m.imports.List(labels.SelectorFromSet(labels.Set{managedLabel: c.cfg.ManagedBy}))
-		for _, si := range imports {
-			// A derived import carries its derived Service's IPs,
-			// which are the member's, not the clusterset's. One being
-			// deleted (or held by someone's finalizer) is no record.
-			if len(si.Spec.IPs) > 0 && si.Annotations[export.AnnotationDerivedService] == "" && si.DeletionTimestamp == nil {
-				claims = append(claims, clustersetip.Claim{Key: c.source.ipKey(si), IPs: si.Spec.IPs, Created: si.CreationTimestamp.Time, Member: m.id})
-			}
-		}
-	}
-	disputed := c.clustersetIPs.Restore(claims)
-	c.logger.Info("Restored clusterset IPs from existing imports", "imports", len(claims), "allocated", c.clustersetIPs.Allocated())
-	if len(disputed) > 0 {
-		// Members carry these for two names alike: whoever edited their
-		// copies, no name takes them on their word.
-		c.logger.Error(nil, "Clusterset IPs that members carry for two names alike are held back, handed to neither", "ips", disputed)
-	}
 }

@@ -161,7 +161,7 @@ func syncAll(t *testing.T, c *Controller, key string) {
 	if err := c.syncClusterset(ctx, key); err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range c.memberList() {
+	for _, m := range c.members.all() {
 		if !m.hasSynced() {
 			continue
 		}
@@ -401,7 +401,7 @@ func TestCoreLeaveWithdrawsAndCleans(t *testing.T) {
 	if err := c.Leave(context.Background(), "cluster-b", ""); err != nil {
 		t.Fatal(err)
 	}
-	if c.member("cluster-b") != nil || c.leases.alive("cluster-b") {
+	if c.members.get("cluster-b") != nil || c.leases.alive("cluster-b") {
 		t.Fatal("cluster-b is still a member, or its endpoints still count as alive")
 	}
 	// What was written into b is gone; its export says so.

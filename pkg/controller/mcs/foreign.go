@@ -18,10 +18,10 @@ import (
 
 // reserveForeignOf reserves the IPs of every import someone else wrote
 // into m, as its cache holds them.
-func (c *Controller) reserveForeignOf(m *member) {
+func (r *reservations) reserveForeignOf(m *member) {
 	for _, o := range m.inf.imports.GetStore().List() {
-		if si, ok := o.(*mcsv1beta1.ServiceImport); ok && !c.wrote(si) {
-			c.reserveForeign(m, si.Namespace, si.Name)
+		if si, ok := o.(*mcsv1beta1.ServiceImport); ok && !wroteBy(r.manager, si) {
+			r.reserveForeign(m, si.Namespace, si.Name)
 		}
 	}
 }
@@ -30,32 +30,32 @@ func (c *Controller) reserveForeignOf(m *member) {
 // with m's cache: the IPs of an import someone else wrote, none for one
 // of ours or none at all. When it changes, the imports of ours that hold
 // one of the IPs, before or after, are written again.
-func (c *Controller) reserveForeign(m *member, ns, name string) {
+func (r *reservations) reserveForeign(m *member, ns, name string) {
 	var ips []string
 	si, err := m.imports.ServiceImports(ns).Get(name)
-	if err == nil && !c.wrote(si) {
+	if err == nil && !wroteBy(r.manager, si) {
 		ips = si.Spec.IPs
 	}
-	ch := c.clustersetIPs.SetForeign(m.id+"/"+ns+"/"+name, ips)
+	ch := r.ips.SetForeign(m.id+"/"+ns+"/"+name, ips)
 	if ch.Refused {
-		c.logger.Info("Not reserving the clusterset IPs of an import someone else wrote: the member holds the most such imports allowed", "cluster", m.id, "serviceImport", klog.KObj(si), "ips", ips)
+		r.logger.Info("Not reserving the clusterset IPs of an import someone else wrote: the member holds the most such imports allowed", "cluster", m.id, "serviceImport", klog.KObj(si), "ips", ips)
 	}
 	if !ch.Changed() {
 		return
 	}
 	for _, ip := range slices.Concat(ch.Before, ch.After) {
-		if owner, ok := c.clustersetIPs.Owner(ip); ok {
-			c.enqueueMembers(owner)
+		if owner, ok := r.ips.Owner(ip); ok {
+			r.enqueue(owner)
 		}
 	}
 }
 
 // forgetForeign drops the reservations of the imports someone else wrote
 // into m.
-func (c *Controller) forgetForeign(m *member) {
+func (r *reservations) forgetForeign(m *member) {
 	for _, o := range m.inf.imports.GetStore().List() {
-		if si, ok := o.(*mcsv1beta1.ServiceImport); ok && !c.wrote(si) {
-			c.clustersetIPs.SetForeign(m.id+"/"+si.Namespace+"/"+si.Name, nil)
+		if si, ok := o.(*mcsv1beta1.ServiceImport); ok && !wroteBy(r.manager, si) {
+			r.ips.SetForeign(m.id+"/"+si.Namespace+"/"+si.Name, nil)
 		}
 	}
 }

@@ -33,7 +33,7 @@ func TestCoreForeignImportsReserveTheirIPs(t *testing.T) {
 	})
 	// As Run does once a member's caches have synced, before the first
 	// allocation.
-	c.reserveForeignOf(b.member)
+	c.reservations.reserveForeignOf(b.member)
 
 	exportWeb(t, a, "10.1.0.1")
 	syncAll(t, c, "demo/web")

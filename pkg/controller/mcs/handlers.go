@@ -113,7 +113,7 @@ func (c *Controller) addHandlers(m *member) {
 			if ok1 && ok2 && slices.Equal(o.Spec.PodCIDRs, n.Spec.PodCIDRs) && apiequality.Semantic.DeepEqual(o.Status.Addresses, n.Status.Addresses) {
 				// A node's readiness makes it an entry point of its
 				// cluster's ingresses, or not.
-				if nodeReadyChanged(o, n) && needsIngress(&c.cfg, m.id, memberIDs(c.memberList())) {
+				if nodeReadyChanged(o, n) && needsIngress(&c.cfg, m.id, memberIDs(c.members.all())) {
 					for _, k := range m.exportKeys() {
 						c.queue.Add(k)
 					}
@@ -126,7 +126,7 @@ func (c *Controller) addHandlers(m *member) {
 	// A member's Service ranges decide the IP families its imports can
 	// serve, and whether their clusterset IPs are safe there.
 	handle(f.serviceCIDRs, on(func(obj any) {
-		c.serviceCIDRChanged(m, eventObject[*networkingv1.ServiceCIDR](obj))
+		c.reservations.serviceCIDRChanged(m, eventObject[*networkingv1.ServiceCIDR](obj))
 		for _, k := range c.desiredKeys() {
 			m.queue.Add(k)
 		}
@@ -141,7 +141,7 @@ func (c *Controller) isExportedSomewhere(key string) bool {
 		return true
 	}
 	ns, name, _ := cache.SplitMetaNamespaceKey(key)
-	for _, m := range c.memberList() {
+	for _, m := range c.members.all() {
 		if _, err := m.exports.ServiceExports(ns).Get(name); err == nil {
 			return true
 		}
@@ -156,7 +156,7 @@ func (c *Controller) keysInNamespace(ns string) []string {
 			out = append(out, k)
 		}
 	}
-	for _, m := range c.memberList() {
+	for _, m := range c.members.all() {
 		exports, _ := m.exports.ServiceExports(ns).List(labels.Everything())
 		for _, se := range exports {
 			out = append(out, se.Namespace+"/"+se.Name)

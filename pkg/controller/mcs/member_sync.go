@@ -23,7 +23,7 @@ import (
 // write is skipped when the cache already shows the desired object.
 func (c *Controller) syncMember(ctx context.Context, m *member, key string) error {
 	ns, name, _ := cache.SplitMetaNamespaceKey(key)
-	c.reserveForeign(m, ns, name)
+	c.reservations.reserveForeign(m, ns, name)
 	top := c.getDesired(key)
 	if top == nil {
 		// Not merged yet (e.g. at start-up, when every existing import is

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -48,9 +47,7 @@ func (c *Controller) Join(ctx context.Context, tm topology.Member) error {
 }
 
 func (c *Controller) join(ctx context.Context, m *member) error {
-	c.membersMu.RLock()
-	runCtx, old := c.runCtx, c.byID[m.id]
-	c.membersMu.RUnlock()
+	runCtx, old := c.members.serving(m.id)
 	if runCtx == nil {
 		return ErrNotRunning
 	}
@@ -67,13 +64,11 @@ func (c *Controller) join(ctx context.Context, m *member) error {
 		c.abandon(m)
 		return fmt.Errorf("the caches of cluster %s did not sync (are the MCS CRDs installed and the controller authorized?)", m.id)
 	}
-	if err := c.checkServiceCIDRs(m); err != nil {
+	if err := c.reservations.checkServiceCIDRs(m); err != nil {
 		c.abandon(m)
 		return err
 	}
-	c.membersMu.Lock()
-	if cur := c.byID[m.id]; cur != old {
-		c.membersMu.Unlock()
+	if cur, ok := c.members.replace(old, m); !ok {
 		c.abandon(m)
 		other := "another member"
 		if cur != nil {
@@ -81,15 +76,6 @@ func (c *Controller) join(ctx context.Context, m *member) error {
 		}
 		return &DuplicateClusterIDError{ClusterID: m.id, Member: m.Context, Other: other}
 	}
-	if i := slices.Index(c.members, old); old != nil && i >= 0 {
-		c.members[i] = m
-	} else {
-		c.members = append(c.members, m)
-	}
-	c.byID[m.id] = m
-	c.membership++
-	m.joinedAt = c.membership
-	c.membersMu.Unlock()
 	if old != nil {
 		// The same cluster through new credentials: the old clients go,
 		// nothing is written anywhere for it.
@@ -100,9 +86,9 @@ func (c *Controller) join(ctx context.Context, m *member) error {
 	// sources whose Leases it holds.
 	c.leases.learn(ctx, m)
 	c.leases.joined(m.id)
-	c.reserveForeignOf(m)
+	c.reservations.reserveForeignOf(m)
 	c.serve(m)
-	c.restoreClusterSetIPs()
+	c.reservations.restoreClusterSetIPs()
 	c.enqueueAll()
 	klog.FromContext(ctx).Info("Member joined the clusterset", "cluster", m.id, "member", m.Context)
 	return nil
@@ -112,7 +98,7 @@ func (c *Controller) join(ctx context.Context, m *member) error {
 // its foreign imports were reserving.
 func (c *Controller) abandon(m *member) {
 	m.stop()
-	c.forgetForeign(m)
+	c.reservations.forgetForeign(m)
 }
 
 // Leave removes member id from the clusterset: it is served no more, its
@@ -124,21 +110,15 @@ func (c *Controller) abandon(m *member) {
 // Cleaning the member is retried until ctx ends; a member that cannot be
 // reached keeps what it had, and the error says so.
 func (c *Controller) Leave(ctx context.Context, id, why string) error {
-	c.membersMu.Lock()
-	m := c.byID[id]
+	m := c.members.remove(id)
 	if m == nil {
-		c.membersMu.Unlock()
 		return nil
 	}
-	delete(c.byID, id)
-	c.members = slices.DeleteFunc(c.members, func(x *member) bool { return x == m })
-	c.membership++
-	c.membersMu.Unlock()
 
 	// Its exports as last seen, for their status.
 	exports, _ := m.exports.List(labels.Everything())
 	m.stop()
-	c.forgetForeign(m)
+	c.reservations.forgetForeign(m)
 	errs := []error{c.leases.forget(ctx, id)}
 	c.enqueueAll()
 	c.metrics.forgetMember(id)
@@ -261,7 +241,7 @@ func notServed(ctx context.Context, m *member, se *mcsv1beta1.ServiceExport, why
 // The inventory calls it once a member has joined and whenever its
 // profile's properties change.
 func (c *Controller) PropertiesChanged(id string) {
-	if m := c.member(id); m != nil && m.sel != nil {
+	if m := c.members.get(id); m != nil && m.sel != nil {
 		c.propertiesChanged(m)
 	}
 }

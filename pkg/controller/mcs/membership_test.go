@@ -30,9 +30,7 @@ func TestCoreJoinRefusesOverlappingServiceRanges(t *testing.T) {
 	a := ms["cluster-a"]
 	exportWeb(t, a, "10.1.0.1")
 	syncAll(t, c, "demo/web")
-	c.membersMu.Lock()
-	c.runCtx = t.Context()
-	c.membersMu.Unlock()
+	c.members.serveFrom(t.Context())
 
 	kube := kubefake.NewSimpleClientset(&networkingv1.ServiceCIDR{
 		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes"},
@@ -47,7 +45,7 @@ func TestCoreJoinRefusesOverlappingServiceRanges(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "10.250.0.0/24") || !strings.Contains(err.Error(), "cluster-d") {
 		t.Fatalf("join of a cluster whose Service range is in the clusterset range: %v, want a refusal naming both", err)
 	}
-	if c.member("cluster-d") != nil {
+	if c.members.get("cluster-d") != nil {
 		t.Fatal("cluster-d is a member")
 	}
 	for _, a := range append(kube.Actions(), mcs.Actions()...) {
@@ -74,9 +72,7 @@ func TestCoreJoinRefusesOverlappingServiceRanges(t *testing.T) {
 // replaced by new credentials keeps what it was told.
 func TestCoreLeaveReleasesTheMembersState(t *testing.T) {
 	c, ms := newFakeClusterset(t, Config{LeaseNamespace: "kube-system"}, []string{"cluster-a", "cluster-b"}, nil, nil)
-	c.membersMu.Lock()
-	c.runCtx = t.Context()
-	c.membersMu.Unlock()
+	c.members.serveFrom(t.Context())
 	b := ms["cluster-b"]
 	// A slice no trusted manager wrote: reported once, on b's export.
 	exportSource(t, b, source{selector: true, manager: "someone-else", kind: "Service", owner: "web", targets: true}, "10.2.0.1")

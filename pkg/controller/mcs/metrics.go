@@ -96,7 +96,7 @@ func (m *Metrics) register(c *Controller) {
 		reachable := metrics.NewGaugeFunc(&metrics.GaugeOpts{StabilityLevel: metrics.ALPHA, Name: "mcs_controller_clusters_reachable", Help: "Member clusters whose API answered the last probe."},
 			func() float64 { return float64(c.leases.reachableCount()) })
 		total := metrics.NewGaugeFunc(&metrics.GaugeOpts{StabilityLevel: metrics.ALPHA, Name: "mcs_controller_clusters", Help: "Member clusters being served (joined members)."},
-			func() float64 { return float64(len(c.memberList())) })
+			func() float64 { return float64(len(c.members.all())) })
 		vips := metrics.NewGaugeFunc(&metrics.GaugeOpts{StabilityLevel: metrics.ALPHA, Name: "mcs_controller_clusterset_ips_allocated", Help: "Allocated clusterset IPs."},
 			func() float64 { return float64(c.clustersetIPs.Allocated()) })
 		capacity := metrics.NewGaugeFunc(&metrics.GaugeOpts{StabilityLevel: metrics.ALPHA, Name: "mcs_controller_clusterset_ips_capacity", Help: "Clusterset IPs the ranges of --clusterset-ip-cidrs hold (an IPv6 range counts as at most 2^32)."},
@@ -139,15 +139,15 @@ func (mc *memberCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
 }
 
 func (mc *memberCollector) CollectWithStability(ch chan<- metrics.Metric) {
-	for _, m := range mc.c.memberList() {
+	for _, m := range mc.c.members.all() {
 		ch <- metrics.NewLazyConstMetric(memberQueueDepthDesc, metrics.GaugeValue, float64(m.queue.Len()), m.id)
-		ch <- metrics.NewLazyConstMetric(foreignClaimsDesc, metrics.GaugeValue, float64(mc.c.foreignClaims(m)), m.id)
+		ch <- metrics.NewLazyConstMetric(foreignClaimsDesc, metrics.GaugeValue, float64(mc.c.reservations.foreignClaims(m)), m.id)
 		known := 0.0
 		if m.endpointRanges(mc.c.cfg.MemberPodCIDRs).Known {
 			known = 1
 		}
 		ch <- metrics.NewLazyConstMetric(rangesKnownDesc, metrics.GaugeValue, known, m.id)
-		ch <- metrics.NewLazyConstMetric(overlapsDesc, metrics.GaugeValue, float64(len(mc.c.serviceRangeOverlaps(m))), m.id)
+		ch <- metrics.NewLazyConstMetric(overlapsDesc, metrics.GaugeValue, float64(len(mc.c.reservations.serviceRangeOverlaps(m))), m.id)
 		ch <- metrics.NewLazyConstMetric(leaseRemainingDesc, metrics.GaugeValue, mc.c.leases.remaining(m.id).Seconds(), m.id)
 	}
 }
@@ -178,25 +178,6 @@ func (m *Metrics) forgetMember(cluster string) {
 	}{m.sliceSync, m.foreign, m.unmirrored, m.outside, m.unknown, m.propagation} {
 		v.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
 	}
-}
-
-// foreignClaims counts m's imports that this controller did not write and
-// that carry an IP it allocated.
-func (c *Controller) foreignClaims(m *member) int {
-	n := 0
-	for _, o := range m.inf.imports.GetStore().List() {
-		si, ok := o.(*mcsv1beta1.ServiceImport)
-		if !ok || c.wrote(si) {
-			continue
-		}
-		for _, ip := range si.Spec.IPs {
-			if owner, ok := c.clustersetIPs.Owner(ip); ok && owner != si.Namespace+"/"+si.Name {
-				n++
-				break
-			}
-		}
-	}
-	return n
 }
 
 func result(err error) string {

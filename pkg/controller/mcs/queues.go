@@ -40,7 +40,7 @@ func (c *Controller) enqueueAll() {
 		keys[k] = true
 	}
 	c.mu.RUnlock()
-	for _, m := range c.memberList() {
+	for _, m := range c.members.all() {
 		for _, k := range m.exportKeys() {
 			keys[k] = true
 		}
@@ -85,7 +85,7 @@ func (c *Controller) writeInto(ctx context.Context, m *member) func(key string) 
 
 // enqueueMembers asks every member to write key.
 func (c *Controller) enqueueMembers(key string) {
-	for _, m := range c.memberList() {
+	for _, m := range c.members.all() {
 		m.queue.Add(key)
 	}
 }

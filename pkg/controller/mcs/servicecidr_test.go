@@ -88,7 +88,7 @@ func TestCoreServiceCIDRAddedLater(t *testing.T) {
 	}
 
 	syncAll(t, c, "demo/web")
-	if c.member("cluster-b") == nil {
+	if c.members.get("cluster-b") == nil {
 		t.Fatal("cluster-b left the clusterset")
 	}
 	si := importIn(t, b)
@@ -117,7 +117,7 @@ func TestCoreServiceCIDRAddedLater(t *testing.T) {
 	if err := b.kube.NetworkingV1().ServiceCIDRs().Delete(context.Background(), "extra", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitCache(t, "the ServiceCIDR gone from b's cache", func() bool { return len(c.serviceRangeOverlaps(b.member)) == 0 })
+	waitCache(t, "the ServiceCIDR gone from b's cache", func() bool { return len(c.reservations.serviceRangeOverlaps(b.member)) == 0 })
 	syncAll(t, c, "demo/web")
 	if cond := meta.FindStatusCondition(importIn(t, b).Status.Conditions, ConditionClusterSetIPInServiceRange); cond != nil {
 		t.Errorf("b's import still says %v after the ServiceCIDR was deleted", cond)

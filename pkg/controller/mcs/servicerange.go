@@ -25,12 +25,12 @@ import (
 // some member's Service IP, and every import given one would lose it to
 // that Service, or take it. A member joining is refused; at start-up and
 // at run time an overlap is reported instead (serviceCIDRChanged).
-func (c *Controller) checkServiceCIDRs(m *member) error {
+func (r *reservations) checkServiceCIDRs(m *member) error {
 	if !m.hasSynced() {
 		return nil
 	}
-	for _, o := range c.serviceRangeOverlaps(m) {
-		if err := mcsproxy.CheckDisjoint(c.cfg.ClusterSetIPRanges, fmt.Sprintf("ServiceCIDR %s of cluster %s", o.ServiceCIDR, m.id), o.Prefixes); err != nil {
+	for _, o := range r.serviceRangeOverlaps(m) {
+		if err := mcsproxy.CheckDisjoint(r.ranges, fmt.Sprintf("ServiceCIDR %s of cluster %s", o.ServiceCIDR, m.id), o.Prefixes); err != nil {
 			return err
 		}
 	}
@@ -68,22 +68,22 @@ func overlapsOf(clusterset []netip.Prefix, cidrs []*networkingv1.ServiceCIDR) []
 
 // serviceRangeOverlaps returns member m's ServiceCIDRs that overlap the
 // clusterset ranges, as far as its cache knows them.
-func (c *Controller) serviceRangeOverlaps(m *member) []serviceRangeOverlap {
+func (r *reservations) serviceRangeOverlaps(m *member) []serviceRangeOverlap {
 	cidrs, _ := m.serviceCIDRs.List(labels.Everything())
-	return overlapsOf(c.cfg.ClusterSetIPRanges, cidrs)
+	return overlapsOf(r.ranges, cidrs)
 }
 
 // reserveServiceRanges tells the allocator the members' Service ranges
 // that overlap the clusterset's: no clusterset IP is handed out there
 // while another is free.
-func (c *Controller) reserveServiceRanges() {
+func (r *reservations) reserveServiceRanges() {
 	var reserved []netip.Prefix
-	for _, m := range c.memberList() {
-		for _, o := range c.serviceRangeOverlaps(m) {
+	for _, m := range r.members.all() {
+		for _, o := range r.serviceRangeOverlaps(m) {
 			reserved = append(reserved, o.Prefixes...)
 		}
 	}
-	c.clustersetIPs.SetReserved(reserved)
+	r.ips.SetReserved(reserved)
 }
 
 // ReasonServiceCIDROverlap is the reason of the warning event on a
@@ -109,24 +109,24 @@ const ReasonServiceCIDROverlap = "ServiceCIDROverlapsClusterSet"
 // member could otherwise move clusterset IPs that every member's clients
 // hold. (A cluster joining with an overlap is refused, since nothing of it
 // is served yet.)
-func (c *Controller) serviceCIDRChanged(m *member, sc *networkingv1.ServiceCIDR) {
-	c.reserveServiceRanges()
-	if sc == nil || sc.DeletionTimestamp != nil || c.member(m.id) != m {
+func (r *reservations) serviceCIDRChanged(m *member, sc *networkingv1.ServiceCIDR) {
+	r.reserveServiceRanges()
+	if sc == nil || sc.DeletionTimestamp != nil || r.members.get(m.id) != m {
 		// Gone or going; or m is not served (a join being checked,
 		// which refuses it): nothing is written into it.
 		return
 	}
-	overlaps := overlapsOf(c.cfg.ClusterSetIPRanges, []*networkingv1.ServiceCIDR{sc})
+	overlaps := overlapsOf(r.ranges, []*networkingv1.ServiceCIDR{sc})
 	if len(overlaps) == 0 {
 		return
 	}
 	if !m.state.firstTime(string(sc.UID) + "/" + ReasonServiceCIDROverlap + fmt.Sprint(overlaps[0].Prefixes)) {
 		return
 	}
-	c.logger.Error(nil, "A member's ServiceCIDR overlaps the clusterset IP ranges: a Service there may take an import's clusterset IP", "cluster", m.id, "serviceCIDR", sc.Name, "ranges", overlaps[0].Prefixes, "clusterSetRanges", c.cfg.ClusterSetIPRanges)
+	r.logger.Error(nil, "A member's ServiceCIDR overlaps the clusterset IP ranges: a Service there may take an import's clusterset IP", "cluster", m.id, "serviceCIDR", sc.Name, "ranges", overlaps[0].Prefixes, "clusterSetRanges", r.ranges)
 	m.recorder.Eventf(sc, nil, v1.EventTypeWarning, ReasonServiceCIDROverlap, "CheckServiceCIDR",
 		"ranges %v overlap the clusterset IP ranges %v: a Service of cluster %s may be given an import's clusterset IP and take its traffic in this cluster. The mcs-controller hands out no new clusterset IP here while another is free, and the imports whose IPs lie here say so (condition %s); delete this ServiceCIDR, or use ranges outside the clusterset's",
-		overlaps[0].Prefixes, c.cfg.ClusterSetIPRanges, m.id, ConditionClusterSetIPInServiceRange)
+		overlaps[0].Prefixes, r.ranges, m.id, ConditionClusterSetIPInServiceRange)
 }
 
 // ConditionClusterSetIPInServiceRange is a ServiceImport condition of

@@ -14,7 +14,7 @@ import (
 // that joins or leaves meanwhile is planned again by its own enqueueAll.
 func (c *Controller) readSnapshot(ns, name string) (snapshot, error) {
 	key := ns + "/" + name
-	members, membership := c.membersAt()
+	members, membership := c.members.at()
 	ids := memberIDs(members)
 	s := snapshot{Namespace: ns, Name: name, Alive: map[string]bool{}, Now: time.Now(), membership: membership}
 	if c.cfg.ClusterSelection {

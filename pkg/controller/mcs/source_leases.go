@@ -90,7 +90,7 @@ func (l *sourceLeases) reachableCount() int {
 // or another replica. Members were reachable moments ago (their cluster
 // IDs were read), so they start renewed.
 func (l *sourceLeases) restore(ctx context.Context) {
-	members := l.c.memberList()
+	members := l.c.members.all()
 	l.mu.Lock()
 	now := time.Now()
 	for _, m := range members {
@@ -194,7 +194,7 @@ func (l *sourceLeases) forget(ctx context.Context, id string) error {
 	delete(l.wasAlive, id)
 	l.mu.Unlock()
 	var errs []error
-	for _, m := range l.c.memberList() {
+	for _, m := range l.c.members.all() {
 		err := m.kube.CoordinationV1().Leases(l.c.cfg.LeaseNamespace).Delete(ctx, sourceLeasePrefix+id, metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("deleting Lease %s%s in %s: %w", sourceLeasePrefix, id, m.id, err))
@@ -237,7 +237,7 @@ func (l *sourceLeases) probe(ctx context.Context, m *member) {
 	}
 	// Every member's writer is woken, not waited for: the Leases say
 	// "alive at" as soon as each member takes the write.
-	for _, target := range l.c.memberList() {
+	for _, target := range l.c.members.all() {
 		select {
 		case target.leasesDue <- struct{}{}:
 		default:

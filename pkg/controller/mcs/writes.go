@@ -25,14 +25,14 @@ type writes struct {
 // other members: which source clusters' slices are kept while their state
 // is unknown, and which clusterset IP ranges overlap the member's Service
 // ranges.
-type clustersetView interface {
-	retainedSource(cluster string) bool
-	serviceRangeOverlaps(m *member) []serviceRangeOverlap
+type clustersetView struct {
+	retainedSource       func(cluster string) bool
+	serviceRangeOverlaps func(m *member) []serviceRangeOverlap
 }
 
 // writesTo returns the writes into member m.
 func (c *Controller) writesTo(m *member) writes {
-	return writes{m: m, cfg: &c.cfg, metrics: c.metrics, logger: c.logger, cs: c}
+	return writes{m: m, cfg: &c.cfg, metrics: c.metrics, logger: c.logger, cs: clustersetView{c.retainedSource, c.reservations.serviceRangeOverlaps}}
 }
 
 // wrote tells whether this controller wrote o (an import, or a Service it
