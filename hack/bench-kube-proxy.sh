@@ -10,7 +10,8 @@
 # With "sources", it measures instead how the cost grows with the source
 # clusters of each import (BenchmarkSourcesPerImport: 1,000 imports from
 # 1, 10, 50 and 100 clusters, 2 endpoints per slice, against 1,000 Services
-# with the same slices).
+# with the same slices; and the imports again with cluster selection on and
+# 3 selector results each, the path "selected").
 #
 # Usage: hack/bench-kube-proxy.sh [sources] [COUNT]   (COUNT repetitions, default 3)
 set -o errexit -o nounset -o pipefail
@@ -54,7 +55,10 @@ pair() {
 }
 for rep in $(seq "${COUNT}"); do
   if [[ "${MODE}" == sources ]]; then
-    for sources in 1 10 50 100; do pair BenchmarkSourcesPerImport "${rep}" "${sources}"; done
+    paths=(services imports selected)
+    for sources in 1 10 50 100; do
+      for k in 0 1 2; do run BenchmarkSourcesPerImport "${sources}" "${paths[(rep + k) % 3]}"; done
+    done
   else
     for case in "nftables 1000" "nftables 10000" "iptables 1000"; do
       read -r mode n <<<"${case}"
@@ -63,7 +67,7 @@ for rep in $(seq "${COUNT}"); do
   fi
 done
 
-# Ratios of the medians, imports over services, for each case (the
+# Ratios of the medians, each path over services, for each case (the
 # sub-benchmark's name without its last part) and metric.
 awk '
   /^Benchmark[A-Za-z]*\// {
@@ -74,6 +78,7 @@ awk '
       if (!((c, $(i+1)) in seen)) { seen[c, $(i+1)] = 1; metrics[c] = metrics[c] " " $(i+1) }
     }
     if (!(c in cases)) { cases[c] = 1; order[++n] = c }
+    if (path != "services" && !(path in known)) { known[path] = 1; paths[++np] = path }
   }
   function median(s,   a, k, t, i, j) {
     k = split(s, a, " ")
@@ -81,12 +86,19 @@ awk '
     return (k % 2) ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
   }
   END {
-    printf "\n%-16s %-20s %12s %12s %8s\n", "case", "metric", "services", "imports", "ratio"
+    printf "\n%-16s %-20s %12s", "case", "metric", "services"
+    for (q = 1; q <= np; q++) printf " %12s %8s", paths[q], "ratio"
+    printf "\n"
     for (o = 1; o <= n; o++) {
       c = order[o]; m = split(metrics[c], ms, " ")
       for (x = 1; x <= m; x++) {
-        s = median(v[c, "services", ms[x]]); i = median(v[c, "imports", ms[x]])
-        printf "%-16s %-20s %12.3f %12.3f %8s\n", c, ms[x], s, i, (s > 0) ? sprintf("%.3f", i / s) : "-"
+        s = median(v[c, "services", ms[x]])
+        printf "%-16s %-20s %12.3f", c, ms[x], s
+        for (q = 1; q <= np; q++) {
+          i = median(v[c, paths[q], ms[x]])
+          printf " %12.3f %8s", i, (s > 0) ? sprintf("%.3f", i / s) : "-"
+        }
+        printf "\n"
       }
     }
   }' "${TXT}" | tee "${OUT}/kube-proxy-bench-${MODE}-ratios.txt"

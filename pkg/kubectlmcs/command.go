@@ -259,10 +259,14 @@ custom-columns), as one List; each object carries the annotation
 			if o.watch {
 				q.versions = map[string]string{}
 			}
+			// listed is the listing as the table shows it, header first;
+			// rows makes the table's rows of an object a watch delivers.
+			var listed [][]string
 			var rows func(cluster string, objects []map[string]any) ([][]string, error)
 			var resource schema.GroupVersionResource
 			var errs, contexts []string
 			var objects []map[string]any
+			now := time.Now()
 			switch args[0] {
 			case "exports", "export", "serviceexports", "serviceexport", "svcex":
 				var list []ClusterExport
@@ -270,6 +274,7 @@ custom-columns), as one List; each object carries the annotation
 				for _, e := range list {
 					contexts, objects = append(contexts, e.Cluster), append(objects, e.Served)
 				}
+				listed = ExportRows(list, o.allNamespaces, wide, now)
 				resource, rows = serviceExports, func(cluster string, objects []map[string]any) ([][]string, error) {
 					list, err := typed(objects, func(e mcsv1beta1.ServiceExport) ClusterExport { return ClusterExport{Cluster: cluster, Export: e} })
 					return ExportRows(list, o.allNamespaces, wide, time.Now()), err
@@ -280,6 +285,7 @@ custom-columns), as one List; each object carries the annotation
 				for _, i := range list {
 					contexts, objects = append(contexts, i.Cluster), append(objects, i.Served)
 				}
+				listed = ImportRows(list, o.allNamespaces, wide, now)
 				resource, rows = serviceImports, func(cluster string, objects []map[string]any) ([][]string, error) {
 					list, err := typed(objects, func(i mcsv1beta1.ServiceImport) ClusterImport { return ClusterImport{Cluster: cluster, Import: i} })
 					return ImportRows(list, o.allNamespaces, wide, time.Now()), err
@@ -292,24 +298,9 @@ custom-columns), as one List; each object carries the annotation
 					fmt.Fprintln(o.streams.ErrOut, line)
 				}
 			}
-			// print prints objects read from members: through the printer,
-			// or as rows of the table, its header once.
+			// printTable prints rows of the table, its header once.
 			headed := o.noHeaders
-			print := func(contexts []string, objects []map[string]any) error {
-				if printer != nil {
-					return printServed(o.streams.Out, printer, contexts, objects)
-				}
-				var tbl [][]string
-				for i := range objects {
-					r, err := rows(contexts[i], objects[i:i+1])
-					if err != nil {
-						return err
-					}
-					if len(tbl) == 0 {
-						tbl = append(tbl, r[0])
-					}
-					tbl = append(tbl, r[1:]...)
-				}
+			printTable := func(tbl [][]string) error {
 				lines := table(tbl)
 				if headed {
 					lines = lines[min(1, len(lines)):]
@@ -317,9 +308,14 @@ custom-columns), as one List; each object carries the annotation
 				headed = true
 				return printLines(o.streams.Out, lines)
 			}
+			// The listing is printed from the objects as decoded once.
 			switch {
-			case len(objects) > 0 || printer != nil:
-				if err := print(contexts, objects); err != nil {
+			case printer != nil:
+				if err := printServed(o.streams.Out, printer, contexts, objects); err != nil {
+					return err
+				}
+			case len(objects) > 0:
+				if err := printTable(listed); err != nil {
 					return err
 				}
 			case !o.watch:
@@ -329,7 +325,14 @@ custom-columns), as one List; each object carries the annotation
 				return nil
 			}
 			return watchServed(cmd.Context(), members, resource, q, o.streams.ErrOut, func(cluster string, object map[string]any) error {
-				return print([]string{cluster}, []map[string]any{object})
+				if printer != nil {
+					return printServed(o.streams.Out, printer, []string{cluster}, []map[string]any{object})
+				}
+				tbl, err := rows(cluster, []map[string]any{object})
+				if err != nil {
+					return err
+				}
+				return printTable(tbl)
 			})
 		},
 	}

@@ -22,6 +22,7 @@ import (
 	"k8s.io/kubernetes/pkg/proxy"
 	kubeproxyconfig "k8s.io/kubernetes/pkg/proxy/apis/config"
 	proxymetrics "k8s.io/kubernetes/pkg/proxy/metrics"
+	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
 	"k8s.io/multiclusterservices/export"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
@@ -84,6 +85,9 @@ func measureSync(b *testing.B, mode kubeproxyconfig.ProxyMode, sh feedShape, imp
 	defer cancel()
 	handler := benchProvider(ctx, b, mode, imports)
 	wrapper, _ := handler.(*multicluster.Proxier)
+	if sh.selection {
+		wrapper.SetClusterSelection(true)
+	}
 
 	// Feed everything before the first sync, as at start-up.
 	start := time.Now()
@@ -128,8 +132,13 @@ type importHandler interface {
 }
 
 // feedShape is what feedSync hands over: n Services or imports, each with
-// one EndpointSlice per source cluster of perSlice endpoints.
-type feedShape struct{ n, sources, perSlice int }
+// one EndpointSlice per source cluster of perSlice endpoints; with
+// selection, the imports come with cluster selector results
+// (selectorResults) to a Proxier with cluster selection on.
+type feedShape struct {
+	n, sources, perSlice int
+	selection            bool
+}
 
 // twoSources is the shape of BenchmarkFirstSync and BenchmarkFeed: two
 // source clusters of 5 endpoints each, 10 endpoints per name.
@@ -151,6 +160,10 @@ func feedSync(handler proxy.Provider, sh feedShape, imports bool) []any {
 	// manager, shared by every import it wrote (its transform,
 	// keepWhatProxiesRead): the imports are made as it holds them.
 	importLabels := map[string]string{mcsproxy.LabelImportManagedBy: mcsproxy.DefaultManagedBy}
+	var results []csv1beta1.ClusterSelectorResult
+	if sh.selection {
+		results = selectorResults(sh)
+	}
 	for i := 0; i < n; i++ {
 		vip := fmt.Sprintf("10.250.%d.%d", i/250, i%250+1)
 		name := fmt.Sprintf("svc-%d", i)
@@ -160,7 +173,11 @@ func feedSync(handler proxy.Provider, sh feedShape, imports bool) []any {
 				Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, IPs: []string{vip},
 					Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}}},
 			}
-			wrapper.OnServiceImportUpsert(si)
+			if sh.selection {
+				handler.(*multicluster.Proxier).OnServiceImportSelected(si, results)
+			} else {
+				wrapper.OnServiceImportUpsert(si)
+			}
 			cache = append(cache, si)
 		} else {
 			svc := &v1.Service{
