@@ -40,7 +40,7 @@ func (im *importer) upsertImport(si *mcsv1beta1.ServiceImport, results []csv1bet
 	var next choice
 	if im.clusterSelection {
 		st.results = results
-		next = choose(st, im.locality())
+		next = im.choose(st)
 		if st.programmedFrom == nil {
 			st.chosen = next
 		}
@@ -107,7 +107,7 @@ func (im *importer) upsertMultiClusterSlice(slice *discoveryv1.EndpointSlice) {
 	st.obj = slice
 	var translated *discoveryv1.EndpointSlice
 	translated, st.invalid = im.translateEndpointSlice(slice)
-	if im.clusterSelection {
+	if im.clusterSelection && im.selecting {
 		// A failover or failback is decided, and handed over whole,
 		// before the slice's own change.
 		im.reselect(importKey)
@@ -222,7 +222,7 @@ func (im *importer) deleteMultiClusterSlice(slice *discoveryv1.EndpointSlice) {
 	}
 	st := imp.slices[i]
 	st.obj, st.invalid = nil, nil
-	if im.clusterSelection {
+	if im.clusterSelection && im.selecting {
 		im.reselect(importKey)
 	}
 	im.reconcileSlice(st, nil)

@@ -90,6 +90,16 @@ type importer struct {
 	mcsSynced bool
 	// clusterSelection is the MultiClusterServiceClusterSelection gate.
 	clusterSelection bool
+	// selecting is set once the informers have delivered the first full
+	// state (startSelecting). Until then a slice's event does not choose
+	// its import's source clusters again: an import's S slices listed one
+	// after the other would each choose over all of them, S² per import
+	// (3.3× the Services' feed at 100 sources); the import's own event
+	// chooses over the slices it has, and startSelecting once more over
+	// all of them, before the first sync.
+	selecting bool
+	// choices counts the choices made (choose), the work the tests count.
+	choices int
 }
 
 type importState struct {

@@ -237,6 +237,9 @@ func (p *Proxier) forwardSynced() {
 	if !p.im.mcsSynced {
 		return
 	}
+	if p.servicesSynced && p.endpointSlicesSynced && !p.im.selecting {
+		p.im.startSelecting()
+	}
 	if p.servicesSynced && !p.forwardedServicesSynced {
 		p.forwardedServicesSynced = true
 		p.Provider.OnServiceSynced()

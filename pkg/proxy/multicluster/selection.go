@@ -24,7 +24,9 @@ import (
 // has a usable endpoint (clusterselection.Choose), per address family and
 // port, and of every source cluster when none has. The choice is made again at every
 // change of the import or its slices, from the slices it already holds:
-// no API write is on the failover path. A change of choice hands the
+// no API write is on the failover path. (Until the informers have
+// delivered the first full state, only the import's own events choose,
+// and the first sync once more: importer.selecting.) A change of choice hands the
 // Provider the slices that join before those that leave, so that a sync
 // in between sees a superset and no live connection loses its endpoint to
 // a half-made change.
@@ -163,15 +165,6 @@ func (c choice) index() int {
 // cluster's ID, each "" while unknown.
 type locality struct{ node, cluster string }
 
-// locality is where this proxy runs.
-func (im *importer) locality() locality {
-	l := locality{cluster: im.opts.LocalClusterID}
-	if im.events.node != nil {
-		l.node = im.events.node.Name
-	}
-	return l
-}
-
 // choose decides import st's choice, made at l: per address family and
 // port, the first result with an eligible endpoint for that port and
 // protocol that is ready or serving (clusterselection.Choose), or every
@@ -229,9 +222,32 @@ func (im *importer) reselect(key types.NamespacedName) {
 	if st := im.imports[key]; st != nil {
 		var next choice
 		if im.clusterSelection {
-			next = choose(st, im.locality())
+			next = im.choose(st)
 		}
 		im.selectChoice(key, st, next)
+	}
+}
+
+// choose is choose for import st where this proxy runs, counted.
+func (im *importer) choose(st *importState) choice {
+	im.choices++
+	l := locality{cluster: im.opts.LocalClusterID}
+	if im.events.node != nil {
+		l.node = im.events.node.Name
+	}
+	return choose(st, l)
+}
+
+// startSelecting is called once the informers have delivered the first
+// full state, before the first sync: every import chooses over all its
+// slices, and from then on every slice's event chooses again.
+func (im *importer) startSelecting() {
+	im.selecting = true
+	if !im.clusterSelection {
+		return
+	}
+	for key := range im.imports {
+		im.reselect(key)
 	}
 }
 

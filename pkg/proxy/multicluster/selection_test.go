@@ -54,9 +54,8 @@ func unready(s *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
 // sees a superset); with no result left, every cluster; back again when
 // they return. Each failover is one decision, counted.
 func TestClusterSelectionFailoverAndBack(t *testing.T) {
-	f := newFixture(t)
+	f, _ := syncedSelectionFixture(t)
 	p := f.proxier
-	p.SetClusterSelection(true)
 	DeliverSlice(p, mcsSlice("ns", "api-a", "api", "cluster-a", "10.1.0.1"))
 	DeliverSlice(p, mcsSlice("ns", "api-b", "api", "cluster-b", "10.2.0.1"))
 	DeliverSlice(p, mcsSlice("ns", "api-c", "api", "cluster-c", "10.3.0.1"))
@@ -113,9 +112,8 @@ func TestClusterSelectionFailoverAndBack(t *testing.T) {
 // internalTrafficPolicy Local: only this cluster's endpoints on this node
 // count, never another cluster's on a node of the same name.
 func TestClusterSelectionInternalTrafficPolicyLocal(t *testing.T) {
-	f := newFixture(t)
+	f, _ := syncedSelectionFixture(t)
 	p := f.proxier
-	p.SetClusterSelection(true)
 	p.SetNode(&v1.ObjectReference{Kind: "Node", Name: "node-1"})
 	p.SetLocalClusterID("cluster-b")
 	onNode := func(s *discoveryv1.EndpointSlice, node string) *discoveryv1.EndpointSlice {
@@ -272,7 +270,8 @@ func (r *notingEvents) Eventf(regarding, related runtime.Object, eventtype, reas
 }
 
 // syncedSelectionFixture is a synced proxier with cluster selection on,
-// whose events are noted.
+// whose events are noted: every slice's event chooses again from then
+// on (before, an import's own events do).
 func syncedSelectionFixture(t *testing.T) (*fixture, *notingEvents) {
 	f := newFixture(t)
 	events := &notingEvents{}
@@ -281,6 +280,7 @@ func syncedSelectionFixture(t *testing.T) (*fixture, *notingEvents) {
 	f.proxier.OnServiceSynced()
 	f.proxier.OnEndpointSlicesSynced()
 	f.proxier.MultiClusterSynced()
+	f.provider.takeCalls()
 	return f, events
 }
 
@@ -469,10 +469,9 @@ func TestClusterSelectionPerPort(t *testing.T) {
 // unready moves IPv6 to the region (cluster-a's IPv6 slice joins) while
 // IPv4 stays in cluster-b.
 func TestClusterSelectionDualStackPerFamily(t *testing.T) {
-	f := newFixture(t)
+	f, _ := syncedSelectionFixture(t)
 	p := f.proxier
 	p.im.opts.ClusterSetIPCIDRs = append(p.im.opts.ClusterSetIPCIDRs, netip.MustParsePrefix("fd00:250::/64"))
-	p.SetClusterSelection(true)
 	v6 := func(s *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
 		s.AddressType = discoveryv1.AddressTypeIPv6
 		return s
@@ -493,5 +492,45 @@ func TestClusterSelectionDualStackPerFamily(t *testing.T) {
 	f.provider.mu.Unlock()
 	if diff := cmp.Diff([]string{"10.2.0.1", "fd00:1::1"}, ready); diff != "" {
 		t.Errorf("ready endpoints (-want +got):\n%s", diff)
+	}
+}
+
+// The first full state is chosen over once per import, not once per
+// slice: before the informers have synced, an import's S slices listed one
+// after the other would each choose over all of them (S² per import, 3.3×
+// the Services' feed at 100 sources). The import's own event chooses, the
+// sync once more over every slice, and from then on each slice's event.
+// What is programmed is the same: only the chosen cluster's slices.
+func TestClusterSelectionChoosesOncePerImportUntilSynced(t *testing.T) {
+	for _, sources := range []int{4, 40} {
+		t.Run(fmt.Sprint(sources), func(t *testing.T) {
+			f := newFixture(t)
+			p := f.proxier
+			p.SetClusterSelection(true)
+			p.OnServiceImportSelected(serviceImport("ns", "api", 0, "10.250.0.10"), []csv1beta1.ClusterSelectorResult{{Clusters: []string{"cluster-1"}}})
+			for i := 0; i < sources; i++ {
+				DeliverSlice(p, mcsSlice("ns", fmt.Sprintf("api-%d", i), "api", fmt.Sprintf("cluster-%d", i), fmt.Sprintf("10.1.%d.1", i)))
+			}
+			if got := p.im.choices; got != 1 {
+				t.Errorf("%d choices while %d slices were listed, want 1 (the import's own event)", got, sources)
+			}
+			p.OnServiceSynced()
+			p.OnEndpointSlicesSynced()
+			p.MultiClusterSynced()
+			if got := p.im.choices; got != 2 {
+				t.Errorf("%d choices once synced, want 2", got)
+			}
+			var held []string
+			for key := range f.provider.slices {
+				held = append(held, key)
+			}
+			if !slices.Equal(held, []string{"ns/api-1"}) {
+				t.Errorf("the proxier holds %v once synced, want only the chosen cluster-1's slice", held)
+			}
+			DeliverSlice(p, unready(mcsSlice("ns", "api-1", "api", "cluster-1", "10.1.1.1")))
+			if got := p.im.choices; got != 3 {
+				t.Errorf("%d choices after a slice's change once synced, want 3", got)
+			}
+		})
 	}
 }
