@@ -112,6 +112,36 @@ func Forward(ctx context.Context, name, listenAddr, target string) error {
 	return nil
 }
 
+// Expose makes target, an address inside the named namespace, reachable
+// at listenAddr in the caller's namespace (Forward's reverse): a test on
+// the host reaches a port a process binds on a node namespace's loopback
+// (kube-proxy's metrics) this way, without any route into the namespace.
+func Expose(ctx context.Context, name, target, listenAddr string) error {
+	l, err := net.Listen("tcp", listenAddr)
+	if err != nil {
+		return err
+	}
+	go func() { <-ctx.Done(); _ = l.Close() }()
+	go func() {
+		for {
+			in, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer in.Close()
+				out, err := Dial(name, "tcp", target, 5*time.Second)
+				if err != nil {
+					return
+				}
+				defer out.Close()
+				Splice(in, out)
+			}()
+		}
+	}()
+	return nil
+}
+
 // Splice copies between a and b both ways until both directions have
 // ended, passing a half-close on (TCP and Unix connections), and closes
 // neither: the caller does.
