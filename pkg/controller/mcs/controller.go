@@ -119,6 +119,8 @@ type Controller struct {
 	// keeps out of its hands what the members hold that it did not give.
 	clustersetIPs *clustersetip.Allocator
 	reservations  *reservations
+	// view is what every member's writes read of the others, made once.
+	view clustersetView
 	// leases are the source clusters' Leases, their endpoints' TTL.
 	leases *sourceLeases
 
@@ -192,6 +194,7 @@ func newController(cfg Config, metrics *Metrics, members []*member) *Controller 
 		ipKey:   func(si *mcsv1beta1.ServiceImport) string { return c.source.ipKey(si) },
 		logger:  c.logger,
 	}
+	c.view = clustersetView{retainedSource: c.retainedSource, serviceRangeOverlaps: c.reservations.serviceRangeOverlaps}
 	c.source = exportModel{c}
 	if cfg.Catalog != nil {
 		c.catalog = newCatalogState(*cfg.Catalog)

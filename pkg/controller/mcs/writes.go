@@ -32,7 +32,7 @@ type clustersetView struct {
 
 // writesTo returns the writes into member m.
 func (c *Controller) writesTo(m *member) writes {
-	return writes{m: m, cfg: &c.cfg, metrics: c.metrics, logger: c.logger, cs: clustersetView{c.retainedSource, c.reservations.serviceRangeOverlaps}}
+	return writes{m: m, cfg: &c.cfg, metrics: c.metrics, logger: c.logger, cs: c.view}
 }
 
 // wrote tells whether this controller wrote o (an import, or a Service it
