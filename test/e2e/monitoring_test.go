@@ -1,10 +1,7 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -48,7 +45,7 @@ func TestMonitoring(t *testing.T) {
 	if p := os.Getenv("MCS_E2E_PROVIDER"); p != "" && p != "local" {
 		t.Skipf("monitoring runs on a local clusterset of its own, not on MCS_E2E_PROVIDER=%s", p)
 	}
-	bin := prometheus.Binary(t)
+	bin := prometheus.Tool(t, "prometheus")
 	opts := clusterset.Options{Clusters: 2, Prefix: "e2emon",
 		KubeProxyArgs: []string{"--feature-gates=MultiClusterServices=true,MultiClusterServiceClusterSelection=true"}}
 	for _, p := range []string{"cluster-a=" + regionProperty + "=eu", "cluster-b=" + regionProperty + "=us"} {
@@ -84,7 +81,9 @@ func TestMonitoring(t *testing.T) {
 	for i, c := range l.clusters {
 		for j, n := range c.Nodes {
 			ip := fmt.Sprintf("127.0.%d.%d", 100+i, 1+j)
-			forwardIntoNetns(t, ip+":10249", n.Netns, "127.0.0.1:10249")
+			if err := netns.Expose(t.Context(), n.Netns, "127.0.0.1:10249", ip+":10249"); err != nil {
+				t.Fatal(err)
+			}
 			proxies = append(proxies, prometheus.Pod{Namespace: "kube-system", Name: "kube-proxy-" + n.Name, IP: ip, Node: n.Name})
 		}
 	}
@@ -106,11 +105,7 @@ func TestMonitoring(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	promPort, err := framework.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	prom := prometheus.Start(t, bin, t.TempDir(), promPort, jobs, rules)
+	prom := prometheus.Start(t, bin, t.TempDir(), jobs, rules)
 	eventually(t, 60*time.Second, "Prometheus to scrape the controller and every kube-proxy", func() (bool, string) {
 		targets, err := prom.Targets()
 		if err != nil {
@@ -201,7 +196,14 @@ func TestMonitoring(t *testing.T) {
 		})
 	}
 	// Every panel of the dashboard shows something.
-	exprs := dashboardQueries(t)
+	dashboard, err := prometheus.ReadDashboard(filepath.Join("..", "..", "deploy", "monitoring", "dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exprs := dashboard.Queries()
+	if len(exprs) == 0 {
+		t.Fatal("the dashboard has no queries")
+	}
 	eventually(t, 60*time.Second, "every dashboard query to return data", func() (bool, string) {
 		var empty []string
 		for _, q := range exprs {
@@ -256,62 +258,4 @@ func scraperToken(t *testing.T, hub *framework.Cluster, path string) string {
 		t.Fatal(err)
 	}
 	return tr.Status.Token
-}
-
-// dashboardQueries returns every query of the shipped dashboard.
-func dashboardQueries(t *testing.T) []string {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "deploy", "monitoring", "dashboard.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var d struct {
-		Panels []struct {
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-	}
-	if err := json.Unmarshal(data, &d); err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, p := range d.Panels {
-		for _, tg := range p.Targets {
-			out = append(out, tg.Expr)
-		}
-	}
-	if len(out) == 0 {
-		t.Fatal("the dashboard has no queries")
-	}
-	return out
-}
-
-// forwardIntoNetns accepts connections on the host at listen and joins
-// each to target inside network namespace ns, until the test ends.
-func forwardIntoNetns(t *testing.T, listen, ns, target string) {
-	t.Helper()
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				up, err := netns.Dial(ns, "tcp", target, 5*time.Second)
-				if err != nil {
-					return
-				}
-				defer up.Close()
-				go func() { _, _ = io.Copy(up, c); up.Close() }()
-				_, _ = io.Copy(c, up)
-			}()
-		}
-	}()
 }

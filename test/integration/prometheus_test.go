@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/prometheus"
 )
 
@@ -19,7 +18,7 @@ import (
 // are shortened to seconds so that the test does not wait minutes; their
 // expressions and labels are the shipped ones.
 func TestPrometheusFiresTheMemberAlerts(t *testing.T) {
-	bin := prometheus.Binary(t)
+	bin := prometheus.Tool(t, "prometheus")
 	ms, kubeconfig := membersWithDemo(t, "cluster-a", "cluster-b")
 	b := ms[1]
 	const ttl = 8 * time.Second
@@ -30,15 +29,11 @@ func TestPrometheusFiresTheMemberAlerts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	port, err := framework.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The job is named as the shipped PodMonitor's would be; the
 	// controller's plain loopback port stands for its secure one (the
 	// shipped scrape configuration itself is TestMonitoring's, in
 	// test/e2e).
-	api := prometheus.Start(t, bin, t.TempDir(), port, []any{map[string]any{
+	api := prometheus.Start(t, bin, t.TempDir(), []any{map[string]any{
 		"job_name":       "mcs-system/mcs-controller",
 		"static_configs": []any{map[string]any{"targets": []string{ctrl.metrics}}},
 	}}, rules)

@@ -6,7 +6,6 @@
 package monitoring
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -19,6 +18,8 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/prometheus"
 )
 
 func root(t *testing.T) string {
@@ -28,20 +29,6 @@ func root(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return filepath.Join(dir, "..", "..")
-}
-
-// promtool returns the path of promtool (Debian's prometheus package,
-// hack/deps.txt), skipping the test where it is absent, except in CI.
-func promtool(t *testing.T) string {
-	t.Helper()
-	path, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("promtool is not installed (hack/install-deps.sh test installs Debian's prometheus package)")
-		}
-		t.Skip("promtool is not installed (Debian's prometheus package; hack/install-deps.sh test)")
-	}
-	return path
 }
 
 func run(t *testing.T, dir, name string, args ...string) {
@@ -97,7 +84,7 @@ func rulesOf(t *testing.T) ([]byte, ruleGroups) {
 // Every alert is unit-tested, has a severity and a runbook in
 // docs/monitoring.md, and promtool's tests pass.
 func TestRules(t *testing.T) {
-	tool := promtool(t)
+	tool := prometheus.Tool(t, "promtool")
 	rules, groups := rulesOf(t)
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "mcs.rules.yaml"), rules, 0o644); err != nil {
@@ -153,21 +140,9 @@ func TestRules(t *testing.T) {
 // as a recording rule), and reads only series the rules record or this
 // project's components and Kubernetes' leader election publish.
 func TestDashboard(t *testing.T) {
-	tool := promtool(t)
-	data, err := os.ReadFile(filepath.Join(root(t), "deploy", "monitoring", "dashboard.json"))
+	tool := prometheus.Tool(t, "promtool")
+	d, err := prometheus.ReadDashboard(filepath.Join(root(t), "deploy", "monitoring", "dashboard.json"))
 	if err != nil {
-		t.Fatal(err)
-	}
-	var d struct {
-		UID    string `json:"uid"`
-		Panels []struct {
-			Title   string `json:"title"`
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-	}
-	if err := json.Unmarshal(data, &d); err != nil {
 		t.Fatal(err)
 	}
 	_, groups := rulesOf(t)

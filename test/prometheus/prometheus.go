@@ -24,21 +24,58 @@ import (
 	"time"
 
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
 )
 
-// Binary returns Debian's prometheus, failing the test under CI=true when
-// it is missing (hack/install-deps.sh test installs it) and skipping it
+// Tool returns the path of name (prometheus or promtool), both from
+// Debian's prometheus package, failing the test under CI=true when it is
+// missing (hack/install-deps.sh test installs it) and skipping it
 // elsewhere.
-func Binary(t testing.TB) string {
+func Tool(t testing.TB, name string) string {
 	t.Helper()
-	bin, err := exec.LookPath("prometheus")
+	path, err := exec.LookPath(name)
 	if err != nil {
 		if os.Getenv("CI") == "true" {
-			t.Fatal("prometheus is not installed (hack/install-deps.sh test installs Debian's prometheus package)")
+			t.Fatalf("%s is not installed (hack/install-deps.sh test installs Debian's prometheus package)", name)
 		}
-		t.Skip("prometheus is not installed (Debian's prometheus package; hack/install-deps.sh test)")
+		t.Skipf("%s is not installed (Debian's prometheus package; hack/install-deps.sh test)", name)
 	}
-	return bin
+	return path
+}
+
+// Dashboard is what the tests read of a Grafana dashboard.
+type Dashboard struct {
+	Panels []struct {
+		Title   string `json:"title"`
+		Targets []struct {
+			Expr string `json:"expr"`
+		} `json:"targets"`
+	} `json:"panels"`
+}
+
+// ReadDashboard reads the dashboard in path.
+func ReadDashboard(path string) (*Dashboard, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	d := &Dashboard{}
+	if err := json.Unmarshal(data, d); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return d, nil
+}
+
+// Queries returns every query of every panel of d.
+func (d *Dashboard) Queries() []string {
+	var out []string
+	for _, p := range d.Panels {
+		for _, tg := range p.Targets {
+			out = append(out, tg.Expr)
+		}
+	}
+	return out
 }
 
 // Pod is a pod a PodMonitor selects, as the test runs it: its IP, its
@@ -219,9 +256,13 @@ type Server struct {
 // Start runs Prometheus in dir on a free loopback port, evaluating rules
 // every second over the scrape configs given, and stops it when the test
 // ends (printing its log if the test failed).
-func Start(t testing.TB, bin, dir string, port int, scrapeConfigs []any, rules []byte) *Server {
+func Start(t testing.TB, bin, dir string, scrapeConfigs []any, rules []byte) *Server {
 	t.Helper()
-	if err := os.WriteFile(filepath.Join(dir, "mcs.rules.yaml"), rules, 0o644); err != nil {
+	port, err := framework.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err = os.WriteFile(filepath.Join(dir, "mcs.rules.yaml"), rules, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	config, err := sigsyaml.Marshal(map[string]any{
@@ -268,6 +309,15 @@ func Start(t testing.TB, bin, dir string, port int, scrapeConfigs []any, rules [
 	}
 }
 
+// getJSON decodes the answer to path into v.
+func (s *Server) getJSON(path string, v any) error {
+	body, err := s.get(path)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(body, v)
+}
+
 func (s *Server) get(path string) ([]byte, error) {
 	c := &http.Client{Timeout: 5 * time.Second}
 	resp, err := c.Get("http://" + s.Addr + path)
@@ -293,10 +343,6 @@ type Sample struct {
 
 // Query runs an instant query and returns its series.
 func (s *Server) Query(query string) ([]Sample, error) {
-	body, err := s.get("/api/v1/query?query=" + url.QueryEscape(query))
-	if err != nil {
-		return nil, err
-	}
 	var r struct {
 		Data struct {
 			Result []struct {
@@ -305,7 +351,7 @@ func (s *Server) Query(query string) ([]Sample, error) {
 			} `json:"result"`
 		} `json:"data"`
 	}
-	if err := json.Unmarshal(body, &r); err != nil {
+	if err := s.getJSON("/api/v1/query?query="+url.QueryEscape(query), &r); err != nil {
 		return nil, err
 	}
 	out := make([]Sample, 0, len(r.Data.Result))
@@ -333,10 +379,6 @@ func (s *Server) Value(query string) (string, error) {
 // reports them, sorted: NAME, or NAME{cluster=ID} for those about one
 // cluster, NAME{node=NODE} for those about one node.
 func (s *Server) Alerts(state string) ([]string, error) {
-	body, err := s.get("/api/v1/alerts")
-	if err != nil {
-		return nil, err
-	}
 	var r struct {
 		Data struct {
 			Alerts []struct {
@@ -345,7 +387,7 @@ func (s *Server) Alerts(state string) ([]string, error) {
 			} `json:"alerts"`
 		} `json:"data"`
 	}
-	if err := json.Unmarshal(body, &r); err != nil {
+	if err := s.getJSON("/api/v1/alerts", &r); err != nil {
 		return nil, err
 	}
 	var got []string
@@ -368,10 +410,6 @@ func (s *Server) Alerts(state string) ([]string, error) {
 // Targets returns the health of every active target, by scrape URL,
 // with its last error.
 func (s *Server) Targets() (map[string]string, error) {
-	body, err := s.get("/api/v1/targets?state=active")
-	if err != nil {
-		return nil, err
-	}
 	var r struct {
 		Data struct {
 			ActiveTargets []struct {
@@ -382,7 +420,7 @@ func (s *Server) Targets() (map[string]string, error) {
 			} `json:"activeTargets"`
 		} `json:"data"`
 	}
-	if err := json.Unmarshal(body, &r); err != nil {
+	if err := s.getJSON("/api/v1/targets?state=active", &r); err != nil {
 		return nil, err
 	}
 	out := map[string]string{}
