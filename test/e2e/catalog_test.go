@@ -15,9 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/restmapper"
 	"k8s.io/multiclusterservices/catalog"
 	"k8s.io/multiclusterservices/crds"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
@@ -27,7 +24,6 @@ import (
 	catalogclient "k8s.io/multiclusterservices/client/catalog/clientset/versioned/typed/catalog/v1alpha1"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/clusterset"
-	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/kindconfig"
 )
 
 // TestCatalog runs the service catalog on a clusterset of three
@@ -76,16 +72,7 @@ func (s *catalogSuite) setUpHub(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.hub = catalogclientset.NewForConfigOrDie(hubCfg).CatalogV1alpha1()
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(s.a.Client.Discovery()))
-	objs, err := kindconfig.Objects(filepath.Join("..", "..", "deploy", "catalog", "catalog-rbac.yaml"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range objs {
-		if err := kindconfig.Apply(ctx, dynamic.NewForConfigOrDie(hubCfg), mapper, o, false); err != nil {
-			t.Fatal(err)
-		}
-	}
+	applyManifest(t, hubCfg, filepath.Join("..", "..", "deploy", "catalog", "catalog-rbac.yaml"), nil, nil)
 	for team, owns := range map[string]string{"team-a": "cluster-a/frontend,cluster-b/apps,e2e-cat-switch", "team-b": "cluster-b/frontend,cluster-c/shop"} {
 		ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: team, Annotations: map[string]string{catalogv1alpha1.AnnotationMemberNamespaces: owns}}}
 		if _, err := s.a.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {

@@ -18,12 +18,19 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/clusterset"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/echoserver"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/kindconfig"
 )
 
 const (
@@ -429,3 +436,24 @@ func output(cmd *exec.Cmd) ([]byte, error) {
 // caseOf is the top-level test t belongs to: the value of caseLabel on
 // the namespaces it makes.
 func caseOf(t *testing.T) string { return strings.SplitN(t.Name(), "/", 2)[0] }
+
+// applyManifest applies the objects of the manifest at path (its
+// placeholders filled from values) to the cluster of cfg, server-side, as
+// hack/kind-e2e.sh does; those skip says are left out.
+func applyManifest(t *testing.T, cfg *rest.Config, path string, values map[string]string, skip func(*unstructured.Unstructured) bool) {
+	t.Helper()
+	objs, err := kindconfig.Objects(path, values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn := dynamic.NewForConfigOrDie(cfg)
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kubernetes.NewForConfigOrDie(cfg).Discovery()))
+	for _, obj := range objs {
+		if skip != nil && skip(obj) {
+			continue
+		}
+		if err := kindconfig.Apply(t.Context(), dyn, mapper, obj, false); err != nil {
+			t.Fatalf("%s: %s %s: %v", path, obj.GetKind(), obj.GetName(), err)
+		}
+	}
+}

@@ -13,15 +13,12 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/restmapper"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
 	"k8s.io/utils/ptr"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/clusterset"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
-	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/kindconfig"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/netns"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/prometheus"
 )
@@ -235,23 +232,7 @@ func scraperToken(t *testing.T, hub *framework.Cluster, path string) string {
 	if _, err := hub.Client().CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "mcs-system"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	objs, err := kindconfig.Objects(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dyn, err := dynamic.NewForConfig(hub.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(hub.Client().Discovery()))
-	for _, obj := range objs {
-		if obj.GetKind() == "PodMonitor" {
-			continue
-		}
-		if err := kindconfig.Apply(ctx, dyn, mapper, obj, false); err != nil {
-			t.Fatalf("%s %s: %v", obj.GetKind(), obj.GetName(), err)
-		}
-	}
+	applyManifest(t, hub.RESTConfig(), path, nil, func(obj *unstructured.Unstructured) bool { return obj.GetKind() == "PodMonitor" })
 	tr, err := hub.Client().CoreV1().ServiceAccounts("mcs-system").CreateToken(ctx, "mcs-metrics-scraper",
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
 	if err != nil {
