@@ -246,7 +246,7 @@ project_images() {
   local context="${WORK}/context" target tag
   rm -rf "${context}"
   mkdir -p "${context}"
-  for b in kube-proxy mcs-controller echoserver; do ln "${BIN}/${b}" "${context}/${b}"; done
+  for b in kube-proxy mcs-controller kubectl-mcs echoserver; do ln "${BIN}/${b}" "${context}/${b}"; done
   for target in kube-proxy:mcs-kube-proxy:dev mcs-controller:mcs-controller:dev echoserver:mcs-kube-proxy/echoserver:dev; do
     tag=${target#*:}
     target=${target%%:*}

@@ -6,9 +6,12 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/kubectlmcs"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -17,7 +20,12 @@ import (
 func main() {
 	cmd := kubectlmcs.NewCommand(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
 	cmd.SetArgs(kubectlmcs.Args(os.Args[0], os.Args[1:]))
-	if err := cmd.Execute(); err != nil {
+	// An interrupt cancels the command's context: what it started (diagnose
+	// --probe's pods) is cleaned up before it exits.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := cmd.ExecuteContext(ctx)
+	stop()
+	if err != nil {
 		switch {
 		case errors.Is(err, kubectlmcs.ErrNotConverged):
 			os.Exit(2)

@@ -80,6 +80,9 @@ type MemberState struct {
 	Nodes []NodeReport
 	// DNS is what the member's DNS answered, or what it serves from.
 	DNS DNSResult
+	// Probe is what the probe pod found (diagnose --probe); nil when none
+	// ran.
+	Probe *ProbeOutcome
 }
 
 // NodeReport is what a node's kube-proxy reported about the import.

@@ -47,6 +47,15 @@ type options struct {
 	noHeaders            bool
 	watch                bool
 	hub                  hubOptions
+	probe                probeOptions
+}
+
+// probeOptions are diagnose's --probe flags.
+type probeOptions struct {
+	enabled   bool
+	image     string
+	namespace string
+	timeout   time.Duration
 }
 
 // status gathers every member's status, and the hub's view with
@@ -107,7 +116,7 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	_ = cmd.RegisterFlagCompletionFunc("contexts", o.completeContexts)
 	_ = cmd.RegisterFlagCompletionFunc("context", o.completeContexts)
 
-	cmd.AddCommand(o.statusCommand(), o.getCommand(), o.diagnoseCommand())
+	cmd.AddCommand(o.statusCommand(), o.getCommand(), o.diagnoseCommand(), o.probeCommand())
 	return cmd
 }
 
@@ -363,7 +372,19 @@ clusters), the MCS EndpointSlices of each source cluster and their ready
 endpoints, the source Leases, what kube-proxy on each node reported for
 the import (programmed, or refused and why), and what DNS answers for
 NAME.NAMESPACE.svc.clusterset.local: asked with dig from --dns-pod by pod
-exec, or else the objects CoreDNS serves from (labelled "objects only").`,
+exec, or else the objects CoreDNS serves from (labelled "objects only").
+
+With --probe it also sends traffic, as the import's clients would: in
+each importing member it starts a pod (--probe-image, restartPolicy
+Never, no API access, admitted under the restricted Pod Security
+Standard) in --probe-namespace (default: the Service's), which resolves
+the clusterset name, connects to each source cluster's ready endpoints
+(up to 8 per source and port) and to every clusterset IP and port several
+times, and reports what answered. Servers that send a first line naming
+their pod (echo servers, agnhost serve-hostname) also tell which source
+cluster answered behind the clusterset IP. The pod is deleted afterwards,
+also when diagnose is interrupted; pods left by a killed diagnose carry
+the label ` + LabelProbe + `.`,
 		Args: cobra.ExactArgs(2),
 		ValidArgsFunction: func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
 			if len(args) == 0 {
@@ -392,7 +413,11 @@ exec, or else the objects CoreDNS serves from (labelled "objects only").`,
 					importers = append(importers, m.Context)
 				}
 			}
-			checks := Diagnose(gatherService(cmd.Context(), members, ns, name, importers, o))
+			state := gatherService(cmd.Context(), members, ns, name, importers, o)
+			if o.probe.enabled {
+				o.runProbes(cmd.Context(), members, &state)
+			}
+			checks := Diagnose(state)
 			if o.output != "" {
 				if err := o.printObject(checks); err != nil {
 					return err
@@ -411,6 +436,10 @@ exec, or else the objects CoreDNS serves from (labelled "objects only").`,
 	}
 	cmd.Flags().StringSliceVar(&o.from, "from", nil, "Contexts of the importing members to check (default: every member)")
 	cmd.Flags().StringVar(&o.dnsPod, "dns-pod", "", "NAMESPACE/POD with dig, in the importing members, to ask DNS from (by pod exec)")
+	cmd.Flags().BoolVar(&o.probe.enabled, "probe", false, "Also send traffic: resolve, and connect to the clusterset IPs and each source's endpoints, from a short-lived pod in each importing member")
+	cmd.Flags().StringVar(&o.probe.image, "probe-image", DefaultProbeImage, "Image of the probe pod: one that holds kubectl-mcs as "+probeBinary)
+	cmd.Flags().StringVar(&o.probe.namespace, "probe-namespace", "", "Namespace of the probe pod (default: the Service's)")
+	cmd.Flags().DurationVar(&o.probe.timeout, "probe-timeout", time.Minute, "How long the probe pod may run")
 	_ = cmd.RegisterFlagCompletionFunc("from", o.completeContexts)
 	o.addOutput(cmd, "json|yaml")
 	return cmd

@@ -56,6 +56,9 @@ func importChecks(m MemberState, s ServiceState, ref string) []Check {
 		out = append(out, nodeChecks(m)...)
 	}
 	out = append(out, dnsCheck(m, ref, headless))
+	if m.Probe != nil {
+		out = append(out, probeChecks(m)...)
+	}
 	return out
 }
 

@@ -85,6 +85,11 @@ func (cs *ClusterSet) startKubelet(ctx context.Context, n *Node) error {
 		StateDir:    filepath.Join(c.dir, "volumes"),
 		Logger:      log.New(logFile, "", log.LstdFlags|log.Lmicroseconds),
 	}
+	// The project's images' own binaries (kubectl mcs diagnose --probe's
+	// /kubectl-mcs) are the build's.
+	if dir, err := framework.BinDir(); err == nil {
+		cfg.ImageBinDir = dir
+	}
 	if !cs.opts.NoDNS {
 		cfg.DNS = &fakekubelet.DNSConfig{Nameserver: c.DNSIP, ClusterDomain: "cluster.local"}
 	}

@@ -48,6 +48,7 @@ func TestMultiClusterServices(t *testing.T) {
 	t.Run("14 native names: RemoteAndLocal and LocalFirst by the cluster.local name", s.testNativeNames)
 	t.Run("15 an exporter cannot capture another Service's clusterset IP through exportedAnnotations", s.testExportedAnnotationsCapture)
 	t.Run("16 a member's administrator cannot escape its confinement: its Nodes, its cluster ID", s.testMemberConfinement)
+	t.Run("17 diagnose --probe sends traffic from a pod of the importing member", s.testDiagnoseProbe)
 	t.Run("11 gate off node behaves as upstream", s.testGateOff)
 	t.Run("10 kube-proxy restart and ServiceImport CRD recreate", s.testRestartAndCRD)
 	t.Run("9 cluster outage and return", s.testOutage)

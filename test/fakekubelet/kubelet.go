@@ -76,6 +76,11 @@ type Config struct {
 	// Executable is the binary re-executed as a pod process (default: this
 	// process's own executable); it must import test/podimage.
 	Executable string
+	// ImageBinDir holds the binaries of this project's images (the build's
+	// output): it comes first on pods' PATH, so that a command an image
+	// holds at its root (/kubectl-mcs in the mcs-controller's image) runs
+	// the binary of that name (see podimage).
+	ImageBinDir string
 	// Serving, when set, serves the kubelet API (exec, attach,
 	// port-forward, container logs) at NodeIP in NodeNetns.
 	Serving *ServingConfig

@@ -172,7 +172,11 @@ func (w *podWorker) start(ctx context.Context, pod *v1.Pod, c *container) error 
 	args := append(append([]string{}, c.spec.Command...), c.spec.Args...)
 	// The container's environment, which `kubectl exec` also gets; the
 	// process itself also gets podimage's variables saying what to play.
-	containerEnv := append([]string{"PATH=" + os.Getenv("PATH"), "HOSTNAME=" + hostname(pod)}, w.containerEnv(pod, c.spec)...)
+	path := os.Getenv("PATH")
+	if dir := w.k.cfg.ImageBinDir; dir != "" {
+		path = dir + string(os.PathListSeparator) + path
+	}
+	containerEnv := append([]string{"PATH=" + path, "HOSTNAME=" + hostname(pod)}, w.containerEnv(pod, c.spec)...)
 	image, err := podimage.Env(c.spec.Image, args)
 	if err != nil {
 		return err

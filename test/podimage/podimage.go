@@ -19,7 +19,10 @@
 //     datagram with it.
 //   - anything else with a command or args (busybox, debian, a debug
 //     image): the command, run with the host's binaries, as `kubectl exec`
-//     runs commands in any pod (so `sh -c "..."` pods and Jobs work).
+//     runs commands in any pod (so `sh -c "..."` pods and Jobs work). A
+//     command at an absolute path the host lacks is the image's own file
+//     (/kubectl-mcs of the mcs-controller's image): its base name on the
+//     PATH, where the fake kubelet puts the build's binaries first.
 //   - anything else without one, including "pause": an idle process, so
 //     that the pod still becomes Running with an IP (a client pod to run
 //     commands in).
@@ -39,6 +42,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -114,6 +118,9 @@ func emulated(image string) bool {
 // command that cannot run exits 127, as a shell's does.
 func execHost(argv []string) {
 	path, err := exec.LookPath(argv[0])
+	if _, statErr := os.Stat(argv[0]); filepath.IsAbs(argv[0]) && statErr != nil {
+		path, err = exec.LookPath(filepath.Base(argv[0]))
+	}
 	if err == nil {
 		env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
 			return strings.HasPrefix(kv, ImageEnv+"=") || strings.HasPrefix(kv, ArgsEnv+"=") || strings.HasPrefix(kv, MountsEnv+"=")
