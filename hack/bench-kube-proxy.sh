@@ -10,8 +10,13 @@
 # With "sources", it measures instead how the cost grows with the source
 # clusters of each import (BenchmarkSourcesPerImport: 1,000 imports from
 # 1, 10, 50 and 100 clusters, 2 endpoints per slice, against 1,000 Services
-# with the same slices; and the imports again with cluster selection on and
-# 3 selector results each, the path "selected").
+# with the same slices; the imports again with cluster selection on and 3
+# selector results each, the path "selected"; and the imports asking
+# LocalFirst native names, each beside a local Service of its name, the
+# path "native", against upstream's way to the same endpoints, those
+# 1,000 Services and the 1,000 local ones, the path "services-native").
+# Each path's ratio is over services-PATH where there is one, else over
+# services.
 #
 # Usage: hack/bench-kube-proxy.sh [sources] [COUNT]   (COUNT repetitions, default 3)
 set -o errexit -o nounset -o pipefail
@@ -55,9 +60,12 @@ pair() {
 }
 for rep in $(seq "${COUNT}"); do
   if [[ "${MODE}" == sources ]]; then
-    paths=(services imports selected)
+    # Each repetition starts one path further on, so that no path always
+    # runs first.
+    paths=(services imports selected services-native native)
+    np=${#paths[@]}
     for sources in 1 10 50 100; do
-      for k in 0 1 2; do run BenchmarkSourcesPerImport "${sources}" "${paths[(rep + k) % 3]}"; done
+      for ((k = 0; k < np; k++)); do run BenchmarkSourcesPerImport "${sources}" "${paths[(rep + k) % np]}"; done
     done
   else
     for case in "nftables 1000" "nftables 10000" "iptables 1000"; do
@@ -67,8 +75,10 @@ for rep in $(seq "${COUNT}"); do
   fi
 done
 
-# Ratios of the medians, each path over services, for each case (the
-# sub-benchmark's name without its last part) and metric.
+# Ratios of the medians, each path over its upstream path (services-PATH
+# where it was measured, as native's is services-native, else services),
+# for each case (the sub-benchmark's name without its last part) and
+# metric.
 awk '
   /^Benchmark[A-Za-z]*\// {
     k = split($1, p, "/"); path = p[k]; sub(/-[0-9]+$/, "", path)
@@ -86,17 +96,22 @@ awk '
     return (k % 2) ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
   }
   END {
-    printf "\n%-16s %-20s %12s", "case", "metric", "services"
-    for (q = 1; q <= np; q++) printf " %12s %8s", paths[q], "ratio"
+    printf "\n"
+    for (q = 1; q <= np; q++) {
+      pq = paths[q]; base[pq] = (("services-" pq) in known) ? "services-" pq : "services"
+      w[pq] = (length(pq) > 12) ? length(pq) : 12
+      if (base[pq] != "services") printf "%s: ratio over %s\n", pq, base[pq]
+    }
+    printf "%-16s %-20s %12s", "case", "metric", "services"
+    for (q = 1; q <= np; q++) printf " %" w[paths[q]] "s %8s", paths[q], "ratio"
     printf "\n"
     for (o = 1; o <= n; o++) {
       c = order[o]; m = split(metrics[c], ms, " ")
       for (x = 1; x <= m; x++) {
-        s = median(v[c, "services", ms[x]])
-        printf "%-16s %-20s %12.3f", c, ms[x], s
+        printf "%-16s %-20s %12.3f", c, ms[x], median(v[c, "services", ms[x]])
         for (q = 1; q <= np; q++) {
-          i = median(v[c, paths[q], ms[x]])
-          printf " %12.3f %8s", i, (s > 0) ? sprintf("%.3f", i / s) : "-"
+          pq = paths[q]; i = median(v[c, pq, ms[x]]); s = median(v[c, base[pq], ms[x]])
+          printf " %" w[pq] ".3f %8s", i, (s > 0) ? sprintf("%.3f", i / s) : "-"
         }
         printf "\n"
       }

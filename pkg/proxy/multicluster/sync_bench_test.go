@@ -78,21 +78,33 @@ type syncResult struct {
 	heap uint64
 }
 
+// measureSync measures one path of BenchmarkFirstSync or
+// BenchmarkSourcesPerImport fed by feedSync.
 func measureSync(b *testing.B, mode kubeproxyconfig.ProxyMode, sh feedShape, imports bool) syncResult {
+	return measureFed(b, mode, sh, imports, func(handler proxy.Provider) []any {
+		if sh.selection {
+			handler.(*multicluster.Proxier).SetClusterSelection(true)
+		}
+		return feedSync(handler, sh, imports)
+	})
+}
+
+// measureFed measures a path fed by feed, which hands handler
+// (benchProvider's, the multi-cluster Proxier if imports) every object as
+// at start-up, timed as the feed, and returns those the informers would
+// keep; the incremental sync follows a change of sh's first slice.
+func measureFed(b *testing.B, mode kubeproxyconfig.ProxyMode, sh feedShape, imports bool, feed func(proxy.Provider) []any) syncResult {
 	b.StopTimer()
 	flushRules()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	handler := benchProvider(ctx, b, mode, imports)
 	wrapper, _ := handler.(*multicluster.Proxier)
-	if sh.selection {
-		wrapper.SetClusterSelection(true)
-	}
 
 	// Feed everything before the first sync, as at start-up.
 	start := time.Now()
-	cache := feedSync(handler, sh, imports)
-	feed := time.Since(start)
+	cache := feed(handler)
+	fed := time.Since(start)
 	defer runtime.KeepAlive(cache)
 
 	hist := proxymetrics.SyncProxyRulesLatency.WithLabelValues(string(v1.IPv4Protocol))
@@ -112,17 +124,13 @@ func measureSync(b *testing.B, mode kubeproxyconfig.ProxyMode, sh feedShape, imp
 
 	// One endpoint of one source cluster changes.
 	count1, _ := testutil.GetHistogramMetricCount(hist)
-	if imports {
-		wrapper.OnEndpointSliceUpdate(sh.slice(0, 0, 0, true), sh.slice(0, 0, 1, true))
-	} else {
-		handler.OnEndpointSliceUpdate(sh.slice(0, 0, 0, false), sh.slice(0, 0, 1, false))
-	}
+	handler.OnEndpointSliceUpdate(sh.slice(0, 0, 0, imports), sh.slice(0, 0, 1, imports))
 	waitForSyncs(b, hist, count1+1)
 	sum2, _ := testutil.GetHistogramMetricValue(hist)
 	incremental := time.Duration((sum2 - sum1) * float64(time.Second))
 
 	rules, elements := countRules(b, mode)
-	return syncResult{feed: feed, first: first, incremental: incremental, rules: rules, elements: elements, heap: multicluster.LiveHeap()}
+	return syncResult{feed: fed, first: first, incremental: incremental, rules: rules, elements: elements, heap: multicluster.LiveHeap()}
 }
 
 // importHandler is what is handed ServiceImports: the multi-cluster
