@@ -31,21 +31,24 @@ import (
 const namespace = "bench"
 
 var (
-	clusters   = flag.Int("clusters", 3, "member clusters")
-	exports    = flag.Int("exports", 1000, "exported Services per cluster (the same names everywhere)")
-	perService = flag.Int("endpoints", 10, "endpoints per Service per cluster")
-	changes    = flag.Int("changes", 200, "endpoint changes whose propagation latency is measured")
-	controller = flag.String("controller", "_output/bin/mcs-controller", "mcs-controller binary")
-	workDir    = flag.String("dir", "", "working directory (default: a temporary one)")
-	limitPhase = flag.Bool("limit", true, "measure the limit before and after convergence: the same writes the controller makes into each member (imports, their status, one slice per source cluster, an export status), made straight with the controller's client settings, so that convergence is reported as a ratio to what the apiservers accept")
-	apiQPS     = flag.Int("kube-api-qps", 500, "the controller's --kube-api-qps, and the limit phase's client QPS per member")
-	workers    = flag.Int("workers", 8, "the controller's --workers, and the limit phase's writers per member")
-	profiles   = flag.String("profiles", "", "directory to save the controller's heap profile in, taken at convergence (go tool pprof -sample_index=inuse_space); also serves the apiservers' /debug/pprof")
-	timeout    = flag.Duration("timeout", 10*time.Minute, "how long convergence may take before the run fails (its working directory, with the controller's log, is then kept)")
-	verbosity  = flag.Int("controller-v", 0, "the controller's -v (2 logs every failed write into a member)")
-	limitAfter = flag.Bool("limit-after", true, "measure the limit after convergence too (with --limit); it takes longest, the apiservers then holding every slice twice")
-	restart    = flag.Duration("restart", 20*time.Second, "after the latency probe, restart the controller and count the writes it makes from its start until this long after it is ready (0: no restart)")
-	derived    = flag.String("derived", "", "cluster IDs served in derived mode (the controller's --derived-members), e.g. cluster-c: each member's figures are reported, so native and derived members are compared in one run")
+	clusters     = flag.Int("clusters", 3, "member clusters")
+	exports      = flag.Int("exports", 1000, "exported Services per cluster (the same names everywhere)")
+	perService   = flag.Int("endpoints", 10, "endpoints per Service per cluster")
+	changes      = flag.Int("changes", 200, "endpoint changes whose propagation latency is measured")
+	controller   = flag.String("controller", "_output/bin/mcs-controller", "mcs-controller binary")
+	workDir      = flag.String("dir", "", "working directory (default: a temporary one)")
+	limitPhase   = flag.Bool("limit", true, "measure the limit before and after convergence: the same writes the controller makes into each member (imports, their status, one slice per source cluster, an export status), made straight with the controller's client settings, so that convergence is reported as a ratio to what the apiservers accept")
+	apiQPS       = flag.Int("kube-api-qps", 500, "the controller's --kube-api-qps, and the limit phase's client QPS per member")
+	workers      = flag.Int("workers", 8, "the controller's --workers, and the limit phase's writers per member")
+	profiles     = flag.String("profiles", "", "directory to save the controller's heap profile in, taken at convergence (go tool pprof -sample_index=inuse_space); also serves the apiservers' /debug/pprof")
+	timeout      = flag.Duration("timeout", 10*time.Minute, "how long convergence may take before the run fails (its working directory, with the controller's log, is then kept)")
+	verbosity    = flag.Int("controller-v", 0, "the controller's -v (2 logs every failed write into a member)")
+	limitAfter   = flag.Bool("limit-after", true, "measure the limit after convergence too (with --limit); it takes longest, the apiservers then holding every slice twice")
+	restart      = flag.Duration("restart", 20*time.Second, "after the latency probe, restart the controller and count the writes it makes from its start until this long after it is ready (0: no restart)")
+	leaderChange = flag.Bool("leader-change", false, "after the restart, run two replicas electing a leader and hand leadership over twice (the leader stopped, then killed), counting each takeover's time and writes")
+	away         = flag.Duration("away", 0, "after that, take the last member's apiserver away this long (more than the controller's 40 s endpoint TTL), change --away-changes endpoints meanwhile, and count what its return costs (0: not)")
+	awayChanges  = flag.Int("away-changes", 20, "endpoints changed while a member is away (--away)")
+	derived      = flag.String("derived", "", "cluster IDs served in derived mode (the controller's --derived-members), e.g. cluster-c: each member's figures are reported, so native and derived members are compared in one run")
 )
 
 type member struct {
@@ -287,11 +290,27 @@ func run() error {
 	}
 	fmt.Printf("controller peak RSS: %d MB\n", peak.get()/1024)
 	printSyncCounts(metricsURL)
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	// The phases over the converged clusterset wait this long after each
+	// event for writes it should not cause.
+	settleFor := *restart
+	if settleFor == 0 {
+		settleFor = 20 * time.Second
+	}
 	if *restart > 0 {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
 		if err := measureRestart(ctx, members, *controller, args, logFile, *restart); err != nil {
 			return fmt.Errorf("restart: %w", err)
+		}
+	}
+	if *leaderChange {
+		if err := measureLeaderChange(ctx, members, *controller, args, logFile, settleFor); err != nil {
+			return fmt.Errorf("leader change: %w", err)
+		}
+	}
+	if *away > 0 {
+		if err := measureAway(ctx, members, fcs, *controller, args, logFile, *away, *awayChanges, settleFor); err != nil {
+			return fmt.Errorf("away: %w", err)
 		}
 	}
 	if *limitPhase && !*limitAfter {
