@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -88,6 +89,10 @@ type member struct {
 	// state is what the controller remembers of the member between
 	// syncs; it goes with the member.
 	state *memberState
+	// relisting is set while the member, back after being unreachable, is
+	// joined again through new watches (Controller.rejoin): its own
+	// caches are what it held before, and nothing is written from them.
+	relisting atomic.Bool
 
 	// ctx ends when the member leaves the clusterset (or the controller
 	// stops): its informers stop, and wg holds its workers.

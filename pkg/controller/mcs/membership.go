@@ -94,6 +94,44 @@ func (c *Controller) join(ctx context.Context, m *member) error {
 	return nil
 }
 
+// rejoinTimeout bounds the listing of a member that is back: one that
+// does not sync in that time is served from its old watches.
+const rejoinTimeout = 2 * time.Minute
+
+// rejoin serves old, which answers again after being unreachable, through
+// new watches: its old ones were failing, backing off up to 30 s between
+// tries, and (its apiserver restarted, or etcd compacted the revisions
+// they had reached, as after an hour away) must list it again anyway.
+// Until they had, every write into it would be made from what it held
+// before it went away and be refused as a conflict, then retried, for
+// every name. Joined again, it is listed at once and written into from
+// the new caches only: what changed while it was away. Meanwhile nothing
+// is written from the old ones (member.relisting).
+func (c *Controller) rejoin(old *member) {
+	runCtx, cur := c.members.serving(old.id)
+	if runCtx == nil || cur != old {
+		// Gone, or replaced since (new credentials): the new one is
+		// served from its own watches.
+		return
+	}
+	logger := klog.FromContext(runCtx)
+	ctx, cancel := context.WithTimeout(runCtx, rejoinTimeout)
+	defer cancel()
+	m, err := newMember(old.Member, c.cfg.ManagedBy, newRecorder)
+	if err == nil {
+		err = c.join(ctx, m)
+	}
+	if err == nil {
+		return
+	}
+	logger.Error(err, "Listing a member that is back failed; writing into it from its old watches", "cluster", old.id)
+	old.relisting.Store(false)
+	for _, k := range c.desiredKeys() {
+		old.queue.Forget(k)
+		old.queue.Add(k)
+	}
+}
+
 // abandon stops a member that did not join, and drops the clusterset IPs
 // its foreign imports were reserving.
 func (c *Controller) abandon(m *member) {

@@ -73,6 +73,10 @@ func work(q workqueue.TypedRateLimitingInterface[string], sync func(key string) 
 // and counted.
 func (c *Controller) writeInto(ctx context.Context, m *member) func(key string) error {
 	return func(key string) error {
+		if m.relisting.Load() {
+			// Written by the member that replaces it, from new caches.
+			return nil
+		}
 		start := time.Now()
 		err := c.syncMember(ctx, m, key)
 		c.metrics.observeSliceSync(m.id, time.Since(start), err)

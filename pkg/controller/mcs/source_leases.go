@@ -227,13 +227,9 @@ func (l *sourceLeases) probe(ctx context.Context, m *member) {
 		logger.V(2).Info("Member unreachable", "cluster", m.id, "err", err)
 		return
 	}
-	if back {
-		// Writes into it may be backing off; start them over.
-		logger.Info("Member reachable again", "cluster", m.id)
-		for _, k := range l.c.desiredKeys() {
-			m.queue.Forget(k)
-			m.queue.Add(k)
-		}
+	if back && m.relisting.CompareAndSwap(false, true) {
+		logger.Info("Member reachable again; listing it afresh before writing into it", "cluster", m.id)
+		go l.c.rejoin(m)
 	}
 	// Every member's writer is woken, not waited for: the Leases say
 	// "alive at" as soon as each member takes the write.
