@@ -173,6 +173,10 @@ func TestProbeVerdicts(t *testing.T) {
 	if len(got) != 1 || got[0].Passed || !strings.Contains(got[0].Detail, "ErrImageNeverPull") || !strings.Contains(got[0].Fix, "--probe-image") {
 		t.Errorf("a probe pod that never ran: %+v", got)
 	}
+	got = probeChecks(MemberState{Context: "b", Probe: &ProbeOutcome{Err: `creating the probe pod in namespace demo: pods is forbidden: User "dev" cannot create resource "pods"`}})
+	if len(got) != 1 || got[0].Passed || !strings.HasPrefix(got[0].Detail, "creating the probe pod") || !strings.Contains(got[0].Fix, "permissions") {
+		t.Errorf("a probe pod that could not be created: %+v", got)
+	}
 	dns := probeDNS(ProbeOutcome{Pod: "p", Result: &ProbeResult{DNS: ProbeDNS{Err: "lookup web.demo.svc.clusterset.local: no such host"}}})
 	if !dns.Queried || dns.From != "probe pod p" || !strings.Contains(dns.Err, "no such host") {
 		t.Errorf("the probe's DNS answer as diagnose's: %+v", dns)

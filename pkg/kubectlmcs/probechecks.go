@@ -26,8 +26,12 @@ func probeChecks(m MemberState) []Check {
 	if o.Node != "" {
 		where += " on " + o.Node
 	}
-	if o.Result == nil {
-		return []Check{{Cluster: m.Context, Subject: "probe", Detail: orNone([]string{o.Pod}) + ": " + o.Err,
+	switch {
+	case o.Result == nil && o.Pod == "":
+		return []Check{{Cluster: m.Context, Subject: "probe", Detail: o.Err,
+			Fix: "the probe needs to create a pod in the namespace (--probe-namespace, default the Service's): check your permissions and the namespace's admission"}}
+	case o.Result == nil:
+		return []Check{{Cluster: m.Context, Subject: "probe", Detail: "pod " + o.Pod + ": " + o.Err,
 			Fix: "the probe pod runs --probe-image (default " + DefaultProbeImage + ", which carries /kubectl-mcs): check that the member's nodes have it or can pull it"}}
 	}
 	var out []Check

@@ -160,9 +160,15 @@ func runProbe(ctx context.Context, m *member, ns, ref, image string, spec ProbeS
 		return out
 	}
 	pods := m.Kube.CoreV1().Pods(ns)
-	created, err := pods.Create(ctx, pod, metav1.CreateOptions{})
+	// The creation is not cancelled by an interrupt: one cancelled after
+	// the apiserver stored the pod, before its answer came back, would
+	// leave a pod whose name diagnose never learnt. The interrupt is
+	// heeded as soon as the answer is in, and the pod deleted.
+	cctx, cancelCreate := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	created, err := pods.Create(cctx, pod, metav1.CreateOptions{})
+	cancelCreate()
 	if err != nil {
-		out.Err = "creating the probe pod: " + err.Error()
+		out.Err = "creating the probe pod in namespace " + ns + ": " + err.Error()
 		return out
 	}
 	out.Pod = created.Name

@@ -51,17 +51,19 @@ type replica struct {
 	started time.Time
 }
 
-// startReplica starts the controller with args, its health and metrics on
-// ports of its own (replicas run side by side), and extra flags.
+// startReplica starts the controller with args, its health, metrics and
+// secure port on ports of its own (replicas run side by side), and extra
+// flags.
 func startReplica(controller string, args []string, log io.Writer, extra ...string) (*replica, error) {
-	healthz, err := framework.FreePort()
-	if err != nil {
-		return nil, err
+	var ports [3]int
+	for i := range ports {
+		var err error
+		if ports[i], err = framework.FreePort(); err != nil {
+			return nil, err
+		}
 	}
-	metrics, err := framework.FreePort()
-	if err != nil {
-		return nil, err
-	}
+	healthz, metrics := ports[0], ports[1]
+	extra = append([]string{"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", ports[2])}, extra...)
 	args = slices.Clone(args)
 	for i, a := range args {
 		switch {
