@@ -329,7 +329,7 @@ func (p *Proxier) Redecide() {
 		}
 	}
 	p.im.reconcileImports(sortedKeys(keys), importTranslation{}, nil)
-	if p.im.clusterSelection && p.im.selecting {
+	if p.im.clusterSelection && p.im.listed {
 		for key := range keys {
 			p.im.reselect(key)
 		}

@@ -208,6 +208,18 @@ func newFixture(t *testing.T) *fixture {
 	return &fixture{t: t, provider: provider, events: events, proxier: NewProxier(klog.Background(), provider, opts, events)}
 }
 
+// newSyncedFixture is a proxier whose informers have delivered the first
+// full state (empty), as kube-proxy runs from then on: every event decides
+// again (before, an import's own events do; importer.listed).
+func newSyncedFixture(t *testing.T) *fixture {
+	f := newFixture(t)
+	f.proxier.OnServiceSynced()
+	f.proxier.OnEndpointSlicesSynced()
+	f.proxier.MultiClusterSynced()
+	f.provider.takeCalls()
+	return f
+}
+
 // expectCalls checks the calls the wrapped proxier received since the last check.
 func (f *fixture) expectCalls(want ...string) {
 	f.t.Helper()

@@ -107,13 +107,15 @@ func (im *importer) upsertMultiClusterSlice(slice *discoveryv1.EndpointSlice) {
 	st.obj = slice
 	var translated *discoveryv1.EndpointSlice
 	translated, st.invalid = im.translateEndpointSlice(slice)
-	if im.clusterSelection && im.selecting {
+	if im.clusterSelection && im.listed {
 		// A failover or failback is decided, and handed over whole,
 		// before the slice's own change.
 		im.reselect(importKey)
 	}
 	im.reconcileListedSlice(st, imp, translated)
-	im.reconcileNativeOf(importKey, imp)
+	if im.listed {
+		im.reconcileNativeOf(importKey, imp)
+	}
 }
 
 func (im *importer) translateEndpointSlice(slice *discoveryv1.EndpointSlice) (*discoveryv1.EndpointSlice, *mcsproxy.RejectionError) {
@@ -222,13 +224,15 @@ func (im *importer) deleteMultiClusterSlice(slice *discoveryv1.EndpointSlice) {
 	}
 	st := imp.slices[i]
 	st.obj, st.invalid = nil, nil
-	if im.clusterSelection && im.selecting {
+	if im.clusterSelection && im.listed {
 		im.reselect(importKey)
 	}
 	im.reconcileSlice(st, nil)
 	imp.slices = slices.Delete(imp.slices, i, i+1)
 	im.imports.forget(importKey)
-	im.reconcileNative(importKey)
+	if im.listed {
+		im.reconcileNative(importKey)
+	}
 }
 
 // RetainImports forgets every ServiceImport not in keep, as if deleted:

@@ -187,6 +187,7 @@ func asksNativeNames(st *importState) bool {
 // nativePlanOf is planNative for the local Service key as it stands,
 // under the policy of the import of its name.
 func (im *importer) nativePlanOf(key types.NamespacedName) nativePlan {
+	im.nativePlans++
 	policy, remote := im.nativePolicy(key)
 	return planNative(key, policy, remote, im.native[key], im.opts.LocalClusterID)
 }

@@ -34,12 +34,12 @@ func accepting(ns, name string) *v1.Service {
 	return svc
 }
 
-// localFirstWeb sets up, in a proxier that knows its cluster ID
+// localFirstWeb sets up, in a synced proxier that knows its cluster ID
 // (cluster-local), Service ns/web's own ready slice (10.3.0.1) and a
 // LocalFirst import of that name served by cluster-a (10.1.0.1). It returns
 // the fixture, the local slice and the import.
 func localFirstWeb(t *testing.T) (*fixture, *discoveryv1.EndpointSlice, *mcsv1beta1.ServiceImport) {
-	f := newFixture(t)
+	f := newSyncedFixture(t)
 	p := f.proxier
 	p.SetLocalClusterID("cluster-local")
 	p.OnServiceAdd(accepting("ns", "web"))
@@ -240,7 +240,7 @@ func TestNativeNamesFailoverNeverLeavesTheServiceEmpty(t *testing.T) {
 // When the local slice that carries the remote endpoints goes, another
 // takes them over first: the proxier never holds the Service without them.
 func TestNativeNamesCarrierHandsOverWithoutAGap(t *testing.T) {
-	f := newFixture(t)
+	f := newSyncedFixture(t)
 	p := f.proxier
 	p.SetLocalClusterID("cluster-local")
 	p.OnServiceAdd(accepting("ns", "web"))

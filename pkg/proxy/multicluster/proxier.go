@@ -90,16 +90,18 @@ type importer struct {
 	mcsSynced bool
 	// clusterSelection is the MultiClusterServiceClusterSelection gate.
 	clusterSelection bool
-	// selecting is set once the informers have delivered the first full
-	// state (startSelecting). Until then a slice's event does not choose
-	// its import's source clusters again: an import's S slices listed one
-	// after the other would each choose over all of them, S² per import
-	// (3.3× the Services' feed at 100 sources); the import's own event
-	// chooses over the slices it has, and startSelecting once more over
-	// all of them, before the first sync.
-	selecting bool
-	// choices counts the choices made (choose), the work the tests count.
-	choices int
+	// listed is set once the informers have delivered the first full
+	// state (listingDone). Until then a slice's event neither chooses its
+	// import's source clusters again nor decides its native name again:
+	// an import's S slices listed one after the other would each decide
+	// over all of them, S² per import (3.3× the Services' feed at 100
+	// sources with cluster selection, 10× at 50 with native names); the
+	// import's own event decides over the slices it has, and listingDone
+	// once more over all of them, before the first sync.
+	listed bool
+	// choices counts the choices made (choose), and nativePlans the
+	// native-name decisions (nativePlanOf): the work the tests count.
+	choices, nativePlans int
 }
 
 type importState struct {

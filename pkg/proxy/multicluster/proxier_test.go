@@ -427,7 +427,7 @@ func keys[T any](m map[string]T) []string {
 // withdrawn behind the Proxier's back, as a lost event would leave it), it
 // puts it right.
 func TestRedecide(t *testing.T) {
-	f := newFixture(t)
+	f := newSyncedFixture(t)
 	p := f.proxier
 	p.SetLocalClusterID("cluster-local")
 	p.OnServiceAdd(accepting("ns", "web"))

@@ -237,8 +237,8 @@ func (p *Proxier) forwardSynced() {
 	if !p.im.mcsSynced {
 		return
 	}
-	if p.servicesSynced && p.endpointSlicesSynced && !p.im.selecting {
-		p.im.startSelecting()
+	if p.servicesSynced && p.endpointSlicesSynced && !p.im.listed {
+		p.im.listingDone()
 	}
 	if p.servicesSynced && !p.forwardedServicesSynced {
 		p.forwardedServicesSynced = true

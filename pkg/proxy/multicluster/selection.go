@@ -26,7 +26,7 @@ import (
 // change of the import or its slices, from the slices it already holds:
 // no API write is on the failover path. (Until the informers have
 // delivered the first full state, only the import's own events choose,
-// and the first sync once more: importer.selecting.) A change of choice hands the
+// and the first sync once more: importer.listed.) A change of choice hands the
 // Provider the slices that join before those that leave, so that a sync
 // in between sees a superset and no live connection loses its endpoint to
 // a half-made change.
@@ -238,16 +238,17 @@ func (im *importer) choose(st *importState) choice {
 	return choose(st, l)
 }
 
-// startSelecting is called once the informers have delivered the first
-// full state, before the first sync: every import chooses over all its
-// slices, and from then on every slice's event chooses again.
-func (im *importer) startSelecting() {
-	im.selecting = true
-	if !im.clusterSelection {
-		return
-	}
-	for key := range im.imports {
-		im.reselect(key)
+// listingDone is called once the informers have delivered the first full
+// state, before the first sync: every import chooses over all its slices
+// and decides its native name over them, and from then on every slice's
+// event decides again (importer.listed).
+func (im *importer) listingDone() {
+	im.listed = true
+	for key, st := range im.imports {
+		if im.clusterSelection {
+			im.reselect(key)
+		}
+		im.reconcileNativeOf(key, st)
 	}
 }
 

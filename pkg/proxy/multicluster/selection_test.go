@@ -273,14 +273,10 @@ func (r *notingEvents) Eventf(regarding, related runtime.Object, eventtype, reas
 // whose events are noted: every slice's event chooses again from then
 // on (before, an import's own events do).
 func syncedSelectionFixture(t *testing.T) (*fixture, *notingEvents) {
-	f := newFixture(t)
+	f := newSyncedFixture(t)
 	events := &notingEvents{}
 	f.proxier.events.recorder = events
 	f.proxier.SetClusterSelection(true)
-	f.proxier.OnServiceSynced()
-	f.proxier.OnEndpointSlicesSynced()
-	f.proxier.MultiClusterSynced()
-	f.provider.takeCalls()
 	return f, events
 }
 
