@@ -4,7 +4,10 @@
 # each, nftables), after a forced GC, minus kube-proxy's heap against an
 # empty apiserver, and prints the per-object ratio. Needs root and the
 # binaries of `make tools build`. Extra arguments go to the driver, e.g.
-# -n=1000.
+# -n=1000. With -restart it also restarts kube-proxy over its own rules, as
+# a node's kube-proxy restarts, and prints the time to its first full sync
+# against the same for the Services; -sources=10 -endpoints=20 gives each
+# import 10 source clusters of 2 endpoints (and each Service 10 slices).
 set -o errexit -o nounset -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

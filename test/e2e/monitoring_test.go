@@ -212,11 +212,18 @@ func TestMonitoring(t *testing.T) {
 		return len(empty) == 0, "no data: " + strings.Join(empty, "; ")
 	})
 
-	// A member stopped: the member alert fires.
+	// A member stopped: the member alert fires, and once its endpoint
+	// lease runs out (the local controller's 10 s), the alert that its
+	// endpoints are withdrawn.
 	restart := l.stopAPIServer(t, a)
 	eventually(t, 90*time.Second, "MCSMemberUnreachable firing for the stopped member", func() (bool, string) {
 		firing, err := prom.Alerts("firing")
 		return slices.Contains(firing, "MCSMemberUnreachable"), fmt.Sprintf("firing: %v (%v)", firing, err)
+	})
+	withdrawn := "MCSSourceEndpointsWithdrawn{cluster=" + a.Name + "}"
+	eventually(t, 90*time.Second, withdrawn+" firing once the stopped member's lease ran out", func() (bool, string) {
+		firing, err := prom.Alerts("firing")
+		return slices.Contains(firing, withdrawn), fmt.Sprintf("firing: %v (%v)", firing, err)
 	})
 	restart(t)
 }

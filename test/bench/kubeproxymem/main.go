@@ -6,7 +6,11 @@
 // until every clusterset or cluster IP is in its rules, and its live heap
 // is read after a forced garbage collection (/debug/pprof/heap?gc=1). The
 // same kube-proxy against the empty apiserver gives the baseline that is
-// subtracted. hack/bench-kube-proxy-memory.sh builds and runs it (as root).
+// subtracted. With -restart, kube-proxy is then restarted over its own
+// rules, as a node's kube-proxy restarts, and the time to its first full
+// sync is compared too (-sources gives each object more slices: an import
+// exported from that many clusters). hack/bench-kube-proxy-memory.sh builds
+// and runs it (as root).
 package main
 
 import (
@@ -49,7 +53,9 @@ import (
 
 var (
 	count     = flag.Int("n", 10000, "ServiceImports, and Services, per path")
-	endpoints = flag.Int("endpoints", 10, "endpoints per object, in two EndpointSlices")
+	endpoints = flag.Int("endpoints", 10, "endpoints per object, spread over its -sources EndpointSlices")
+	sources   = flag.Int("sources", 2, "EndpointSlices per object: an import's source clusters, a Service's slices")
+	restart   = flag.Bool("restart", false, "then restart kube-proxy over its rules and time its first full sync")
 	kubeProxy = flag.String("kube-proxy", "_output/bin/kube-proxy", "kube-proxy binary")
 	workDir   = flag.String("dir", "", "working directory (default: a temporary one)")
 	profiles  = flag.String("profiles", "", "directory to save kube-proxy's heap profiles in (go tool pprof -sample_index=inuse_space)")
@@ -73,6 +79,9 @@ type result struct {
 	base, full uint64 // live heap bytes
 	fullRSS    uint64
 	objects    int
+	// restarted is the time from kube-proxy's restart to its first full
+	// sync done (-restart).
+	restarted time.Duration
 }
 
 func run() error {
@@ -108,7 +117,11 @@ func run() error {
 		perObject[i] = float64(r.full-r.base) / float64(r.objects)
 		fmt.Printf("%-9s %8d %10.1f MB %10.1f MB %12.0f B %10.1f MB\n", r.path, r.objects, mb(r.base), mb(r.full), perObject[i], mb(r.fullRSS))
 	}
-	fmt.Printf("RESULT heap per import / heap per Service = %.2f (N=%d, %d endpoints each)\n", perObject[1]/perObject[0], *count, *endpoints)
+	fmt.Printf("RESULT heap per import / heap per Service = %.2f (N=%d, %d endpoints each in %d slices)\n", perObject[1]/perObject[0], *count, *endpoints, *sources)
+	if *restart {
+		fmt.Printf("RESULT restart to first full sync: imports %s / Services %s = %.2f\n", results[1].restarted.Round(time.Millisecond),
+			results[0].restarted.Round(time.Millisecond), results[1].restarted.Seconds()/results[0].restarted.Seconds())
+	}
 	return nil
 }
 
@@ -135,15 +148,16 @@ func measure(ctx context.Context, etcd *framework.Etcd, dir, binary, path string
 	if err != nil {
 		return r, err
 	}
-	if r.base, _, err = runKubeProxy(ctx, dir, binary, kubeconfig, c.URL(), path+"-base", 0); err != nil {
+	kp := kubeProxyRun{dir: dir, binary: binary, kubeconfig: kubeconfig, apiURL: c.URL()}
+	if r.base, _, _, err = kp.run(ctx, path+"-base", 0, false); err != nil {
 		return r, err
 	}
 	start := time.Now()
 	if err := populate(ctx, kube, mcsclientset.NewForConfigOrDie(cfg), path); err != nil {
 		return r, err
 	}
-	fmt.Printf("%s: created %d objects with 2 slices each in %s\n", path, *count, time.Since(start).Round(time.Millisecond))
-	r.full, r.fullRSS, err = runKubeProxy(ctx, dir, binary, kubeconfig, c.URL(), path, *count)
+	fmt.Printf("%s: created %d objects with %d slices each in %s\n", path, *count, *sources, time.Since(start).Round(time.Millisecond))
+	r.full, r.fullRSS, r.restarted, err = kp.run(ctx, path, *count, *restart)
 	return r, err
 }
 
@@ -184,15 +198,19 @@ func populate(ctx context.Context, kube kubernetes.Interface, mcs mcsclientset.I
 
 func create(ctx context.Context, kube kubernetes.Interface, mcs mcsclientset.Interface, path string, i int) error {
 	name := fmt.Sprintf("svc-%05d", i)
-	for half := range 2 {
+	perSlice := max(*endpoints / *sources, 1)
+	for half := range *sources {
 		slice := &discoveryv1.EndpointSlice{
 			ObjectMeta:  metav1.ObjectMeta{Namespace: namespace, Name: fmt.Sprintf("%s-%d", name, half)},
 			AddressType: discoveryv1.AddressTypeIPv4,
 			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(v1.ProtocolTCP)}},
 		}
-		for e := range *endpoints / 2 {
+		for e := range perSlice {
+			// 10.128.0.0/15 (the cluster CIDR), unique per slice and
+			// endpoint.
+			n := (i**sources+half)*perSlice + e
 			slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{
-				Addresses:  []string{fmt.Sprintf("10.%d.%d.%d", 128+half, (i*(*endpoints/2)+e)/250%250, (i*(*endpoints/2)+e)%250+1)},
+				Addresses:  []string{fmt.Sprintf("10.%d.%d.%d", 128+n/62500, n/250%250, n%250+1)},
 				Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
 			})
 		}
@@ -223,7 +241,7 @@ func create(ctx context.Context, kube kubernetes.Interface, mcs mcsclientset.Int
 	// conditions. kube-proxy never reads it, and should not hold it.
 	now := metav1.Now()
 	si.Status = mcsv1beta1.ServiceImportStatus{
-		Clusters:             []mcsv1beta1.ClusterStatus{{Cluster: "cluster-0"}, {Cluster: "cluster-1"}},
+		Clusters:             sourceClusters(),
 		EndpointSliceObjects: mcsv1beta1.EndpointSliceObjectsPresent,
 		Conditions: []metav1.Condition{
 			{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Ready", Message: "the import is ready", LastTransitionTime: now},
@@ -235,37 +253,54 @@ func create(ctx context.Context, kube kubernetes.Interface, mcs mcsclientset.Int
 	return err
 }
 
-// runKubeProxy runs kube-proxy in a fresh network namespace until its
-// rules send want service IPs to endpoints (the kubernetes Service has none
-// here: the test apiserver runs no endpoint reconciler),
-// then returns its live heap after a forced GC and its RSS.
-func runKubeProxy(ctx context.Context, dir, binary, kubeconfig, apiURL, name string, want int) (heap, rss uint64, err error) {
+// sourceClusters is an import's status: its -sources clusters.
+func sourceClusters() []mcsv1beta1.ClusterStatus {
+	out := make([]mcsv1beta1.ClusterStatus, *sources)
+	for i := range out {
+		out[i].Cluster = fmt.Sprintf("cluster-%d", i)
+	}
+	return out
+}
+
+// kubeProxyRun is how kube-proxy is run against one path's apiserver.
+type kubeProxyRun struct {
+	dir, binary, kubeconfig, apiURL string
+}
+
+// run runs kube-proxy in a fresh network namespace until its rules send
+// want service IPs to endpoints (the kubernetes Service has none here: the
+// test apiserver runs no endpoint reconciler), then returns its live heap
+// after a forced GC and its RSS. With restart, it then stops kube-proxy
+// and starts it again in the same namespace, over the rules it left, and
+// returns the time from that start to its first sync done: the first
+// full ruleset a restarted node's kube-proxy writes.
+func (k kubeProxyRun) run(ctx context.Context, name string, want int, restart bool) (heap, rss uint64, restarted time.Duration, err error) {
 	ns := "mcs-bench-" + name
 	_, _ = netns.Output("ip", "netns", "del", ns) // left by an interrupted run
 	if out, err := netns.Output("ip", "netns", "add", ns); err != nil {
-		return 0, 0, fmt.Errorf("ip netns add %s: %v %s", ns, err, out)
+		return 0, 0, 0, fmt.Errorf("ip netns add %s: %v %s", ns, err, out)
 	}
 	defer func() { _, _ = netns.Output("ip", "netns", "del", ns) }()
 	if out, err := netns.Output("ip", "-n", ns, "link", "set", "lo", "up"); err != nil {
-		return 0, 0, fmt.Errorf("%v %s", err, out)
+		return 0, 0, 0, fmt.Errorf("%v %s", err, out)
 	}
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	addr := strings.TrimPrefix(apiURL, "https://")
+	addr := strings.TrimPrefix(k.apiURL, "https://")
 	if err := netns.Forward(fctx, ns, addr, addr); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	proc, err := process.Start(process.Options{
-		Name: "kube-proxy " + name, Netns: ns, Log: filepath.Join(dir, "kube-proxy-"+name+".log"),
-		Argv: []string{binary, "--kubeconfig=" + kubeconfig, "--hostname-override=" + nodeName, "--proxy-mode=nftables",
-			"--feature-gates=MultiClusterServices=true", "--cluster-cidr=10.128.0.0/15",
-			"--conntrack-max-per-core=0", "--conntrack-min=0", "--profiling=true",
-			"--metrics-bind-address=127.0.0.1:10249", "--healthz-bind-address=127.0.0.1:10256", "--v=1"},
-	})
+	// The metrics port is in kube-proxy's namespace: dial it from there.
+	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{
+		DialContext: func(_ context.Context, network, addr string) (net.Conn, error) {
+			return netns.Dial(ns, network, addr, 5*time.Second)
+		},
+	}}
+	proc, err := k.start(ns, name)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	defer proc.Stop(5 * time.Second)
+	defer func() { proc.Stop(5 * time.Second) }()
 	start := time.Now()
 	err = proc.WaitReady(ctx, 10*time.Minute, func(context.Context) error {
 		out, err := exec.Command("ip", "netns", "exec", ns, "nft", "list", "map", "ip", "kube-proxy", "service-ips").Output()
@@ -278,48 +313,107 @@ func runKubeProxy(ctx context.Context, dir, binary, kubeconfig, apiURL, name str
 		return nil
 	})
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	fmt.Printf("%s: kube-proxy programmed %d service IPs in %s\n", name, want, time.Since(start).Round(time.Millisecond))
 	// Let informer resyncs and the first syncs' garbage settle.
 	time.Sleep(5 * time.Second)
-	// The metrics port is in kube-proxy's namespace: dial it from there.
-	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{
-		DialContext: func(_ context.Context, network, addr string) (net.Conn, error) {
-			return netns.Dial(ns, network, addr, 5*time.Second)
-		},
-	}}
+	if heap, err = liveHeap(client, name); err != nil {
+		return 0, 0, 0, err
+	}
+	rss = vmRSS(proc.Pid())
+	if !restart {
+		return heap, rss, 0, nil
+	}
+	proc.Stop(5 * time.Second)
+	if proc, err = k.start(ns, name+"-restarted"); err != nil {
+		return 0, 0, 0, err
+	}
+	start = time.Now()
+	err = proc.WaitReady(ctx, 10*time.Minute, func(context.Context) error {
+		if n, err := metric(client, "kubeproxy_sync_proxy_rules_duration_seconds_count"); err != nil || n < 1 {
+			return fmt.Errorf("no sync done yet (%v)", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	restarted = time.Since(start)
+	fmt.Printf("%s: restarted kube-proxy's first full sync done in %s\n", name, restarted.Round(time.Millisecond))
+	return heap, rss, restarted, nil
+}
+
+func (k kubeProxyRun) start(ns, name string) (*process.Process, error) {
+	return process.Start(process.Options{
+		Name: "kube-proxy " + name, Netns: ns, Log: filepath.Join(k.dir, "kube-proxy-"+name+".log"),
+		Argv: []string{k.binary, "--kubeconfig=" + k.kubeconfig, "--hostname-override=" + nodeName, "--proxy-mode=nftables",
+			"--feature-gates=MultiClusterServices=true", "--cluster-cidr=10.128.0.0/15",
+			"--conntrack-max-per-core=0", "--conntrack-min=0", "--profiling=true",
+			"--metrics-bind-address=127.0.0.1:10249", "--healthz-bind-address=127.0.0.1:10256", "--v=1"},
+	})
+}
+
+// liveHeap is kube-proxy's heap after a forced GC, its profile saved with
+// -profiles.
+func liveHeap(client *http.Client, name string) (uint64, error) {
 	resp, err := client.Get("http://127.0.0.1:10249/debug/pprof/heap?debug=1&gc=1")
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	b, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
-	text := string(b)
 	if *profiles != "" {
 		resp, err := client.Get("http://127.0.0.1:10249/debug/pprof/heap?gc=1")
 		if err != nil {
-			return 0, 0, err
+			return 0, err
 		}
 		defer resp.Body.Close()
 		f, err := os.Create(filepath.Join(*profiles, name+".heap"))
 		if err != nil {
-			return 0, 0, err
+			return 0, err
 		}
 		defer f.Close()
 		if _, err := io.Copy(f, resp.Body); err != nil {
-			return 0, 0, err
+			return 0, err
 		}
 	}
-	found := regexp.MustCompile(`(?m)^# HeapAlloc = (\d+)$`).FindStringSubmatch(text)
+	found := regexp.MustCompile(`(?m)^# HeapAlloc = (\d+)$`).FindStringSubmatch(string(b))
 	if found == nil {
-		return 0, 0, fmt.Errorf("no HeapAlloc in kube-proxy's heap profile")
+		return 0, fmt.Errorf("no HeapAlloc in kube-proxy's heap profile")
 	}
-	heap, _ = strconv.ParseUint(found[1], 10, 64)
-	return heap, vmRSS(proc.Pid()), nil
+	return strconv.ParseUint(found[1], 10, 64)
+}
+
+// metric reads a sample of kube-proxy's metrics, the sum over its labels
+// (the IP families' sync metrics).
+func metric(client *http.Client, name string) (float64, error) {
+	resp, err := client.Get("http://127.0.0.1:10249/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64*1024), 4*1024*1024)
+	sum, found := 0.0, false
+	for sc.Scan() {
+		line := sc.Text()
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || rest == "" || (rest[0] != ' ' && rest[0] != '{') {
+			continue
+		}
+		fields := strings.Fields(line)
+		if v, err := strconv.ParseFloat(fields[len(fields)-1], 64); err == nil {
+			sum, found = sum+v, true
+		}
+	}
+	if !found {
+		return 0, fmt.Errorf("no %s", name)
+	}
+	return sum, nil
 }
 
 func vmRSS(pid int) uint64 {
