@@ -89,10 +89,13 @@ type member struct {
 	// state is what the controller remembers of the member between
 	// syncs; it goes with the member.
 	state *memberState
-	// relisting is set while the member, back after being unreachable, is
-	// joined again through new watches (Controller.rejoin): its own
-	// caches are what it held before, and nothing is written from them.
-	relisting atomic.Bool
+	// stale is set once a probe finds the member unreachable: its watches
+	// broke, its caches may hold what it had before, and nothing is
+	// written from them (a write retried in the moments between its return
+	// and the next probe would act on that). Once it answers it is joined
+	// again through new watches (Controller.rejoin, rejoining while that
+	// runs), and the new member written into.
+	stale, rejoining atomic.Bool
 
 	// ctx ends when the member leaves the clusterset (or the controller
 	// stops): its informers stop, and wg holds its workers.

@@ -104,10 +104,13 @@ const rejoinTimeout = 2 * time.Minute
 // they had reached, as after an hour away) must list it again anyway.
 // Until they had, every write into it would be made from what it held
 // before it went away and be refused as a conflict, then retried, for
-// every name. Joined again, it is listed at once and written into from
-// the new caches only: what changed while it was away. Meanwhile nothing
-// is written from the old ones (member.relisting).
+// every name; and a write planned while it was away (its endpoints
+// withdrawn) would undo itself moments later. Joined again, it is listed
+// at once and written into from the new caches and the current plan only:
+// what changed while it was away. Nothing is written from the old ones
+// (member.stale).
 func (c *Controller) rejoin(old *member) {
+	defer old.rejoining.Store(false)
 	runCtx, cur := c.members.serving(old.id)
 	if runCtx == nil || cur != old {
 		// Gone, or replaced since (new credentials): the new one is
@@ -125,7 +128,7 @@ func (c *Controller) rejoin(old *member) {
 		return
 	}
 	logger.Error(err, "Listing a member that is back failed; writing into it from its old watches", "cluster", old.id)
-	old.relisting.Store(false)
+	old.stale.Store(false)
 	for _, k := range c.desiredKeys() {
 		old.queue.Forget(k)
 		old.queue.Add(k)

@@ -73,7 +73,7 @@ func work(q workqueue.TypedRateLimitingInterface[string], sync func(key string) 
 // and counted.
 func (c *Controller) writeInto(ctx context.Context, m *member) func(key string) error {
 	return func(key string) error {
-		if m.relisting.Load() {
+		if m.stale.Load() {
 			// Written by the member that replaces it, from new caches.
 			return nil
 		}

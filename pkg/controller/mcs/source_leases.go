@@ -224,11 +224,14 @@ func (l *sourceLeases) probe(ctx context.Context, m *member) {
 	}
 	l.mu.Unlock()
 	if err != nil {
+		m.stale.Store(true)
 		logger.V(2).Info("Member unreachable", "cluster", m.id, "err", err)
 		return
 	}
-	if back && m.relisting.CompareAndSwap(false, true) {
+	if back {
 		logger.Info("Member reachable again; listing it afresh before writing into it", "cluster", m.id)
+	}
+	if m.stale.Load() && m.rejoining.CompareAndSwap(false, true) {
 		go l.c.rejoin(m)
 	}
 	// Every member's writer is woken, not waited for: the Leases say
