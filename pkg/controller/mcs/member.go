@@ -89,12 +89,15 @@ type member struct {
 	// state is what the controller remembers of the member between
 	// syncs; it goes with the member.
 	state *memberState
-	// stale is set once a probe finds the member unreachable: its watches
-	// broke, its caches may hold what it had before, and nothing is
-	// written from them (a write retried in the moments between its return
-	// and the next probe would act on that). Once it answers it is joined
-	// again through new watches (Controller.rejoin, rejoining while that
-	// runs), and the new member written into.
+	// stale is set once the member has been unreachable past its endpoint
+	// lease (sourceLeases.checkExpiry): its watches will have to list it
+	// again, its caches may hold what it had before, and nothing is
+	// written from them (a withdrawal retried in the moments between its
+	// return and the next probe would be undone moments later). Once it
+	// answers it is joined again through new watches (Controller.rejoin,
+	// rejoining while that runs), and the new member written into. A
+	// shorter absence (a probe or two missed under load) keeps its
+	// watches, which resume where they were.
 	stale, rejoining atomic.Bool
 
 	// ctx ends when the member leaves the clusterset (or the controller

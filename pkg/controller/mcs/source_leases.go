@@ -224,15 +224,24 @@ func (l *sourceLeases) probe(ctx context.Context, m *member) {
 	}
 	l.mu.Unlock()
 	if err != nil {
-		m.stale.Store(true)
 		logger.V(2).Info("Member unreachable", "cluster", m.id, "err", err)
 		return
 	}
-	if back {
-		logger.Info("Member reachable again; listing it afresh before writing into it", "cluster", m.id)
-	}
-	if m.stale.Load() && m.rejoining.CompareAndSwap(false, true) {
-		go l.c.rejoin(m)
+	switch {
+	case m.stale.Load():
+		// Away past its lease (checkExpiry): listed afresh first.
+		if m.rejoining.CompareAndSwap(false, true) {
+			logger.Info("Member reachable again after its lease ran out; listing it afresh before writing into it", "cluster", m.id)
+			go l.c.rejoin(m)
+		}
+	case back:
+		// A shorter absence: its watches resume where they were, and
+		// writes into it may be backing off; start them over.
+		logger.Info("Member reachable again", "cluster", m.id)
+		for _, k := range l.c.desiredKeys() {
+			m.queue.Forget(k)
+			m.queue.Add(k)
+		}
 	}
 	// Every member's writer is woken, not waited for: the Leases say
 	// "alive at" as soon as each member takes the write.
@@ -350,8 +359,13 @@ func (l *sourceLeases) checkExpiry(ctx context.Context) {
 	for _, id := range changed {
 		if l.alive(id) {
 			logger.Info("Source cluster lease renewed; restoring its endpoints", "source", id)
-		} else {
-			logger.Info("Source cluster lease expired; withdrawing its endpoints from every member", "source", id, "ttl", l.c.cfg.EndpointTTL)
+			continue
+		}
+		logger.Info("Source cluster lease expired; withdrawing its endpoints from every member", "source", id, "ttl", l.c.cfg.EndpointTTL)
+		if m := l.c.members.get(id); m != nil {
+			// Away this long, its watches will have to list it again
+			// (member.stale): nothing is written into it until then.
+			m.stale.Store(true)
 		}
 	}
 	if len(changed) > 0 {
