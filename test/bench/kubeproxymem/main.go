@@ -206,7 +206,7 @@ func create(ctx context.Context, kube kubernetes.Interface, mcs mcsclientset.Int
 			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(v1.ProtocolTCP)}},
 		}
 		for e := range perSlice {
-			// 10.128.0.0/15 (the cluster CIDR), unique per slice and
+			// 10.128.0.0/14 (the cluster CIDR), unique per slice and
 			// endpoint.
 			n := (i**sources+half)*perSlice + e
 			slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{
@@ -348,7 +348,7 @@ func (k kubeProxyRun) start(ns, name string) (*process.Process, error) {
 	return process.Start(process.Options{
 		Name: "kube-proxy " + name, Netns: ns, Log: filepath.Join(k.dir, "kube-proxy-"+name+".log"),
 		Argv: []string{k.binary, "--kubeconfig=" + k.kubeconfig, "--hostname-override=" + nodeName, "--proxy-mode=nftables",
-			"--feature-gates=MultiClusterServices=true", "--cluster-cidr=10.128.0.0/15",
+			"--feature-gates=MultiClusterServices=true", "--cluster-cidr=10.128.0.0/14",
 			"--conntrack-max-per-core=0", "--conntrack-min=0", "--profiling=true",
 			"--metrics-bind-address=127.0.0.1:10249", "--healthz-bind-address=127.0.0.1:10256", "--v=1"},
 	})
