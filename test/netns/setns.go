@@ -91,24 +91,7 @@ func Forward(ctx context.Context, name, listenAddr, target string) error {
 	if err != nil {
 		return err
 	}
-	go func() { <-ctx.Done(); _ = l.Close() }()
-	go func() {
-		for {
-			in, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer in.Close()
-				out, err := net.Dial("tcp", target)
-				if err != nil {
-					return
-				}
-				defer out.Close()
-				Splice(in, out)
-			}()
-		}
-	}()
+	relay(ctx, l, func() (net.Conn, error) { return net.Dial("tcp", target) })
 	return nil
 }
 
@@ -121,6 +104,14 @@ func Expose(ctx context.Context, name, target, listenAddr string) error {
 	if err != nil {
 		return err
 	}
+	relay(ctx, l, func() (net.Conn, error) { return Dial(name, "tcp", target, 5*time.Second) })
+	return nil
+}
+
+// relay splices every connection l accepts with one dial makes, until ctx
+// ends (which closes l): Forward's and Expose's loop, whichever side of
+// the namespace each end is on.
+func relay(ctx context.Context, l net.Listener, dial func() (net.Conn, error)) {
 	go func() { <-ctx.Done(); _ = l.Close() }()
 	go func() {
 		for {
@@ -130,7 +121,7 @@ func Expose(ctx context.Context, name, target, listenAddr string) error {
 			}
 			go func() {
 				defer in.Close()
-				out, err := Dial(name, "tcp", target, 5*time.Second)
+				out, err := dial()
 				if err != nil {
 					return
 				}
@@ -139,7 +130,6 @@ func Expose(ctx context.Context, name, target, listenAddr string) error {
 			}()
 		}
 	}()
-	return nil
 }
 
 // Splice copies between a and b both ways until both directions have

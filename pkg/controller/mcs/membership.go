@@ -129,10 +129,7 @@ func (c *Controller) rejoin(old *member) {
 	}
 	logger.Error(err, "Listing a member that is back failed; writing into it from its old watches", "cluster", old.id)
 	old.stale.Store(false)
-	for _, k := range c.desiredKeys() {
-		old.queue.Forget(k)
-		old.queue.Add(k)
-	}
+	c.writeAgain(old)
 }
 
 // abandon stops a member that did not join, and drops the clusterset IPs

@@ -94,6 +94,15 @@ func (c *Controller) enqueueMembers(key string) {
 	}
 }
 
+// writeAgain has m write every name at once: its writes, failing while it
+// did not answer, may be backing off (up to 30 s).
+func (c *Controller) writeAgain(m *member) {
+	for _, k := range c.desiredKeys() {
+		m.queue.Forget(k)
+		m.queue.Add(k)
+	}
+}
+
 func (c *Controller) desiredKeys() []string {
 	c.mu.RLock()
 	defer c.mu.RUnlock()

@@ -238,10 +238,7 @@ func (l *sourceLeases) probe(ctx context.Context, m *member) {
 		// A shorter absence: its watches resume where they were, and
 		// writes into it may be backing off; start them over.
 		logger.Info("Member reachable again", "cluster", m.id)
-		for _, k := range l.c.desiredKeys() {
-			m.queue.Forget(k)
-			m.queue.Add(k)
-		}
+		l.c.writeAgain(m)
 	}
 	// Every member's writer is woken, not waited for: the Leases say
 	// "alive at" as soon as each member takes the write.
