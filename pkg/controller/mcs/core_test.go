@@ -427,3 +427,91 @@ func TestCoreLeaveWithdrawsAndCleans(t *testing.T) {
 		t.Errorf("a's import after b left: %+v", si)
 	}
 }
+
+// TestCoreWaitsForItsOwnWriteInTheCache: a member's cache can still show a
+// slice as it was before the controller's last write of it (the watch has
+// not delivered that write yet) when the import is synced again, as when
+// a member joined again is listed while its names are written. Writing
+// from that copy sends its old resourceVersion: refused as a conflict by
+// a real apiserver, and retried. The sync waits for the write's event
+// instead, and for no longer than cacheWait.
+func TestCoreWaitsForItsOwnWriteInTheCache(t *testing.T) {
+	c, ms := newFakeClusterset(t, Config{}, []string{"cluster-a", "cluster-b"}, nil, nil)
+	a, b := ms["cluster-a"], ms["cluster-b"]
+	// The apiserver counts an EndpointSlice's content changes in its
+	// generation.
+	b.kube.PrependReactor("*", "endpointslices", func(act clienttesting.Action) (bool, runtime.Object, error) {
+		write, ok := act.(clienttesting.CreateAction) // an update is one too
+		if !ok {
+			return false, nil, nil
+		}
+		s, ok := write.GetObject().(*discoveryv1.EndpointSlice)
+		switch {
+		case !ok:
+		case act.GetVerb() == "create":
+			s.Generation = 1
+		case act.GetVerb() == "update":
+			if old, err := b.kube.Tracker().Get(discoveryv1.SchemeGroupVersion.WithResource("endpointslices"), s.Namespace, s.Name); err == nil {
+				s.Generation = old.(*discoveryv1.EndpointSlice).Generation + 1
+			}
+		}
+		return false, nil, nil
+	})
+	exportWeb(t, a, "10.1.0.1")
+	syncAll(t, c, "demo/web")
+	expectResyncWritesNothing(t, c, b, 1)
+	before := writtenIn(b.member, "demo", "web")[0]
+
+	// a's endpoint moves; b is written the change (generation 2).
+	ctx := context.Background()
+	local, err := a.kube.DiscoveryV1().EndpointSlices("demo").Get(ctx, "web-abcde", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	local.Endpoints[0].Addresses = []string{"10.1.0.2"}
+	if _, err := a.kube.DiscoveryV1().EndpointSlices("demo").Update(ctx, local, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitCache(t, "the move in cluster-a's caches", func() bool {
+		s := indexed[*discoveryv1.EndpointSlice](a.localSlices, byService, "demo/web")
+		return len(s) == 1 && s[0].Endpoints[0].Addresses[0] == "10.1.0.2"
+	})
+	if wrote := writesOf(t, b, func() { syncAll(t, c, "demo/web") }); len(wrote) != 1 {
+		t.Fatalf("the move was written into cluster-b as %v, want one update of its slice", wrote)
+	}
+	waitCache(t, "the write in cluster-b's caches", func() bool {
+		s := writtenIn(b.member, "demo", "web")
+		return len(s) == 1 && s[0].generation == 2
+	})
+	after := writtenIn(b.member, "demo", "web")[0]
+
+	// b's cache as it was before that write is not written from.
+	resync := func() []string {
+		return writesOf(t, b, func() {
+			if err := c.syncMember(ctx, b.member, "demo/web"); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if err := b.importedSlices.Update(before); err != nil {
+		t.Fatal(err)
+	}
+	if wrote := resync(); len(wrote) != 0 {
+		t.Errorf("a sync from a cache behind the controller's own write wrote %v", wrote)
+	}
+	// Once the cache shows the write, there is nothing to write.
+	if err := b.importedSlices.Update(after); err != nil {
+		t.Fatal(err)
+	}
+	if wrote := resync(); len(wrote) != 0 {
+		t.Errorf("a sync from a cache showing the write wrote %v", wrote)
+	}
+	// A cache that does not catch up within cacheWait is written from.
+	if err := b.importedSlices.Update(before); err != nil {
+		t.Fatal(err)
+	}
+	b.state.wroteSlices.Store("demo/"+after.name, sliceWrite{generation: 2, at: time.Now().Add(-cacheWait)})
+	if wrote := resync(); len(wrote) != 1 {
+		t.Errorf("a sync from a cache behind for longer than %v wrote %v, want the slice written again", cacheWait, wrote)
+	}
+}

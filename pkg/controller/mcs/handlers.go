@@ -87,11 +87,22 @@ func (c *Controller) addHandlers(m *member) {
 		UpdateFunc: func(_, cur any) { write(cur); placed(cur) },
 		DeleteFunc: func(obj any) { write(obj); placed(obj) },
 	})
-	handle(f.importedSlices, on(func(obj any) {
+	wrote := func(obj any) {
 		if s := eventObject[*writtenSlice](obj); s != nil {
+			m.state.cacheBehind(s.Namespace()+"/"+s.name, s)
 			m.queue.Add(s.Namespace() + "/" + s.importName())
 		}
-	}))
+	}
+	handle(f.importedSlices, cache.ResourceEventHandlerFuncs{
+		AddFunc:    wrote,
+		UpdateFunc: func(_, cur any) { wrote(cur) },
+		DeleteFunc: func(obj any) {
+			if s := eventObject[*writtenSlice](obj); s != nil {
+				m.state.forgetSlice(s.Namespace() + "/" + s.name)
+				m.queue.Add(s.Namespace() + "/" + s.importName())
+			}
+		},
+	})
 	// A namespace appearing or going changes where a name is imported.
 	handle(f.namespaces, on(func(obj any) {
 		ns := namespaceName(obj)

@@ -26,6 +26,13 @@ type memberState struct {
 	// selection result its slices were last written with, per port
 	// (map[string]int, see chooseForDerived).
 	chosen sync.Map
+	// wroteSlices holds, per slice (namespace/name), the generation of
+	// the controller's last write of it until the member's cache shows
+	// that write. A sync in between (the slice's other events, an
+	// enqueueAll, a member joined again and listed) would otherwise
+	// compare with the older copy and write again from its
+	// resourceVersion: refused as a conflict, and retried.
+	wroteSlices sync.Map
 }
 
 // firstTime records report id and tells whether it was not recorded
@@ -40,4 +47,47 @@ func (s *memberState) firstTime(id string) bool {
 func since(times *sync.Map, key string) time.Time {
 	t, _ := times.LoadOrStore(key, time.Now())
 	return t.(time.Time)
+}
+
+// sliceWrite is the controller's last write of one slice.
+type sliceWrite struct {
+	generation int64
+	at         time.Time
+}
+
+// cacheWait bounds how long a slice's write waits for the member's cache
+// to show the controller's previous write of it: a watch delivers its
+// event in milliseconds, seconds when the member's apiserver is loaded;
+// past that the cache is not trusted to catch up by itself (its watch is
+// broken, or the event was missed), and the write goes ahead as before,
+// from the cached resourceVersion.
+const cacheWait = 10 * time.Second
+
+// wroteSlice records the controller's write of slice key, which the
+// member's apiserver stored at generation.
+func (s *memberState) wroteSlice(key string, generation int64) {
+	s.wroteSlices.Store(key, sliceWrite{generation: generation, at: time.Now()})
+}
+
+// forgetSlice forgets the controller's last write of slice key: the slice
+// is gone, or the member's cache shows that write.
+func (s *memberState) forgetSlice(key string) { s.wroteSlices.Delete(key) }
+
+// cacheBehind tells whether cached, the member's cached copy of slice key,
+// is older than the controller's last write of it, and for how much longer
+// to wait for it. A copy that shows the write, or a wait past cacheWait,
+// ends it. A slice not cached is not waited for: the write that created
+// it is found by its name (writeSlices).
+func (s *memberState) cacheBehind(key string, cached *writtenSlice) (bool, time.Duration) {
+	v, ok := s.wroteSlices.Load(key)
+	if !ok || cached == nil {
+		return false, 0
+	}
+	w := v.(sliceWrite)
+	left := cacheWait - time.Since(w.at)
+	if cached.generation >= w.generation || left <= 0 {
+		s.wroteSlices.CompareAndDelete(key, v)
+		return false, 0
+	}
+	return true, left
 }

@@ -25,7 +25,11 @@ type writtenSlice struct {
 	// resourceVersion is the precondition of every update and delete:
 	// a slice changed or replaced meanwhile is looked at again.
 	resourceVersion string
-	labels          unique.Handle[writtenLabels]
+	// generation is what the member's apiserver counts of the slice's
+	// content changes: a cached copy older than the controller's own
+	// last write of it has a lower one (memberState.cacheBehind).
+	generation int64
+	labels     unique.Handle[writtenLabels]
 	// digest identifies what the controller writes of the slice
 	// (contentDigest).
 	digest [sha256.Size / 2]byte
@@ -87,6 +91,7 @@ func newWrittenSlice(s *discoveryv1.EndpointSlice) *writtenSlice {
 		name:            s.Name,
 		namespace:       unique.Make(s.Namespace),
 		resourceVersion: s.ResourceVersion,
+		generation:      s.Generation,
 		labels: unique.Make(writtenLabels{
 			importName:    s.Labels[mcsv1beta1.LabelServiceName],
 			sourceCluster: s.Labels[mcsv1beta1.LabelSourceCluster],

@@ -81,24 +81,35 @@ func (w writes) writeSlices(ctx context.Context, si *mcsv1beta1.ServiceImport, w
 		if ok && sameSlice(cur, want) {
 			continue
 		}
+		key := si.Namespace + "/" + name
+		if behind, wait := m.state.cacheBehind(key, cur); behind {
+			// The cache has not shown our last write of it yet: its
+			// event brings the import back here (or the wait ends).
+			m.queue.AddAfter(si.Namespace+"/"+si.Name, wait)
+			continue
+		}
+		var written *discoveryv1.EndpointSlice
 		var err error
 		if !ok {
-			_, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: fieldManager})
+			written, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: fieldManager})
 			if apierrors.IsAlreadyExists(err) {
 				// Our cache lags behind our own earlier create.
 				var read *discoveryv1.EndpointSlice
 				if read, err = api.Get(ctx, name, metav1.GetOptions{}); err == nil {
-					cur = newWrittenSlice(read)
+					cur, written = newWrittenSlice(read), read
 					ok = !sameSlice(cur, want)
 				}
 			}
 		}
 		if ok {
-			_, err = api.Update(ctx, cur.update(want), metav1.UpdateOptions{FieldManager: fieldManager})
+			written, err = api.Update(ctx, cur.update(want), metav1.UpdateOptions{FieldManager: fieldManager})
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("writing EndpointSlice %s/%s in %s: %w", si.Namespace, name, m.id, err))
-		} else if t, ok := triggers[name]; ok {
+			continue
+		}
+		m.state.wroteSlice(key, written.Generation)
+		if t, ok := triggers[name]; ok {
 			w.metrics.observePropagation(m.id, time.Since(t))
 		}
 	}
