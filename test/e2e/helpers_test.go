@@ -322,6 +322,57 @@ func (c *pod) answers(network, addr string, n int) []string {
 	return slices.Sorted(maps.Keys(seen))
 }
 
+// heldConn is a TCP connection a client pod holds to an address while a
+// case changes the node's rules (echoserver's hold).
+type heldConn struct {
+	addr string
+	done chan struct{}
+	out  []byte
+	err  error
+}
+
+// hold makes one TCP connection to addr and asks on it, again and again,
+// until untilSilent stops answering new connections and once after that.
+func (c *pod) hold(addr, untilSilent string) *heldConn {
+	h := &heldConn{addr: addr, done: make(chan struct{})}
+	go func() {
+		defer close(h.done)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		h.out, h.err = c.p.client(ctx, c.m, c.ns, c.name, "hold", "--until-silent="+untilSilent, "--for=150s", addr)
+	}()
+	return h
+}
+
+// check waits for the hold to end and fails t unless the one connection
+// was answered every time, by the one endpoint it was made to, including
+// after the silence it waited for.
+func (h *heldConn) check(t *testing.T) {
+	t.Helper()
+	<-h.done
+	if h.err != nil {
+		t.Fatalf("holding a connection to %s: %v %s", h.addr, h.err, h.out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(h.out)), "\n")
+	var names []string
+	silent := false
+	for _, l := range lines {
+		_, what, _ := strings.Cut(l, " ")
+		switch {
+		case what == "silent":
+			silent = true
+		case what == "-":
+			t.Fatalf("the connection held to %s went unanswered (reset or dropped): %q", h.addr, lines)
+		case !slices.Contains(names, what):
+			names = append(names, what)
+		}
+	}
+	if len(names) != 1 || !silent || !strings.HasSuffix(lines[len(lines)-1], " "+names[0]) || len(lines) < 2 || !strings.HasSuffix(lines[len(lines)-2], " silent") {
+		t.Fatalf("the connection held to %s: %q; want one endpoint answering it throughout, and after the silence", h.addr, lines)
+	}
+	t.Logf("one connection to %s, made before and asked %d times until after the change: answered by %s every time", h.addr, len(lines)-1, names[0])
+}
+
 // countAnswers sends n TCP requests and counts the answers per pod.
 func (c *pod) countAnswers(addr string, n int) map[string]int {
 	got := map[string]int{}

@@ -59,6 +59,13 @@ func (s *suite) testRestartAndCRD(t *testing.T) {
 
 	t.Run("kube-proxy restart", func(t *testing.T) {
 		tr := startTraffic(client, hostPort(vip, 80))
+		// A connection made before the restart must outlive it: the
+		// node's connection tracking keeps where it goes, and the
+		// restarted kube-proxy replaces the rules without touching it.
+		// It is asked until the restarted kube-proxy has dropped the
+		// rules of the import removed while it was down.
+		held := client.hold(hostPort(vip, 80), hostPort(vipGone, 80))
+		time.Sleep(2 * time.Second) // the connection is made in milliseconds
 		start := s.p.stopKubeProxy(t, s.b, s.b.Node)
 		// While kube-proxy is down an import goes away: its rules must not
 		// survive the restart.
@@ -70,6 +77,7 @@ func (s *suite) testRestartAndCRD(t *testing.T) {
 		if got := client.answers("tcp", hostPort(vipGone, 80), 3); len(got) > 0 {
 			t.Errorf("the VIP of an import deleted while kube-proxy was down still answers: %v", got)
 		}
+		held.check(t)
 		ok, failed := tr.finish()
 		t.Logf("traffic to %s during the restart: %d answered, %d unanswered", vip, ok, failed)
 	})

@@ -1,6 +1,7 @@
 // Package echoserver is the smallest server that tells a client who
-// answered: it writes its name to every TCP connection and answers every
-// UDP datagram with its name. Tests count names to see where traffic went.
+// answered: it writes its name to every TCP connection, and again for
+// everything the client sends on it, and answers every UDP datagram with
+// its name. Tests count names to see where traffic went.
 package echoserver
 
 import (
@@ -45,14 +46,35 @@ func Serve(ctx context.Context, network, addr, name string) error {
 
 // ServeListener writes name to every connection l accepts until l is
 // closed; for listeners opened elsewhere, e.g. inside a network namespace.
+// A client may read the name and close, or hold the connection and send
+// something to be answered again (Hold): a connection that outlives a
+// change of the rules in between.
 func ServeListener(l net.Listener, name string) {
 	for {
 		c, err := l.Accept()
 		if err != nil {
 			return
 		}
-		_, _ = c.Write([]byte(name + "\n"))
-		_ = c.Close()
+		go serveConn(c, name)
+	}
+}
+
+// heldIdle is how long a connection may stay silent before the server
+// closes it.
+const heldIdle = 2 * time.Minute
+
+func serveConn(c net.Conn, name string) {
+	defer c.Close()
+	answer := []byte(name + "\n")
+	buf := make([]byte, 256)
+	for {
+		if _, err := c.Write(answer); err != nil {
+			return
+		}
+		_ = c.SetReadDeadline(time.Now().Add(heldIdle))
+		if _, err := c.Read(buf); err != nil {
+			return
+		}
 	}
 }
 

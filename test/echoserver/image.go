@@ -1,6 +1,7 @@
 package echoserver
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -25,6 +27,8 @@ func Main(ctx context.Context, args []string, name string, out io.Writer) error 
 			return askMain(args[1:], out)
 		case "dig":
 			return digMain(args[1:], out)
+		case "hold":
+			return holdMain(args[1:], out)
 		case "serve":
 			args = args[1:]
 		}
@@ -71,8 +75,8 @@ func serveRun(ctx context.Context, addr, name string) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+RunPath, func(w http.ResponseWriter, r *http.Request) {
 		var args []string
-		if err := json.NewDecoder(r.Body).Decode(&args); err != nil || len(args) == 0 || args[0] != "ask" && args[0] != "dig" {
-			http.Error(w, `want a JSON array of arguments: ["ask", ...] or ["dig", ...]`, http.StatusBadRequest)
+		if err := json.NewDecoder(r.Body).Decode(&args); err != nil || len(args) == 0 || args[0] != "ask" && args[0] != "dig" && args[0] != "hold" {
+			http.Error(w, `want a JSON array of arguments: ["ask", ...], ["dig", ...] or ["hold", ...]`, http.StatusBadRequest)
 			return
 		}
 		var out bytes.Buffer
@@ -152,4 +156,64 @@ func digMain(args []string, out io.Writer) error {
 		return err
 	}
 	return json.NewEncoder(out).Encode(answer)
+}
+
+// holdMain: hold --until-silent ADDR2 [--interval D] [--for D] ADDR keeps
+// one TCP connection to ADDR and asks on it every interval, printing
+// "MS NAME" per answer (MS since the start), or "MS -" for none, which
+// ends it. Meanwhile it connects to ADDR2 anew each interval; once ADDR2
+// has not answered three times in a row it prints "MS silent" and asks the
+// held connection once more. A test holds a connection across a change
+// that takes ADDR2's rules away (kube-proxy restarted without them) and
+// sees whether the connection made before it is still answered after it.
+// --for bounds the whole.
+func holdMain(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("hold", flag.ContinueOnError)
+	untilSilent := fs.String("until-silent", "", "host:port whose silence to new connections ends the hold")
+	interval := fs.Duration("interval", 200*time.Millisecond, "pause between asks")
+	during := fs.Duration("for", 2*time.Minute, "the longest the hold lasts")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 || *untilSilent == "" {
+		return fmt.Errorf("usage: hold --until-silent HOST:PORT [--interval D] [--for D] HOST:PORT")
+	}
+	start := time.Now()
+	c, err := net.DialTimeout("tcp", fs.Arg(0), 2*time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	ask := func() bool {
+		_ = c.SetDeadline(time.Now().Add(time.Second))
+		line, err := r.ReadString('\n')
+		name := strings.TrimSpace(line)
+		if err != nil || name == "" {
+			name = "-"
+		}
+		_, _ = fmt.Fprintf(out, "%d %s\n", time.Since(start).Milliseconds(), name)
+		if name == "-" {
+			return false
+		}
+		_, err = c.Write([]byte("again\n"))
+		return err == nil
+	}
+	for silent := 0; time.Since(start) < *during; {
+		if !ask() {
+			return nil
+		}
+		if _, err := Ask("tcp", *untilSilent, 300*time.Millisecond); err != nil {
+			silent++
+		} else {
+			silent = 0
+		}
+		if silent == 3 {
+			_, _ = fmt.Fprintf(out, "%d silent\n", time.Since(start).Milliseconds())
+			ask()
+			return nil
+		}
+		time.Sleep(*interval)
+	}
+	return nil
 }

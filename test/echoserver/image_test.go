@@ -150,3 +150,61 @@ func TestReverseName(t *testing.T) {
 		}
 	}
 }
+
+// TestHold holds a connection while another address goes silent: every
+// answer on the held connection comes from the server it was made to, the
+// silence is said, and the held connection is asked once more after it; a
+// held connection the server drops is said as "-" and ends the hold.
+func TestHold(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	held := freeAddr(t)
+	if err := Serve(ctx, "tcp", held, "web-1"); err != nil {
+		t.Fatal(err)
+	}
+	other := freeAddr(t)
+	otherCtx, stopOther := context.WithCancel(ctx)
+	if err := Serve(otherCtx, "tcp", other, "gone-1"); err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(time.Second, stopOther)
+	var out bytes.Buffer
+	if err := Main(ctx, []string{"hold", "--until-silent=" + other, "--interval=50ms", held}, "client", &out); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	silentAt := -1
+	for i, l := range lines {
+		_, what, _ := strings.Cut(l, " ")
+		switch {
+		case what == "silent":
+			silentAt = i
+		case what != "web-1":
+			t.Errorf("line %d of the hold: %q, want web-1 answering", i, l)
+		}
+	}
+	if silentAt < 5 || silentAt != len(lines)-2 {
+		t.Errorf("hold printed %q: want answers for a second, the silence, and one answer after it", lines)
+	}
+
+	// A held connection that is dropped.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		c, err := l.Accept()
+		if err == nil {
+			_, _ = c.Write([]byte("web-2\n"))
+			c.Close()
+		}
+		l.Close()
+	}()
+	out.Reset()
+	if err := Main(ctx, []string{"hold", "--until-silent=" + held, "--interval=50ms", l.Addr().String()}, "client", &out); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Fields(out.String()); len(got) != 4 || got[1] != "web-2" || got[3] != "-" {
+		t.Errorf("a dropped held connection printed %q, want web-2 then -", out.String())
+	}
+}
