@@ -315,7 +315,7 @@ func (k kubeProxyRun) run(ctx context.Context, name string, want int, restart bo
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	fmt.Printf("%s: kube-proxy programmed %d service IPs in %s\n", name, want, time.Since(start).Round(time.Millisecond))
+	fmt.Printf("%s: kube-proxy programmed %d service IPs in %s (%s)\n", name, want, time.Since(start).Round(time.Millisecond), syncs(client))
 	// Let informer resyncs and the first syncs' garbage settle.
 	time.Sleep(5 * time.Second)
 	if heap, err = liveHeap(client, name); err != nil {
@@ -340,7 +340,7 @@ func (k kubeProxyRun) run(ctx context.Context, name string, want int, restart bo
 		return 0, 0, 0, err
 	}
 	restarted = time.Since(start)
-	fmt.Printf("%s: restarted kube-proxy's first full sync done in %s\n", name, restarted.Round(time.Millisecond))
+	fmt.Printf("%s: restarted kube-proxy's first full sync done in %s (%s)\n", name, restarted.Round(time.Millisecond), syncs(client))
 	return heap, rss, restarted, nil
 }
 
@@ -414,6 +414,23 @@ func metric(client *http.Client, name string) (float64, error) {
 		return 0, fmt.Errorf("no %s", name)
 	}
 	return sum, nil
+}
+
+// syncs says how many syncs kube-proxy has made so far and the time they
+// took, full and partial: where a start's time went, beside the listing
+// before its first sync.
+func syncs(client *http.Client) string {
+	var v [4]float64
+	for i, name := range []string{
+		"kubeproxy_sync_proxy_rules_duration_seconds_count", "kubeproxy_sync_proxy_rules_duration_seconds_sum",
+		"kubeproxy_sync_full_proxy_rules_duration_seconds_count", "kubeproxy_sync_full_proxy_rules_duration_seconds_sum",
+	} {
+		var err error
+		if v[i], err = metric(client, name); err != nil {
+			return err.Error()
+		}
+	}
+	return fmt.Sprintf("%.0f syncs in %.1f s, of which %.0f full in %.1f s", v[0], v[1], v[2], v[3])
 }
 
 func vmRSS(pid int) uint64 {
