@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -59,6 +60,7 @@ var (
 	kubeProxy = flag.String("kube-proxy", "_output/bin/kube-proxy", "kube-proxy binary")
 	workDir   = flag.String("dir", "", "working directory (default: a temporary one)")
 	profiles  = flag.String("profiles", "", "directory to save kube-proxy's heap profiles in (go tool pprof -sample_index=inuse_space)")
+	order     = flag.String("order", "services,imports", "the order the two paths run in, to see what the order adds (imports,services)")
 )
 
 const (
@@ -103,13 +105,17 @@ func run() error {
 		return err
 	}
 	defer etcd.Stop()
-	var results []result
-	for _, path := range []string{"services", "imports"} {
+	paths := strings.Split(*order, ",")
+	if !slices.Equal(slices.Sorted(slices.Values(paths)), []string{"imports", "services"}) {
+		return fmt.Errorf("-order=%s: want services,imports or imports,services", *order)
+	}
+	results := make([]result, 2)
+	for _, path := range paths {
 		r, err := measure(ctx, etcd, dir, binary, path)
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
-		results = append(results, r)
+		results[map[string]int{"services": 0, "imports": 1}[path]] = r
 	}
 	fmt.Printf("\n%-9s %8s %12s %12s %14s %12s\n", "path", "objects", "heap base", "heap full", "heap/object", "RSS full")
 	var perObject [2]float64
