@@ -436,55 +436,11 @@ func TestCoreLeaveWithdrawsAndCleans(t *testing.T) {
 // a real apiserver, and retried. The sync waits for the write's event
 // instead, and for no longer than cacheWait.
 func TestCoreWaitsForItsOwnWriteInTheCache(t *testing.T) {
-	c, ms := newFakeClusterset(t, Config{}, []string{"cluster-a", "cluster-b"}, nil, nil)
-	a, b := ms["cluster-a"], ms["cluster-b"]
-	// The apiserver counts an EndpointSlice's content changes in its
-	// generation.
-	b.kube.PrependReactor("*", "endpointslices", func(act clienttesting.Action) (bool, runtime.Object, error) {
-		write, ok := act.(clienttesting.CreateAction) // an update is one too
-		if !ok {
-			return false, nil, nil
-		}
-		s, ok := write.GetObject().(*discoveryv1.EndpointSlice)
-		switch {
-		case !ok:
-		case act.GetVerb() == "create":
-			s.Generation = 1
-		case act.GetVerb() == "update":
-			if old, err := b.kube.Tracker().Get(discoveryv1.SchemeGroupVersion.WithResource("endpointslices"), s.Namespace, s.Name); err == nil {
-				s.Generation = old.(*discoveryv1.EndpointSlice).Generation + 1
-			}
-		}
-		return false, nil, nil
-	})
-	exportWeb(t, a, "10.1.0.1")
-	syncAll(t, c, "demo/web")
-	expectResyncWritesNothing(t, c, b, 1)
-	before := writtenIn(b.member, "demo", "web")[0]
-
-	// a's endpoint moves; b is written the change (generation 2).
+	c, b, before, after := moveWrittenIntoB(t, false)
 	ctx := context.Background()
-	local, err := a.kube.DiscoveryV1().EndpointSlices("demo").Get(ctx, "web-abcde", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	local.Endpoints[0].Addresses = []string{"10.1.0.2"}
-	if _, err := a.kube.DiscoveryV1().EndpointSlices("demo").Update(ctx, local, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitCache(t, "the move in cluster-a's caches", func() bool {
-		s := indexed[*discoveryv1.EndpointSlice](a.localSlices, byService, "demo/web")
-		return len(s) == 1 && s[0].Endpoints[0].Addresses[0] == "10.1.0.2"
-	})
-	if wrote := writesOf(t, b, func() { syncAll(t, c, "demo/web") }); len(wrote) != 1 {
-		t.Fatalf("the move was written into cluster-b as %v, want one update of its slice", wrote)
-	}
-	waitCache(t, "the write in cluster-b's caches", func() bool {
-		s := writtenIn(b.member, "demo", "web")
-		return len(s) == 1 && s[0].generation == 2
-	})
-	after := writtenIn(b.member, "demo", "web")[0]
-
+	// The state while the write's event is on its way: the write
+	// recorded, the cache still showing the slice as it was.
+	b.state.wroteSlice("demo/"+after.name, after.generation)
 	// b's cache as it was before that write is not written from.
 	resync := func() []string {
 		return writesOf(t, b, func() {
@@ -514,4 +470,78 @@ func TestCoreWaitsForItsOwnWriteInTheCache(t *testing.T) {
 	if wrote := resync(); len(wrote) != 1 {
 		t.Errorf("a sync from a cache behind for longer than %v wrote %v, want the slice written again", cacheWait, wrote)
 	}
+}
+
+// TestCoreForgetsWritesTheCacheShows: nothing is remembered of a write
+// once the member's cache shows it, whether its event came before the
+// write returned or after: a record per slice of every member would
+// otherwise stay.
+func TestCoreForgetsWritesTheCacheShows(t *testing.T) {
+	_, b, _, _ := moveWrittenIntoB(t, true)
+	waitCache(t, "the write forgotten once cluster-b's cache shows it", func() bool {
+		n := 0
+		b.state.wroteSlices.Range(func(any, any) bool { n++; return true })
+		return n == 0
+	})
+}
+
+// moveWrittenIntoB exports demo/web from cluster-a, writes it into
+// cluster-b, then moves a's endpoint and writes that: it returns b's
+// cached slice before and after the move (generations 1 and 2), once b's
+// cache shows the move. With handlers, b's events reach the controller as
+// they do when it runs (nothing works the queues: the test syncs).
+func moveWrittenIntoB(t *testing.T, handlers bool) (c *Controller, b *fakeMember, before, after *writtenSlice) {
+	t.Helper()
+	c, ms := newFakeClusterset(t, Config{}, []string{"cluster-a", "cluster-b"}, nil, nil)
+	a, b := ms["cluster-a"], ms["cluster-b"]
+	if handlers {
+		c.addHandlers(b.member)
+	}
+	// The apiserver counts an EndpointSlice's content changes in its
+	// generation.
+	b.kube.PrependReactor("*", "endpointslices", func(act clienttesting.Action) (bool, runtime.Object, error) {
+		write, ok := act.(clienttesting.CreateAction) // an update is one too
+		if !ok {
+			return false, nil, nil
+		}
+		s, ok := write.GetObject().(*discoveryv1.EndpointSlice)
+		switch {
+		case !ok:
+		case act.GetVerb() == "create":
+			s.Generation = 1
+		case act.GetVerb() == "update":
+			if old, err := b.kube.Tracker().Get(discoveryv1.SchemeGroupVersion.WithResource("endpointslices"), s.Namespace, s.Name); err == nil {
+				s.Generation = old.(*discoveryv1.EndpointSlice).Generation + 1
+			}
+		}
+		return false, nil, nil
+	})
+	exportWeb(t, a, "10.1.0.1")
+	syncAll(t, c, "demo/web")
+	expectResyncWritesNothing(t, c, b, 1)
+	before = writtenIn(b.member, "demo", "web")[0]
+
+	// a's endpoint moves; b is written the change (generation 2).
+	ctx := context.Background()
+	local, err := a.kube.DiscoveryV1().EndpointSlices("demo").Get(ctx, "web-abcde", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	local.Endpoints[0].Addresses = []string{"10.1.0.2"}
+	if _, err := a.kube.DiscoveryV1().EndpointSlices("demo").Update(ctx, local, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitCache(t, "the move in cluster-a's caches", func() bool {
+		s := indexed[*discoveryv1.EndpointSlice](a.localSlices, byService, "demo/web")
+		return len(s) == 1 && s[0].Endpoints[0].Addresses[0] == "10.1.0.2"
+	})
+	if wrote := writesOf(t, b, func() { syncAll(t, c, "demo/web") }); len(wrote) != 1 {
+		t.Fatalf("the move was written into cluster-b as %v, want one update of its slice", wrote)
+	}
+	waitCache(t, "the write in cluster-b's caches", func() bool {
+		s := writtenIn(b.member, "demo", "web")
+		return len(s) == 1 && s[0].generation == 2
+	})
+	after = writtenIn(b.member, "demo", "web")[0]
+	return c, b, before, after
 }

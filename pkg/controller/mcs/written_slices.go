@@ -109,6 +109,11 @@ func (w writes) writeSlices(ctx context.Context, si *mcsv1beta1.ServiceImport, w
 			continue
 		}
 		m.state.wroteSlice(key, written.Generation)
+		// The write's event may have come before the record: then the
+		// cache already shows it, and nothing is left to wait for.
+		if obj, exists, _ := m.importedSlices.GetByKey(key); exists {
+			m.state.cacheBehind(key, obj.(*writtenSlice))
+		}
 		if t, ok := triggers[name]; ok {
 			w.metrics.observePropagation(m.id, time.Since(t))
 		}
