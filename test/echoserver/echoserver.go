@@ -47,8 +47,8 @@ func Serve(ctx context.Context, network, addr, name string) error {
 // ServeListener writes name to every connection l accepts until l is
 // closed; for listeners opened elsewhere, e.g. inside a network namespace.
 // A client may read the name and close, or hold the connection and send
-// something to be answered again (Hold): a connection that outlives a
-// change of the rules in between.
+// something to be answered again (the image's "hold"): a connection that
+// outlives a change of the rules in between.
 func ServeListener(l net.Listener, name string) {
 	for {
 		c, err := l.Accept()

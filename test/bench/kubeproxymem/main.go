@@ -88,6 +88,13 @@ type result struct {
 
 func run() error {
 	ctx := context.Background()
+	// results are in this order whichever order the paths run in: the
+	// ratios are the imports' over the Services'.
+	known := []string{"services", "imports"}
+	paths := strings.Split(*order, ",")
+	if len(paths) != 2 || !slices.Contains(paths, known[0]) || !slices.Contains(paths, known[1]) {
+		return fmt.Errorf("-order=%s: want services,imports or imports,services", *order)
+	}
 	dir := *workDir
 	if dir == "" {
 		var err error
@@ -105,17 +112,13 @@ func run() error {
 		return err
 	}
 	defer etcd.Stop()
-	paths := strings.Split(*order, ",")
-	if !slices.Equal(slices.Sorted(slices.Values(paths)), []string{"imports", "services"}) {
-		return fmt.Errorf("-order=%s: want services,imports or imports,services", *order)
-	}
-	results := make([]result, 2)
+	results := make([]result, len(known))
 	for _, path := range paths {
 		r, err := measure(ctx, etcd, dir, binary, path)
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
-		results[map[string]int{"services": 0, "imports": 1}[path]] = r
+		results[slices.Index(known, path)] = r
 	}
 	fmt.Printf("\n%-9s %8s %12s %12s %14s %12s\n", "path", "objects", "heap base", "heap full", "heap/object", "RSS full")
 	var perObject [2]float64
