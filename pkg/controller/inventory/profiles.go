@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -36,6 +37,12 @@ type AccessProvider struct {
 	// AppendIfNotExists (the operator's values win) or Replace (the
 	// profile's win).
 	CLIArgsPolicy, EnvVarsPolicy string
+	// EnvVarNames are the only variables a profile may set, and ArgFlags
+	// the only flags it may pass (each as one FLAG=VALUE argument), as
+	// the operator names them: what a hub writer adds to a command the
+	// controller runs is named by the operator, never guarded by a list
+	// of what it may not add.
+	EnvVarNames, ArgFlags []string
 }
 
 // The profile-sourced extension policies (KEP-5339, pkg/access).
@@ -81,7 +88,28 @@ type accessProvidersFile struct {
 		ExecConfig                  *clientcmdv1.ExecConfig `json:"execConfig"`
 		ProfileSourcedCLIArgsPolicy string                  `json:"profileSourcedCLIArgsPolicy,omitempty"`
 		ProfileSourcedEnvVarsPolicy string                  `json:"profileSourcedEnvVarsPolicy,omitempty"`
+		// This controller's own: the variables and flags a profile may
+		// add, with the policies above (required with any but Ignore).
+		ProfileSourcedEnvVarNames []string `json:"profileSourcedEnvVarNames,omitempty"`
+		ProfileSourcedArgFlags    []string `json:"profileSourcedArgFlags,omitempty"`
 	} `json:"providers"`
+}
+
+// envVarName is an environment variable's name as POSIX shells take
+// one: a name holding "=" (PATH=/dir:...) would pass a comparison of
+// names and still set another variable.
+var envVarName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// argFlag is a command-line flag a profile may be allowed to pass.
+var argFlag = regexp.MustCompile(`^--?[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// loadsCode says whether a variable chooses code that runs in or beside
+// the plugin: the search path, the dynamic loader's, the shell's start-up
+// files, and the controller's plugin runner's (pluginruns.go). No
+// operator file may hand them to profile writers.
+func loadsCode(name string) bool {
+	return name == "PATH" || name == "BASH_ENV" || name == "ENV" || strings.HasPrefix(name, "LD_") ||
+		strings.HasPrefix(name, "DYLD_") || isRunnerVariable(name)
 }
 
 // LoadAccessProviders reads the operator's access provider file (JSON or
@@ -117,6 +145,9 @@ func ParseAccessProviders(data []byte) (AccessProviders, error) {
 		case !slices.Contains([]string{"", PolicyIgnore, PolicyAppendIfNotExists, PolicyReplace}, p.ProfileSourcedEnvVarsPolicy):
 			return nil, fmt.Errorf("access providers: %q: profileSourcedEnvVarsPolicy %q: want %s, %s or %s", p.Name, p.ProfileSourcedEnvVarsPolicy, PolicyIgnore, PolicyAppendIfNotExists, PolicyReplace)
 		}
+		if err := checkProfileSourced(p.ProfileSourcedCLIArgsPolicy, p.ProfileSourcedEnvVarsPolicy, p.ProfileSourcedArgFlags, p.ProfileSourcedEnvVarNames); err != nil {
+			return nil, fmt.Errorf("access providers: %q: %w", p.Name, err)
+		}
 		var exec clientcmdapi.ExecConfig
 		if err := clientcmdv1.Convert_v1_ExecConfig_To_api_ExecConfig(p.ExecConfig, &exec, nil); err != nil {
 			return nil, fmt.Errorf("access providers: %q: %w", p.Name, err)
@@ -130,12 +161,41 @@ func ParseAccessProviders(data []byte) (AccessProviders, error) {
 		// would hang a member's join.
 		exec.InteractiveMode = clientcmdapi.NeverExecInteractiveMode
 		out = append(out, AccessProvider{Name: p.Name, Exec: &exec,
-			CLIArgsPolicy: cmp.Or(p.ProfileSourcedCLIArgsPolicy, PolicyIgnore), EnvVarsPolicy: cmp.Or(p.ProfileSourcedEnvVarsPolicy, PolicyIgnore)})
+			CLIArgsPolicy: cmp.Or(p.ProfileSourcedCLIArgsPolicy, PolicyIgnore), EnvVarsPolicy: cmp.Or(p.ProfileSourcedEnvVarsPolicy, PolicyIgnore),
+			EnvVarNames: p.ProfileSourcedEnvVarNames, ArgFlags: p.ProfileSourcedArgFlags})
 	}
 	if len(out) == 0 {
 		return nil, errors.New("access providers: the file names no provider")
 	}
 	return out, nil
+}
+
+// checkProfileSourced checks what the operator lets profiles add: a
+// policy other than Ignore takes only what the allowlist beside it names
+// (an Append of any argument or variable would let whoever writes
+// profiles choose the plugin's behaviour), and the allowlists name valid
+// flags and variables, none of them one that loads code.
+func checkProfileSourced(argsPolicy, envPolicy string, flags, names []string) error {
+	if cmp.Or(argsPolicy, PolicyIgnore) != PolicyIgnore && len(flags) == 0 {
+		return fmt.Errorf("profileSourcedCLIArgsPolicy %s takes only the flags profileSourcedArgFlags names; name them", argsPolicy)
+	}
+	if cmp.Or(envPolicy, PolicyIgnore) != PolicyIgnore && len(names) == 0 {
+		return fmt.Errorf("profileSourcedEnvVarsPolicy %s takes only the variables profileSourcedEnvVarNames names; name them", envPolicy)
+	}
+	for _, f := range flags {
+		if !argFlag.MatchString(f) {
+			return fmt.Errorf("profileSourcedArgFlags: %q is not a flag (-name or --name)", f)
+		}
+	}
+	for _, n := range names {
+		switch {
+		case !envVarName.MatchString(n):
+			return fmt.Errorf("profileSourcedEnvVarNames: %q is not a variable name", n)
+		case loadsCode(n):
+			return fmt.Errorf("profileSourcedEnvVarNames: %s chooses code the controller would run; it is never taken from a profile", n)
+		}
+	}
+	return nil
 }
 
 // ProfileAccess picks, as upstream's pkg/access does, the access provider
@@ -163,11 +223,11 @@ func ProfileAccess(cp *inventoryv1alpha1.ClusterProfile, providers AccessProvide
 }
 
 // profileSourced adds to exec what the profile's reserved extensions ask,
-// as the operator's policies for provider p allow (upstream's rules).
-// Variables that would load code into the controller's process (PATH and
-// the dynamic loader's) or choose the command its plugin runner starts
-// (pluginruns.go) are never taken from a profile, whatever the policy: a
-// plugin runs with the controller's identity.
+// as the operator's policies for provider p allow (upstream's rules), and
+// only what p's allowlists name: a variable whose name is a valid name on
+// EnvVarNames, an argument FLAG=VALUE whose FLAG is on ArgFlags. Anything
+// else refuses the profile, naming what it asked: a plugin runs with the
+// controller's identity, and whoever writes profiles is not the operator.
 func profileSourced(exec *clientcmdapi.ExecConfig, p *AccessProvider, exts []inventoryv1alpha1.NamedExtension) error {
 	for _, ext := range exts {
 		switch {
@@ -176,15 +236,21 @@ func profileSourced(exec *clientcmdapi.ExecConfig, p *AccessProvider, exts []inv
 			if err := yaml.Unmarshal(ext.Extension.Raw, &args); err != nil {
 				return fmt.Errorf("extension %s: want a list of strings: %v", ext.Name, err)
 			}
+			for _, a := range args {
+				flag, _, ok := strings.Cut(a, "=")
+				if !ok || !slices.Contains(p.ArgFlags, flag) {
+					return fmt.Errorf("extension %s: argument %q is not FLAG=VALUE with a flag the operator lets profiles pass (%s)", ext.Name, a, strings.Join(p.ArgFlags, ", "))
+				}
+			}
 			exec.Args = append(exec.Args, args...)
 		case ext.Name == ExtensionAdditionalEnvs && p.EnvVarsPolicy != PolicyIgnore:
 			var envs map[string]string
 			if err := yaml.Unmarshal(ext.Extension.Raw, &envs); err != nil {
 				return fmt.Errorf("extension %s: want a map of names to values: %v", ext.Name, err)
 			}
-			for name := range envs {
-				if name == "PATH" || strings.HasPrefix(name, "LD_") || strings.HasPrefix(name, "DYLD_") || isRunnerVariable(name) {
-					return fmt.Errorf("extension %s: variable %s is never taken from a profile (it would run code of the profile writer's choosing in the controller)", ext.Name, name)
+			for _, name := range slices.Sorted(maps.Keys(envs)) {
+				if !envVarName.MatchString(name) || !slices.Contains(p.EnvVarNames, name) {
+					return fmt.Errorf("extension %s: variable %q is not one the operator lets profiles set (%s)", ext.Name, name, strings.Join(p.EnvVarNames, ", "))
 				}
 			}
 			merged := map[string]string{}

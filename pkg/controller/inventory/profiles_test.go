@@ -240,7 +240,9 @@ const upstreamProviders = `{
       "name": "kubelogin",
       "execConfig": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": "kubelogin", "args": ["get-token"], "env": [{"name": "AZURE_ENV", "value": "public"}]},
       "profileSourcedCLIArgsPolicy": "Append",
-      "profileSourcedEnvVarsPolicy": "AppendIfNotExists"
+      "profileSourcedEnvVarsPolicy": "AppendIfNotExists",
+      "profileSourcedArgFlags": ["--tenant-id"],
+      "profileSourcedEnvVarNames": ["AZURE_ENV", "TENANT"]
     }
   ]
 }`
@@ -251,12 +253,22 @@ func TestParseUpstreamAccessProviders(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(providers) != 2 || providers[0].Name != "secretreader" || !providers[0].Exec.ProvideClusterInfo || providers[0].CLIArgsPolicy != PolicyIgnore ||
-		providers[1].CLIArgsPolicy != PolicyAppend || providers[1].EnvVarsPolicy != PolicyAppendIfNotExists {
+		providers[1].CLIArgsPolicy != PolicyAppend || providers[1].EnvVarsPolicy != PolicyAppendIfNotExists ||
+		!slices.Equal(providers[1].ArgFlags, []string{"--tenant-id"}) || !slices.Equal(providers[1].EnvVarNames, []string{"AZURE_ENV", "TENANT"}) {
 		t.Errorf("parsed %+v", providers)
 	}
+	const exec = `"execConfig": {"apiVersion": "client.authentication.k8s.io/v1", "command": "x"}`
 	for in, wantErr := range map[string]string{
-		`{"providers": [{"name": "a", "execConfig": {"apiVersion": "client.authentication.k8s.io/v1", "command": "x"}, "profileSourcedCLIArgsPolicy": "Prepend"}]}`: "profileSourcedCLIArgsPolicy",
-		`{"providers": [{"name": "a", "execConfig": {"apiVersion": "client.authentication.k8s.io/v1", "command": "x"}, "profileSourcedEnvVarsPolicy": "Append"}]}`:  "profileSourcedEnvVarsPolicy",
+		`{"providers": [{"name": "a", ` + exec + `, "profileSourcedCLIArgsPolicy": "Prepend"}]}`: "profileSourcedCLIArgsPolicy",
+		`{"providers": [{"name": "a", ` + exec + `, "profileSourcedEnvVarsPolicy": "Append"}]}`:  "profileSourcedEnvVarsPolicy",
+		// A policy that takes whatever a profile adds: the operator names
+		// what it may add.
+		`{"providers": [{"name": "a", ` + exec + `, "profileSourcedCLIArgsPolicy": "Append"}]}`:         "name them",
+		`{"providers": [{"name": "a", ` + exec + `, "profileSourcedEnvVarsPolicy": "Replace"}]}`:        "name them",
+		`{"providers": [{"name": "a", ` + exec + `, "profileSourcedEnvVarNames": ["PATH=/tmp:/bin"]}]}`: "not a variable name",
+		`{"providers": [{"name": "a", ` + exec + `, "profileSourcedEnvVarNames": ["BASH_ENV"]}]}`:       "chooses code",
+		`{"providers": [{"name": "a", ` + exec + `, "profileSourcedEnvVarNames": ["LD_PRELOAD"]}]}`:     "chooses code",
+		`{"providers": [{"name": "a", ` + exec + `, "profileSourcedArgFlags": ["--a b"]}]}`:             "not a flag",
 	} {
 		if _, err := ParseAccessProviders([]byte(in)); err == nil || !strings.Contains(err.Error(), wantErr) {
 			t.Errorf("%s: got %v, want %q", in, err, wantErr)
@@ -290,7 +302,7 @@ func TestProfileSourcedExtensions(t *testing.T) {
 	ext := func(name, raw string) inventoryv1alpha1.NamedExtension {
 		return inventoryv1alpha1.NamedExtension{Name: name, Extension: runtime.RawExtension{Raw: []byte(raw)}}
 	}
-	args := ext(ExtensionAdditionalArgs, `["--cluster", "east"]`)
+	args := ext(ExtensionAdditionalArgs, `["--cluster=east"]`)
 	envs := ext(ExtensionAdditionalEnvs, `{"AZURE_ENV": "china", "TENANT": "t1"}`)
 	base := func() *clientcmdapi.ExecConfig {
 		return &clientcmdapi.ExecConfig{Command: "kubelogin", Args: []string{"get-token"}, Env: []clientcmdapi.ExecEnvVar{{Name: "AZURE_ENV", Value: "public"}}}
@@ -305,7 +317,7 @@ func TestProfileSourcedExtensions(t *testing.T) {
 		{name: "ignored by default", cli: PolicyIgnore, env: PolicyIgnore, exts: []inventoryv1alpha1.NamedExtension{args, envs},
 			wantArgs: "get-token", wantEnvs: "AZURE_ENV=public"},
 		{name: "appended", cli: PolicyAppend, env: PolicyAppendIfNotExists, exts: []inventoryv1alpha1.NamedExtension{args, envs},
-			wantArgs: "get-token --cluster east", wantEnvs: "AZURE_ENV=public TENANT=t1"},
+			wantArgs: "get-token --cluster=east", wantEnvs: "AZURE_ENV=public TENANT=t1"},
 		{name: "replaced", cli: PolicyIgnore, env: PolicyReplace, exts: []inventoryv1alpha1.NamedExtension{envs},
 			wantArgs: "get-token", wantEnvs: "AZURE_ENV=china TENANT=t1"},
 		{name: "attack: LD_PRELOAD from a profile", cli: PolicyIgnore, env: PolicyReplace,
@@ -318,12 +330,30 @@ func TestProfileSourcedExtensions(t *testing.T) {
 			exts: []inventoryv1alpha1.NamedExtension{ext(ExtensionAdditionalEnvs, `{"MCS_CONTROLLER_CREDENTIAL_PLUGIN": "/tmp/evil"}`)}, wantErr: "MCS_CONTROLLER_CREDENTIAL_PLUGIN"},
 		{name: "attack: the plugin runner's report socket from a profile", cli: PolicyIgnore, env: PolicyAppendIfNotExists,
 			exts: []inventoryv1alpha1.NamedExtension{ext(ExtensionAdditionalEnvs, `{"MCS_CONTROLLER_CREDENTIAL_PLUGIN_REPORT": "@elsewhere"}`)}, wantErr: "MCS_CONTROLLER_CREDENTIAL_PLUGIN_REPORT"},
+		// Whatever the operator did not name, a profile does not add.
+		{name: "attack: BASH_ENV from a profile", cli: PolicyIgnore, env: PolicyAppendIfNotExists,
+			exts: []inventoryv1alpha1.NamedExtension{ext(ExtensionAdditionalEnvs, `{"BASH_ENV": "/tmp/evil.sh"}`)}, wantErr: "BASH_ENV"},
+		// A name with "=" passes a comparison of exact names and still
+		// sets PATH.
+		{name: "attack: PATH through a name holding =", cli: PolicyIgnore, env: PolicyReplace,
+			exts: []inventoryv1alpha1.NamedExtension{ext(ExtensionAdditionalEnvs, `{"PATH=/tmp/evil:/usr/bin": "x"}`)}, wantErr: "PATH=/tmp/evil"},
+		{name: "attack: a proxy overriding the controller's own", cli: PolicyIgnore, env: PolicyReplace,
+			exts: []inventoryv1alpha1.NamedExtension{ext(ExtensionAdditionalEnvs, `{"HTTPS_PROXY": "http://evil.example:3128"}`)}, wantErr: "HTTPS_PROXY"},
+		{name: "attack: a cloud SDK's endpoint sending the plugin's credentials elsewhere", cli: PolicyIgnore, env: PolicyAppendIfNotExists,
+			exts: []inventoryv1alpha1.NamedExtension{ext(ExtensionAdditionalEnvs, `{"AWS_ENDPOINT_URL_STS": "https://evil.example"}`)}, wantErr: "AWS_ENDPOINT_URL_STS"},
+		{name: "attack: a flag the operator did not name", cli: PolicyAppend, env: PolicyIgnore,
+			exts: []inventoryv1alpha1.NamedExtension{ext(ExtensionAdditionalArgs, `["--exec-command=/tmp/evil"]`)}, wantErr: "--exec-command"},
+		{name: "attack: a named flag's value as a separate argument", cli: PolicyAppend, env: PolicyIgnore,
+			exts: []inventoryv1alpha1.NamedExtension{ext(ExtensionAdditionalArgs, `["--cluster", "--exec-command=/tmp/evil"]`)}, wantErr: `"--cluster"`},
 		{name: "malformed arguments", cli: PolicyAppend, env: PolicyIgnore,
 			exts: []inventoryv1alpha1.NamedExtension{ext(ExtensionAdditionalArgs, `{"not": "a list"}`)}, wantErr: "list of strings"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			exec := base()
-			err := profileSourced(exec, &AccessProvider{Name: "kubelogin", CLIArgsPolicy: tc.cli, EnvVarsPolicy: tc.env}, tc.exts)
+			// The operator names two flags and the variables of the first
+			// rows; the attack rows' names are not among them.
+			err := profileSourced(exec, &AccessProvider{Name: "kubelogin", CLIArgsPolicy: tc.cli, EnvVarsPolicy: tc.env,
+				ArgFlags: []string{"--cluster", "--tenant"}, EnvVarNames: []string{"AZURE_ENV", "TENANT"}}, tc.exts)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("got %v, want an error naming %q", err, tc.wantErr)
