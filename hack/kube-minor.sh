@@ -10,6 +10,15 @@
 # go.sum.
 #
 # Usage: hack/kube-minor.sh VERSION        e.g. 1.36.3 or v1.36.4
+#        hack/kube-minor.sh --check        is every release the newest patch served?
+#        hack/kube-minor.sh --update       move every release under minors/ to it
+#
+# The module proxy's version list is incomplete (k8s.io/kubernetes v1.34.12
+# and v1.36.5 are served without being listed), so --check asks for exact
+# versions: the patch after the newest known, until one is not served. It
+# also says which pre-release of the next minor is served, and whether
+# that minor's first release is, for a preview under minors/ (see
+# docs/kubernetes-versions.md). It exits 1 when a release is behind.
 #
 # Run on an existing minor, it moves it to a newer patch release and says
 # what changed in upstream's kube-proxy sources (cmd/kube-proxy, pkg/proxy)
@@ -21,23 +30,154 @@ set -o errexit -o nounset -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "${ROOT}"
 
-version=${1:?usage: hack/kube-minor.sh VERSION (for example 1.36.3)}
-version=v${version#v}
-if [[ ! "${version}" =~ ^v1\.([0-9]+)\.([0-9]+)$ ]]; then
-  echo "kube-minor: ${version} is not a Kubernetes release (v1.MINOR.PATCH)" >&2
-  exit 2
-fi
-minor=${BASH_REMATCH[1]} patch=${BASH_REMATCH[2]}
-dir=minors/v1.${minor}
-staging_version=v0.${minor}.${patch}
-
 upstream_dir() {
   GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@$1" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p'
 }
 
+# kube_proxy_flags DIR: the flags upstream's kube-proxy in DIR (a
+# k8s.io/kubernetes module) registers.
+kube_proxy_flags() {
+  grep -ohE 'fs\.[A-Za-z0-9]+Var[A-Za-z]*\([^,]+, *"[a-z0-9-]+"' "$1"/cmd/kube-proxy/app/options*.go |
+    sed -E 's/.*"([a-z0-9-]+)"$/--\1/' | sort -u
+}
+
+# kube_proxy_gates DIR: each feature gate that cmd/kube-proxy or pkg/proxy
+# of DIR reads, with its newest stage ("Gate 1.33 true GA").
+kube_proxy_gates() {
+  local used
+  used=$(grep -rhoE 'features\.[A-Z][A-Za-z0-9]+' "$1"/pkg/proxy "$1"/cmd/kube-proxy | sed 's/^features\.//' | sort -u)
+  awk '
+    /^\t[A-Z][A-Za-z0-9]+: \{$/ { gate = $1; sub(":", "", gate); next }
+    gate != "" && /Version: version.MustParse/ {
+      v = $0; sub(/.*MustParse\("/, "", v); sub(/".*/, "", v)
+      d = $0; sub(/.*Default: /, "", d); sub(/[,}].*/, "", d)
+      p = $0; sub(/.*PreRelease: featuregate\./, "", p); sub(/[,}].*/, "", p)
+      last[gate] = v " " d " " p
+    }
+    /^\t}/ { gate = "" }
+    END { for (g in last) print g, last[g] }' "$1"/pkg/features/kube_features.go |
+    grep -wFf <(echo "${used}") | sort
+}
+
+# served VERSION: whether the module proxy serves k8s.io/kubernetes VERSION
+# (asked by its exact version, outside any module).
+served() {
+  (cd / && GOFLAGS= go list -m -f '{{.Version}}' "k8s.io/kubernetes@$1" >/dev/null 2>&1)
+}
+
+# newest_patch VERSION: the newest patch release of VERSION's minor that
+# is served, asking for each patch after VERSION in turn. The proxy may
+# lack some patches and serve later ones (v1.34.6 missing, v1.34.7 to
+# v1.34.12 served): asking stops only after PATCH_GAP patches in a row
+# are not served.
+PATCH_GAP=${KUBE_MINOR_PATCH_GAP:-4}
+newest_patch() {
+  local v=$1 minor patch next misses=0
+  [[ "${v}" =~ ^v1\.([0-9]+)\.([0-9]+)$ ]] || { echo "${v}"; return; }
+  minor=${BASH_REMATCH[1]} patch=${BASH_REMATCH[2]}
+  next=${patch}
+  while ((misses < PATCH_GAP)); do
+    next=$((next + 1))
+    if served "v1.${minor}.${next}"; then
+      patch=${next} misses=0
+    else
+      misses=$((misses + 1))
+    fi
+  done
+  echo "v1.${minor}.${patch}"
+}
+
+# pins: "DIR VERSION" of every release this tree builds: the pinned one
+# (go.mod) and each under minors/.
+pins() {
+  echo ". $(sed -n 's/^\tk8s.io\/kubernetes \(v[0-9.]*\)$/\1/p' go.mod | head -1)"
+  local d
+  for d in minors/v1.*/; do
+    d=${d%/}
+    [[ -f "${d}/go.mod" ]] || continue
+    echo "${d} $(sed -n 's/^\tk8s.io\/kubernetes => k8s.io\/kubernetes \(v[0-9a-z.-]*\)$/\1/p' "${d}/go.mod")"
+  done
+}
+
+check() {
+  local behind=0 dir pin newest highest=0 m
+  while read -r dir pin; do
+    [[ -n "${pin}" ]] || continue
+    m=${pin#v1.}
+    m=${m%%.*}
+    ((m > highest)) && highest=${m}
+    if [[ "${pin}" == *-* ]]; then
+      echo "1.${m}: ${dir} is a preview of ${pin}; $(served "v1.${m}.0" && echo "v1.${m}.0 is served: hack/kube-minor.sh 1.${m}.0 makes it a supported release" || echo "v1.${m}.0 is not served yet")"
+      continue
+    fi
+    newest=$(newest_patch "${pin}")
+    if [[ "${newest}" == "${pin}" ]]; then
+      echo "1.${m}: ${pin} (${dir}) is the newest patch served: up to date"
+    else
+      behind=1
+      if [[ "${dir}" == "." ]]; then
+        echo "1.${m}: ${newest} is served, the pinned release (go.mod) is ${pin}: move go.mod's k8s.io/kubernetes and its staging modules to it"
+      else
+        echo "1.${m}: ${newest} is served, ${dir} builds ${pin}: hack/kube-minor.sh ${newest#v} moves it"
+      fi
+    fi
+  done < <(pins)
+  # The next minor: its first release, else its newest pre-release.
+  local next=$((highest + 1)) pre="" kind n
+  if served "v1.${next}.0"; then
+    echo "1.${next}: v1.${next}.0 is served: hack/kube-minor.sh 1.${next}.0 adds it"
+    behind=1
+  else
+    for kind in alpha beta rc; do
+      for n in 0 1 2 3 4; do
+        served "v1.${next}.0-${kind}.${n}" && pre="v1.${next}.0-${kind}.${n}"
+      done
+    done
+    if [[ -n "${pre}" ]]; then
+      echo "1.${next}: not released; ${pre} is the newest pre-release served (hack/kube-minor.sh ${pre#v} builds a preview)"
+    else
+      echo "1.${next}: nothing served yet"
+    fi
+  fi
+  return "${behind}"
+}
+
+case "${1:-}" in
+--check)
+  check
+  exit
+  ;;
+--update)
+  while read -r dir pin; do
+    [[ "${dir}" != "." && -n "${pin}" && "${pin}" != *-* ]] || continue
+    newest=$(newest_patch "${pin}")
+    [[ "${newest}" == "${pin}" ]] || "$0" "${newest}"
+  done < <(pins)
+  exit
+  ;;
+esac
+
+version=${1:?usage: hack/kube-minor.sh VERSION (for example 1.36.3) | --check | --update}
+version=v${version#v}
+if [[ ! "${version}" =~ ^v1\.([0-9]+)\.([0-9]+)(-(alpha|beta|rc)\.[0-9]+)?$ ]]; then
+  echo "kube-minor: ${version} is not a Kubernetes release (v1.MINOR.PATCH, or v1.MINOR.0-beta.N for a preview)" >&2
+  exit 2
+fi
+minor=${BASH_REMATCH[1]} patch=${BASH_REMATCH[2]} prerelease=${BASH_REMATCH[3]}
+# A pre-release is a preview, in a directory of its own name: it is no
+# supported release until its minor's first release replaces it.
+dir=minors/v1.${minor}
+if [[ -n "${prerelease}" ]]; then
+  dir=minors/v1.${minor}-preview
+elif [[ -d minors/v1.${minor}-preview ]]; then
+  git rm -rq "minors/v1.${minor}-preview" 2>/dev/null || rm -rf "minors/v1.${minor}-preview"
+  echo "==> v1.${minor} is released: minors/v1.${minor}-preview removed"
+fi
+staging_version=v0.${minor}.${patch}${prerelease}
+
 previous=""
 if [[ -f "${dir}/go.mod" ]]; then
-  previous=$(sed -n 's/^\tk8s.io\/kubernetes => k8s.io\/kubernetes \(v[0-9.]*\)$/\1/p' "${dir}/go.mod")
+  previous=$(sed -n 's/^\tk8s.io\/kubernetes => k8s.io\/kubernetes \(v[0-9a-z.-]*\)$/\1/p' "${dir}/go.mod")
 fi
 
 echo "==> k8s.io/kubernetes ${version}"
@@ -113,5 +253,11 @@ if [[ -n "${previous}" && "${previous}" != "${version}" ]]; then
   grep -v '^$' <<<"${changed}" | sed -E 's/^Files ([^ ]+) and .* differ$/  changed: \1/; s/^Only in (.*): (.*)$/  only in one release: \1\/\2/' ||
     echo "  nothing changed in cmd/kube-proxy and pkg/proxy"
   echo "  (diff -ru ${pdir}/pkg/proxy ${kdir}/pkg/proxy shows each change)"
+  echo "==> kube-proxy's flags, ${previous} -> ${version}"
+  diff <(kube_proxy_flags "${pdir}") <(kube_proxy_flags "${kdir}") | sed -n 's/^< /  removed: /p; s/^> /  added: /p' | grep . ||
+    echo "  the same flags"
+  echo "==> the feature gates kube-proxy reads, ${previous} -> ${version} (each gate's newest stage)"
+  diff <(kube_proxy_gates "${pdir}") <(kube_proxy_gates "${kdir}") | sed -n 's/^< /  was: /p; s/^> /  now: /p' | grep . ||
+    echo "  no change"
 fi
 echo "${dir}: kube-proxy ${version}; build it with: make kube-proxy KUBERNETES_VERSION=1.${minor}"
