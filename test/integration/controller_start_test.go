@@ -3,14 +3,19 @@ package integration
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/app"
@@ -136,4 +141,85 @@ func TestMCSControllerExportNamespacesPerMember(t *testing.T) {
 	if msg := meta.FindStatusCondition(se.Status.Conditions, "Ready").Message; !strings.Contains(msg, "[cluster-b]") {
 		t.Errorf("Ready message does not name the providers: %s", msg)
 	}
+}
+
+// TestMCSControllerStartsWhateverAMemberSaysOfItself: a member's
+// administrator can delete the member's ClusterProperty, set it to
+// another member's ID, or forbid the controller to read it. None of it
+// keeps the controller from starting (an upgrade, a drain, a leader
+// change would otherwise stop the clusterset's control plane until an
+// operator stepped in): the member is refused and counted, the others
+// are served. A disputed ID goes to the member the operator states it
+// for, and to neither claimant without a statement.
+func TestMCSControllerStartsWhateverAMemberSaysOfItself(t *testing.T) {
+	ctx := context.Background()
+	ms, kubeconfig := membersWithDemo(t, "cluster-a", "cluster-b", "cluster-c")
+	a, b, c := ms[0], ms[1], ms[2]
+	const ttl = 8 * time.Second
+	exportService(t, b, "demo", "web", servicePorts("http", 80), endpoints("http", 8080, "10.2.0.1"))
+	servedFromB := func(si *mcsv1beta1.ServiceImport) bool {
+		return len(si.Spec.IPs) == 1 && clustersString(si) == "cluster-b"
+	}
+	runs := func(r *runningController) {
+		t.Helper()
+		select {
+		case <-r.exited:
+			t.Fatalf("the controller exited: %v", r.err)
+		case <-time.After(2 * time.Second):
+		}
+	}
+	cProperty := dynamic.NewForConfigOrDie(c.cluster.RESTConfig()).Resource(aboutv1alpha1.Resource)
+
+	// c deletes its ClusterProperty.
+	if err := cProperty.Delete(ctx, aboutv1alpha1.ClusterIDProperty, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r := startController(t, kubeconfig, "replica-1", ttl)
+	waitImport(t, a, "demo", "web", servedFromB)
+	r.waitMetric(t, "c refused for its missing ID", `mcs_controller_inventory_members{source="context",state="refused"} 1`)
+	r.waitMetric(t, "a and b joined", `mcs_controller_inventory_members{source="context",state="joined"} 2`)
+	runs(r)
+	r.stop()
+
+	// c says it is cluster-b, the exporter. Stated for neither, the ID
+	// is disputed: neither is served as cluster-b, and nothing of c is
+	// served under it; a still is.
+	if _, err := cProperty.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": aboutv1alpha1.SchemeGroupVersion.String(), "kind": "ClusterProperty",
+		"metadata": map[string]any{"name": aboutv1alpha1.ClusterIDProperty},
+		"spec":     map[string]any{"value": "cluster-b"},
+	}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r = startController(t, kubeconfig, "replica-2", ttl)
+	r.waitMetric(t, "b and c refused over the disputed ID", `mcs_controller_inventory_members{source="context",state="refused"} 2`)
+	r.waitMetric(t, "a joined", `mcs_controller_inventory_members{source="context",state="joined"} 1`)
+	runs(r)
+	if _, err := c.mcs.MulticlusterV1beta1().ServiceImports("demo").Get(ctx, "web", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("c, refused, has an import of demo/web: %v", err)
+	}
+	r.stop()
+
+	// The operator states cluster-b for b's context: b keeps its ID, c
+	// stays refused, and a imports b's export again.
+	r = startControllerWith(t, kubeconfig, "replica-3", ttl, func(o *app.Options) { o.MemberClusterIDs = []string{"cluster-b=cluster-b"} })
+	waitImport(t, a, "demo", "web", servedFromB)
+	r.waitMetric(t, "c refused for the ID stated for b", `mcs_controller_inventory_members{source="context",state="refused"} 1`)
+	r.waitMetric(t, "a and b joined", `mcs_controller_inventory_members{source="context",state="joined"} 2`)
+	runs(r)
+	r.stop()
+
+	// c forbids the controller to read its ClusterProperty.
+	role, err := c.kube.RbacV1().ClusterRoles().Get(ctx, "multicluster:mcs-controller", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	role.Rules = slices.DeleteFunc(role.Rules, func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "clusterproperties") })
+	if _, err := c.kube.RbacV1().ClusterRoles().Update(ctx, role, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r = startController(t, kubeconfig, "replica-4", ttl)
+	waitImport(t, a, "demo", "web", servedFromB)
+	r.waitMetric(t, "c refused for the ID it will not show", `mcs_controller_inventory_members{source="context",state="refused"} 1`)
+	runs(r)
 }

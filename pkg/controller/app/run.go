@@ -38,10 +38,9 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	members, unreachable, err := resolveMembers(ctx, o, configs, order)
-	if err != nil {
-		return err
-	}
+	// Nothing a member answers stops the start: a member without a
+	// usable, undisputed ID is refused and reported, the others served.
+	members, unreachable, failed := resolveMembers(ctx, o, configs, order)
 	hub, err := hubConfig(o)
 	if err != nil {
 		return err
@@ -55,8 +54,9 @@ func Run(ctx context.Context, o *Options) error {
 		return err
 	}
 	// Who a member is, the operator states: a context whose cluster
-	// answers with another ID than stated is refused, not served.
-	members, refused := inventory.CheckContextIDs(invCfg.ContextClusterIDs, members)
+	// answers with another ID than stated, or with an ID stated for
+	// another or disputed, is refused, not served.
+	members, refused := inventory.CheckContextIDs(invCfg.ContextClusterIDs, members, failed)
 	inv := inventory.New(invCfg, joinedIDs(members))
 	inv.Refuse(refused)
 	// Before Initial, whose credential plugin runs count too.

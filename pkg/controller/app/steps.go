@@ -79,8 +79,9 @@ func memberConfigs(o *Options) (map[string]*rest.Config, []string, error) {
 }
 
 // resolveMembers asks each member context for its cluster ID; those that
-// do not answer are returned by context name, to join once they do.
-func resolveMembers(ctx context.Context, o *Options, configs map[string]*rest.Config, order []string) ([]topology.Member, []string, error) {
+// do not answer are returned by context name, to join once they do, and
+// those that answer with none they may be served as, with why.
+func resolveMembers(ctx context.Context, o *Options, configs map[string]*rest.Config, order []string) ([]topology.Member, []string, map[string]error) {
 	if len(order) == 0 {
 		return nil, nil, nil
 	}

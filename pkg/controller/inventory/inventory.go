@@ -147,6 +147,11 @@ type entry struct {
 	// no ID is bound to that one for as long as it is listed: a member
 	// that renames itself is refused, never rejoined under the new ID.
 	bound string
+	// claimed is the cluster ID it answered with at start-up when
+	// another context answered with the same and the operator stated it
+	// for neither (Refusal.Claimed): held from every other listing, as
+	// the other claimant's is from it, until it answers with another.
+	claimed string
 	// props identifies the properties its listing adds (a profile's
 	// status.properties), to tell a change.
 	props string
@@ -317,17 +322,65 @@ func (inv *Inventory) Pending(contexts []string) {
 	}
 }
 
-// CheckContextIDs keeps, of the members given as contexts that answered
-// at start-up, those whose cluster ID is the one the operator states for
-// their context (stated, by context name; a context without a statement
-// is bound to the ID it answers now). The others are returned by context
-// name with why they are refused: Refuse records them, and Run joins
-// them once their ClusterProperty agrees.
-func CheckContextIDs(stated map[string]string, members []topology.Member) (admitted []topology.Member, refused map[string]string) {
-	refused = map[string]string{}
+// Refusal is why a member given as a context is not served from
+// start-up.
+type Refusal struct {
+	// Why is said in its state, event and log.
+	Why string
+	// Claimed is the cluster ID it answered with when that ID is
+	// disputed: another context answered with it too, and the operator
+	// states it for neither. Neither takes the ID from the other until
+	// the operator states it for one, or one answers with another.
+	Claimed string
+}
+
+// CheckContextIDs decides, of the members given as contexts, which
+// start as members: members answered with their cluster IDs, failed
+// answered with none they may be served as (topology.Resolve). What one
+// member says of itself decides only its own membership, never whether
+// the controller starts nor another member's:
+//
+//   - a member with no usable cluster ID is refused;
+//   - a member whose ID is not the one the operator states for its
+//     context (stated, by context name) is refused, and so is one
+//     answering with an ID the operator states for another context,
+//     reachable or not;
+//   - an ID that several contexts answer with, stated for none of them,
+//     is disputed: every claimant is refused, since nothing a member can
+//     write tells the cluster that served the ID from one that took it
+//     while the controller was down;
+//   - a context without a statement is admitted, bound to the ID it
+//     answers now.
+//
+// The refused are returned by context name: Refuse records them, and Run
+// joins each once its answer is one it may be served as.
+func CheckContextIDs(stated map[string]string, members []topology.Member, failed map[string]error) (admitted []topology.Member, refused map[string]Refusal) {
+	refused = map[string]Refusal{}
+	for name, err := range failed {
+		refused[name] = Refusal{Why: (&readError{err: err}).Error()}
+	}
+	statedFor := map[string]string{}
+	for name, id := range stated {
+		statedFor[id] = name
+	}
+	claimants := map[string][]string{}
+	for _, m := range members {
+		claimants[m.ClusterID] = append(claimants[m.ClusterID], m.Context)
+	}
 	for _, m := range members {
 		if err := checkID(ContextKey(m.Context), listing{wantID: stated[m.Context]}, m.ClusterID); err != nil {
-			refused[m.Context] = err.Error()
+			refused[m.Context] = Refusal{Why: err.Error()}
+			continue
+		}
+		owner, isStated := statedFor[m.ClusterID]
+		switch {
+		case isStated && owner != m.Context:
+			refused[m.Context] = Refusal{Why: takenMessage(m.ClusterID, ContextKey(owner))}
+			continue
+		case !isStated && len(claimants[m.ClusterID]) > 1:
+			refused[m.Context] = Refusal{Claimed: m.ClusterID, Why: fmt.Sprintf(
+				"contexts %s all answer with cluster ID %q and the operator states it for none: none is served as %q until the operator states which it is (--member-cluster-ids CONTEXT=ID) or the others answer with their own",
+				strings.Join(claimants[m.ClusterID], ", "), m.ClusterID, m.ClusterID)}
 			continue
 		}
 		admitted = append(admitted, m)
@@ -337,14 +390,14 @@ func CheckContextIDs(stated map[string]string, members []topology.Member) (admit
 
 // Refuse records members given as contexts that were refused at start-up
 // (CheckContextIDs), with why.
-func (inv *Inventory) Refuse(contexts map[string]string) {
+func (inv *Inventory) Refuse(contexts map[string]Refusal) {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
-	for name, why := range contexts {
+	for name, r := range contexts {
 		key := ContextKey(name)
-		e := &entry{key: key, stated: inv.cfg.ContextClusterIDs[name], reach: inv.cfg.Contexts[name]}
+		e := &entry{key: key, stated: inv.cfg.ContextClusterIDs[name], claimed: r.Claimed, reach: inv.cfg.Contexts[name]}
 		inv.entries[key] = e
-		inv.setLocked(e, Refused, why)
+		inv.setLocked(e, Refused, r.Why)
 	}
 }
 

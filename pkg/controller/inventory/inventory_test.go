@@ -415,21 +415,50 @@ func TestRefusedReplyNeverInEvents(t *testing.T) {
 	}
 }
 
-// TestCheckContextIDs: at start-up, a member given as a context whose
-// cluster answers with another ID than the operator states for it is
-// refused, saying both IDs; a context with no statement is admitted with
-// the ID it answers.
+// TestCheckContextIDs: at start-up, what a member answers decides its
+// own membership only. A context whose cluster answers with another ID
+// than the operator states for it is refused, saying both IDs; one with
+// no usable ID is refused saying why, in the controller's words; an ID
+// the operator states for another context (reachable or not) is that
+// context's; an ID two contexts answer with, stated for neither, is
+// given to neither; a context with no statement is admitted with the ID
+// it answers.
 func TestCheckContextIDs(t *testing.T) {
-	members := []topology.Member{{Context: "a", ClusterID: "cluster-a"}, {Context: "b", ClusterID: "prod"}, {Context: "c", ClusterID: "cluster-c"}}
-	admitted, refused := CheckContextIDs(map[string]string{"a": "cluster-a", "b": "cluster-b"}, members)
+	members := []topology.Member{
+		{Context: "a", ClusterID: "cluster-a"}, {Context: "b", ClusterID: "prod"}, {Context: "c", ClusterID: "cluster-c"},
+		// d takes the ID stated for e, which did not answer.
+		{Context: "d", ClusterID: "cluster-e"},
+		// f and g both say cluster-f; stated for neither.
+		{Context: "f", ClusterID: "cluster-f"}, {Context: "g", ClusterID: "cluster-f"},
+		// h and i both say cluster-h; the operator states it for i.
+		{Context: "h", ClusterID: "cluster-h"}, {Context: "i", ClusterID: "cluster-h"},
+	}
+	failed := map[string]error{"j": fmt.Errorf("%w: ClusterProperty not found", topology.ErrNoClusterID)}
+	admitted, refused := CheckContextIDs(map[string]string{"a": "cluster-a", "b": "cluster-b", "e": "cluster-e", "i": "cluster-h"}, members, failed)
 	var got []string
 	for _, m := range admitted {
 		got = append(got, m.Context+"="+m.ClusterID)
 	}
-	if want := []string{"a=cluster-a", "c=cluster-c"}; !slices.Equal(got, want) {
+	if want := []string{"a=cluster-a", "c=cluster-c", "i=cluster-h"}; !slices.Equal(got, want) {
 		t.Errorf("admitted %v, want %v", got, want)
 	}
-	if why := refused["b"]; len(refused) != 1 || !strings.Contains(why, `states cluster "cluster-b"`) || !strings.Contains(why, `holds "prod"`) || !strings.Contains(why, "--member-cluster-ids") {
-		t.Errorf("refused %v", refused)
+	if len(refused) != 6 {
+		t.Errorf("refused %v, want b, d, f, g, h and j", refused)
+	}
+	if why := refused["b"].Why; !strings.Contains(why, `states cluster "cluster-b"`) || !strings.Contains(why, `holds "prod"`) || !strings.Contains(why, "--member-cluster-ids") {
+		t.Errorf("refused b: %q", why)
+	}
+	for name, holder := range map[string]string{"d": "context/e", "h": "context/i"} {
+		if r := refused[name]; !strings.Contains(r.Why, holder) || r.Claimed != "" {
+			t.Errorf("refused %s: %+v, want the ID said to be %s's, and no claim", name, r, holder)
+		}
+	}
+	for _, name := range []string{"f", "g"} {
+		if r := refused[name]; r.Claimed != "cluster-f" || !strings.Contains(r.Why, "f, g") || !strings.Contains(r.Why, "--member-cluster-ids") {
+			t.Errorf("refused %s: %+v, want cluster-f disputed between f and g", name, r)
+		}
+	}
+	if why := refused["j"].Why; !strings.Contains(why, "not found") {
+		t.Errorf("refused j: %q", why)
 	}
 }

@@ -55,6 +55,10 @@ func (inv *Inventory) sync(ctx context.Context, m Membership, key string) bool {
 		inv.mu.Lock()
 		e.reach = mb.Config
 		if err == nil {
+			if e.claimed != mb.ClusterID {
+				// It claims the disputed ID no more.
+				e.claimed = ""
+			}
 			others.holder = inv.holderLocked(mb.ClusterID, key)
 			others.twin, others.twinID = inv.twinLocked(l.memberID, key)
 			e.props = l.props
@@ -156,10 +160,11 @@ func sourceOf(key string) string {
 }
 
 // holderLocked returns the key of the listed member other than key that
-// holds cluster ID id (joined as it, bound or stated), or "".
+// holds cluster ID id (joined as it, bound, stated, or claimed in a
+// dispute), or "".
 func (inv *Inventory) holderLocked(id, key string) string {
 	for k, e := range inv.entries {
-		if k != key && (e.id == id || e.stated == id || e.bound == id) {
+		if k != key && (e.id == id || e.stated == id || e.bound == id || e.claimed == id) {
 			return k
 		}
 	}
@@ -167,7 +172,7 @@ func (inv *Inventory) holderLocked(id, key string) string {
 }
 
 func takenMessage(id, holder string) string {
-	return fmt.Sprintf("cluster ID %q is already the ID of member %s (joined, bound to it, or stated for it by the operator)", id, holder)
+	return fmt.Sprintf("cluster ID %q is already the ID of member %s (joined, bound to it, stated for it by the operator, or claimed by it too at start-up)", id, holder)
 }
 
 func (inv *Inventory) leave(ctx context.Context, m Membership, e *entry, why string) {

@@ -103,37 +103,33 @@ func (e *UnreachableError) Unwrap() error { return e.Err }
 // Resolve reads the cluster ID of every context, retrying a member that
 // cannot be reached until timeout. A member still unreachable then is
 // returned in unreachable, by context name: the clusterset works without it
-// until it answers. Resolve refuses a member without a cluster ID, with an
-// ID that cannot label an EndpointSlice, or with the ID of another member,
-// since any of these would mislabel endpoints clusterset-wide, and a
-// clusterset none of whose members answers.
-func Resolve(ctx context.Context, configs map[string]*rest.Config, order []string, timeout time.Duration) (members []Member, unreachable []string, err error) {
+// until it answers. A member that answers without a usable cluster ID (none,
+// one that cannot label an EndpointSlice, or a ClusterProperty the
+// controller may not read) is returned in failed, by context name, with
+// why. Nothing a member answers is an error of Resolve: what one member
+// says of itself never decides whether the clusterset's control plane
+// runs. Whether an ID is another member's too is the inventory's to
+// settle (inventory.CheckContextIDs).
+func Resolve(ctx context.Context, configs map[string]*rest.Config, order []string, timeout time.Duration) (members []Member, unreachable []string, failed map[string]error) {
 	logger := klog.FromContext(ctx)
-	byID := map[string]string{}
-	var unreachableErrs []error
+	failed = map[string]error{}
 	for _, name := range order {
 		id, err := ClusterID(ctx, configs[name], timeout)
 		var down *UnreachableError
-		if errors.As(err, &down) {
+		switch {
+		case errors.As(err, &down):
 			logger.Error(err, "Member cluster unreachable", "context", name)
 			unreachable = append(unreachable, name)
-			unreachableErrs = append(unreachableErrs, fmt.Errorf("member context %q: %w", name, err))
+			continue
+		case err != nil:
+			logger.Error(err, "Member cluster has no cluster ID it may be served as", "context", name)
+			failed[name] = err
 			continue
 		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("member context %q: %w", name, err)
-		}
-		if other, dup := byID[id]; dup {
-			return nil, nil, fmt.Errorf("member contexts %q and %q both have cluster ID %q; each cluster of a clusterset needs its own ID in ClusterProperty %s", other, name, id, aboutv1alpha1.ClusterIDProperty)
-		}
-		byID[id] = name
 		members = append(members, Member{Context: name, ClusterID: id, Config: configs[name]})
 		logger.Info("Member cluster", "context", name, "clusterID", id)
 	}
-	if len(members) == 0 {
-		return nil, nil, fmt.Errorf("no member cluster answers: %w", errors.Join(unreachableErrs...))
-	}
-	return members, unreachable, nil
+	return members, unreachable, failed
 }
 
 // ErrNoClusterID is why a member that answers has no cluster ID: its
