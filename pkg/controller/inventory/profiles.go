@@ -369,23 +369,26 @@ func profileClusterSet(cp *inventoryv1alpha1.ClusterProfile) string {
 // refused.
 var ErrOtherClusterSet = errors.New("the cluster is in another clusterset")
 
-// checkClusterSet refuses a profile whose cluster is in another clusterset
-// than the one the controller serves. property is the profile's
-// clusterset.k8s.io, namespace the inventory namespace's label
-// multicluster.x-k8s.io/clusterset (the clusterset its profiles form,
-// KEP-4322), served the operator's --clusterset. The clusterset served is
-// the operator's, else the namespace's; a profile says its own with the
-// property, else it is the namespace's. Nothing is checked when neither
-// the operator nor the namespace names one.
-func checkClusterSet(property, namespace, served string) error {
-	if served == "" {
-		served = namespace
-	}
+// checkClusterSet refuses a profile whose cluster is not in the clusterset
+// the controller serves. property is the profile's clusterset.k8s.io,
+// namespace the inventory namespace's label multicluster.x-k8s.io/clusterset
+// (the clusterset its profiles form, KEP-4322; "" when missing or
+// unreadable), operator the operator's --clusterset. The clusterset served
+// is the operator's, else the namespace's; a profile says its own with the
+// property, else it is the namespace's. An operator who names a clusterset
+// admits only profiles positively said to be in it: a profile that says
+// nothing, in a namespace whose label is missing or could not be read, is
+// refused. Nothing is checked when neither the operator nor the namespace
+// names one.
+func checkClusterSet(property, namespace, operator string) error {
+	served := cmp.Or(operator, namespace)
 	profile := cmp.Or(property, namespace)
-	if served == "" || profile == "" || profile == served {
+	switch {
+	case served == "" || profile == served:
 		return nil
-	}
-	if property != "" {
+	case profile == "":
+		return fmt.Errorf("%w: neither its profile's property %s nor its inventory namespace's label %s says it is in clusterset %q, which this controller serves (--clusterset admits only profiles said to be in it)", ErrOtherClusterSet, aboutv1alpha1.ClusterSetProperty, inventoryv1alpha1.LabelClusterSet, served)
+	case property != "":
 		return fmt.Errorf("%w: its profile's property %s names clusterset %q, and this controller serves %q", ErrOtherClusterSet, aboutv1alpha1.ClusterSetProperty, property, served)
 	}
 	return fmt.Errorf("%w: its inventory namespace is labelled %s=%s, and this controller serves %q (--clusterset)", ErrOtherClusterSet, inventoryv1alpha1.LabelClusterSet, namespace, served)

@@ -463,7 +463,10 @@ func TestCheckClusterSet(t *testing.T) {
 		refused                     bool
 	}{
 		{name: "nobody names one"},
-		{name: "the operator names one, the profile none", served: "prod"},
+		// Said by no one to be in it (the namespace's label missing, or
+		// unreadable): an operator who names a clusterset admits only
+		// profiles said to be in it.
+		{name: "attack: the operator names one, the profile and its namespace none", served: "prod", refused: true},
 		{name: "the profile's property is the operator's", property: "prod", served: "prod"},
 		{name: "the profile's property is another", property: "staging", served: "prod", refused: true},
 		{name: "the namespace's is the operator's", namespace: "prod", served: "prod"},
