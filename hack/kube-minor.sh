@@ -123,14 +123,20 @@ check() {
     fi
   done < <(pins)
   # The next minor: its first release, else its newest pre-release.
-  local next=$((highest + 1)) pre="" kind n
+  local next=$((highest + 1)) pre="" kind n misses
   if served "v1.${next}.0"; then
     echo "1.${next}: v1.${next}.0 is served: hack/kube-minor.sh 1.${next}.0 adds it"
     behind=1
   else
     for kind in alpha beta rc; do
-      for n in 0 1 2 3 4; do
-        served "v1.${next}.0-${kind}.${n}" && pre="v1.${next}.0-${kind}.${n}"
+      n=0 misses=0
+      while ((misses < PATCH_GAP)); do
+        if served "v1.${next}.0-${kind}.${n}"; then
+          pre="v1.${next}.0-${kind}.${n}" misses=0
+        else
+          misses=$((misses + 1))
+        fi
+        n=$((n + 1))
       done
     done
     if [[ -n "${pre}" ]]; then

@@ -54,7 +54,7 @@ go_build() {
 }
 
 # release_image MINOR names this project's kube-proxy image of an older
-# Kubernetes release (minors/): mcs-kube-proxy:v1.36.3-mcs.dev, its version
+# Kubernetes release (minors/): mcs-kube-proxy:v1.36.5-mcs.dev, its version
 # read from the binary hack/build.sh built into _output/vMINOR/bin.
 release_image() {
   echo "mcs-kube-proxy:$("_output/v$1/bin/kube-proxy" --version | awk '{print $2}')-mcs.dev"
