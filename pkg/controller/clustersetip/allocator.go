@@ -14,6 +14,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math/big"
 	"net/netip"
 	"slices"
@@ -156,6 +157,15 @@ type Claim struct {
 //   - of the rest, older claims first (export.CompareAge), as every
 //     replica would.
 //
+// What one member can make Restore hold back is bounded and charged to
+// it: a member that carries one IP for two keys contradicts itself, and
+// none of its claims carrying that IP counts (else writing pairs of
+// imports would hold back IPs at will); and a disputed IP is held back
+// only while no member claiming it has caused more disputes than the
+// bound on what a member reserves (SetLimits' foreignPerMember), in the
+// order of the IPs. Beyond it the IP is free again: its keys are
+// allocated afresh, which is a denial at worst, never an exhausted pool.
+//
 // A key already allocated is left as it is. Restore returns the IPs held
 // back as disputed.
 func (a *Allocator) Restore(claims []Claim) []string {
@@ -164,18 +174,37 @@ func (a *Allocator) Restore(claims []Claim) []string {
 		votes   int
 		created time.Time
 	}
+	memberOf := func(i int, c Claim) string {
+		if c.Member == "" {
+			return fmt.Sprintf("#%d", i)
+		}
+		return c.Member
+	}
+	// A member's own contradictions: the IPs it carries for two keys.
+	keysOf := map[[2]string]map[string]bool{}
+	for i, c := range claims {
+		for _, ip := range c.IPs {
+			mi := [2]string{memberOf(i, c), ip}
+			if keysOf[mi] == nil {
+				keysOf[mi] = map[string]bool{}
+			}
+			keysOf[mi][c.Key] = true
+		}
+	}
+	contradicts := func(member string, ips []string) bool {
+		return slices.ContainsFunc(ips, func(ip string) bool { return len(keysOf[[2]string{member, ip}]) > 1 })
+	}
 	// One vote per member and key: the first claim of each counts.
 	voted := map[[2]string]bool{}
 	perKey := map[string]map[string]*candidate{}
 	voters := map[string]int{}
-	// ipVotes counts, per IP and key, the members that carry it.
+	// ipVotes counts, per IP and key, the members that carry it, and
+	// claimants names them.
 	ipVotes := map[string]map[string]int{}
+	claimants := map[string][]string{}
 	for i, c := range claims {
-		member := c.Member
-		if member == "" {
-			member = fmt.Sprintf("#%d", i)
-		}
-		if voted[[2]string{member, c.Key}] {
+		member := memberOf(i, c)
+		if voted[[2]string{member, c.Key}] || contradicts(member, c.IPs) {
 			continue
 		}
 		voted[[2]string{member, c.Key}] = true
@@ -201,13 +230,19 @@ func (a *Allocator) Restore(claims []Claim) []string {
 				ipVotes[ip] = map[string]int{}
 			}
 			ipVotes[ip][c.Key]++
+			claimants[ip] = append(claimants[ip], member)
 		}
 	}
+	a.mu.Lock()
+	bound := a.foreignPerMember
+	a.mu.Unlock()
 	// disputed: IPs two keys are carried for by as many members each,
-	// none more.
+	// none more, held back within each claimant's bound.
 	disputed := map[string]bool{}
 	winner := map[string]string{}
-	for ip, byKey := range ipVotes {
+	charged := map[string]int{}
+	for _, ip := range slices.Sorted(maps.Keys(ipVotes)) {
+		byKey := ipVotes[ip]
 		best, tie := "", false
 		for key, n := range byKey {
 			switch {
@@ -217,11 +252,17 @@ func (a *Allocator) Restore(claims []Claim) []string {
 				tie = true
 			}
 		}
-		if tie {
-			disputed[ip] = true
+		if !tie {
+			winner[ip] = best
 			continue
 		}
-		winner[ip] = best
+		if bound > 0 && slices.ContainsFunc(claimants[ip], func(m string) bool { return charged[m] >= bound }) {
+			continue
+		}
+		for _, m := range claimants[ip] {
+			charged[m]++
+		}
+		disputed[ip] = true
 	}
 	type choice struct {
 		key string

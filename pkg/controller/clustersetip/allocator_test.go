@@ -260,3 +260,62 @@ func TestSharedPoolIsBoundedPerParty(t *testing.T) {
 		t.Error("a member's place was not freed when its foreign import went")
 	}
 }
+
+// TestDisputesAreBoundedPerMember: what one member can make Restore hold
+// back is charged to it. Pairs of imports one member writes with one IP
+// for two names contradict that member and hold nothing back; disputes
+// between members hold back at most the per-member bound each, and the
+// pool serves everyone else.
+func TestDisputesAreBoundedPerMember(t *testing.T) {
+	at := time.Unix(100, 0)
+	a := newAllocator(t, "10.250.0.0/28") // 16 IPs
+	a.SetLimits(0, 2)
+	var claims []Claim
+	// The honest member's own import.
+	claims = append(claims, Claim{Key: "prod/web", IPs: []string{"10.250.0.1"}, Created: at, Member: "good"})
+	// Pairs in one member: every IP of the range but one, each carried
+	// for two names.
+	for i := 2; i < 16; i++ {
+		ip := fmt.Sprintf("10.250.0.%d", i)
+		claims = append(claims,
+			Claim{Key: fmt.Sprintf("evil/a-%d", i), IPs: []string{ip}, Created: at, Member: "evil"},
+			Claim{Key: fmt.Sprintf("evil/b-%d", i), IPs: []string{ip}, Created: at, Member: "evil"})
+	}
+	if got := a.Restore(claims); len(got) != 0 {
+		t.Errorf("one member's pairs held back %v", got)
+	}
+	if ips, err := a.Allocate("prod/web", v4); err != nil || ips[0] != "10.250.0.1" {
+		t.Errorf("the honest import got %v, %v; want its own 10.250.0.1", ips, err)
+	}
+	for i := range 10 {
+		if _, err := a.Allocate(fmt.Sprintf("team-%d/svc", i), v4); err != nil {
+			t.Fatalf("export %d of other members: %v (the pool is held by one member's pairs)", i, err)
+		}
+	}
+
+	// Two members that disagree on six IPs: at most two are held back.
+	b := newAllocator(t, "10.250.0.0/28")
+	b.SetLimits(0, 2)
+	claims = nil
+	for i := 1; i <= 6; i++ {
+		ip := fmt.Sprintf("10.250.0.%d", i)
+		claims = append(claims,
+			Claim{Key: fmt.Sprintf("prod/svc-%d", i), IPs: []string{ip}, Created: at, Member: "good"},
+			Claim{Key: fmt.Sprintf("evil/x-%d", i), IPs: []string{ip}, Created: at, Member: "evil"})
+	}
+	if got := b.Restore(claims); len(got) != 2 {
+		t.Errorf("held back %v, want two (the per-member bound)", got)
+	}
+	handedOut := func(a *Allocator) int {
+		n := 0
+		for i := range 16 {
+			if _, err := a.Allocate(fmt.Sprintf("other/svc-%d", i), v4); err == nil {
+				n++
+			}
+		}
+		return n
+	}
+	if got, all := handedOut(b), handedOut(newAllocator(t, "10.250.0.0/28")); got != all-2 {
+		t.Errorf("%d IPs handed out after the restore, want %d (all the range's %d less the two held back)", got, all-2, all)
+	}
+}
