@@ -39,6 +39,7 @@ type Options struct {
 	// Bounds on the shared clusterset IP pool.
 	MaxClusterSetIPsPerNamespace int
 	MaxForeignImportsPerMember   int
+	MaxClusterSetIPsPerMember    int
 	CatalogObjectsPerTeam        int
 	ExportNamespaces             []string
 	DerivedMembers               []string
@@ -133,6 +134,7 @@ func NewOptions() *Options {
 		// A tenant's share of the default /16: about 1.5 % each.
 		MaxClusterSetIPsPerNamespace: 1000,
 		MaxForeignImportsPerMember:   100,
+		MaxClusterSetIPsPerMember:    2000,
 		CatalogObjectsPerTeam:        1000,
 		DerivedGrace:                 30 * time.Second,
 		IngressServiceType:           string(v1.ServiceTypeNodePort),
@@ -161,6 +163,7 @@ func NewOptions() *Options {
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig holding one context per member cluster (default: $KUBECONFIG or ~/.kube/config).")
 	fs.IntVar(&o.MaxClusterSetIPsPerNamespace, "max-clusterset-ips-per-namespace", o.MaxClusterSetIPsPerNamespace, "The most exported names of one namespace (one team's global services in catalog mode) that hold clusterset IPs; a name over it gets none (its export's Ready condition says NoClusterSetIP), so that no tenant exhausts the shared range. Names that hold IPs keep them. 0: no bound.")
+	fs.IntVar(&o.MaxClusterSetIPsPerMember, "max-clusterset-ips-per-member", o.MaxClusterSetIPsPerMember, "The most exported names holding clusterset IPs that one member exports: where --export-namespaces does not confine a member, it creates namespaces at will, and the per-namespace bound alone would let it take the shared range one export each. A name gets an IP while one of its exporters is under the bound (its export's Ready condition says NoClusterSetIP otherwise); names that hold IPs keep them. 0: no bound.")
 	fs.IntVar(&o.MaxForeignImportsPerMember, "max-foreign-imports-per-member", o.MaxForeignImportsPerMember, "The most ServiceImports someone else wrote in one member whose clusterset IPs are kept from being handed out (each is a possible conflict there); beyond it they reserve nothing, and are logged. The same bound holds the clusterset IPs a restore holds back as disputed on one member's word: beyond it a disputed IP is free again. 0: no bound.")
 	fs.StringSliceVar(&o.MemberClusterIDs, "member-cluster-ids", o.MemberClusterIDs, "CONTEXT=ID[,CONTEXT=ID...]: the cluster ID of each member given as a kubeconfig context. A member whose ClusterProperty cluster.clusterset.k8s.io holds another ID is refused (MemberRefused), never served under the ID it chose. A context not named is bound to the ID it answers with at start-up. Member Secrets state theirs in the annotation "+export.AnnotationMemberClusterID+", ClusterProfiles in their cluster.clusterset.k8s.io property.")
 	fs.StringSliceVar(&o.Contexts, "contexts", o.Contexts, "Kubeconfig contexts of the member clusters, comma separated (default: every context). Each member needs the ClusterProperty cluster.clusterset.k8s.io holding its cluster ID.")
@@ -228,8 +231,8 @@ func (o *Options) Validate() error {
 	if errs := append(append(o.SecureServing.Validate(), o.Authentication.Validate()...), o.Authorization.Validate()...); len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	if o.MaxClusterSetIPsPerNamespace < 0 || o.MaxForeignImportsPerMember < 0 || o.CatalogObjectsPerTeam < 0 {
-		return fmt.Errorf("--max-clusterset-ips-per-namespace, --max-foreign-imports-per-member and --catalog-objects-per-team must not be negative (0: no bound)")
+	if o.MaxClusterSetIPsPerNamespace < 0 || o.MaxForeignImportsPerMember < 0 || o.MaxClusterSetIPsPerMember < 0 || o.CatalogObjectsPerTeam < 0 {
+		return fmt.Errorf("--max-clusterset-ips-per-namespace, --max-clusterset-ips-per-member, --max-foreign-imports-per-member and --catalog-objects-per-team must not be negative (0: no bound)")
 	}
 	if _, err := o.exportNamespaces(); err != nil {
 		return err

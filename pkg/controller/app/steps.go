@@ -252,6 +252,7 @@ func controllerConfig(logger klog.Logger, o *Options, p parsedOptions, members [
 
 		MaxClusterSetIPsPerNamespace: o.MaxClusterSetIPsPerNamespace,
 		MaxForeignImportsPerMember:   o.MaxForeignImportsPerMember,
+		MaxClusterSetIPsPerMember:    o.MaxClusterSetIPsPerMember,
 		LeaseNamespace:               o.LeaseNamespace,
 		Identity:                     o.Identity,
 		Workers:                      o.Workers,

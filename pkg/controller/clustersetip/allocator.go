@@ -54,6 +54,41 @@ type Allocator struct {
 	// reserves clusterset-wide (0: no bound); foreignOf counts them.
 	foreignPerMember int
 	foreignOf        map[string]int
+	// perMember bounds the keys holding IPs that one member exports (0:
+	// no bound): where nothing confines the namespaces a member exports
+	// from, it mints namespaces at will, and the per-party bound alone
+	// would not bound it. memberKeys counts them, chargedTo records whom
+	// each key is charged to (its exporters at its last Allocate).
+	perMember  int
+	memberKeys map[string]int
+	chargedTo  map[string][]string
+}
+
+// SetMemberLimit bounds the keys holding IPs per exporting member (0:
+// unbounded). Keys that hold IPs keep them whatever the bound.
+func (a *Allocator) SetMemberLimit(n int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.perMember = n
+}
+
+// charge records that key, holding IPs, is charged to members (nil: to
+// no one), replacing what it was charged to. Called with a.mu held.
+func (a *Allocator) charge(key string, members []string) {
+	for _, m := range a.chargedTo[key] {
+		if a.memberKeys[m]--; a.memberKeys[m] <= 0 {
+			delete(a.memberKeys, m)
+		}
+	}
+	delete(a.chargedTo, key)
+	if len(members) == 0 {
+		return
+	}
+	members = slices.Compact(slices.Sorted(slices.Values(members)))
+	for _, m := range members {
+		a.memberKeys[m]++
+	}
+	a.chargedTo[key] = members
 }
 
 // PartyOf is the party a key's IPs count against: everything before its
@@ -99,6 +134,7 @@ func New(ranges []netip.Prefix) *Allocator {
 		ranges: ranges, byKey: map[string][]netip.Addr{}, owner: map[netip.Addr]string{},
 		foreign: map[netip.Addr]int{}, foreignBy: map[string][]netip.Addr{},
 		parties: map[string]int{}, foreignOf: map[string]int{},
+		memberKeys: map[string]int{}, chargedTo: map[string][]string{},
 	}
 }
 
@@ -319,11 +355,22 @@ func (a *Allocator) Restore(claims []Claim) []string {
 // wanted. The error names a family without a configured range or a range
 // that is full; the IPs of the other families are still returned.
 func (a *Allocator) Allocate(key string, families []v1.IPFamily) ([]string, error) {
+	return a.AllocateFor(key, families, nil)
+}
+
+// AllocateFor is Allocate for a key that members export: a key with no IP
+// yet gets one only while some of them is under the per-member bound
+// (SetMemberLimit), and is charged to them all while it holds IPs.
+func (a *Allocator) AllocateFor(key string, families []v1.IPFamily, members []string) ([]string, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	had := len(a.byKey[key]) > 0
 	if !had && a.perParty > 0 && a.parties[PartyOf(key)] >= a.perParty && len(families) > 0 {
 		return nil, fmt.Errorf("%w: %s holds %d clusterset IPs already, the most one namespace or team may hold", ErrPartyLimit, PartyOf(key), a.parties[PartyOf(key)])
+	}
+	if !had && a.perMember > 0 && len(members) > 0 && len(families) > 0 &&
+		!slices.ContainsFunc(members, func(m string) bool { return a.memberKeys[m] < a.perMember }) {
+		return nil, fmt.Errorf("%w: the exports of cluster %s hold %d clusterset IPs already, the most one member's exports may hold", ErrPartyLimit, strings.Join(members, ", "), a.perMember)
 	}
 	var kept []netip.Addr
 	for _, ip := range a.byKey[key] {
@@ -350,8 +397,10 @@ func (a *Allocator) Allocate(key string, families []v1.IPFamily) ([]string, erro
 	}
 	if len(all) == 0 {
 		delete(a.byKey, key)
+		a.charge(key, nil)
 	} else {
 		a.byKey[key] = all
+		a.charge(key, members)
 	}
 	a.track(key, had, len(all) > 0)
 	if len(errs) > 0 {
@@ -368,6 +417,7 @@ func (a *Allocator) Release(key string) {
 		delete(a.owner, ip)
 	}
 	a.track(key, len(a.byKey[key]) > 0, false)
+	a.charge(key, nil)
 	delete(a.byKey, key)
 }
 

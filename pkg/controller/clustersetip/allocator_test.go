@@ -319,3 +319,40 @@ func TestDisputesAreBoundedPerMember(t *testing.T) {
 		t.Errorf("%d IPs handed out after the restore, want %d (all the range's %d less the two held back)", got, all-2, all)
 	}
 }
+
+// TestSharedPoolIsBoundedPerMember: a member that nothing confines mints
+// namespaces, one export each; the per-namespace bound does not stop it,
+// the per-member bound does. A name another member exports too still
+// gets its IP; names holding IPs keep them; a name that goes frees a
+// place.
+func TestSharedPoolIsBoundedPerMember(t *testing.T) {
+	a := newAllocator(t, "10.250.0.0/24")
+	a.SetLimits(1, 0)
+	a.SetMemberLimit(3)
+	for i := range 3 {
+		if _, err := a.AllocateFor(fmt.Sprintf("ns-%d/svc", i), v4, []string{"evil"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ips, err := a.AllocateFor("ns-3/svc", v4, []string{"evil"})
+	if !errors.Is(err, ErrPartyLimit) || len(ips) != 0 || !strings.Contains(err.Error(), "cluster evil") {
+		t.Errorf("a fourth namespace's export of one member got %v, %v; want ErrPartyLimit naming the member", ips, err)
+	}
+	if _, err := a.AllocateFor("shared/svc", v4, []string{"evil", "good"}); err != nil {
+		t.Errorf("a name another member exports too: %v", err)
+	}
+	if _, err := a.AllocateFor("prod/svc", v4, []string{"good"}); err != nil {
+		t.Errorf("another member: %v", err)
+	}
+	if ips, err := a.AllocateFor("ns-0/svc", v4, []string{"evil"}); err != nil || len(ips) != 1 {
+		t.Errorf("a name holding its IP lost it: %v, %v", ips, err)
+	}
+	a.Release("ns-1/svc")
+	if _, err := a.AllocateFor("ns-3/svc", v4, []string{"evil"}); err == nil {
+		t.Errorf("evil still holds three (ns-0, ns-2 and shared), yet got a fourth")
+	}
+	a.Release("shared/svc")
+	if _, err := a.AllocateFor("ns-3/svc", v4, []string{"evil"}); err != nil {
+		t.Errorf("after two releases: %v", err)
+	}
+}

@@ -86,7 +86,7 @@ func (c *Controller) syncClusterset(ctx context.Context, key string) error {
 	d.Membership = s.membership
 	switch {
 	case d.Import != nil && d.Import.Spec.Type == mcsv1beta1.ClusterSetIP:
-		ips, err := c.clustersetIPs.Allocate(key, d.Import.Spec.IPFamilies)
+		ips, err := c.clustersetIPs.AllocateFor(key, d.Import.Spec.IPFamilies, d.Clusters)
 		d.Import.Spec.IPs = ips
 		if err != nil {
 			d.IPError = err.Error()

@@ -60,6 +60,9 @@ type Config struct {
 	// one member reserves: no party starves the shared pool (0: no bound).
 	MaxClusterSetIPsPerNamespace int
 	MaxForeignImportsPerMember   int
+	// MaxClusterSetIPsPerMember bounds the names holding clusterset IPs
+	// that one member exports (0: no bound).
+	MaxClusterSetIPsPerMember int
 	// EndpointTTL is how long a source cluster's endpoints outlive the
 	// last time its API was reached.
 	EndpointTTL time.Duration
@@ -182,6 +185,7 @@ func newController(cfg Config, metrics *Metrics, members []*member) *Controller 
 		logger:        klog.Background(),
 	}
 	c.clustersetIPs.SetLimits(cfg.MaxClusterSetIPsPerNamespace, cfg.MaxForeignImportsPerMember)
+	c.clustersetIPs.SetMemberLimit(cfg.MaxClusterSetIPsPerMember)
 	c.members.byID = map[string]*member{}
 	for _, m := range members {
 		c.members.list = append(c.members.list, m)
