@@ -13,10 +13,12 @@ package inventory
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -147,6 +149,12 @@ type entry struct {
 	// no ID is bound to that one for as long as it is listed: a member
 	// that renames itself is refused, never rejoined under the new ID.
 	bound string
+	// verified is the ID it states when its server last answered with
+	// that ID: a statement reserves an ID for a listing only once the
+	// listing is shown to be that cluster (contexts aside: their
+	// statements are the operator's own), so that a listing whose server
+	// never answers cannot keep the real cluster out by naming it.
+	verified string
 	// claimed is the cluster ID it answered with at start-up when
 	// another context answered with the same and the operator stated it
 	// for neither (Refusal.Claimed): held from every other listing, as
@@ -280,6 +288,9 @@ func (inv *Inventory) Initial(ctx context.Context) []topology.Member {
 		}()
 	}
 	wg.Wait()
+	// Two listings of one ID are settled by age, the older first, as
+	// every replica would: never by refusing each other.
+	slices.SortStableFunc(results, func(x, y *result) int { return compareListings(x.e, y.e) })
 	var members []topology.Member
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
@@ -300,6 +311,11 @@ func (inv *Inventory) Initial(ctx context.Context) []topology.Member {
 		}
 		o := others{holder: inv.holderLocked(r.m.ClusterID, r.e.key)}
 		o.twin, o.twinID = inv.twinLocked(r.l.memberID, r.e.key)
+		// Shown to be the cluster it states only now, in age order:
+		// the younger of two listings of one ID finds the older holding it.
+		if r.l.wantID == r.m.ClusterID {
+			r.e.verified = r.m.ClusterID
+		}
 		if d := decideAnswer(known{}, r.l, r.m.ClusterID, nil, o); !d.join {
 			inv.setLocked(r.e, d.state, d.message)
 			continue
@@ -309,6 +325,22 @@ func (inv *Inventory) Initial(ctx context.Context) []topology.Member {
 		members = append(members, *r.m)
 	}
 	return members
+}
+
+// compareListings orders two listings by the age of their objects (a
+// Secret's, a profile's), then by key.
+func compareListings(x, y *entry) int {
+	return export.CompareAge(listingCreated(x), x.key, listingCreated(y), y.key)
+}
+
+func listingCreated(e *entry) time.Time {
+	if e.obj == nil {
+		return time.Time{}
+	}
+	if m, err := meta.Accessor(e.obj); err == nil {
+		return m.GetCreationTimestamp().Time
+	}
+	return time.Time{}
 }
 
 // Pending records members given as contexts that did not answer at

@@ -2,12 +2,14 @@ package inventory
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -99,5 +101,58 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestStatedIDsAtStartUp: a statement reserves a cluster ID only for a
+// listing shown to be that cluster, and two listings shown to be one are
+// settled by age. Two cluster managers' profiles of cluster-b that both
+// state its ID: the older serves it, the other is refused (they once
+// refused each other at every start, so the cluster was served by
+// neither). A profile whose server never answers, stating cluster-c's ID
+// and older than cluster-c's own profile, does not keep cluster-c out.
+func TestStatedIDsAtStartUp(t *testing.T) {
+	ctx := t.Context()
+	b, c := newMemberAPI(t, "cluster-b"), newMemberAPI(t, "cluster-c")
+	down := newMemberAPI(t, "nobody")
+	down.url = "https://127.0.0.1:1" // nothing answers there
+	providers, err := ParseAccessProviders([]byte(testProviders))
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := func(id string, created time.Time) func(*inventoryv1alpha1.ClusterProfile) {
+		return func(cp *inventoryv1alpha1.ClusterProfile) {
+			cp.CreationTimestamp = metav1.NewTime(created)
+			cp.Status.Properties = append(cp.Status.Properties, inventoryv1alpha1.Property{Name: clusterIDProperty, Value: id})
+		}
+	}
+	t0 := time.Now().Add(-time.Hour)
+	hub := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{inventoryv1alpha1.Resource: "ClusterProfileList"})
+	profiles := hub.Resource(inventoryv1alpha1.Resource).Namespace("fleet")
+	for _, p := range []*unstructured.Unstructured{
+		// Listed in name order; the older of b's is the second.
+		profile("a-manager-b", b, states("cluster-b", t0.Add(time.Minute))),
+		profile("b-manager-b", b, states("cluster-b", t0)),
+		profile("ghost", down, states("cluster-c", t0)),
+		profile("real-c", c, states("cluster-c", t0.Add(time.Minute))),
+	} {
+		if _, err := profiles.Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inv := New(Config{Hub: kubefake.NewSimpleClientset(), Profiles: hub, ProfileNamespace: "fleet", ProfileSelector: labels.Everything(), AccessProviders: providers,
+		ClusterIDTimeout: time.Second, SyncTimeout: time.Second, LeaveTimeout: time.Second, RecheckPeriod: time.Hour}, nil)
+	var got []string
+	for _, m := range inv.Initial(ctx) {
+		got = append(got, m.Context+"="+m.ClusterID)
+	}
+	slices.Sort(got)
+	want := []string{ProfileKey("fleet", "b-manager-b") + "=cluster-b", ProfileKey("fleet", "real-c") + "=cluster-c"}
+	if !slices.Equal(got, want) {
+		t.Errorf("members at start-up %v, want %v", got, want)
+	}
+	s := inv.States()
+	if s[ProfileKey("fleet", "a-manager-b")] != Refused || s[ProfileKey("fleet", "ghost")] != Pending {
+		t.Errorf("states %v: want the younger profile of cluster-b refused, the ghost pending", s)
 	}
 }

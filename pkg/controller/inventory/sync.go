@@ -54,10 +54,14 @@ func (inv *Inventory) sync(ctx context.Context, m Membership, key string) bool {
 	if mb != nil {
 		inv.mu.Lock()
 		e.reach = mb.Config
+		e.verified = ""
 		if err == nil {
 			if e.claimed != mb.ClusterID {
 				// It claims the disputed ID no more.
 				e.claimed = ""
+			}
+			if l.wantID != "" && l.wantID == mb.ClusterID {
+				e.verified = mb.ClusterID
 			}
 			others.holder = inv.holderLocked(mb.ClusterID, key)
 			others.twin, others.twinID = inv.twinLocked(l.memberID, key)
@@ -160,11 +164,14 @@ func sourceOf(key string) string {
 }
 
 // holderLocked returns the key of the listed member other than key that
-// holds cluster ID id (joined as it, bound, stated, or claimed in a
-// dispute), or "".
+// holds cluster ID id (joined as it, bound, claimed in a dispute, or
+// stated: by the operator for a context, by any other listing once its
+// server answered with it), or "". A statement nobody verified never
+// outranks the listing that serves or last served the ID.
 func (inv *Inventory) holderLocked(id, key string) string {
 	for k, e := range inv.entries {
-		if k != key && (e.id == id || e.stated == id || e.bound == id || e.claimed == id) {
+		stated := e.stated == id && (e.verified == id || strings.HasPrefix(k, contextPrefix))
+		if k != key && (e.id == id || stated || e.bound == id || e.claimed == id) {
 			return k
 		}
 	}
