@@ -132,6 +132,15 @@ func (l *sourceLeases) learn(ctx context.Context, m *member) {
 			continue
 		}
 		_, known := l.renewed[id]
+		if known && id != m.id {
+			// What a member holds of another source only fills what the
+			// controller does not know yet: a Lease in a member is that
+			// member's to edit, and a rejoining member's copies would
+			// otherwise renew a dead source for a full TTL, bringing its
+			// endpoints back into every member. A source's liveness is
+			// learnt from that source, or from the controller's probes.
+			continue
+		}
 		l.renewed[id] = laterRenewal(l.renewed[id], lease.Spec.RenewTime.Time, now)
 		if !known {
 			// Learnt, not changed: nothing to restore yet.

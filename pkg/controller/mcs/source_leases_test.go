@@ -140,3 +140,37 @@ func TestSourceLeasesWrittenOncePerRenewal(t *testing.T) {
 	answer(t2.Add(12*time.Second), "cluster-a")
 	step("c left", []string{"update"})
 }
+
+// A member that joins again brings its copies of the Leases: a source the
+// controller already knows expired is not renewed by them (the member may
+// have edited them, or kept them from before); a source the controller
+// knows nothing of yet, and the member's own Lease, are learnt.
+func TestRejoiningMemberRenewsNoOtherSource(t *testing.T) {
+	ids := []string{"cluster-a", "cluster-b"}
+	c, ms := newFakeClusterset(t, Config{EndpointTTL: 10 * time.Second}, ids, nil, nil)
+	b := ms["cluster-b"]
+	ctx := context.Background()
+	now := time.Now()
+	for _, source := range []string{"cluster-a", "cluster-b", "cluster-z"} {
+		if _, err := b.kube.CoordinationV1().Leases(c.cfg.LeaseNamespace).Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: sourceLeasePrefix + source, Labels: map[string]string{mcsv1beta1.LabelSourceCluster: source}},
+			Spec:       coordinationv1.LeaseSpec{RenewTime: &metav1.MicroTime{Time: now}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.leases.mu.Lock()
+	c.leases.renewed["cluster-a"] = now.Add(-time.Minute) // expired
+	c.leases.renewed["cluster-b"] = now.Add(-time.Minute)
+	c.leases.mu.Unlock()
+	c.leases.learn(ctx, b.member)
+	if c.leases.alive("cluster-a") {
+		t.Error("cluster-a, expired, renewed by cluster-b's copy of its Lease")
+	}
+	if !c.leases.alive("cluster-b") {
+		t.Error("cluster-b's own Lease not learnt")
+	}
+	if !c.leases.alive("cluster-z") {
+		t.Error("a source the controller knew nothing of not learnt")
+	}
+}
