@@ -43,6 +43,13 @@ type Check struct {
 	Fix string `json:"fix,omitempty"`
 }
 
+// IgnoredSlice is an EndpointSlice labelled with an import's name that
+// kube-proxy does not program, and why.
+type IgnoredSlice struct {
+	Name   string
+	Reason string
+}
+
 // ServiceState is everything diagnose reads about one exported name.
 type ServiceState struct {
 	Namespace, Name string
@@ -69,8 +76,15 @@ type MemberState struct {
 	Import         *mcsv1beta1.ServiceImport
 	// DerivedService is the Service a derived import names, in this member.
 	DerivedService *v1.Service
-	// Slices are the MCS EndpointSlices of the import in this member.
-	Slices []discoveryv1.EndpointSlice
+	// Slices are the MCS EndpointSlices of the import in this member that
+	// its kube-proxy programs; Ignored are the others labelled with the
+	// import's name, with why kube-proxy drops each (an untrusted
+	// manager, an FQDN slice, ...). Nothing in them is checked or probed.
+	Slices  []discoveryv1.EndpointSlice
+	Ignored []IgnoredSlice
+	// ImportIgnored says why kube-proxy would not program the import
+	// itself; empty when it would.
+	ImportIgnored string
 	// Selection is the import's cluster selectors and this member's
 	// results (KEP-5939); nil when not read.
 	Selection *Selection

@@ -17,6 +17,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/multiclusterservices/export"
+	mcsproxy "k8s.io/multiclusterservices/proxy"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 	"sigs.k8s.io/yaml"
 )
@@ -48,6 +49,16 @@ type options struct {
 	watch                bool
 	hub                  hubOptions
 	probe                probeOptions
+	// trust is what diagnose trusts of an import and its slices: what
+	// the members' kube-proxy trusts (its --multicluster-endpointslice-managers
+	// and --clusterset-ip-cidrs).
+	trust trustOptions
+}
+
+// trustOptions are diagnose's copies of kube-proxy's trust flags.
+type trustOptions struct {
+	managers []string
+	cidrs    []string
 }
 
 // probeOptions are diagnose's --probe flags.
@@ -440,6 +451,8 @@ the label ` + LabelProbe + `.`,
 	cmd.Flags().StringVar(&o.probe.image, "probe-image", DefaultProbeImage, "Image of the probe pod: one that holds kubectl-mcs as "+probeBinary)
 	cmd.Flags().StringVar(&o.probe.namespace, "probe-namespace", "", "Namespace of the probe pod (default: the Service's)")
 	cmd.Flags().DurationVar(&o.probe.timeout, "probe-timeout", time.Minute, "How long the probe pod may run")
+	cmd.Flags().StringSliceVar(&o.trust.managers, "multicluster-endpointslice-managers", []string{mcsproxy.DefaultManagedBy}, "The managers whose imports and MCS EndpointSlices the members' kube-proxy trusts (its flag of the same name): diagnose checks and probes only those, and says what it ignored")
+	cmd.Flags().StringSliceVar(&o.trust.cidrs, "clusterset-ip-cidrs", mcsproxy.DefaultClusterSetIPCIDRs, "The clusterset IP ranges the members' kube-proxy admits (its flag of the same name)")
 	_ = cmd.RegisterFlagCompletionFunc("from", o.completeContexts)
 	o.addOutput(cmd, "json|yaml")
 	return cmd

@@ -89,9 +89,13 @@ func gatherImportSide(ctx context.Context, m *member, st *MemberState, ns, name 
 			st.DerivedService = svc
 		}
 	}
+	trust := o.trust.proxyOptions()
+	if _, err := mcsproxy.ServiceForImport(si, trust); err != nil {
+		st.ImportIgnored = err.Error()
+	}
 	slices, err := m.Kube.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: mcsv1beta1.LabelServiceName + "=" + name})
 	if err == nil {
-		st.Slices = slices.Items
+		st.Slices, st.Ignored = trustedSlices(slices.Items, trust)
 	}
 	if leases, err := m.Kube.CoordinationV1().Leases(o.leaseNamespace).List(ctx, metav1.ListOptions{}); err == nil {
 		for _, l := range leases.Items {
@@ -301,4 +305,35 @@ func staleLeases(leases []coordinationv1.Lease, now time.Time) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// proxyOptions are the trust of the members' kube-proxy, as diagnose's
+// flags repeat it. Ranges that do not parse admit nothing: every import
+// is then said to be ignored, naming the range.
+func (t trustOptions) proxyOptions() *mcsproxy.Options {
+	managers, ranges := t.managers, t.cidrs
+	if len(managers) == 0 {
+		managers = []string{mcsproxy.DefaultManagedBy}
+	}
+	if len(ranges) == 0 {
+		ranges = mcsproxy.DefaultClusterSetIPCIDRs
+	}
+	cidrs, _ := mcsproxy.ParseCIDRs(ranges)
+	return &mcsproxy.Options{TrustedManagers: managers, ClusterSetIPCIDRs: cidrs}
+}
+
+// trustedSlices splits an import's slices into those kube-proxy programs
+// and those it drops, by kube-proxy's own rule
+// (mcsproxy.EndpointSliceForImport): diagnose checks and probes only what
+// the proxies would serve, so that a slice anyone else wrote can neither
+// pass a check nor send the probe to its addresses.
+func trustedSlices(all []discoveryv1.EndpointSlice, trust *mcsproxy.Options) (kept []discoveryv1.EndpointSlice, ignored []IgnoredSlice) {
+	for i := range all {
+		if _, err := mcsproxy.EndpointSliceForImport(&all[i], trust); err != nil {
+			ignored = append(ignored, IgnoredSlice{Name: all[i].Name, Reason: err.Error()})
+			continue
+		}
+		kept = append(kept, all[i])
+	}
+	return kept, ignored
 }

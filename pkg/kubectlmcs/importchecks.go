@@ -47,8 +47,14 @@ func importChecks(m MemberState, s ServiceState, ref string) []Check {
 	default:
 		c.Passed = true
 	}
+	if m.ImportIgnored != "" {
+		c.Passed = false
+		c.Detail = "kube-proxy ignores it: " + m.ImportIgnored
+		c.Fix = "only the mcs-controller writes imports; delete this one, or give diagnose the managers the members' kube-proxy trusts (--multicluster-endpointslice-managers)"
+	}
 	out = append(out, c)
 	out = append(out, modeChecks(m, ref)...)
+	out = append(out, ignoredChecks(m)...)
 	out = append(out, sliceChecks(m, sources)...)
 	out = append(out, selectionChecks(m)...)
 	out = append(out, leaseChecks(m, sources, s.Now)...)
@@ -104,6 +110,19 @@ func modeChecks(m MemberState, ref string) []Check {
 			c.Passed, c.Detail = true, "Service "+ref+" "+m.Service.Spec.ClusterIP+" serves the clusterset's endpoints (decided per node by kube-proxy)"
 		}
 		out = append(out, c)
+	}
+	return out
+}
+
+// ignoredChecks says which slices labelled with the import's name
+// kube-proxy drops, and why: nothing of them was checked or probed. A
+// slice someone else wrote there is worth a look, so each fails.
+func ignoredChecks(m MemberState) []Check {
+	var out []Check
+	for _, s := range m.Ignored {
+		out = append(out, Check{Cluster: m.Context, Subject: "EndpointSlice " + s.Name,
+			Detail: "ignored (kube-proxy does not program it, diagnose neither checks nor probes it): " + s.Reason,
+			Fix:    "MCS EndpointSlices are the mcs-controller's: find who wrote this one (its managedFields) and delete it"})
 	}
 	return out
 }

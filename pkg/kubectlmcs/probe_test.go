@@ -13,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	mcsproxy "k8s.io/multiclusterservices/proxy"
 	"k8s.io/pod-security-admission/api"
 	"k8s.io/pod-security-admission/policy"
 	"k8s.io/utils/ptr"
@@ -261,5 +262,68 @@ func TestParseProbeLog(t *testing.T) {
 	_, err = parseProbeLog([]byte("exec /kubectl-mcs: no such file or directory\n"))
 	if err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Errorf("a log without a result: %v", err)
+	}
+}
+
+// TestDiagnoseTrustsWhatKubeProxyTrusts: slices labelled with an import's
+// name that kube-proxy drops (another manager's, FQDN endpoints) are
+// neither checked nor probed; diagnose says it ignored each, and a
+// fabricated source does not pass. An import of an untrusted manager is
+// said to be ignored.
+func TestDiagnoseTrustsWhatKubeProxyTrusts(t *testing.T) {
+	slice := func(name, cluster, manager string, at discoveryv1.AddressType, addr string) discoveryv1.EndpointSlice {
+		return discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{mcsv1beta1.LabelServiceName: "web",
+				mcsv1beta1.LabelSourceCluster: cluster, discoveryv1.LabelManagedBy: manager}},
+			AddressType: at,
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(v1.ProtocolTCP)}},
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{addr}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		}
+	}
+	all := []discoveryv1.EndpointSlice{
+		slice("web-cluster-a", "cluster-a", mcsproxy.DefaultManagedBy, discoveryv1.AddressTypeIPv4, "10.1.0.1"),
+		// Written by a tenant: another manager, a source that is none.
+		slice("web-evil", "cluster-evil", "alice", discoveryv1.AddressTypeIPv4, "169.254.169.254"),
+		// The controller's label, FQDN endpoints: kube-proxy cannot proxy them.
+		slice("web-fqdn", "cluster-a", mcsproxy.DefaultManagedBy, discoveryv1.AddressTypeFQDN, "db.example.com"),
+	}
+	trust := trustOptions{}.proxyOptions()
+	kept, ignored := trustedSlices(all, trust)
+	if len(kept) != 1 || kept[0].Name != "web-cluster-a" || len(ignored) != 2 {
+		t.Fatalf("kept %d, ignored %+v; want web-cluster-a kept, web-evil and web-fqdn ignored", len(kept), ignored)
+	}
+	si := &mcsv1beta1.ServiceImport{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "demo", Labels: map[string]string{mcsproxy.LabelImportManagedBy: mcsproxy.DefaultManagedBy}},
+		Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, IPs: []string{"10.250.0.5"},
+			Ports: []mcsv1beta1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}}},
+		Status: mcsv1beta1.ServiceImportStatus{Clusters: []mcsv1beta1.ClusterStatus{{Cluster: "cluster-a"}, {Cluster: "cluster-evil"}}},
+	}
+	m := MemberState{Context: "b", Import: si, Slices: kept, Ignored: ignored}
+	for _, target := range probeSpecFor(m, "demo/web", time.Second).Targets {
+		if target.Cluster == "cluster-evil" || strings.HasPrefix(target.Address, "169.254.") {
+			t.Errorf("the probe dials %+v, of a slice kube-proxy ignores", target)
+		}
+	}
+	said := map[string]Check{}
+	for _, c := range importChecks(m, ServiceState{Namespace: "demo", Name: "web"}, "demo/web") {
+		said[c.Subject] = c
+	}
+	for _, name := range []string{"web-evil", "web-fqdn"} {
+		if c, ok := said["EndpointSlice "+name]; !ok || c.Passed || !strings.Contains(c.Detail, "ignored") {
+			t.Errorf("nothing said of ignored slice %s: %+v", name, c)
+		}
+	}
+	if c := said["EndpointSlices from cluster-evil"]; c.Passed {
+		t.Errorf("the fabricated source passes: %+v", c)
+	}
+
+	// An import another manager labelled: kube-proxy ignores it.
+	si.Labels[mcsproxy.LabelImportManagedBy] = "alice"
+	_, err := mcsproxy.ServiceForImport(si, trust)
+	m.ImportIgnored = fmt.Sprint(err)
+	for _, c := range importChecks(m, ServiceState{Namespace: "demo", Name: "web"}, "demo/web") {
+		if c.Subject == "ServiceImport" && (c.Passed || !strings.Contains(c.Detail, "kube-proxy ignores it")) {
+			t.Errorf("an untrusted import: %+v", c)
+		}
 	}
 }
