@@ -51,6 +51,12 @@ if [[ -n "${KUBERNETES_VERSION:-}" ]]; then
   if [[ "${pinned}" != "${want}".* ]]; then
     moddir=minors/${want}
     out=_output/${want}/bin
+    # A minor not released yet is built from its preview.
+    if [[ ! -f "${moddir}/go.mod" && -f "${moddir}-preview/go.mod" ]]; then
+      moddir=${moddir}-preview
+      out=_output/${want}-preview/bin
+    fi
+    minor_toolchain "${moddir}"
     if [[ ! -f "${moddir}/go.mod" ]]; then
       echo "no kube-proxy for Kubernetes ${KUBERNETES_VERSION}: the releases built here are the pinned one (go.mod) and those under minors/ (add one with hack/kube-minor.sh)" >&2
       exit 2

@@ -187,6 +187,26 @@ if [[ -f "${dir}/go.mod" ]]; then
 fi
 
 echo "==> k8s.io/kubernetes ${version}"
+# A release may need a newer Go than this machine's (1.38 needs 1.27):
+# its module then names a toolchain, the newest patch of that Go the
+# module proxy serves, which the go command fetches from there like any
+# module (GOTOOLCHAIN, set by hack/lib-build.sh's minor_toolchain for
+# every go command run in the module).
+upstream_go=$(sed -n 's/^go \([0-9.]*\)$/\1/p' "$(cd / && GOFLAGS= go mod download -json "k8s.io/kubernetes@${version}" | sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p')")
+our_go=$(sed -n 's/^go \([0-9.]*\)$/\1/p' go.mod)
+go_version=${our_go} toolchain=""
+if [[ -n "${upstream_go}" && "$(printf '%s\n%s\n' "${our_go}" "${upstream_go}" | sort -V | tail -1)" != "${our_go}" ]]; then
+  go_version=${upstream_go}
+  IFS=. read -r gomajor gominor _ <<<"${upstream_go}"
+  # The toolchain this project builds with for that Go (minors/substitutes.txt).
+  toolchain=$(awk -v want="go${gomajor}.${gominor}" '$1 == "toolchain" && $2 == want {print $3}' minors/substitutes.txt)
+  if [[ -z "${toolchain}" ]]; then
+    echo "kube-minor: ${version} needs Go ${upstream_go}: name the toolchain to build it with in minors/substitutes.txt (toolchain go${gomajor}.${gominor} goX.Y.Z)" >&2
+    exit 1
+  fi
+  export GOTOOLCHAIN=${toolchain}
+  echo "==> it needs Go ${upstream_go}: toolchain ${toolchain}"
+fi
 kdir=$(upstream_dir "${version}")
 if [[ -z "${kdir}" ]]; then
   echo "kube-minor: the module proxy does not serve k8s.io/kubernetes ${version}" >&2
@@ -200,7 +220,8 @@ mkdir -p "${dir}"
   echo "// plus the MultiClusterServices gate. Regenerate, do not edit."
   echo "module github.com/mcs-kube-proxy/mcs-kube-proxy/${dir}"
   echo
-  sed -n 's/^go \(.*\)$/go \1/p' go.mod
+  echo "go ${go_version}"
+  [[ -z "${toolchain}" ]] || echo "toolchain ${toolchain}"
   echo
   # The GODEBUG defaults upstream's binaries are built with.
   grep -E '^godebug ' "${kmod}" || true
@@ -242,6 +263,12 @@ mkdir -p "${dir}"
   done
   echo ")"
 } >"${dir}/go.mod.new"
+# Versions upstream names that the module proxy does not serve whole (its
+# .zip refused), and the served one each is built with instead.
+while read -r kind module wanted served _; do
+  [[ "${kind}" == module ]] || continue
+  sed -i "s|^\t${module} => ${module} ${wanted}\$|\t${module} => ${module} ${served}|" "${dir}/go.mod.new"
+done <minors/substitutes.txt
 mv "${dir}/go.mod.new" "${dir}/go.mod"
 
 echo "==> go mod tidy in ${dir}"

@@ -59,3 +59,16 @@ go_build() {
 release_image() {
   echo "mcs-kube-proxy:$("_output/v$1/bin/kube-proxy" --version | awk '{print $2}')-mcs.dev"
 }
+
+# minor_toolchain DIR exports GOTOOLCHAIN for the go commands run in the
+# release module DIR when its go.mod names a toolchain (a release that
+# needs a newer Go than this machine's, see minors/substitutes.txt): the
+# go command then takes that toolchain from the module proxy. This
+# machine's go.env says GOTOOLCHAIN=local, which ignores the line.
+minor_toolchain() {
+  local t
+  t=$(sed -n 's/^toolchain \(go[0-9.]*\)$/\1/p' "$1/go.mod")
+  if [[ -n "${t}" ]]; then
+    export GOTOOLCHAIN=${t}
+  fi
+}

@@ -37,17 +37,23 @@ for m in "${minors[@]}"; do
   m=${m#v}
   dir=minors/v${m}
   [[ -f "${dir}/go.mod" ]] || { echo "no ${dir}: hack/kube-minor.sh adds a release" >&2; exit 2; }
+  # A preview (v1.38-preview) is its minor's build tag and binaries.
+  tag=${m%-preview}
+  (
+  minor_toolchain "${dir}"
   version=$(cd "${dir}" && go list -m -f '{{.Replace.Version}}' k8s.io/kubernetes)
   echo "==> kube-proxy ${version}"
   start=${SECONDS}
-  KUBERNETES_VERSION=${m} hack/build.sh
+  KUBERNETES_VERSION=${tag} hack/build.sh
   # shellcheck disable=SC2086 # GO_TEST_FLAGS is a list of flags
   # Stamped with the release, as its binaries are: the seam test reads
   # the source of the release it was built with.
-  (cd "${dir}" && GOFLAGS="${GOFLAGS} -tags=kube${m}" go test ${GO_TEST_FLAGS} -ldflags "$(kube_ldflags "${version}")" \
+  (cd "${dir}" && GOFLAGS="${GOFLAGS} -tags=kube${tag}" go test ${GO_TEST_FLAGS} -ldflags "$(kube_ldflags "${version}")" \
     "${repo}/pkg/kubeproxy" "${repo}/pkg/proxy/multicluster" k8s.io/multiclusterservices/proxy)
   # shellcheck disable=SC2086
-  MCS_KUBE_PROXY_DIR="${ROOT}/_output/v${m}/bin" go test ${GO_TEST_FLAGS} \
+  # The control plane's tests are this module's, on this module's Go.
+  MCS_KUBE_PROXY_DIR="${ROOT}/_output/v${m}/bin" env -u GOTOOLCHAIN go test ${GO_TEST_FLAGS} \
     -run '^(TestGateOffMatchesUpstream|TestKubeProxyFollowsTheServiceImportCRD|TestClusterSet)$' ./test/integration
   echo "==> kube-proxy ${version}: built and tested in $((SECONDS - start))s"
+  )
 done
