@@ -9,6 +9,8 @@
 #          [--proxy-mode=nftables|iptables] [--dir=_output/clusterset]
 #          [--prefix=cset] [--ip-family=ipv4|ipv6|dual] [--kube-proxy-arg=--v=4 ...]
 #          [--inventory-hub=cluster-a]  (members as ClusterProfiles; prints the controller command)
+#          [--with-demo]  (also the demo's Service demo/web, exported from the first two
+#                          clusters, a client pod and the mcs-controller: the README's tour)
 # Needs root. Builds what is missing first (once: several minutes).
 # After a crash: hack/local-down-clusterset.sh.
 set -o errexit -o nounset -o pipefail

@@ -144,6 +144,7 @@ func writePID(dir string) (func(), error) {
 func upCommand() *cobra.Command {
 	var o clusterset.Options
 	var inventoryHub string
+	var withDemo bool
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Bring up a clusterset and keep it until Ctrl-C, then clean up",
@@ -164,6 +165,13 @@ func upCommand() *cobra.Command {
 				return unlessInterrupted(ctx, err)
 			}
 			defer cs.Down()
+			if withDemo {
+				stop, err := demo.Workload(ctx, cs, os.Stdout)
+				if err != nil {
+					return unlessInterrupted(ctx, err)
+				}
+				defer stop()
+			}
 			printUsage(cs)
 			if inventoryHub != "" {
 				if err := writeInventory(ctx, cs, inventoryHub); err != nil {
@@ -175,6 +183,7 @@ func upCommand() *cobra.Command {
 		},
 	}
 	addClusterSetFlags(cmd, &o)
+	cmd.Flags().BoolVar(&withDemo, "with-demo", false, "also run what make demo shows and leave it up: Service demo/web exported from the first two clusters, a client pod in the second, and the mcs-controller (the README's tour inspects them)")
 	cmd.Flags().StringVar(&inventoryHub, "inventory-hub", "", "CLUSTER: write a Cluster Inventory (KEP-4322) in that cluster, a ClusterProfile per cluster reached with _output/bin/credential-plugin (KEP-5339), and print the mcs-controller command that takes its members from it only")
 	return cmd
 }

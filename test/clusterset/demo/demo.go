@@ -209,3 +209,45 @@ func (d *demo) startExporter(ctx context.Context) (func(), error) {
 func heading(w io.Writer, format string, args ...any) {
 	fmt.Fprintf(w, "\n== %s\n", fmt.Sprintf(format, args...))
 }
+
+// Workload puts on a running clusterset what the demo shows and leaves it
+// there: Service demo/web with two pods in the first cluster and one in
+// the second, exported from both, a client pod in the second, and the
+// mcs-controller running until the returned stop is called. It returns
+// once the second cluster imports the Service from both, so that what
+// the README's tour inspects (kubectl mcs status, get, diagnose) is there.
+func Workload(ctx context.Context, cs *clusterset.ClusterSet, out io.Writer) (stop func(), err error) {
+	if len(cs.Clusters) < 2 {
+		return nil, errors.New("the demo's workload needs two clusters or more")
+	}
+	a, b := cs.Clusters[0], cs.Clusters[1]
+	heading(out, "Deploying Service %s/%s: 2 pods in %s, 1 pod in %s, exported from both; a client pod in %s", namespace, service, a.Name, b.Name, b.Name)
+	for _, w := range []struct {
+		c    *clusterset.Cluster
+		pods []string
+	}{{a, []string{"web-a-1", "web-a-2"}}, {b, []string{"web-b-1"}}} {
+		if err := deploy(ctx, w.c, w.pods); err != nil {
+			return nil, err
+		}
+	}
+	if err := createPod(ctx, b, clientPod()); err != nil {
+		return nil, err
+	}
+	for _, c := range []*clusterset.Cluster{a, b} {
+		if _, err := waitPodsReady(ctx, c); err != nil {
+			return nil, err
+		}
+	}
+	d := &demo{cs: cs, out: out, opts: Options{Exporter: ExporterController}}
+	stop, err = d.startExporter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	vip, err := waitImport(ctx, b, []string{a.Name, b.Name})
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	fmt.Fprintf(out, "  ServiceImport %s/%s in %s: clusterset IP %s, EndpointSlices from %s and %s; the mcs-controller runs until Ctrl-C\n", namespace, service, b.Name, vip, a.Name, b.Name)
+	return stop, nil
+}
