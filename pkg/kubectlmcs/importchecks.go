@@ -49,7 +49,7 @@ func importChecks(m MemberState, s ServiceState, ref string) []Check {
 	}
 	if m.ImportIgnored != "" {
 		c.Passed = false
-		c.Detail = "kube-proxy ignores it: " + m.ImportIgnored
+		c.Detail += "; kube-proxy ignores it: " + m.ImportIgnored
 		c.Fix = "only the mcs-controller writes imports; delete this one, or give diagnose the managers the members' kube-proxy trusts (--multicluster-endpointslice-managers)"
 	}
 	out = append(out, c)
