@@ -60,6 +60,9 @@ func memberContexts(flags *genericclioptions.ConfigFlags, contexts []string) ([]
 // version and cluster ID, all at once; a member that does not answer
 // within timeout keeps the reason in Err.
 func connect(ctx context.Context, flags *genericclioptions.ConfigFlags, contexts []string, timeout time.Duration) ([]*member, error) {
+	if err := credentialsForOne(flags, contexts); err != nil {
+		return nil, err
+	}
 	raw, err := flags.ToRawKubeConfigLoader().RawConfig()
 	if err != nil {
 		return nil, err
@@ -120,6 +123,29 @@ func (m *member) dial(ctx context.Context) error {
 	cp, err := m.Dynamic.Resource(properties).Get(ctx, aboutv1alpha1.ClusterIDProperty, metav1.GetOptions{})
 	if err == nil {
 		m.ClusterID, _, _ = unstructured.NestedString(cp.Object, "spec", "value")
+	}
+	return nil
+}
+
+// credentialsForOne refuses kubectl's credential flags (--token,
+// --username, --password, --client-certificate, --client-key) when
+// several members are read: a credential given on the command line is one
+// cluster's, and it would go to every member's apiserver, whose
+// administrators could then use it against that cluster. Each member's
+// credentials belong in its own kubeconfig context; --context (or
+// --contexts with one) reads one member with them.
+func credentialsForOne(f *genericclioptions.ConfigFlags, contexts []string) error {
+	if len(contexts) < 2 {
+		return nil
+	}
+	for _, c := range []struct {
+		flag  string
+		value *string
+	}{{"--token", f.BearerToken}, {"--username", f.Username}, {"--password", f.Password},
+		{"--client-certificate", f.CertFile}, {"--client-key", f.KeyFile}} {
+		if c.value != nil && *c.value != "" {
+			return fmt.Errorf("%s would be sent to the apiserver of every member read (%s): give each member's credentials in its kubeconfig context, or read one member with --context", c.flag, strings.Join(contexts, ", "))
+		}
 	}
 	return nil
 }

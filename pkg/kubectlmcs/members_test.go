@@ -1,12 +1,14 @@
 package kubectlmcs
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
 )
 
 // kubectl's flags reach every member's client, each member keeping what
@@ -35,8 +37,9 @@ func TestMemberOverrides(t *testing.T) {
 		}
 	}
 
-	// --token, --as-group, --insecure-skip-tls-verify and
-	// --request-timeout reach both members; their servers stay theirs.
+	// --as-group, --insecure-skip-tls-verify and --request-timeout reach
+	// both members; their servers stay theirs. (A credential flag reaches
+	// one member only: TestCredentialFlagsReachOneMember.)
 	f := genericclioptions.NewConfigFlags(true)
 	*f.BearerToken, *f.ImpersonateGroup, *f.Insecure, *f.Timeout = "operator-token", []string{"ops"}, true, "7s"
 	*f.Impersonate = "auditor"
@@ -53,5 +56,29 @@ func TestMemberOverrides(t *testing.T) {
 	*s.APIServer = "https://other:6443"
 	if server, _, _, _, _ := config(s, "cluster-b"); server != "https://other:6443" {
 		t.Errorf("--server: %s", server)
+	}
+}
+
+// A credential on the command line is one cluster's: with several
+// members read it would go to every member's apiserver, so it is refused
+// then, naming the flag; for one member it is used as kubectl uses it.
+func TestCredentialFlagsReachOneMember(t *testing.T) {
+	for _, set := range []func(*genericclioptions.ConfigFlags){
+		func(f *genericclioptions.ConfigFlags) { f.BearerToken = ptr.To("operator-token") },
+		func(f *genericclioptions.ConfigFlags) { f.Username, f.Password = ptr.To("admin"), ptr.To("secret") },
+		func(f *genericclioptions.ConfigFlags) { f.CertFile, f.KeyFile = ptr.To("/tmp/admin.crt"), ptr.To("/tmp/admin.key") },
+	} {
+		f := genericclioptions.NewConfigFlags(true)
+		set(f)
+		err := credentialsForOne(f, []string{"cluster-a", "cluster-b"})
+		if err == nil || !strings.Contains(err.Error(), "every member") {
+			t.Errorf("a credential flag with two members: %v, want refused", err)
+		}
+		if err := credentialsForOne(f, []string{"cluster-a"}); err != nil {
+			t.Errorf("a credential flag with one member: %v", err)
+		}
+	}
+	if err := credentialsForOne(genericclioptions.NewConfigFlags(true), []string{"cluster-a", "cluster-b"}); err != nil {
+		t.Errorf("no credential flag: %v", err)
 	}
 }
