@@ -56,11 +56,11 @@ if [[ -n "${KUBERNETES_VERSION:-}" ]]; then
       moddir=${moddir}-preview
       out=_output/${want}-preview/bin
     fi
-    minor_toolchain "${moddir}"
     if [[ ! -f "${moddir}/go.mod" ]]; then
       echo "no kube-proxy for Kubernetes ${KUBERNETES_VERSION}: the releases built here are the pinned one (go.mod) and those under minors/ (add one with hack/kube-minor.sh)" >&2
       exit 2
     fi
+    minor_toolchain "${moddir}"
     [[ ${#names[@]} -gt 0 ]] || names=(kube-proxy kube-proxy-upstream)
     for name in "${names[@]}"; do
       if [[ "${name}" != kube-proxy && "${name}" != kube-proxy-upstream ]]; then
