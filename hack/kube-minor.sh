@@ -65,26 +65,31 @@ served() {
   (cd / && GOFLAGS= go list -m -f '{{.Version}}' "k8s.io/kubernetes@$1" >/dev/null 2>&1)
 }
 
-# newest_patch VERSION: the newest patch release of VERSION's minor that
-# is served, asking for each patch after VERSION in turn. The proxy may
-# lack some patches and serve later ones (v1.34.6 missing, v1.34.7 to
-# v1.34.12 served): asking stops only after PATCH_GAP patches in a row
-# are not served.
+# newest_served PREFIX FIRST FOUND: the newest PREFIXn the proxy serves,
+# asking for n = FIRST, FIRST+1, ... in turn, or FOUND when none is. The
+# proxy may lack some versions and serve later ones (v1.34.6 missing,
+# v1.34.7 to v1.34.12 served): asking stops only after PATCH_GAP versions
+# in a row are not served.
 PATCH_GAP=${KUBE_MINOR_PATCH_GAP:-4}
-newest_patch() {
-  local v=$1 minor patch next misses=0
-  [[ "${v}" =~ ^v1\.([0-9]+)\.([0-9]+)$ ]] || { echo "${v}"; return; }
-  minor=${BASH_REMATCH[1]} patch=${BASH_REMATCH[2]}
-  next=${patch}
+newest_served() {
+  local prefix=$1 n=$2 found=$3 misses=0
   while ((misses < PATCH_GAP)); do
-    next=$((next + 1))
-    if served "v1.${minor}.${next}"; then
-      patch=${next} misses=0
+    if served "${prefix}${n}"; then
+      found=${prefix}${n} misses=0
     else
       misses=$((misses + 1))
     fi
+    n=$((n + 1))
   done
-  echo "v1.${minor}.${patch}"
+  echo "${found}"
+}
+
+# newest_patch VERSION: the newest patch release of VERSION's minor that
+# is served (VERSION itself when none is newer).
+newest_patch() {
+  local v=$1
+  [[ "${v}" =~ ^v1\.([0-9]+)\.([0-9]+)$ ]] || { echo "${v}"; return; }
+  newest_served "v1.${BASH_REMATCH[1]}." "$((BASH_REMATCH[2] + 1))" "${v}"
 }
 
 # pins: "DIR VERSION" of every release this tree builds: the pinned one
@@ -123,21 +128,13 @@ check() {
     fi
   done < <(pins)
   # The next minor: its first release, else its newest pre-release.
-  local next=$((highest + 1)) pre="" kind n misses
+  local next=$((highest + 1)) pre="" kind
   if served "v1.${next}.0"; then
     echo "1.${next}: v1.${next}.0 is served: hack/kube-minor.sh 1.${next}.0 adds it"
     behind=1
   else
     for kind in alpha beta rc; do
-      n=0 misses=0
-      while ((misses < PATCH_GAP)); do
-        if served "v1.${next}.0-${kind}.${n}"; then
-          pre="v1.${next}.0-${kind}.${n}" misses=0
-        else
-          misses=$((misses + 1))
-        fi
-        n=$((n + 1))
-      done
+      pre=$(newest_served "v1.${next}.0-${kind}." 0 "${pre}")
     done
     if [[ -n "${pre}" ]]; then
       echo "1.${next}: not released; ${pre} is the newest pre-release served (hack/kube-minor.sh ${pre#v} builds a preview)"

@@ -308,18 +308,12 @@ func staleLeases(leases []coordinationv1.Lease, now time.Time) []string {
 }
 
 // proxyOptions are the trust of the members' kube-proxy, as diagnose's
-// flags repeat it. Ranges that do not parse admit nothing: every import
-// is then said to be ignored, naming the range.
+// flags repeat it (their defaults are kube-proxy's). Ranges that do not
+// parse admit nothing: every import is then said to be ignored, naming
+// the range.
 func (t trustOptions) proxyOptions() *mcsproxy.Options {
-	managers, ranges := t.managers, t.cidrs
-	if len(managers) == 0 {
-		managers = []string{mcsproxy.DefaultManagedBy}
-	}
-	if len(ranges) == 0 {
-		ranges = mcsproxy.DefaultClusterSetIPCIDRs
-	}
-	cidrs, _ := mcsproxy.ParseCIDRs(ranges)
-	return &mcsproxy.Options{TrustedManagers: managers, ClusterSetIPCIDRs: cidrs}
+	cidrs, _ := mcsproxy.ParseCIDRs(t.cidrs)
+	return &mcsproxy.Options{TrustedManagers: t.managers, ClusterSetIPCIDRs: cidrs}
 }
 
 // trustedSlices splits an import's slices into those kube-proxy programs

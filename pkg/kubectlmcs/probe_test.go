@@ -287,7 +287,8 @@ func TestDiagnoseTrustsWhatKubeProxyTrusts(t *testing.T) {
 		// The controller's label, FQDN endpoints: kube-proxy cannot proxy them.
 		slice("web-fqdn", "cluster-a", mcsproxy.DefaultManagedBy, discoveryv1.AddressTypeFQDN, "db.example.com"),
 	}
-	trust := trustOptions{}.proxyOptions()
+	// diagnose's defaults, kube-proxy's.
+	trust := trustOptions{managers: []string{mcsproxy.DefaultManagedBy}, cidrs: mcsproxy.DefaultClusterSetIPCIDRs}.proxyOptions()
 	kept, ignored := trustedSlices(all, trust)
 	if len(kept) != 1 || kept[0].Name != "web-cluster-a" || len(ignored) != 2 {
 		t.Fatalf("kept %d, ignored %+v; want web-cluster-a kept, web-evil and web-fqdn ignored", len(kept), ignored)
