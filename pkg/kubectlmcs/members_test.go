@@ -66,7 +66,9 @@ func TestCredentialFlagsReachOneMember(t *testing.T) {
 	for _, set := range []func(*genericclioptions.ConfigFlags){
 		func(f *genericclioptions.ConfigFlags) { f.BearerToken = ptr.To("operator-token") },
 		func(f *genericclioptions.ConfigFlags) { f.Username, f.Password = ptr.To("admin"), ptr.To("secret") },
-		func(f *genericclioptions.ConfigFlags) { f.CertFile, f.KeyFile = ptr.To("/tmp/admin.crt"), ptr.To("/tmp/admin.key") },
+		func(f *genericclioptions.ConfigFlags) {
+			f.CertFile, f.KeyFile = ptr.To("/tmp/admin.crt"), ptr.To("/tmp/admin.key")
+		},
 	} {
 		f := genericclioptions.NewConfigFlags(true)
 		set(f)
