@@ -307,8 +307,18 @@ func (k *kind) client(ctx context.Context, m *member, ns, name string, args ...s
 	if err != nil {
 		return nil, err
 	}
-	raw, err := m.Client.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(fmt.Sprintf("%s:%d", name, runPort)).
-		SubResource("proxy").Suffix(echoserver.RunPath).SetHeader("Content-Type", "application/json").Body(body).DoRaw(ctx)
+	var raw []byte
+	// The pod proxy answers 503 while the apiserver cannot reach the
+	// pod's port (a pod just reported Running, a node's route still
+	// settling): nothing ran yet, so asking again a few times is safe.
+	for attempt := 1; ; attempt++ {
+		raw, err = m.Client.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(fmt.Sprintf("%s:%d", name, runPort)).
+			SubResource("proxy").Suffix(echoserver.RunPath).SetHeader("Content-Type", "application/json").Body(body).DoRaw(ctx)
+		if !apierrors.IsServiceUnavailable(err) || attempt == 5 || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(time.Second)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%v in %s/%s/%s: %w", args, m.Name, ns, name, err)
 	}
