@@ -395,21 +395,25 @@ func CheckContextIDs(stated map[string]string, members []topology.Member, failed
 	for name, id := range stated {
 		statedFor[id] = name
 	}
+	// A context already refused for what it answers (checkID) claims
+	// nothing: counting it would dispute an ID that only one admissible
+	// context answers with.
+	var candidates []topology.Member
 	claimants := map[string][]string{}
-	for _, m := range members {
-		claimants[m.ClusterID] = append(claimants[m.ClusterID], m.Context)
-	}
 	for _, m := range members {
 		if err := checkID(ContextKey(m.Context), listing{wantID: stated[m.Context]}, m.ClusterID); err != nil {
 			refused[m.Context] = Refusal{Why: err.Error()}
 			continue
 		}
-		owner, isStated := statedFor[m.ClusterID]
-		switch {
-		case isStated && owner != m.Context:
+		if owner, isStated := statedFor[m.ClusterID]; isStated && owner != m.Context {
 			refused[m.Context] = Refusal{Why: takenMessage(m.ClusterID, ContextKey(owner))}
 			continue
-		case !isStated && len(claimants[m.ClusterID]) > 1:
+		}
+		candidates = append(candidates, m)
+		claimants[m.ClusterID] = append(claimants[m.ClusterID], m.Context)
+	}
+	for _, m := range candidates {
+		if _, isStated := statedFor[m.ClusterID]; !isStated && len(claimants[m.ClusterID]) > 1 {
 			refused[m.Context] = Refusal{Claimed: m.ClusterID, Why: fmt.Sprintf(
 				"contexts %s all answer with cluster ID %q and the operator states it for none: none is served as %q until the operator states which it is (--member-cluster-ids CONTEXT=ID) or the others answer with their own",
 				strings.Join(claimants[m.ClusterID], ", "), m.ClusterID, m.ClusterID)}

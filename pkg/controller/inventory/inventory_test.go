@@ -432,18 +432,24 @@ func TestCheckContextIDs(t *testing.T) {
 		{Context: "f", ClusterID: "cluster-f"}, {Context: "g", ClusterID: "cluster-f"},
 		// h and i both say cluster-h; the operator states it for i.
 		{Context: "h", ClusterID: "cluster-h"}, {Context: "i", ClusterID: "cluster-h"},
+		// k is stated as cluster-k and answers with l's ID: refused for
+		// that alone, it disputes nothing, and l keeps its own.
+		{Context: "k", ClusterID: "cluster-l"}, {Context: "l", ClusterID: "cluster-l"},
 	}
 	failed := map[string]error{"j": fmt.Errorf("%w: ClusterProperty not found", topology.ErrNoClusterID)}
-	admitted, refused := CheckContextIDs(map[string]string{"a": "cluster-a", "b": "cluster-b", "e": "cluster-e", "i": "cluster-h"}, members, failed)
+	admitted, refused := CheckContextIDs(map[string]string{"a": "cluster-a", "b": "cluster-b", "e": "cluster-e", "i": "cluster-h", "k": "cluster-k"}, members, failed)
 	var got []string
 	for _, m := range admitted {
 		got = append(got, m.Context+"="+m.ClusterID)
 	}
-	if want := []string{"a=cluster-a", "c=cluster-c", "i=cluster-h"}; !slices.Equal(got, want) {
+	if want := []string{"a=cluster-a", "c=cluster-c", "i=cluster-h", "l=cluster-l"}; !slices.Equal(got, want) {
 		t.Errorf("admitted %v, want %v", got, want)
 	}
-	if len(refused) != 6 {
-		t.Errorf("refused %v, want b, d, f, g, h and j", refused)
+	if len(refused) != 7 {
+		t.Errorf("refused %v, want b, d, f, g, h, j and k", refused)
+	}
+	if r := refused["k"]; !strings.Contains(r.Why, `states cluster "cluster-k"`) || r.Claimed != "" {
+		t.Errorf("refused k: %+v, want its stated ID missed, and no claim", r)
 	}
 	if why := refused["b"].Why; !strings.Contains(why, `states cluster "cluster-b"`) || !strings.Contains(why, `holds "prod"`) || !strings.Contains(why, "--member-cluster-ids") {
 		t.Errorf("refused b: %q", why)
