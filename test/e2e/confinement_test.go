@@ -50,6 +50,9 @@ func (s *suite) testMemberConfinement(t *testing.T) {
 		"--export-namespaces="+a.Name+"="+team.name,
 		"--export-namespaces="+b.Name+"=*",
 		"--member-pod-cidrs="+a.Name+"="+a.PodCIDR,
+		// The IDs the confinement names are the operator's to state:
+		// a member listed without a statement never joins as one.
+		"--member-cluster-ids="+statedIDs(a, b),
 		"--member-recheck-period=5s")
 
 	// The victim: prod/db exported from B, reached from B.
@@ -142,7 +145,7 @@ func (s *suite) testMemberConfinement(t *testing.T) {
 			t.Errorf("kubectl mcs status does not say A is refused:\n%s", status)
 		}
 
-		// Its own ID back: served again (it is bound to that one), and
+		// Its own ID back: served again (the operator states it), and
 		// still confined.
 		setProperty(t, a, aboutv1alpha1.ClusterIDProperty, original)
 		eventually(t, 60*time.Second, "A served again, its export of the victim's name still refused", func() (bool, string) {
@@ -220,6 +223,18 @@ func waitEventReason(t *testing.T, m *member, ns, kind, name, reason string) {
 		}
 		return false, strings.Join(got, ",")
 	})
+}
+
+// statedIDs is --member-cluster-ids for members ms as the operator
+// would state them. The controller's context of a member is named after
+// its cluster ID on both providers (the local clusterset's kubeconfig,
+// and member_kubeconfig of hack/kind-e2e.sh).
+func statedIDs(ms ...*member) string {
+	var ids []string
+	for _, m := range ms {
+		ids = append(ids, m.Name+"="+m.Name)
+	}
+	return strings.Join(ids, ",")
 }
 
 // kubectlMCSStatus runs kubectl mcs status over every member.

@@ -82,6 +82,63 @@ func TestMCSControllerRefusesClusterSetRangesOverlappingServices(t *testing.T) {
 	}
 }
 
+// TestMCSControllerNamedIDsNeedAStatement, an attack: cluster-c's
+// administrator sets its ClusterProperty to cluster-b, an ID whose
+// cluster is away and which --export-namespaces lets export from any
+// namespace, and waits for the controller to restart (an upgrade, a
+// drain, a leader change), which forgets what cluster-c first joined as.
+// cluster-c's context states no ID: it is refused, never served as
+// cluster-b; given its own ID back it is served as cluster-c, confined
+// as the operator confines a cluster it does not name.
+func TestMCSControllerNamedIDsNeedAStatement(t *testing.T) {
+	dir := t.TempDir()
+	etcd := framework.StartTestEtcd(t)
+	a := startMember(t, etcd, dir, "cluster-a")
+	c := startMember(t, etcd, dir, "cluster-c")
+	for _, m := range []*testMember{a, c} {
+		createNamespace(t, m, "demo")
+	}
+	setClusterID(t, c, "cluster-b")
+	kubeconfig := writeControllerKubeconfig(t, dir, []*testMember{a, c})
+	startControllerWith(t, kubeconfig, "replica-1", 8*time.Second, func(o *app.Options) {
+		o.ExportNamespaces = []string{"cluster-a=*", "cluster-b=*"}
+		o.MemberClusterIDs = []string{"cluster-a=cluster-a"}
+		o.MemberRecheckPeriod = 2 * time.Second
+	})
+	exportService(t, a, "demo", "web", servicePorts("http", 80), endpoints("http", 8080, "10.1.0.1"))
+	exportService(t, c, "demo", "web", servicePorts("http", 80), endpoints("http", 8080, "10.3.0.66"))
+	waitSlices(t, a, "demo", "web", "cluster-a=10.1.0.1 ports http:8080")
+	waitImport(t, a, "demo", "web", func(si *mcsv1beta1.ServiceImport) bool { return clustersString(si) == "cluster-a" })
+	// Told on its own ClusterProperty, with why and what to do.
+	eventually(t, 30*time.Second, "a MemberRefused event in cluster-c saying why", func() (bool, string) {
+		events, err := c.kube.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var got []string
+		for _, e := range events.Items {
+			if e.InvolvedObject.Kind == "ClusterProperty" && e.Reason == "MemberRefused" {
+				if strings.Contains(e.Message, `holds "cluster-b", which the operator's --export-namespaces names`) && strings.Contains(e.Message, "--member-cluster-ids") {
+					return true, ""
+				}
+				got = append(got, e.Message)
+			}
+		}
+		return false, strings.Join(got, "; ")
+	})
+	// Nothing of it was served as cluster-b meanwhile.
+	waitSlices(t, a, "demo", "web", "cluster-a=10.1.0.1 ports http:8080")
+
+	// Its own ID back: a member again, and confined: --export-namespaces
+	// names others, not cluster-c.
+	setClusterID(t, c, "cluster-c")
+	se := waitExportConditions(t, c, "demo", "web", "Valid=False/NamespaceNotAllowed Ready=False/Failed Conflict=False/NoConflicts")
+	if msg := conditionMessage(se, "Valid"); !strings.Contains(msg, "cluster-c") {
+		t.Errorf("cluster-c's export says %q, want its confinement", msg)
+	}
+	waitSlices(t, a, "demo", "web", "cluster-a=10.1.0.1 ports http:8080")
+}
+
 // TestMCSControllerExportNamespacesPerMember: the operator lets cluster-b
 // (another team's) export only from its own namespace. Its export of a
 // name in a shared namespace is refused and publishes nothing; its export
@@ -98,6 +155,8 @@ func TestMCSControllerExportNamespacesPerMember(t *testing.T) {
 	kubeconfig := writeControllerKubeconfig(t, dir, []*testMember{a, b})
 	startControllerWith(t, kubeconfig, "replica-1", 8*time.Second, func(o *app.Options) {
 		o.ExportNamespaces = []string{"cluster-a=*", "cluster-b=team-b"}
+		// The IDs the confinement names are stated (NamedIDs).
+		o.MemberClusterIDs = []string{"cluster-a=cluster-a", "cluster-b=cluster-b"}
 	})
 	exportService(t, a, "demo", "web", servicePorts("http", 80), endpoints("http", 8080, "10.1.0.1"))
 	exportService(t, b, "demo", "web", servicePorts("http", 80), endpoints("http", 8080, "10.2.0.66"))

@@ -83,6 +83,7 @@ func TestMCSControllerSourceTrust(t *testing.T) {
 	a, b := ms[0], ms[1]
 	r := startControllerWith(t, kubeconfig, "replica-1", 8*time.Second, func(o *app.Options) {
 		o.MemberPodCIDRs = []string{"cluster-b=10.2.0.0/16"}
+		o.MemberClusterIDs = []string{"cluster-b=cluster-b"}
 	})
 	forged := []string{"172.18.0.3", "10.96.0.1"}
 

@@ -45,7 +45,7 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	invCfg, err := inventoryConfig(ctx, o, configs, hub)
+	invCfg, err := inventoryConfig(ctx, o, parsed, configs, hub)
 	if err != nil {
 		return err
 	}
@@ -56,7 +56,7 @@ func Run(ctx context.Context, o *Options) error {
 	// Who a member is, the operator states: a context whose cluster
 	// answers with another ID than stated, or with an ID stated for
 	// another or disputed, is refused, not served.
-	members, refused := inventory.CheckContextIDs(invCfg.ContextClusterIDs, members, failed)
+	members, refused := inventory.CheckContextIDs(invCfg.ContextClusterIDs, invCfg.NamedIDs, members, failed)
 	inv := inventory.New(invCfg, joinedIDs(members))
 	inv.Refuse(refused)
 	// Before Initial, whose credential plugin runs count too.

@@ -37,6 +37,19 @@ type parsedOptions struct {
 	memberPodCIDRs   map[string][]netip.Prefix
 }
 
+// namedIDs are the cluster IDs the operator's configuration names, each
+// with the flag that names it (inventory.Config.NamedIDs).
+func (p parsedOptions) namedIDs() map[string]string {
+	named := map[string]string{}
+	for id := range p.memberPodCIDRs {
+		named[id] = "--member-pod-cidrs"
+	}
+	for id := range p.exportNamespaces {
+		named[id] = "--export-namespaces"
+	}
+	return named
+}
+
 // parseOptions validates o and parses what it validated, so that a bad flag
 // fails before any cluster is dialed.
 func parseOptions(o *Options) (parsedOptions, error) {
@@ -105,7 +118,7 @@ func hubConfig(o *Options) (*rest.Config, error) {
 
 // inventoryConfig returns the config of the inventory: the member contexts,
 // and the Secrets or ClusterProfiles on the hub that list further members.
-func inventoryConfig(ctx context.Context, o *Options, configs map[string]*rest.Config, hub *rest.Config) (inventory.Config, error) {
+func inventoryConfig(ctx context.Context, o *Options, p parsedOptions, configs map[string]*rest.Config, hub *rest.Config) (inventory.Config, error) {
 	ids, err := o.memberClusterIDs()
 	if err != nil {
 		return inventory.Config{}, err
@@ -113,6 +126,7 @@ func inventoryConfig(ctx context.Context, o *Options, configs map[string]*rest.C
 	cfg := inventory.Config{
 		Contexts:          configs,
 		ContextClusterIDs: ids,
+		NamedIDs:          p.namedIDs(),
 		Configure:         o.configure,
 		ClusterIDTimeout:  min(o.ClusterIDTimeout, 10*time.Second),
 		SyncTimeout:       o.InitialSyncTimeout,

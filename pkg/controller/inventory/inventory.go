@@ -87,6 +87,14 @@ type Config struct {
 	// ContextClusterIDs are the cluster IDs the operator states for
 	// contexts, by context name (--member-cluster-ids).
 	ContextClusterIDs map[string]string
+	// NamedIDs are the cluster IDs the operator's configuration names
+	// (--export-namespaces, --member-pod-cidrs), each with the flag that
+	// names it. What a member may do there depends on its ID, so a
+	// listing joins as one of them only where it states it: a member
+	// listed without a statement that answers with a named ID (renamed
+	// while its namesake is away, or before a restart that forgets what
+	// it first joined as) is refused, never given the namesake's place.
+	NamedIDs map[string]string
 	// Configure adjusts every member's client configuration (rate
 	// limits, user agent).
 	Configure func(*rest.Config)
@@ -386,7 +394,7 @@ type Refusal struct {
 //
 // The refused are returned by context name: Refuse records them, and Run
 // joins each once its answer is one it may be served as.
-func CheckContextIDs(stated map[string]string, members []topology.Member, failed map[string]error) (admitted []topology.Member, refused map[string]Refusal) {
+func CheckContextIDs(stated, named map[string]string, members []topology.Member, failed map[string]error) (admitted []topology.Member, refused map[string]Refusal) {
 	refused = map[string]Refusal{}
 	for name, err := range failed {
 		refused[name] = Refusal{Why: (&readError{err: err}).Error()}
@@ -401,7 +409,7 @@ func CheckContextIDs(stated map[string]string, members []topology.Member, failed
 	var candidates []topology.Member
 	claimants := map[string][]string{}
 	for _, m := range members {
-		if err := checkID(ContextKey(m.Context), listing{wantID: stated[m.Context]}, m.ClusterID); err != nil {
+		if err := checkID(ContextKey(m.Context), listing{wantID: stated[m.Context]}, m.ClusterID, named); err != nil {
 			refused[m.Context] = Refusal{Why: err.Error()}
 			continue
 		}

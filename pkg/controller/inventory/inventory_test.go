@@ -435,9 +435,15 @@ func TestCheckContextIDs(t *testing.T) {
 		// k is stated as cluster-k and answers with l's ID: refused for
 		// that alone, it disputes nothing, and l keeps its own.
 		{Context: "k", ClusterID: "cluster-l"}, {Context: "l", ClusterID: "cluster-l"},
+		// m states no ID and answers with one --export-namespaces names
+		// (say, renamed while its namesake is away): refused, as a
+		// restart would otherwise let it be.
+		{Context: "m", ClusterID: "cluster-n"},
 	}
 	failed := map[string]error{"j": fmt.Errorf("%w: ClusterProperty not found", topology.ErrNoClusterID)}
-	admitted, refused := CheckContextIDs(map[string]string{"a": "cluster-a", "b": "cluster-b", "e": "cluster-e", "i": "cluster-h", "k": "cluster-k"}, members, failed)
+	admitted, refused := CheckContextIDs(map[string]string{"a": "cluster-a", "b": "cluster-b", "e": "cluster-e", "i": "cluster-h", "k": "cluster-k"},
+		// a is named too, and states its ID: admitted.
+		map[string]string{"cluster-a": "--member-pod-cidrs", "cluster-n": "--export-namespaces"}, members, failed)
 	var got []string
 	for _, m := range admitted {
 		got = append(got, m.Context+"="+m.ClusterID)
@@ -445,8 +451,11 @@ func TestCheckContextIDs(t *testing.T) {
 	if want := []string{"a=cluster-a", "c=cluster-c", "i=cluster-h", "l=cluster-l"}; !slices.Equal(got, want) {
 		t.Errorf("admitted %v, want %v", got, want)
 	}
-	if len(refused) != 7 {
-		t.Errorf("refused %v, want b, d, f, g, h, j and k", refused)
+	if len(refused) != 8 {
+		t.Errorf("refused %v, want b, d, f, g, h, j, k and m", refused)
+	}
+	if r := refused["m"]; !strings.Contains(r.Why, `holds "cluster-n", which the operator's --export-namespaces names`) || !strings.Contains(r.Why, "--member-cluster-ids CONTEXT=ID") || r.Claimed != "" {
+		t.Errorf("refused m: %+v, want the named ID refused to a context that states none", r)
 	}
 	if r := refused["k"]; !strings.Contains(r.Why, `states cluster "cluster-k"`) || r.Claimed != "" {
 		t.Errorf("refused k: %+v, want its stated ID missed, and no claim", r)

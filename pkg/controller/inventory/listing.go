@@ -182,7 +182,7 @@ func (inv *Inventory) resolve(ctx context.Context, key string, l listing) (*topo
 		inv.logger.V(4).Info("Reading a member's cluster ID failed", "member", key, "err", truncate(err.Error(), maxLoggedReply))
 		return nil, &readError{err: err}
 	}
-	if err := checkID(key, l, id); err != nil {
+	if err := checkID(key, l, id, inv.cfg.NamedIDs); err != nil {
 		// The member is returned too: the refusal is told to it, on its
 		// own ClusterProperty.
 		return &topology.Member{Context: member, ClusterID: id, Config: cfg}, err
@@ -199,9 +199,17 @@ var ErrIDMismatch = errors.New("the server is another cluster's")
 // put the other cluster's endpoints under this listing's name, take the
 // ID it names from its owner, or let a confined member escape its
 // confinement by renaming itself. Refused, never rejoined under the ID it
-// chose.
-func checkID(key string, l listing, id string) error {
-	if l.wantID == "" || id == l.wantID {
+// chose. A listing that states none is refused an ID the operator's
+// configuration names (named, NamedIDs): that binding must outlive the
+// process, and only a statement does.
+func checkID(key string, l listing, id string, named map[string]string) error {
+	if l.wantID == "" {
+		if flag, ok := named[id]; ok {
+			return fmt.Errorf("%w: its server's ClusterProperty %s holds %q, which the operator's %s names, and its listing states no ID: a member joins as an ID the operator's configuration names only where its listing states it (%s)", ErrIDMismatch, clusterIDProperty, id, flag, howToState(key))
+		}
+		return nil
+	}
+	if id == l.wantID {
 		return nil
 	}
 	return fmt.Errorf("%w: %s, but its server's ClusterProperty %s holds %q; a member never joins under an ID of its own choosing", ErrIDMismatch, statedBy(key, l), clusterIDProperty, id)
