@@ -12,7 +12,7 @@ export CGO_ENABLED := 0
 export GOFLAGS := -trimpath
 RACE := CGO_ENABLED=1 go test -race
 
-.PHONY: all deps tools build binaries kube-proxy test test-minors unit-test integration-test fuzz demo bench bench-memory kind-e2e clean
+.PHONY: all deps tools build binaries kube-proxy test test-minors unit-test integration-test fuzz demo bench bench-memory kind-e2e upstream-e2e clean
 
 all: build
 
@@ -98,6 +98,16 @@ bench-memory: deps binaries
 KIND_E2E_FLAGS ?=
 kind-e2e: deps
 	hack/kind-e2e.sh $(KIND_E2E_FLAGS)
+
+# Kubernetes' own sig-network specs of the pinned release: every
+# [sig-network] Services spec and every sig-network [Conformance] spec
+# (not [Slow], [Serial], [Disruptive], [Flaky], LoadBalancer or
+# [Feature:...]) on a two-node kind cluster, first with this project's
+# kube-proxy (gate on) and packages, then with kubeadm's stock kube-proxy;
+# each run's summary is printed (docs/testing.md has the last one). `make
+# test` runs the Conformance ones, against ours.
+upstream-e2e: deps
+	hack/kind-e2e.sh --upstream-only all $(KIND_E2E_FLAGS)
 
 clean:
 	rm -rf _output

@@ -17,11 +17,16 @@
 # here from the pinned k8s.io/kubernetes), which joins the running
 # controller by a member Secret (the controller names it in
 # --derived-members from the start), and runs the derived-mode suite
-# (TestDerivedMember) through the same provider. Everything it applies is
-# in kind-config/ (and the hub's inventory RBAC, deploy/mcs-controller/).
+# (TestDerivedMember) through the same provider. Last, with the
+# clusterset's clusters gone, Kubernetes' own sig-network specs of the
+# pinned release (test/upstream; the Conformance-tagged ones by default)
+# run against mcs-upstream, a two-node cluster with this project's
+# kube-proxy (gate on) and packages. Everything it applies is in
+# kind-config/ (and the hub's inventory RBAC, deploy/mcs-controller/).
 #
-# Usage: hack/kind-e2e.sh [--clusters N] [--keep] [--skip-tests] [--clean-images] [--no-build] [--run REGEX]
+# Usage: hack/kind-e2e.sh [--clusters N] [--keep] [--skip-tests] [--clean-images] [--no-build] [--run REGEX] [--upstream SET]
 #        hack/kind-e2e.sh --derived-only [--keep] [--no-build]
+#        hack/kind-e2e.sh --upstream-only SET [--keep] [--no-build]
 #        hack/kind-e2e.sh --down [--clean-images]
 #   --clusters N      2 (default): mcs-a and mcs-b, mcs-c only for the
 #                     derived suite; 3: mcs-c (derived) from the start
@@ -33,6 +38,16 @@
 #   --derived-only    on the clusters a --keep run left: add mcs-c and run
 #                     the derived suite only
 #   --clean-images    also remove every image built (the next run is cold)
+#   --upstream SET    which of Kubernetes' sig-network specs run last:
+#                     conformance (default: the [Conformance] ones),
+#                     all (also every [sig-network] Services spec), none.
+#                     Skipped everywhere: [Slow], [Serial], [Disruptive],
+#                     [Flaky], LoadBalancer and [Feature:...] specs
+#   --upstream-only SET
+#                     only mcs-upstream and those specs, run twice: with
+#                     this project's kube-proxy (gate on), then with
+#                     kubeadm's stock kube-proxy of the pinned release,
+#                     each run's summary printed (make upstream-e2e)
 #
 # Clean-up leaves nothing of the run: the clusters, the host rule and kind
 # network, the host sysctls kubelet and kind changed (restored), the
@@ -55,6 +70,8 @@ IMAGES_ARGS=()
 DOWN=false
 RUN=""
 DERIVED_ONLY=false
+UPSTREAM_SET=conformance
+UPSTREAM_ONLY=false
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --clusters) CLUSTERS=$2; shift 2 ;;
@@ -65,9 +82,15 @@ while [[ $# -gt 0 ]]; do
     --no-build) IMAGES_ARGS=(--no-build); shift ;;
     --run) RUN=$2; shift 2 ;;
     --derived-only) DERIVED_ONLY=true; shift ;;
+    --upstream) UPSTREAM_SET=$2; shift 2 ;;
+    --upstream-only) UPSTREAM_SET=$2; UPSTREAM_ONLY=true; shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
+case "${UPSTREAM_SET}" in
+  conformance | all | none) ;;
+  *) echo "--upstream must be conformance, all or none" >&2; exit 2 ;;
+esac
 if [[ "${CLUSTERS}" != 2 && "${CLUSTERS}" != 3 ]]; then
   echo "--clusters must be 2 or 3" >&2
   exit 2
@@ -78,7 +101,8 @@ fi
 NAMES=(mcs-a mcs-b)
 DERIVED=mcs-c
 [[ "${CLUSTERS}" == 3 ]] && NAMES+=("${DERIVED}")
-ALL=(mcs-a mcs-b "${DERIVED}")
+UPSTREAM_CLUSTER=mcs-upstream
+ALL=(mcs-a mcs-b "${DERIVED}" "${UPSTREAM_CLUSTER}")
 WORK=_output/kind
 mkdir -p "${WORK}"
 # kind, kubectl and the node image of this tree's builds.
@@ -160,6 +184,7 @@ step "Docker"
 hack/kind-docker.sh up
 step "Images"
 start=${SECONDS}
+[[ "${UPSTREAM_SET}" == none ]] || IMAGES_ARGS+=(--upstream-e2e)
 hack/kind-images.sh "${IMAGES_ARGS[@]}" 2>&1 | grep -v -e 'DEPRECATED: The legacy builder' -e 'Install the buildx component' -e 'docs.docker.com/go/buildx' -e '^ *$'
 echo "images: $((SECONDS - start))s"
 
@@ -488,6 +513,86 @@ wait_created() {
   fi
 }
 
+# --- Kubernetes' own sig-network specs -----------------------------------
+
+UPSTREAM_SKIP='\[Slow\]|\[Serial\]|\[Disruptive\]|\[Flaky\]|LoadBalancer|\[Feature:'
+# upstream_cluster creates mcs-upstream with this project's kube-proxy and
+# packages, as setup_member sets a member up, kubeadm's kube-proxy
+# ConfigMap and DaemonSet kept first (upstream_stock puts them back), and
+# loads the test images the specs run.
+upstream_cluster() {
+  local name=${UPSTREAM_CLUSTER}
+  create_cluster "${name}"
+  flat_routes
+  kc "${name}" -n kube-system get configmap/kube-proxy daemonset/kube-proxy -o json |
+    jq 'del(.items[].metadata | .resourceVersion, .uid, .managedFields, .creationTimestamp, .generation, .annotations) | del(.items[].status)' \
+      >"${WORK}/upstream-stock-kube-proxy.json"
+  setup_member "${name}"
+  # shellcheck disable=SC2046 # one image per line
+  kind load docker-image $(cat "${WORK}/upstream-images.list") --name "${name}"
+}
+
+# upstream_stock gives mcs-upstream kubeadm's kube-proxy back (the stock
+# image of the pinned release, its own configuration), for upstream's own
+# result on the same cluster.
+upstream_stock() {
+  local name=${UPSTREAM_CLUSTER}
+  step "mcs-upstream: kubeadm's stock kube-proxy back"
+  kc "${name}" apply --server-side --force-conflicts -f "${WORK}/upstream-stock-kube-proxy.json"
+  kc "${name}" -n kube-system rollout restart daemonset/kube-proxy
+  kc "${name}" -n kube-system rollout status daemonset/kube-proxy --timeout 120s
+  local image
+  image=$(kc "${name}" -n kube-system get daemonset/kube-proxy -o jsonpath='{.spec.template.spec.containers[0].image}')
+  if [[ "${image}" != registry.k8s.io/kube-proxy:* ]]; then
+    echo "mcs-upstream's kube-proxy runs ${image}, not the stock image" >&2
+    exit 1
+  fi
+}
+
+# upstream_specs SET LABEL runs the specs of SET against mcs-upstream,
+# keeps their JUnit report and log under ${WORK}/upstream-LABEL, and
+# prints the summary: each failed spec by name. It returns the binary's
+# status.
+upstream_specs() {
+  local set=$1 label=$2 focus dir start=${SECONDS} status=0
+  case "${set}" in
+    conformance) focus='\[sig-network\].*\[Conformance\]' ;;
+    all) focus='\[sig-network\] Services|\[sig-network\].*\[Conformance\]' ;;
+  esac
+  dir="$(pwd)/${WORK}/upstream-${label}"
+  rm -rf "${dir}"
+  mkdir -p "${dir}"
+  step "Kubernetes' sig-network specs (${set}) against mcs-upstream, ${label}"
+  _output/upstream/sig-network.test -kubeconfig "${KUBECONFIG:-${HOME}/.kube/config}" -context "$(ctx "${UPSTREAM_CLUSTER}")" \
+    -report-dir "${dir}" -ginkgo.focus "${focus}" -ginkgo.skip "${UPSTREAM_SKIP}" -ginkgo.no-color -ginkgo.timeout 90m \
+    >"${dir}/specs.log" 2>&1 || status=$?
+  grep -E '^(Ran [0-9]+ of|(PASS|FAIL)!|\[FAIL\])' "${dir}/specs.log" | sort -u || true
+  grep -A40 '^Summarizing' "${dir}/specs.log" || true
+  echo "sig-network specs (${set}), ${label}: $((SECONDS - start))s, exit ${status} (log: ${dir}/specs.log)"
+  return "${status}"
+}
+
+# upstream_run SET: the clusterset's clusters go (the specs get the
+# machine), mcs-upstream comes, and the specs run against this project's
+# kube-proxy; with --upstream-only also against the stock one.
+upstream_run() {
+  local set=$1 name status=0
+  for name in mcs-a mcs-b "${DERIVED}"; do kind delete cluster --name "${name}" >/dev/null 2>&1 || true; done
+  upstream_cluster
+  upstream_specs "${set}" ours || status=$?
+  if [[ "${UPSTREAM_ONLY}" == true ]]; then
+    upstream_stock
+    upstream_specs "${set}" stock || true
+  fi
+  return "${status}"
+}
+
+if [[ "${UPSTREAM_ONLY}" == true ]]; then
+  [[ "${UPSTREAM_SET}" != none ]] || { echo "--upstream-only wants conformance or all" >&2; exit 2; }
+  upstream_run "${UPSTREAM_SET}"
+  exit 0
+fi
+
 if [[ "${DERIVED_ONLY}" == true ]]; then
   for name in mcs-a mcs-b; do
     exists "${name}" || { echo "--derived-only: cluster ${name} is missing (run hack/kind-e2e.sh --keep --skip-tests first)" >&2; exit 1; }
@@ -531,4 +636,8 @@ if [[ "${TESTS}" == true ]]; then
   fi
   step "Derived-mode suite (test/e2e TestDerivedMember): a = kind-mcs-b, native b = kind-mcs-a, derived c = kind-mcs-c"
   suite kind-mcs-b,kind-mcs-a,kind-mcs-c '^TestDerivedMember$'
+fi
+
+if [[ "${TESTS}" == true && "${UPSTREAM_SET}" != none ]]; then
+  upstream_run "${UPSTREAM_SET}"
 fi

@@ -20,11 +20,19 @@
 #                                  runs (MCS_KIND_KUBE_PROXY_RELEASES, 1.36
 #                                  by default: hack/kind-e2e.sh runs it in
 #                                  mcs-b; docs/kubernetes-versions.md)
+#   registry.k8s.io/e2e-test-images/...
+#                                  with --upstream-e2e: the test images
+#                                  Kubernetes' sig-network specs run
+#                                  (agnhost, busybox, nginx,
+#                                  glibc-dns-testing), under the names the
+#                                  pinned release's specs ask for, and
+#                                  the specs' binary (test/upstream)
 #
-# Usage: hack/kind-images.sh [--no-build | --remove]   (needs a Docker daemon: hack/kind-docker.sh up)
-#   --no-build   take the project's binaries in _output/bin as they are
-#                (built already, e.g. by `make binaries`)
-#   --remove     delete every image it builds instead
+# Usage: hack/kind-images.sh [--no-build] [--upstream-e2e] | --remove   (needs a Docker daemon: hack/kind-docker.sh up)
+#   --no-build      take the project's binaries in _output/bin as they are
+#                   (built already, e.g. by `make binaries`)
+#   --upstream-e2e  also what hack/kind-e2e.sh's upstream specs need
+#   --remove        delete every image it builds instead
 #
 # The binaries come from the project's own builds and build cache
 # (hack/build.sh, hack/build-tools.sh, the same go_build for kubelet,
@@ -389,6 +397,90 @@ EOF
   rm -rf "${tmp}"
 }
 
+# --- Kubernetes' own sig-network specs (test/upstream) --------------------
+
+UPSTREAM=_output/upstream
+# What upstream's agnhost, busybox, nginx and glibc-dns-testing images
+# carry that the sig-network specs run (upstream builds them on Alpine and
+# Debian; these are Debian's). GNU wget: the specs run `wget -T N`, on
+# which bookworm's busybox 1.35 crashes.
+E2E_PACKAGES=(bash curl wget netcat-openbsd bind9-dnsutils iproute2 iputils-ping socat procps nginx ca-certificates)
+
+# upstream_binaries builds the specs' test binary and agnhost from the
+# test/upstream module (the pinned k8s.io/kubernetes).
+upstream_binaries() {
+  mkdir -p "${UPSTREAM}"
+  if [[ "${NO_BUILD}" == true && -x "${UPSTREAM}/sig-network.test" && -x "${UPSTREAM}/agnhost" ]]; then
+    return
+  fi
+  step "Binaries: Kubernetes' sig-network specs and agnhost (test/upstream)"
+  local start=${SECONDS} out
+  out=$(realpath "${UPSTREAM}")
+  (cd test/upstream && go test -c -ldflags "-s -w $(kube_ldflags "${K8S_VERSION}")" -o "${out}/sig-network.test" . &&
+    go_build "$(kube_ldflags "${K8S_VERSION}")" "${out}/agnhost" k8s.io/kubernetes/test/images/agnhost)
+  echo "built in $((SECONDS - start))s"
+}
+
+# upstream_images builds the test images the specs run, under the names
+# the specs' binary prints (the pinned release's
+# test/utils/image/manifest.go), from one Debian root file system: the
+# nodes never pull.
+upstream_images() {
+  rootfs e2e "${E2E_PACKAGES[@]}"
+  local base=mcs-kind/debian-e2e:${SUITE} hash line role image dir
+  hash=$(cat "${ROOTFS}/rootfs-e2e.tar.stamp")
+  image_current "${base}" "${hash}" ||
+    docker import --change "LABEL ${LABEL}=${hash}" "${ROOTFS}/rootfs-e2e.tar" "${base}" >/dev/null
+  : >"${WORK}/upstream-images.list"
+  while IFS= read -r line; do
+    role=${line%%=*}
+    image=${line#*=}
+    case "${role}" in
+      agnhost)
+        # agnhost's entrypoint and default command, and the second name
+        # some specs call it by.
+        dir=$(mktemp -d "${WORK}/context.XXXXXX")
+        ln "${UPSTREAM}/agnhost" "${dir}/agnhost" 2>/dev/null || cp "${UPSTREAM}/agnhost" "${dir}/agnhost"
+        mkdir "${dir}/uploads"
+        hash=$( (sha256sum "${UPSTREAM}/agnhost"; docker image inspect -f '{{.Id}}' "${base}") | sha256sum | cut -d' ' -f1)
+        if ! image_current "${image}" "${hash}"; then
+          printf 'FROM %s
+COPY agnhost /agnhost
+COPY agnhost /agnhost-2
+COPY uploads /uploads
+ENTRYPOINT ["/agnhost"]
+CMD ["pause"]
+LABEL %s=%s
+' \
+            "${base}" "${LABEL}" "${hash}" >"${dir}/Dockerfile"
+          docker build -q -t "${image}" "${dir}" >/dev/null
+          echo "built ${image}"
+        fi
+        rm -rf "${dir}" ;;
+      busybox) command_image "${image}" "${base}" '["sh"]' ;;
+      nginx) command_image "${image}" "${base}" '["nginx", "-g", "daemon off;"]' ;;
+      glibc-dns-testing) command_image "${image}" "${base}" '["bash"]' ;;
+      # The node's own pause image (kubeadm's), when the specs name the
+      # same; another tag of it otherwise.
+      pause) docker image inspect "${image}" >/dev/null 2>&1 || docker tag "$(grep /pause: "${WORK}/node-images.list")" "${image}" ;;
+      *) echo "the specs name a test image this script does not build: ${line}" >&2; exit 1 ;;
+    esac
+    echo "${image}" >>"${WORK}/upstream-images.list"
+  done < <("${UPSTREAM}/sig-network.test" -print-images)
+}
+
+# command_image TAG BASE CMD: BASE with its default command CMD (JSON).
+command_image() {
+  local tag=$1 base=$2 cmd=$3 hash
+  hash=$( (docker image inspect -f '{{.Id}}' "${base}"; echo "${cmd}") | sha256sum | cut -d' ' -f1)
+  image_current "${tag}" "${hash}" && return
+  printf 'FROM %s
+CMD %s
+LABEL %s=%s
+' "${base}" "${cmd}" "${LABEL}" "${hash}" | docker build -q -t "${tag}" - >/dev/null
+  echo "built ${tag}"
+}
+
 # remove deletes every image this script builds (hack/kind-e2e.sh
 # --clean-images on a Docker daemon that is not hack/kind-docker.sh's).
 remove() {
@@ -404,12 +496,16 @@ PROJECT_IMAGES=(mcs-kube-proxy:dev mcs-controller:dev mcs-kube-proxy/echoserver:
 
 NO_BUILD=false
 main() {
-  case "${1:-}" in
-    --remove) remove; return ;;
-    --no-build) NO_BUILD=true ;;
-    "") ;;
-    *) echo "usage: $0 [--no-build | --remove]" >&2; exit 2 ;;
-  esac
+  local upstream=false
+  while [[ $# -gt 0 ]]; do
+    case "$1" in
+      --remove) remove; return ;;
+      --no-build) NO_BUILD=true ;;
+      --upstream-e2e) upstream=true ;;
+      *) echo "usage: $0 [--no-build] [--upstream-e2e] | --remove" >&2; exit 2 ;;
+    esac
+    shift
+  done
   local start=${SECONDS}
   if ! docker info >/dev/null 2>&1; then
     echo "no Docker daemon answers: run hack/kind-docker.sh up" >&2
@@ -425,6 +521,10 @@ main() {
     echo "node image: ${NODE_IMAGE} (MCS_KIND_NODE_IMAGE, not built here)"
   else
     node_image
+  fi
+  if [[ "${upstream}" == true ]]; then
+    upstream_binaries
+    upstream_images
   fi
   echo "all kind images built in $((SECONDS - start))s"
 }
