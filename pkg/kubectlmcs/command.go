@@ -127,7 +127,7 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	_ = cmd.RegisterFlagCompletionFunc("contexts", o.completeContexts)
 	_ = cmd.RegisterFlagCompletionFunc("context", o.completeContexts)
 
-	cmd.AddCommand(o.statusCommand(), o.getCommand(), o.diagnoseCommand(), o.probeCommand())
+	cmd.AddCommand(o.statusCommand(), o.getCommand(), o.diagnoseCommand(), o.probeCommand(), o.hubCommand())
 	return cmd
 }
 

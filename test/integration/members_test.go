@@ -129,6 +129,12 @@ func applyRBAC(t *testing.T, kube kubernetes.Interface, path string) {
 			var o rbacv1.RoleBinding
 			mustUnmarshal(t, data, &o)
 			_, err = kube.RbacV1().RoleBindings(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
+		case "Namespace":
+			var o v1.Namespace
+			mustUnmarshal(t, data, &o)
+			if _, err = kube.CoreV1().Namespaces().Create(ctx, &o, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+				err = nil
+			}
 		default:
 			t.Fatalf("unexpected kind %q in the RBAC manifest", obj.GetKind())
 		}

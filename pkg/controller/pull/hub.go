@@ -1,0 +1,93 @@
+// Package pull lays out pull mode's hub (docs/architecture.md, "Pull
+// mode"): every member has a namespace there named after its cluster ID,
+// where its agent alone publishes what the planner reads of it, and the
+// planner writes the plan into a namespace of its own that every agent
+// reads. RBAC, not a flag, keeps a member to its part: its hub identity is
+// a ServiceAccount in its namespace, bound there and to reading the plan,
+// nothing else.
+package pull
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+const (
+	// PlanNamespace holds the plan, which only the planner writes
+	// (deploy/hub-pull).
+	PlanNamespace = "mcs-plan"
+	// AgentServiceAccount is a member agent's hub identity, in the
+	// member's namespace.
+	AgentServiceAccount = "mcs-member-agent"
+	// AgentClusterRole is what an agent may do in its own namespace
+	// (deploy/hub-pull/hub.yaml).
+	AgentClusterRole = "multicluster:member-agent"
+	// PlanReaderClusterRole is what an agent may read of the plan.
+	PlanReaderClusterRole = "multicluster:member-agent-plan-reader"
+	// LabelMemberCluster marks a member's hub namespace with its cluster
+	// ID (the namespace's name), so that the planner lists member
+	// namespaces by label, never taking any other namespace for one.
+	LabelMemberCluster = "multiclusterservices.k8s.io/member-cluster"
+)
+
+// reservedNamespaces are hub namespaces no member may be given: the
+// system's, the plan's and the controller's.
+var reservedNamespaces = []string{"default", PlanNamespace, "mcs-system"}
+
+// CheckClusterID says why clusterID cannot name a member's hub namespace,
+// or nil: a cluster ID that is a namespace name (an RFC 1123 label) and
+// not one the hub keeps for itself.
+func CheckClusterID(clusterID string) error {
+	if errs := validation.IsDNS1123Label(clusterID); len(errs) > 0 {
+		return fmt.Errorf("cluster ID %q cannot name a hub namespace: %s", clusterID, strings.Join(errs, "; "))
+	}
+	for _, r := range reservedNamespaces {
+		if clusterID == r {
+			return fmt.Errorf("cluster ID %q is a namespace the hub keeps for itself", clusterID)
+		}
+	}
+	if strings.HasPrefix(clusterID, "kube-") {
+		return fmt.Errorf("cluster ID %q: namespaces kube-* are the hub's own", clusterID)
+	}
+	return nil
+}
+
+// MemberObjects are a member's part of the hub: its namespace (named after
+// its cluster ID), its agent's ServiceAccount there, and the two
+// RoleBindings that give that identity its own namespace and a read of
+// the plan. The hub's operator applies them (kubectl mcs hub member).
+func MemberObjects(clusterID string) ([]runtime.Object, error) {
+	if err := CheckClusterID(clusterID); err != nil {
+		return nil, err
+	}
+	labels := map[string]string{"app.kubernetes.io/part-of": "multicluster-services"}
+	agent := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: AgentServiceAccount, Namespace: clusterID}
+	return []runtime.Object{
+		&corev1.Namespace{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+			ObjectMeta: metav1.ObjectMeta{Name: clusterID, Labels: map[string]string{LabelMemberCluster: clusterID, "app.kubernetes.io/part-of": "multicluster-services"}},
+		},
+		&corev1.ServiceAccount{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
+			ObjectMeta: metav1.ObjectMeta{Name: AgentServiceAccount, Namespace: clusterID, Labels: labels},
+		},
+		&rbacv1.RoleBinding{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
+			ObjectMeta: metav1.ObjectMeta{Name: AgentServiceAccount, Namespace: clusterID, Labels: labels},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: AgentClusterRole},
+			Subjects:   []rbacv1.Subject{agent},
+		},
+		&rbacv1.RoleBinding{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
+			ObjectMeta: metav1.ObjectMeta{Name: AgentServiceAccount + "-" + clusterID, Namespace: PlanNamespace, Labels: labels},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: PlanReaderClusterRole},
+			Subjects:   []rbacv1.Subject{agent},
+		},
+	}, nil
+}

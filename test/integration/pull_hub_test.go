@@ -1,0 +1,225 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+	mcsclientset "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/pull"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
+)
+
+// TestPullHubConfinesEachMember, an attack on pull mode's hub
+// (deploy/hub-pull and each member's part, pull.MemberObjects): cluster-a's
+// agent identity, which cluster-a's administrator holds, publishes its own
+// exports, endpoints and Lease in its own namespace and reads the plan;
+// it tries to write for cluster-b, to write the plan, to read what
+// cluster-b publishes, to rename or widen itself (a namespace, a binding,
+// another ServiceAccount's token) and to read Secrets. RBAC refuses every
+// one; nothing of cluster-b's or of the plan changes.
+func TestPullHubConfinesEachMember(t *testing.T) {
+	ctx := context.Background()
+	hub := prepareMember(t, framework.StartTestCluster(t, framework.StartTestEtcd(t), framework.ClusterOptions{Name: "hub"}), "hub")
+	applyRBAC(t, hub.kube, repoPath(t, "deploy", "hub-pull", "hub.yaml"))
+	for _, id := range []string{"cluster-a", "cluster-b"} {
+		objs, err := pull.MemberObjects(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		createObjects(t, hub.kube, objs)
+	}
+	agentA := fmt.Sprintf("system:serviceaccount:cluster-a:%s", pull.AgentServiceAccount)
+	kubeA := impersonateKube(t, hub.cluster, agentA, "system:serviceaccounts", "system:serviceaccounts:cluster-a")
+	mcsA := mcsclientset.NewForConfigOrDie(impersonateRESTConfig(t, hub.cluster, agentA, "system:serviceaccounts", "system:serviceaccounts:cluster-a"))
+
+	// What cluster-b has published, and the plan, as the planner and
+	// cluster-b's agent left them.
+	for _, ns := range []string{"cluster-b", pull.PlanNamespace} {
+		if _, err := hub.mcs.MulticlusterV1beta1().ServiceImports(ns).Create(ctx, publishedImport("demo.web"), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := hub.kube.DiscoveryV1().EndpointSlices(ns).Create(ctx, publishedSlice("demo.web-b", "10.2.0.1"), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Its own part: allowed.
+	must := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Errorf("cluster-a's agent %s: %v, want it allowed", what, err)
+		}
+	}
+	_, err := mcsA.MulticlusterV1beta1().ServiceExports("cluster-a").Create(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Name: "demo.web"}}, metav1.CreateOptions{})
+	must("publishes its export", err)
+	_, err = mcsA.MulticlusterV1beta1().ServiceImports("cluster-a").Create(ctx, publishedImport("demo.web"), metav1.CreateOptions{})
+	must("publishes its Service's ports", err)
+	_, err = kubeA.DiscoveryV1().EndpointSlices("cluster-a").Create(ctx, publishedSlice("demo.web-a", "10.1.0.1"), metav1.CreateOptions{})
+	must("publishes its endpoints", err)
+	_, err = kubeA.CoordinationV1().Leases("cluster-a").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "cluster-a"}}, metav1.CreateOptions{})
+	must("renews its Lease", err)
+	_, err = mcsA.MulticlusterV1beta1().ServiceImports(pull.PlanNamespace).List(ctx, metav1.ListOptions{})
+	must("reads the plan's imports", err)
+	_, err = kubeA.DiscoveryV1().EndpointSlices(pull.PlanNamespace).List(ctx, metav1.ListOptions{})
+	must("reads the plan's slices", err)
+	_, err = kubeA.CoordinationV1().Leases(pull.PlanNamespace).List(ctx, metav1.ListOptions{})
+	must("reads the plan's Leases", err)
+
+	// Everything else: forbidden.
+	for what, try := range map[string]func() error{
+		"publishes an export for cluster-b": func() error {
+			_, err := mcsA.MulticlusterV1beta1().ServiceExports("cluster-b").Create(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Name: "demo.evil"}}, metav1.CreateOptions{})
+			return err
+		},
+		"publishes endpoints for cluster-b": func() error {
+			_, err := kubeA.DiscoveryV1().EndpointSlices("cluster-b").Create(ctx, publishedSlice("demo.web-evil", "10.1.0.66"), metav1.CreateOptions{})
+			return err
+		},
+		"deletes cluster-b's published import": func() error {
+			return mcsA.MulticlusterV1beta1().ServiceImports("cluster-b").Delete(ctx, "demo.web", metav1.DeleteOptions{})
+		},
+		"renews cluster-b's Lease": func() error {
+			_, err := kubeA.CoordinationV1().Leases("cluster-b").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "cluster-b"}}, metav1.CreateOptions{})
+			return err
+		},
+		"reads what cluster-b publishes": func() error {
+			_, err := kubeA.DiscoveryV1().EndpointSlices("cluster-b").List(ctx, metav1.ListOptions{})
+			return err
+		},
+		"writes the plan's slices": func() error {
+			_, err := kubeA.DiscoveryV1().EndpointSlices(pull.PlanNamespace).Create(ctx, publishedSlice("demo.web-evil", "10.1.0.66"), metav1.CreateOptions{})
+			return err
+		},
+		"deletes the plan's import": func() error {
+			return mcsA.MulticlusterV1beta1().ServiceImports(pull.PlanNamespace).Delete(ctx, "demo.web", metav1.DeleteOptions{})
+		},
+		"creates the namespace of a cluster ID it would take": func() error {
+			_, err := kubeA.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cluster-c"}}, metav1.CreateOptions{})
+			return err
+		},
+		"relabels its namespace as another cluster's": func() error {
+			_, err := kubeA.CoreV1().Namespaces().Patch(ctx, "cluster-a", "application/merge-patch+json",
+				[]byte(`{"metadata":{"labels":{"`+pull.LabelMemberCluster+`":"cluster-b"}}}`), metav1.PatchOptions{})
+			return err
+		},
+		"binds itself into cluster-b's namespace": func() error {
+			_, err := kubeA.RbacV1().RoleBindings("cluster-a").Create(ctx, &rbacv1.RoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Name: "widen"},
+				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+				Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: pull.AgentServiceAccount, Namespace: "cluster-a"}},
+			}, metav1.CreateOptions{})
+			return err
+		},
+		"mints a token for cluster-b's agent": func() error {
+			_, err := kubeA.CoreV1().ServiceAccounts("cluster-b").CreateToken(ctx, pull.AgentServiceAccount, nil, metav1.CreateOptions{})
+			return err
+		},
+		"creates a ServiceAccount of its own choosing": func() error {
+			_, err := kubeA.CoreV1().ServiceAccounts("cluster-a").Create(ctx, &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, metav1.CreateOptions{})
+			return err
+		},
+		"reads Secrets in its own namespace": func() error {
+			_, err := kubeA.CoreV1().Secrets("cluster-a").List(ctx, metav1.ListOptions{})
+			return err
+		},
+		"runs a pod in its own namespace": func() error {
+			_, err := kubeA.CoreV1().Pods("cluster-a").Create(ctx, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"},
+				Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "x"}}}}, metav1.CreateOptions{})
+			return err
+		},
+	} {
+		if err := try(); !apierrors.IsForbidden(err) {
+			t.Errorf("cluster-a's agent %s: %v, want Forbidden", what, err)
+		}
+	}
+
+	// Nothing of cluster-b's or of the plan changed.
+	for _, ns := range []string{"cluster-b", pull.PlanNamespace} {
+		if _, err := hub.mcs.MulticlusterV1beta1().ServiceImports(ns).Get(ctx, "demo.web", metav1.GetOptions{}); err != nil {
+			t.Errorf("%s's import: %v", ns, err)
+		}
+		slices, err := hub.kube.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{})
+		if err != nil || len(slices.Items) != 1 || slices.Items[0].Name != "demo.web-b" {
+			t.Errorf("%s's slices: %v %v, want demo.web-b alone", ns, slices, err)
+		}
+	}
+	if ns, err := hub.kube.CoreV1().Namespaces().Get(ctx, "cluster-a", metav1.GetOptions{}); err != nil || ns.Labels[pull.LabelMemberCluster] != "cluster-a" {
+		t.Errorf("cluster-a's namespace: %v %v", ns.Labels, err)
+	}
+}
+
+// TestPullMemberObjects: a member's part names its namespace after its
+// cluster ID, and a cluster ID that is not a namespace of its own is
+// refused.
+func TestPullMemberObjects(t *testing.T) {
+	for _, bad := range []string{"", "Cluster-A", "a.b", "default", "mcs-plan", "mcs-system", "kube-system", "kube-anything", strings.Repeat("a", 64)} {
+		if _, err := pull.MemberObjects(bad); err == nil {
+			t.Errorf("MemberObjects(%q) is accepted, want refused", bad)
+		}
+	}
+	objs, err := pull.MemberObjects("cluster-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, o := range objs {
+		m, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+		meta := m["metadata"].(map[string]any)
+		kinds = append(kinds, fmt.Sprintf("%s %v/%v", o.GetObjectKind().GroupVersionKind().Kind, meta["namespace"], meta["name"]))
+	}
+	if got, want := strings.Join(kinds, ", "), "Namespace <nil>/cluster-a, ServiceAccount cluster-a/mcs-member-agent, RoleBinding cluster-a/mcs-member-agent, RoleBinding mcs-plan/mcs-member-agent-cluster-a"; got != want {
+		t.Errorf("cluster-a's part: %s, want %s", got, want)
+	}
+}
+
+func publishedImport(name string) *mcsv1beta1.ServiceImport {
+	return &mcsv1beta1.ServiceImport{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP,
+			Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}}},
+	}
+}
+
+func publishedSlice(name, addr string) *discoveryv1.EndpointSlice {
+	port, proto := int32(8080), v1.ProtocolTCP
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: name, Labels: map[string]string{discoveryv1.LabelManagedBy: "mcs-member-agent"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{addr}}},
+		Ports:       []discoveryv1.EndpointPort{{Port: &port, Protocol: &proto}},
+	}
+}
+
+// createObjects creates typed objects (a member's part of the hub).
+func createObjects(t *testing.T, kube kubernetes.Interface, objs []runtime.Object) {
+	t.Helper()
+	ctx := context.Background()
+	for _, o := range objs {
+		var err error
+		switch o := o.(type) {
+		case *v1.Namespace:
+			_, err = kube.CoreV1().Namespaces().Create(ctx, o, metav1.CreateOptions{})
+		case *v1.ServiceAccount:
+			_, err = kube.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.RoleBinding:
+			_, err = kube.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		default:
+			t.Fatalf("unexpected object %T", o)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
