@@ -144,6 +144,16 @@ func TestDeployPackages(t *testing.T) {
 	}
 	apply("deploy/catalog", catalogObjs)
 
+	// Pull mode's hub: the plan's namespace and the agents' ClusterRoles
+	// (a member's part is kubectl mcs hub member's).
+	pullObjs := build(t, fsys, filepath.Join(root, "deploy", "hub-pull"))
+	for _, want := range []string{"Namespace/mcs-plan", "ClusterRole/multicluster:member-agent", "ClusterRole/multicluster:member-agent-plan-reader"} {
+		if !slices.Contains(names(pullObjs), want) {
+			t.Errorf("deploy/hub-pull has no %s: %v", want, names(pullObjs))
+		}
+	}
+	apply("deploy/hub-pull", pullObjs)
+
 	// The hub, with a kubeconfig next to it as its README says.
 	hub := filepath.Join(root, "deploy", "overlays", "hub")
 	if err := fsys.WriteFile(filepath.Join(hub, "clusterset.kubeconfig"), []byte("apiVersion: v1\nkind: Config\n")); err != nil {
