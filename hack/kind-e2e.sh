@@ -566,8 +566,9 @@ upstream_specs() {
   _output/upstream/sig-network.test -kubeconfig "${KUBECONFIG:-${HOME}/.kube/config}" -context "$(ctx "${UPSTREAM_CLUSTER}")" \
     -report-dir "${dir}" -ginkgo.focus "${focus}" -ginkgo.skip "${UPSTREAM_SKIP}" -ginkgo.no-color -ginkgo.timeout 90m \
     >"${dir}/specs.log" 2>&1 || status=$?
-  grep -E '^(Ran [0-9]+ of|(PASS|FAIL)!|\[FAIL\])' "${dir}/specs.log" | sort -u || true
-  grep -A40 '^Summarizing' "${dir}/specs.log" || true
+  # -a: ginkgo's progress dots are not ASCII.
+  grep -a -E '^(Ran [0-9]+ of|(PASS|FAIL)!)' "${dir}/specs.log" | sort -u || true
+  grep -a -A40 '^Summarizing' "${dir}/specs.log" | grep -a -E '^\s+\[FAIL\]' || true
   echo "sig-network specs (${set}), ${label}: $((SECONDS - start))s, exit ${status} (log: ${dir}/specs.log)"
   return "${status}"
 }

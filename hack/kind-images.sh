@@ -437,22 +437,25 @@ upstream_images() {
     image=${line#*=}
     case "${role}" in
       agnhost)
-        # agnhost's entrypoint and default command, and the second name
-        # some specs call it by.
+        # agnhost's entrypoint and default command, the second name some
+        # specs call it by, and the certificate porter serves its TLS
+        # ports with (the release's own, from its module).
         dir=$(mktemp -d "${WORK}/context.XXXXXX")
         ln "${UPSTREAM}/agnhost" "${dir}/agnhost" 2>/dev/null || cp "${UPSTREAM}/agnhost" "${dir}/agnhost"
         mkdir "${dir}/uploads"
-        hash=$( (sha256sum "${UPSTREAM}/agnhost"; docker image inspect -f '{{.Id}}' "${base}") | sha256sum | cut -d' ' -f1)
+        cp "$(cd test/upstream && go list -m -f '{{.Dir}}' k8s.io/kubernetes)"/test/images/agnhost/porter/localhost.{crt,key} "${dir}/"
+        hash=$( (sha256sum "${UPSTREAM}/agnhost" "${dir}"/localhost.*; docker image inspect -f '{{.Id}}' "${base}") | sha256sum | cut -d' ' -f1)
         if ! image_current "${image}" "${hash}"; then
-          printf 'FROM %s
+          cat >"${dir}/Dockerfile" <<EOF
+FROM ${base}
 COPY agnhost /agnhost
 COPY agnhost /agnhost-2
 COPY uploads /uploads
+COPY localhost.crt localhost.key /
 ENTRYPOINT ["/agnhost"]
 CMD ["pause"]
-LABEL %s=%s
-' \
-            "${base}" "${LABEL}" "${hash}" >"${dir}/Dockerfile"
+LABEL ${LABEL}=${hash}
+EOF
           docker build -q -t "${image}" "${dir}" >/dev/null
           echo "built ${image}"
         fi
@@ -474,10 +477,7 @@ command_image() {
   local tag=$1 base=$2 cmd=$3 hash
   hash=$( (docker image inspect -f '{{.Id}}' "${base}"; echo "${cmd}") | sha256sum | cut -d' ' -f1)
   image_current "${tag}" "${hash}" && return
-  printf 'FROM %s
-CMD %s
-LABEL %s=%s
-' "${base}" "${cmd}" "${LABEL}" "${hash}" | docker build -q -t "${tag}" - >/dev/null
+  printf 'FROM %s\nCMD %s\nLABEL %s=%s\n' "${base}" "${cmd}" "${LABEL}" "${hash}" | docker build -q -t "${tag}" - >/dev/null
   echo "built ${tag}"
 }
 
