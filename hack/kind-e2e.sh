@@ -516,6 +516,7 @@ wait_created() {
 # --- Kubernetes' own sig-network specs -----------------------------------
 
 UPSTREAM_SKIP='\[Slow\]|\[Serial\]|\[Disruptive\]|\[Flaky\]|LoadBalancer|\[Feature:'
+UPSTREAM_PROCS=${MCS_UPSTREAM_PROCS:-4}
 # upstream_cluster creates mcs-upstream with this project's kube-proxy and
 # packages, as setup_member sets a member up, kubeadm's kube-proxy
 # ConfigMap and DaemonSet kept first (upstream_stock puts them back), and
@@ -562,12 +563,14 @@ upstream_specs() {
   dir="$(pwd)/${WORK}/upstream-${label}"
   rm -rf "${dir}"
   mkdir -p "${dir}"
-  step "Kubernetes' sig-network specs (${set}) against mcs-upstream, ${label}"
-  _output/upstream/sig-network.test -kubeconfig "${KUBECONFIG:-${HOME}/.kube/config}" -context "$(ctx "${UPSTREAM_CLUSTER}")" \
-    -report-dir "${dir}" -ginkgo.focus "${focus}" -ginkgo.skip "${UPSTREAM_SKIP}" -ginkgo.no-color -ginkgo.timeout 90m \
-    >"${dir}/specs.log" 2>&1 || status=$?
+  step "Kubernetes' sig-network specs (${set}) against mcs-upstream, ${label}, ${UPSTREAM_PROCS} side by side"
+  # As upstream's CI runs them: ginkgo's processes side by side (none of
+  # these specs is [Serial]); most of a spec's time is waiting for pods.
+  _output/upstream/ginkgo --procs "${UPSTREAM_PROCS}" --focus "${focus}" --skip "${UPSTREAM_SKIP}" --no-color --timeout 90m \
+    _output/upstream/sig-network.test -- -kubeconfig "${KUBECONFIG:-${HOME}/.kube/config}" -context "$(ctx "${UPSTREAM_CLUSTER}")" \
+    -report-dir "${dir}" >"${dir}/specs.log" 2>&1 || status=$?
   # -a: ginkgo's progress dots are not ASCII.
-  grep -a -E '^(Ran [0-9]+ of|(PASS|FAIL)!)' "${dir}/specs.log" | sort -u || true
+  grep -a -E '^(Ran [0-9]+ of|(SUCCESS|PASS|FAIL)!)' "${dir}/specs.log" | sort -u || true
   grep -a -A40 '^Summarizing' "${dir}/specs.log" | grep -a -E '^\s+\[FAIL\]' || true
   echo "sig-network specs (${set}), ${label}: $((SECONDS - start))s, exit ${status} (log: ${dir}/specs.log)"
   return "${status}"

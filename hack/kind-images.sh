@@ -406,18 +406,20 @@ UPSTREAM=_output/upstream
 # which bookworm's busybox 1.35 crashes.
 E2E_PACKAGES=(bash curl wget netcat-openbsd bind9-dnsutils iproute2 iputils-ping socat procps nginx ca-certificates)
 
-# upstream_binaries builds the specs' test binary and agnhost from the
-# test/upstream module (the pinned k8s.io/kubernetes).
+# upstream_binaries builds the specs' test binary, agnhost and the ginkgo
+# command that runs the specs side by side, from the test/upstream module
+# (the pinned k8s.io/kubernetes and the ginkgo it requires).
 upstream_binaries() {
   mkdir -p "${UPSTREAM}"
-  if [[ "${NO_BUILD}" == true && -x "${UPSTREAM}/sig-network.test" && -x "${UPSTREAM}/agnhost" ]]; then
+  if [[ "${NO_BUILD}" == true && -x "${UPSTREAM}/sig-network.test" && -x "${UPSTREAM}/agnhost" && -x "${UPSTREAM}/ginkgo" ]]; then
     return
   fi
-  step "Binaries: Kubernetes' sig-network specs and agnhost (test/upstream)"
+  step "Binaries: Kubernetes' sig-network specs, agnhost and ginkgo (test/upstream)"
   local start=${SECONDS} out
   out=$(realpath "${UPSTREAM}")
   (cd test/upstream && go test -c -ldflags "-s -w $(kube_ldflags "${K8S_VERSION}")" -o "${out}/sig-network.test" . &&
-    go_build "$(kube_ldflags "${K8S_VERSION}")" "${out}/agnhost" k8s.io/kubernetes/test/images/agnhost)
+    go_build "$(kube_ldflags "${K8S_VERSION}")" "${out}/agnhost" k8s.io/kubernetes/test/images/agnhost &&
+    go_build "" "${out}/ginkgo" github.com/onsi/ginkgo/v2/ginkgo)
   echo "built in $((SECONDS - start))s"
 }
 
