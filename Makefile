@@ -47,6 +47,8 @@ binaries:
 	hack/build-all.sh
 
 test: deps binaries
+	# Helm, for the chart's tests (test/kindconfig) and its install on kind.
+	hack/build-tools.sh helm
 	cd $(STAGING) && go test $(GO_TEST_FLAGS) ./...
 	# Each test once: the controller's under the race detector below; the
 	# KEP-1645 suite, the dual-stack cases and the derived member's cases

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Builds the third-party binaries that the local clusterset harness and the
-# integration tests run and that are not part of this module's graph (etcd
-# and CoreDNS), from the versions pinned in hack/tools/go.mod, into
-# _output/bin/. (kube-apiserver, kube-controller-manager and kubectl come
-# from this module: hack/build.sh.)
+# tests run and that are not part of this module's graph (etcd and CoreDNS,
+# from the versions pinned in hack/tools/go.mod; Helm, from
+# hack/tools/helm/go.mod), into _output/bin/. (kube-apiserver,
+# kube-controller-manager and kubectl come from this module: hack/build.sh.)
 #
 # Usage: hack/build-tools.sh [BINARY...]
-#   BINARY is etcd or coredns (default: both, in one `go build`).
+#   BINARY is etcd, coredns or helm (default: etcd and coredns, which the
+#   demo needs; `make test` adds helm). Those of one module build in one
+#   `go build`.
 #
 # The binaries are rebuilt only when one is missing or its stamp file does
 # not match the sha256 of hack/tools/go.mod, hack/tools/go.sum, the build
@@ -16,7 +18,8 @@ set -o errexit -o nounset -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TOOLS_DIR="${ROOT}/hack/tools"
 BIN_DIR="${ROOT}/_output/bin"
-ALL_BINARIES=(etcd coredns)
+ALL_BINARIES=(etcd coredns helm)
+DEFAULT_BINARIES=(etcd coredns)
 source "${ROOT}/hack/lib-build.sh"
 
 # The module builds on its own: a go.work elsewhere must not pull it in.
@@ -29,7 +32,15 @@ package() {
   case "$1" in
     etcd) echo "go.etcd.io/etcd/server/v3" ;;
     coredns) echo "./coredns" ;; # CoreDNS with a cluster DNS's plugins (hack/tools/coredns)
+    helm) echo "helm.sh/helm/v3/cmd/helm" ;;
     *) return 1 ;;
+  esac
+}
+# module_of prints the module directory binary $1 is built in.
+module_of() {
+  case "$1" in
+    helm) echo "${TOOLS_DIR}/helm" ;;
+    *) echo "${TOOLS_DIR}" ;;
   esac
 }
 built_as() {
@@ -42,7 +53,7 @@ built_as() {
 # inputs_hash identifies everything a build depends on.
 inputs_hash() {
   {
-    cat "${TOOLS_DIR}/go.mod" "${TOOLS_DIR}/go.sum" "${BASH_SOURCE[0]}" "${ROOT}/hack/lib-build.sh"
+    cat "${TOOLS_DIR}/go.mod" "${TOOLS_DIR}/go.sum" "${TOOLS_DIR}/helm/go.mod" "${TOOLS_DIR}/helm/go.sum" "${BASH_SOURCE[0]}" "${ROOT}/hack/lib-build.sh"
     go version
   } | sha256sum | cut -d' ' -f1
 }
@@ -50,10 +61,10 @@ inputs_hash() {
 main() {
   local binaries=("$@")
   if [[ ${#binaries[@]} -eq 0 ]]; then
-    binaries=("${ALL_BINARIES[@]}")
+    binaries=("${DEFAULT_BINARIES[@]}")
   fi
   mkdir -p "${BIN_DIR}"
-  local hash b stale=() pkgs=()
+  local hash b stale=()
   hash=$(inputs_hash)
   for b in "${binaries[@]}"; do
     if ! package "${b}" >/dev/null; then
@@ -65,7 +76,6 @@ main() {
       continue
     fi
     stale+=("${b}")
-    pkgs+=("$(package "${b}")")
   done
   if [[ ${#stale[@]} -eq 0 ]]; then
     return
@@ -76,7 +86,14 @@ main() {
   # never leaves a truncated binary that looks up to date.
   SCRATCH=$(mktemp -d "${BIN_DIR}/.tools.XXXXXX")
   trap 'rm -rf "${SCRATCH}"' EXIT
-  (cd "${TOOLS_DIR}" && go_build "" "${SCRATCH}/" "${pkgs[@]}")
+  local dir group
+  for dir in $(for b in "${stale[@]}"; do module_of "${b}"; done | sort -u); do
+    group=()
+    for b in "${stale[@]}"; do
+      [[ "$(module_of "${b}")" == "${dir}" ]] && group+=("$(package "${b}")")
+    done
+    (cd "${dir}" && go_build "" "${SCRATCH}/" "${group[@]}")
+  done
   for b in "${stale[@]}"; do
     rm -f "${BIN_DIR}/.${b}.stamp"
     mv -f "${SCRATCH}/$(built_as "${b}")" "${BIN_DIR}/${b}"

@@ -45,3 +45,5 @@ go run "${CONTROLLER_GEN}" crd paths=./apis/inventory/... output:crd:artifacts:c
 go run "${CONTROLLER_GEN}" object paths=./apis/clusterselection/...
 go run "${CONTROLLER_GEN}" crd paths=./apis/clusterselection/... output:crd:artifacts:config=crds/clusterselection
 go test ./crds -run TestKustomizePatchesAreGenerated -update
+# The Helm chart's CRDs are the ones crds.All gives (test/kindconfig).
+(cd "${ROOT}" && MCS_UPDATE_CHART=1 go test ./test/kindconfig -run '^TestChartCRDs$' -count=1)
