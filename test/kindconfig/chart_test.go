@@ -289,4 +289,3 @@ func normalize(objs []*unstructured.Unstructured) map[string]map[string]any {
 	}
 	return out
 }
-
