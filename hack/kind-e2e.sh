@@ -184,7 +184,11 @@ step "Docker"
 hack/kind-docker.sh up
 step "Images"
 start=${SECONDS}
-[[ "${UPSTREAM_SET}" == none ]] || IMAGES_ARGS+=(--upstream-e2e)
+if [[ "${UPSTREAM_SET}" != none ]]; then
+  IMAGES_ARGS+=(--upstream-e2e)
+  # mcs-upstream's packages are installed with the Helm chart.
+  hack/build-tools.sh helm
+fi
 hack/kind-images.sh "${IMAGES_ARGS[@]}" 2>&1 | grep -v -e 'DEPRECATED: The legacy builder' -e 'Install the buildx component' -e 'docs.docker.com/go/buildx' -e '^ *$'
 echo "images: $((SECONDS - start))s"
 
@@ -232,6 +236,9 @@ create_cluster() {
   echo "cluster ${name} Ready in $((SECONDS - start))s"
   if [[ "${name}" == "${DERIVED}" ]]; then
     kind load docker-image mcs-kube-proxy/echoserver:dev --name "${name}"
+  elif [[ "${name}" == "${UPSTREAM_CLUSTER}" ]]; then
+    # Upstream's specs run upstream's test images (upstream_cluster).
+    kind load docker-image mcs-kube-proxy:dev --name "${name}"
   else
     kind load docker-image "${PROJECT_IMAGES[@]}" --name "${name}"
   fi
@@ -293,14 +300,20 @@ COREDNS_IMAGE=$(grep /coredns: "${WORK}/node-images.list" | sort | tail -1)
 # derived member keeps kubeadm's kube-proxy ConfigMap and DaemonSet as
 # they are: the stock image of the pinned version.
 setup_member() {
-  local name=$1 pod_subnet
+  local name=$1 by=${2:-kubectl} pod_subnet
   step "CRDs, ClusterProperty, CoreDNS and RBAC in ${name}$([[ "${name}" == "${DERIVED}" ]] && echo " (stock kube-proxy: derived member)" || echo ", our kube-proxy")"
   pod_subnet=$(grep podSubnet "kind-config/clusters/cluster-${name#mcs-}.yaml" | awk '{print $2}')
-  kc "${name}" apply --server-side -f "${MCS_CRDS}/multicluster.x-k8s.io_serviceexports.yaml" -f "${MCS_CRDS}/multicluster.x-k8s.io_serviceimports.yaml" \
-    -f staging/src/k8s.io/multiclusterservices/crds/clusterproperty.yaml
+  if [[ "${by}" == chart ]]; then
+    # The CRDs, the controller's identity, RBAC and admission policies
+    # as an operator installs them with Helm (docs/install.md).
+    helm --kube-context "$(ctx "${name}")" install mcs deploy/helm/multicluster-services --wait --timeout 120s
+  else
+    kc "${name}" apply --server-side -f "${MCS_CRDS}/multicluster.x-k8s.io_serviceexports.yaml" -f "${MCS_CRDS}/multicluster.x-k8s.io_serviceimports.yaml" \
+      -f staging/src/k8s.io/multiclusterservices/crds/clusterproperty.yaml
+  fi
   kc "${name}" wait --for condition=Established crd --all --timeout 60s
   fill "${name}" "${pod_subnet}" "" kind-config/clusterproperty.yaml | kc "${name}" apply --server-side -f -
-  kc "${name}" apply --server-side -f kind-config/mcs-controller-rbac.yaml -f kind-config/mcs-admission-policy.yaml
+  [[ "${by}" == chart ]] || kc "${name}" apply --server-side -f kind-config/mcs-controller-rbac.yaml -f kind-config/mcs-admission-policy.yaml
   if [[ "${name}" == "${DERIVED}" ]]; then
     # As deploy/overlays/derived-member: the controller writes native
     # names as slices of local Services for the stock proxies here.
@@ -332,8 +345,10 @@ setup_member() {
   kc "${name}" -n kube-system rollout status deployment/coredns --timeout 120s
   # The controller's identity in this member: a ServiceAccount bound to
   # kind-config/mcs-controller-rbac.yaml, nothing more.
-  kc "${name}" create namespace mcs-system --dry-run=client -o yaml | kc "${name}" apply -f -
-  kc "${name}" -n mcs-system create serviceaccount mcs-controller --dry-run=client -o yaml | kc "${name}" apply -f -
+  if [[ "${by}" != chart ]]; then
+    kc "${name}" create namespace mcs-system --dry-run=client -o yaml | kc "${name}" apply -f -
+    kc "${name}" -n mcs-system create serviceaccount mcs-controller --dry-run=client -o yaml | kc "${name}" apply -f -
+  fi
 }
 
 # member_kubeconfig NAME FILE adds to FILE the context NAME: the cluster
@@ -528,7 +543,11 @@ upstream_cluster() {
   kc "${name}" -n kube-system get configmap/kube-proxy daemonset/kube-proxy -o json |
     jq 'del(.items[].metadata | .resourceVersion, .uid, .managedFields, .creationTimestamp, .generation, .annotations) | del(.items[].status)' \
       >"${WORK}/upstream-stock-kube-proxy.json"
-  setup_member "${name}"
+  setup_member "${name}" chart
+  # Two schedulable nodes, as 13 of the Services specs need (they skip
+  # otherwise): the control plane takes pods too, as in a one-node kind
+  # cluster.
+  kc "${name}" taint nodes --all node-role.kubernetes.io/control-plane:NoSchedule- >/dev/null
   # shellcheck disable=SC2046 # one image per line
   kind load docker-image $(cat "${WORK}/upstream-images.list") --name "${name}"
 }
@@ -576,6 +595,43 @@ upstream_specs() {
   return "${status}"
 }
 
+# chart_lifecycle: on mcs-upstream, whose packages the chart installed
+# (upstream_cluster), what an operator does next: an upgrade that changes
+# what the chart installs (a derived member, then native again) and an
+# uninstall, which must leave nothing of the chart's (its RBAC, admission
+# policies, the controller's identity) and nothing of the user's removed
+# (the CRDs and the ServiceExports written with them, mcs-system).
+chart_lifecycle() {
+  local name=${UPSTREAM_CLUSTER} binding=validatingadmissionpolicybinding/multicluster.x-k8s.io-controller-native-member
+  local h=(helm --kube-context "$(ctx "${name}")")
+  step "The Helm chart on mcs-upstream: upgraded, upgraded back, uninstalled"
+  "${h[@]}" upgrade mcs deploy/helm/multicluster-services --set member.mode=derived --wait --timeout 120s >/dev/null
+  if kc "${name}" get "${binding}" >/dev/null 2>&1; then
+    echo "helm upgrade to a derived member left ${binding}" >&2
+    return 1
+  fi
+  "${h[@]}" upgrade mcs deploy/helm/multicluster-services --set member.mode=native --wait --timeout 120s >/dev/null
+  kc "${name}" get "${binding}" >/dev/null
+  kc "${name}" create namespace chart-user --dry-run=client -o yaml | kc "${name}" apply -f - >/dev/null
+  printf 'apiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceExport\nmetadata:\n  name: web\n  namespace: chart-user\n' | kc "${name}" apply -f - >/dev/null
+  "${h[@]}" uninstall mcs --wait --timeout 120s >/dev/null
+  local left=() kept=() o
+  for o in clusterrole/multicluster:mcs-controller "${binding}" validatingadmissionpolicy/multicluster.x-k8s.io-controller-scope \
+    validatingadmissionpolicy/multicluster.x-k8s.io-controller-writes-imports; do
+    kc "${name}" get "${o}" >/dev/null 2>&1 && left+=("${o}")
+  done
+  kc "${name}" -n mcs-system get serviceaccount/mcs-controller >/dev/null 2>&1 && left+=(serviceaccount/mcs-controller)
+  for o in crd/serviceexports.multicluster.x-k8s.io crd/serviceimports.multicluster.x-k8s.io crd/clusterproperties.about.k8s.io namespace/mcs-system; do
+    kc "${name}" get "${o}" >/dev/null 2>&1 || kept+=("${o}")
+  done
+  kc "${name}" -n chart-user get serviceexport/web >/dev/null 2>&1 || kept+=(serviceexport/chart-user/web)
+  if [[ ${#left[@]} -gt 0 || ${#kept[@]} -gt 0 ]]; then
+    echo "helm uninstall left ${left[*]:-nothing of the chart's} and removed ${kept[*]:-nothing of the user's}" >&2
+    return 1
+  fi
+  echo "chart: installed (before the specs), upgraded to a derived member and back, uninstalled: nothing of the chart's left, the CRDs, mcs-system and a user's ServiceExport kept"
+}
+
 # upstream_run SET: the clusterset's clusters go (the specs get the
 # machine), mcs-upstream comes, and the specs run against this project's
 # kube-proxy; with --upstream-only also against the stock one.
@@ -584,6 +640,7 @@ upstream_run() {
   for name in mcs-a mcs-b "${DERIVED}"; do kind delete cluster --name "${name}" >/dev/null 2>&1 || true; done
   upstream_cluster
   upstream_specs "${set}" ours || status=$?
+  chart_lifecycle || status=$?
   if [[ "${UPSTREAM_ONLY}" == true ]]; then
     upstream_stock
     upstream_specs "${set}" stock || true
