@@ -82,6 +82,14 @@ func createCaseNamespace(t *testing.T, m *member, name string) {
 		}
 		return old.DeletionTimestamp == nil, "terminating since " + old.DeletionTimestamp.String()
 	})
+	// Pods are admitted only once the namespace has its default
+	// ServiceAccount, which kube-controller-manager writes: on a node
+	// busy tearing an earlier suite down that took over 30 s once.
+	// Upstream's e2e framework waits for it the same way, up to 2 min.
+	eventually(t, 120*time.Second, m.Name+": the default ServiceAccount of namespace "+name, func() (bool, string) {
+		_, err := m.Client.CoreV1().ServiceAccounts(name).Get(t.Context(), "default", metav1.GetOptions{})
+		return err == nil, errString(err)
+	})
 }
 
 // service creates a Service selecting app=name.
