@@ -547,7 +547,7 @@ upstream_cluster() {
   # Two schedulable nodes, as 13 of the Services specs need (they skip
   # otherwise): the control plane takes pods too, as in a one-node kind
   # cluster.
-  kc "${name}" taint nodes --all node-role.kubernetes.io/control-plane:NoSchedule- >/dev/null
+  kc "${name}" taint nodes -l node-role.kubernetes.io/control-plane node-role.kubernetes.io/control-plane:NoSchedule- >/dev/null
   # shellcheck disable=SC2046 # one image per line
   kind load docker-image $(cat "${WORK}/upstream-images.list") --name "${name}"
 }
