@@ -294,11 +294,11 @@ func slice(name string, labels map[string]string) *discoveryv1.EndpointSlice {
 	}
 }
 
-// impersonate returns clients acting as user, an authenticated user with
-// only the rights RBAC gives that name.
-func impersonate(t *testing.T, m *testMember, user string) (kubernetes.Interface, mcsclientset.Interface) {
+// impersonate returns clients acting as user, an authenticated user in
+// groups with only the rights RBAC gives that name and those groups.
+func impersonate(t *testing.T, m *testMember, user string, groups ...string) (kubernetes.Interface, mcsclientset.Interface) {
 	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", impersonateConfig(t, m.cluster, user))
+	cfg, err := clientcmd.BuildConfigFromFlags("", impersonateConfig(t, m.cluster, user, groups...))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,15 +91,9 @@ func TestMCSControllerRefusesClusterSetRangesOverlappingServices(t *testing.T) {
 // cluster-b; given its own ID back it is served as cluster-c, confined
 // as the operator confines a cluster it does not name.
 func TestMCSControllerNamedIDsNeedAStatement(t *testing.T) {
-	dir := t.TempDir()
-	etcd := framework.StartTestEtcd(t)
-	a := startMember(t, etcd, dir, "cluster-a")
-	c := startMember(t, etcd, dir, "cluster-c")
-	for _, m := range []*testMember{a, c} {
-		createNamespace(t, m, "demo")
-	}
+	ms, kubeconfig := membersWithDemo(t, "cluster-a", "cluster-c")
+	a, c := ms[0], ms[1]
 	setClusterID(t, c, "cluster-b")
-	kubeconfig := writeControllerKubeconfig(t, dir, []*testMember{a, c})
 	startControllerWith(t, kubeconfig, "replica-1", 8*time.Second, func(o *app.Options) {
 		o.ExportNamespaces = []string{"cluster-a=*", "cluster-b=*"}
 		o.MemberClusterIDs = []string{"cluster-a=cluster-a"}

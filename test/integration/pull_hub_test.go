@@ -12,13 +12,16 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/restmapper"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
-	mcsclientset "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/pull"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/kindconfig"
 )
 
 // TestPullHubConfinesEachMember, an attack on pull mode's hub
@@ -33,16 +36,27 @@ func TestPullHubConfinesEachMember(t *testing.T) {
 	ctx := context.Background()
 	hub := prepareMember(t, framework.StartTestCluster(t, framework.StartTestEtcd(t), framework.ClusterOptions{Name: "hub"}), "hub")
 	applyRBAC(t, hub.kube, repoPath(t, "deploy", "hub-pull", "hub.yaml"))
+	// Each member's part, applied as the hub's operator applies what
+	// kubectl mcs hub member prints.
+	dyn := dynamic.NewForConfigOrDie(hub.cluster.RESTConfig())
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(hub.kube.Discovery()))
 	for _, id := range []string{"cluster-a", "cluster-b"} {
 		objs, err := pull.MemberObjects(id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		createObjects(t, hub.kube, objs)
+		for _, o := range objs {
+			u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := kindconfig.Apply(ctx, dyn, mapper, &unstructured.Unstructured{Object: u}, false); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	agentA := fmt.Sprintf("system:serviceaccount:cluster-a:%s", pull.AgentServiceAccount)
-	kubeA := impersonateKube(t, hub.cluster, agentA, "system:serviceaccounts", "system:serviceaccounts:cluster-a")
-	mcsA := mcsclientset.NewForConfigOrDie(impersonateRESTConfig(t, hub.cluster, agentA, "system:serviceaccounts", "system:serviceaccounts:cluster-a"))
+	kubeA, mcsA := impersonate(t, hub, agentA, "system:serviceaccounts", "system:serviceaccounts:cluster-a")
 
 	// What cluster-b has published, and the plan, as the planner and
 	// cluster-b's agent left them.
@@ -199,27 +213,5 @@ func publishedSlice(name, addr string) *discoveryv1.EndpointSlice {
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{addr}}},
 		Ports:       []discoveryv1.EndpointPort{{Port: &port, Protocol: &proto}},
-	}
-}
-
-// createObjects creates typed objects (a member's part of the hub).
-func createObjects(t *testing.T, kube kubernetes.Interface, objs []runtime.Object) {
-	t.Helper()
-	ctx := context.Background()
-	for _, o := range objs {
-		var err error
-		switch o := o.(type) {
-		case *v1.Namespace:
-			_, err = kube.CoreV1().Namespaces().Create(ctx, o, metav1.CreateOptions{})
-		case *v1.ServiceAccount:
-			_, err = kube.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		case *rbacv1.RoleBinding:
-			_, err = kube.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		default:
-			t.Fatalf("unexpected object %T", o)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
 	}
 }
