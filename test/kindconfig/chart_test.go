@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +12,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
@@ -99,7 +96,7 @@ func TestChart(t *testing.T) {
 		}
 		var out []*unstructured.Unstructured
 		for _, o := range objs {
-			if !gone[names([]*unstructured.Unstructured{o})[0]] {
+			if !gone[objectName(o)] {
 				out = append(out, o)
 			}
 		}
@@ -228,26 +225,11 @@ func helmTemplate(t *testing.T, helm, chart string, args ...string) []*unstructu
 	if err != nil {
 		t.Fatalf("helm template %v: %v\n%s", args, err, stderr.String())
 	}
-	var objs []*unstructured.Unstructured
-	decoder := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
-	for {
-		// As JSON, then as unstructured decodes JSON: integers stay
-		// integers, as on the kustomize side.
-		var raw json.RawMessage
-		if err := decoder.Decode(&raw); errors.Is(err, io.EOF) {
-			return objs
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
-			continue
-		}
-		obj := &unstructured.Unstructured{}
-		if err := obj.UnmarshalJSON(raw); err != nil {
-			t.Fatal(err)
-		}
-		objs = append(objs, obj)
+	objs, err := decode(bytes.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
 	}
+	return objs
 }
 
 // generatedSuffix is the content hash kustomize appends to a generated
@@ -284,8 +266,7 @@ func normalize(objs []*unstructured.Unstructured) map[string]map[string]any {
 			}
 			_ = unstructured.SetNestedSlice(o.Object, volumes, "spec", "template", "spec", "volumes")
 		}
-		key := names([]*unstructured.Unstructured{o})[0]
-		out[key] = o.Object
+		out[objectName(o)] = o.Object
 	}
 	return out
 }

@@ -3,8 +3,6 @@ package kindconfig
 import (
 	"bytes"
 	"context"
-	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
@@ -212,32 +209,28 @@ func build(t *testing.T, fsys filesys.FileSystem, dir string) []*unstructured.Un
 	if err != nil {
 		t.Fatal(err)
 	}
-	var objs []*unstructured.Unstructured
-	decoder := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
-	for {
-		obj := &unstructured.Unstructured{}
-		if err := decoder.Decode(&obj.Object); errors.Is(err, io.EOF) {
-			return objs
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if len(obj.Object) > 0 {
-			objs = append(objs, obj)
-		}
+	objs, err := decode(bytes.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
 	}
+	return objs
 }
 
 func names(objs []*unstructured.Unstructured) []string {
 	var out []string
 	for _, o := range objs {
-		n := o.GetKind() + "/" + o.GetName()
-		if o.GetNamespace() != "" {
-			n = o.GetKind() + "/" + o.GetNamespace() + "/" + o.GetName()
-		}
-		out = append(out, n)
+		out = append(out, objectName(o))
 	}
 	slices.Sort(out)
 	return out
+}
+
+// objectName is KIND/NAME, or KIND/NAMESPACE/NAME for a namespaced object.
+func objectName(o *unstructured.Unstructured) string {
+	if o.GetNamespace() != "" {
+		return o.GetKind() + "/" + o.GetNamespace() + "/" + o.GetName()
+	}
+	return o.GetKind() + "/" + o.GetName()
 }
 
 // diskCopy returns an in-memory file system holding the files under the

@@ -5,7 +5,9 @@
 package kindconfig
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -42,19 +44,35 @@ func Objects(path string, values map[string]string) ([]*unstructured.Unstructure
 	if len(unknown) > 0 {
 		return nil, fmt.Errorf("%s: unknown placeholders %v", path, unknown)
 	}
+	objs, err := decode(strings.NewReader(filled))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return objs, nil
+}
+
+// decode reads a stream of YAML or JSON documents into objects, empty
+// documents skipped. Each goes through JSON into unstructured, as the
+// apiserver reads them: integers stay integers (a YAML document decoded
+// into a map straight would make them floats).
+func decode(r io.Reader) ([]*unstructured.Unstructured, error) {
 	var objs []*unstructured.Unstructured
-	decoder := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(filled), 4096)
+	decoder := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
 	for {
+		var raw json.RawMessage
+		if err := decoder.Decode(&raw); errors.Is(err, io.EOF) {
+			return objs, nil
+		} else if err != nil {
+			return nil, err
+		}
+		if raw = bytes.TrimSpace(raw); len(raw) == 0 || string(raw) == "null" || string(raw) == "{}" {
+			continue
+		}
 		obj := &unstructured.Unstructured{}
-		if err := decoder.Decode(&obj.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return objs, nil
-			}
-			return nil, fmt.Errorf("%s: %w", path, err)
+		if err := obj.UnmarshalJSON(raw); err != nil {
+			return nil, err
 		}
-		if len(obj.Object) > 0 {
-			objs = append(objs, obj)
-		}
+		objs = append(objs, obj)
 	}
 }
 
