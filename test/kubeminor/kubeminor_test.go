@@ -30,10 +30,8 @@ var (
 	minorReplace  = regexp.MustCompile(`(?m)^\tk8s.io/kubernetes => k8s.io/kubernetes (v[0-9a-z.-]+)$`)
 )
 
-// pins returns the release of every module that builds a kube-proxy: the
-// pinned one (go.mod) and each under minors/, previews (pre-releases)
-// apart.
-func pins(t *testing.T, root string) (released, previews []string) {
+// pinnedRelease is the k8s.io/kubernetes version go.mod requires.
+func pinnedRelease(t *testing.T, root string) string {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(root, "go.mod"))
 	if err != nil {
@@ -43,7 +41,15 @@ func pins(t *testing.T, root string) (released, previews []string) {
 	if m == nil {
 		t.Fatal("go.mod requires no k8s.io/kubernetes")
 	}
-	released = []string{string(m[1])}
+	return string(m[1])
+}
+
+// pins returns the release of every module that builds a kube-proxy: the
+// pinned one (go.mod) and each under minors/, previews (pre-releases)
+// apart.
+func pins(t *testing.T, root string) (released, previews []string) {
+	t.Helper()
+	released = []string{pinnedRelease(t, root)}
 	mods, _ := filepath.Glob(filepath.Join(root, "minors", "v1.*", "go.mod"))
 	for _, mod := range mods {
 		data, err := os.ReadFile(mod)

@@ -15,15 +15,7 @@ import (
 // yesterday's specs.
 func TestUpstreamSpecsAreThePinnedRelease(t *testing.T) {
 	root := repoRoot(t)
-	main, err := os.ReadFile(filepath.Join(root, "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := pinnedRequire.FindSubmatch(main)
-	if m == nil {
-		t.Fatal("go.mod requires no k8s.io/kubernetes")
-	}
-	pinned := string(m[1])
+	pinned := pinnedRelease(t, root)
 	staging := "v0." + strings.TrimPrefix(pinned, "v1.")
 	upstream, err := os.ReadFile(filepath.Join(root, "test", "upstream", "go.mod"))
 	if err != nil {
