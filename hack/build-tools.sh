@@ -11,8 +11,8 @@
 #   `go build`.
 #
 # The binaries are rebuilt only when one is missing or its stamp file does
-# not match the sha256 of hack/tools/go.mod, hack/tools/go.sum, the build
-# scripts and the Go version. Set FORCE=1 to rebuild anyway.
+# not match the sha256 of its module's go.mod and go.sum, the build scripts
+# and the Go version. Set FORCE=1 to rebuild anyway.
 set -o errexit -o nounset -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -50,10 +50,13 @@ built_as() {
   esac
 }
 
-# inputs_hash identifies everything a build depends on.
+# inputs_hash BINARY identifies everything its build depends on: a move of
+# Helm's module rebuilds Helm, not etcd.
 inputs_hash() {
+  local dir
+  dir=$(module_of "$1")
   {
-    cat "${TOOLS_DIR}/go.mod" "${TOOLS_DIR}/go.sum" "${TOOLS_DIR}/helm/go.mod" "${TOOLS_DIR}/helm/go.sum" "${BASH_SOURCE[0]}" "${ROOT}/hack/lib-build.sh"
+    cat "${dir}/go.mod" "${dir}/go.sum" "${BASH_SOURCE[0]}" "${ROOT}/hack/lib-build.sh"
     go version
   } | sha256sum | cut -d' ' -f1
 }
@@ -64,14 +67,13 @@ main() {
     binaries=("${DEFAULT_BINARIES[@]}")
   fi
   mkdir -p "${BIN_DIR}"
-  local hash b stale=()
-  hash=$(inputs_hash)
+  local b stale=()
   for b in "${binaries[@]}"; do
     if ! package "${b}" >/dev/null; then
       echo "unknown binary '${b}'; valid: ${ALL_BINARIES[*]}" >&2
       exit 2
     fi
-    if [[ "${FORCE:-}" != 1 && -x "${BIN_DIR}/${b}" && "$(cat "${BIN_DIR}/.${b}.stamp" 2>/dev/null)" == "${hash}" ]]; then
+    if [[ "${FORCE:-}" != 1 && -x "${BIN_DIR}/${b}" && "$(cat "${BIN_DIR}/.${b}.stamp" 2>/dev/null)" == "$(inputs_hash "${b}")" ]]; then
       echo "${b}: up to date (${BIN_DIR}/${b})"
       continue
     fi
@@ -97,7 +99,7 @@ main() {
   for b in "${stale[@]}"; do
     rm -f "${BIN_DIR}/.${b}.stamp"
     mv -f "${SCRATCH}/$(built_as "${b}")" "${BIN_DIR}/${b}"
-    echo "${hash}" >"${BIN_DIR}/.${b}.stamp"
+    inputs_hash "${b}" >"${BIN_DIR}/.${b}.stamp"
   done
   echo "built ${stale[*]} in $((SECONDS - start))s -> ${BIN_DIR}"
 }
