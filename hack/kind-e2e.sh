@@ -571,7 +571,7 @@ upstream_stock() {
 
 # upstream_specs SET LABEL runs the specs of SET against mcs-upstream,
 # keeps their JUnit report and log under ${WORK}/upstream-LABEL, and
-# prints the summary: each failed spec by name. It returns the binary's
+# prints the summary: each failed spec by name. It returns ginkgo's
 # status.
 upstream_specs() {
   local set=$1 label=$2 focus dir start=${SECONDS} status=0
@@ -589,7 +589,7 @@ upstream_specs() {
     _output/upstream/sig-network.test -- -kubeconfig "${KUBECONFIG:-${HOME}/.kube/config}" -context "$(ctx "${UPSTREAM_CLUSTER}")" \
     -report-dir "${dir}" >"${dir}/specs.log" 2>&1 || status=$?
   # -a: ginkgo's progress dots are not ASCII.
-  grep -a -E '^(Ran [0-9]+ of|(SUCCESS|PASS|FAIL)!)' "${dir}/specs.log" | sort -u || true
+  grep -a -E '^(Ran [0-9]+ of|(SUCCESS|FAIL)!)' "${dir}/specs.log" | sort -u || true
   grep -a -A40 '^Summarizing' "${dir}/specs.log" | grep -a -E '^\s+\[FAIL\]' || true
   echo "sig-network specs (${set}), ${label}: $((SECONDS - start))s, exit ${status} (log: ${dir}/specs.log)"
   return "${status}"

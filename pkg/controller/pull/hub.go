@@ -9,6 +9,8 @@ package pull
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -47,10 +49,8 @@ func CheckClusterID(clusterID string) error {
 	if errs := validation.IsDNS1123Label(clusterID); len(errs) > 0 {
 		return fmt.Errorf("cluster ID %q cannot name a hub namespace: %s", clusterID, strings.Join(errs, "; "))
 	}
-	for _, r := range reservedNamespaces {
-		if clusterID == r {
-			return fmt.Errorf("cluster ID %q is a namespace the hub keeps for itself", clusterID)
-		}
+	if slices.Contains(reservedNamespaces, clusterID) {
+		return fmt.Errorf("cluster ID %q is a namespace the hub keeps for itself", clusterID)
 	}
 	if strings.HasPrefix(clusterID, "kube-") {
 		return fmt.Errorf("cluster ID %q: namespaces kube-* are the hub's own", clusterID)
@@ -67,11 +67,13 @@ func MemberObjects(clusterID string) ([]runtime.Object, error) {
 		return nil, err
 	}
 	labels := map[string]string{"app.kubernetes.io/part-of": "multicluster-services"}
+	nsLabels := maps.Clone(labels)
+	nsLabels[LabelMemberCluster] = clusterID
 	agent := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: AgentServiceAccount, Namespace: clusterID}
 	return []runtime.Object{
 		&corev1.Namespace{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
-			ObjectMeta: metav1.ObjectMeta{Name: clusterID, Labels: map[string]string{LabelMemberCluster: clusterID, "app.kubernetes.io/part-of": "multicluster-services"}},
+			ObjectMeta: metav1.ObjectMeta{Name: clusterID, Labels: nsLabels},
 		},
 		&corev1.ServiceAccount{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
