@@ -256,6 +256,9 @@ declare -A NODE_IP NODE_CIDR NODE_IP6 NODE_CIDR6
 flat_routes() {
   step "Flat pod network: every node routes every other node's podCIDRs"
   local name node other cidrs network="{{(index .NetworkSettings.Networks \"${KIND_EXPERIMENTAL_DOCKER_NETWORK}\")"
+  # Only the clusters members() names now: the upstream stage runs after
+  # the clusterset's clusters are deleted, and their nodes must not stay.
+  NODE_IP=() NODE_CIDR=() NODE_IP6=() NODE_CIDR6=()
   for name in $(members); do
     for node in $(kind get nodes --name "${name}"); do
       NODE_IP[${node}]=$(docker inspect -f "${network}.IPAddress}}" "${node}")
