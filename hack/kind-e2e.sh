@@ -247,19 +247,22 @@ create_cluster() {
   fi
 }
 
-# flat_routes: the nodes' pod network is containerd's (kind-config/node):
-# each node knows its own podCIDRs only. Every node routes every other
-# node's, in its cluster and the others, to that node, as a flat-network
-# clusterset does: IPv4, and IPv6 where the other node has an IPv6 pod
-# range (the dual-stack members; the kind network has both families).
+# flat_routes [NAME...]: the nodes' pod network is containerd's
+# (kind-config/node): each node knows its own podCIDRs only. Every node
+# routes every other node's, in its cluster and the others, to that node,
+# as a flat-network clusterset does: IPv4, and IPv6 where the other node
+# has an IPv6 pod range (the dual-stack members; the kind network has both
+# families). The clusters are NAMEs, or every one members() names.
 declare -A NODE_IP NODE_CIDR NODE_IP6 NODE_CIDR6
 flat_routes() {
   step "Flat pod network: every node routes every other node's podCIDRs"
   local name node other cidrs network="{{(index .NetworkSettings.Networks \"${KIND_EXPERIMENTAL_DOCKER_NETWORK}\")"
-  # Only the clusters members() names now: the upstream stage runs after
-  # the clusterset's clusters are deleted, and their nodes must not stay.
+  local names=("$@")
+  [[ $# -gt 0 ]] || mapfile -t names < <(members)
+  # Only these clusters' nodes: mcs-upstream is routed on its own, and
+  # the clusterset's clusters are gone by then.
   NODE_IP=() NODE_CIDR=() NODE_IP6=() NODE_CIDR6=()
-  for name in $(members); do
+  for name in "${names[@]}"; do
     for node in $(kind get nodes --name "${name}"); do
       NODE_IP[${node}]=$(docker inspect -f "${network}.IPAddress}}" "${node}")
       NODE_IP6[${node}]=$(docker inspect -f "${network}.GlobalIPv6Address}}" "${node}")
@@ -479,15 +482,18 @@ smoke_test() {
 # rounds here, for its verdicts: each round on kind waits for two pods to
 # start (26, the suite's default, for the figures in docs/kind.md:
 # MCS_E2E_LATENCY_ROUNDS=26).
+# The cases of a sideBySide group run MCS_E2E_PARALLEL at a time (4: most
+# of a case is waiting on pods and on the controller).
 # The test binary is built once for both suites (go test links it again
 # for every run: half a minute on a busy machine), and runs in the
 # package's directory, as go test runs it.
+E2E_PARALLEL=${MCS_E2E_PARALLEL:-4}
 suite() {
   local contexts=$1 regex=${RUN:-$2} start=${SECONDS} bin
   bin="$(pwd)/${WORK}/e2e.test"
   [[ "${E2E_BUILT:-}" == true ]] || { go test -c -o "${bin}" ./test/e2e/ && E2E_BUILT=true; }
   (cd test/e2e && MCS_E2E_PROVIDER=kind MCS_E2E_CONTEXTS=${contexts} MCS_E2E_LATENCY_ROUNDS=${MCS_E2E_LATENCY_ROUNDS:-3} \
-    "${bin}" -test.run "${regex}" -test.count=1 -test.timeout 60m -test.v)
+    "${bin}" -test.run "${regex}" -test.count=1 -test.timeout 60m -test.parallel "${E2E_PARALLEL}" -test.v)
   echo "suite on kind (${regex}): $((SECONDS - start))s"
 }
 
@@ -542,7 +548,7 @@ UPSTREAM_PROCS=${MCS_UPSTREAM_PROCS:-4}
 upstream_cluster() {
   local name=${UPSTREAM_CLUSTER}
   create_cluster "${name}"
-  flat_routes
+  flat_routes "${name}"
   kc "${name}" -n kube-system get configmap/kube-proxy daemonset/kube-proxy -o json |
     jq 'del(.items[].metadata | .resourceVersion, .uid, .managedFields, .creationTimestamp, .generation, .annotations) | del(.items[].status)' \
       >"${WORK}/upstream-stock-kube-proxy.json"
@@ -553,6 +559,16 @@ upstream_cluster() {
   kc "${name}" taint nodes -l node-role.kubernetes.io/control-plane node-role.kubernetes.io/control-plane:NoSchedule- >/dev/null
   # shellcheck disable=SC2046 # one image per line
   kind load docker-image $(cat "${WORK}/upstream-images.list") --name "${name}"
+}
+
+# upstream_beside creates mcs-upstream (upstream_cluster) in the
+# background while the derived suite runs, as mcs-c is created during the
+# KEP suite: it is routed on its own and shares nothing with the
+# clusterset. upstream_run waits for it.
+upstream_beside() {
+  echo "creating cluster ${UPSTREAM_CLUSTER} in the background (its output follows when it is waited for)"
+  upstream_cluster >"${WORK}/create-${UPSTREAM_CLUSTER}.log" 2>&1 &
+  CREATING+=("${UPSTREAM_CLUSTER}:$!")
 }
 
 # upstream_stock gives mcs-upstream kubeadm's kube-proxy back (the stock
@@ -641,7 +657,11 @@ chart_lifecycle() {
 upstream_run() {
   local set=$1 name status=0
   for name in mcs-a mcs-b "${DERIVED}"; do kind delete cluster --name "${name}" >/dev/null 2>&1 || true; done
-  upstream_cluster
+  if [[ ${#CREATING[@]} -gt 0 ]]; then
+    wait_created
+  else
+    upstream_cluster
+  fi
   upstream_specs "${set}" ours || status=$?
   chart_lifecycle || status=$?
   if [[ "${UPSTREAM_ONLY}" == true ]]; then
@@ -699,6 +719,7 @@ if [[ "${TESTS}" == true ]]; then
     join_member mcs-a "${DERIVED}"
   fi
   step "Derived-mode suite (test/e2e TestDerivedMember): a = kind-mcs-b, native b = kind-mcs-a, derived c = kind-mcs-c"
+  [[ "${UPSTREAM_SET}" == none ]] || upstream_beside
   suite kind-mcs-b,kind-mcs-a,kind-mcs-c '^TestDerivedMember$'
 fi
 

@@ -46,14 +46,17 @@ func TestDerivedMember(t *testing.T) {
 	default:
 		t.Skipf("the derived-mode cases run on a local clusterset or on kind, not on MCS_E2E_PROVIDER=%s", p)
 	}
-	t.Run("c reaches the exports of a and b by clusterset name and by its derived Service", d.testReach)
-	t.Run("a headless export answers in both DNS zones of c", d.testHeadless)
-	t.Run("session affinity ClientIP holds through the derived Service", d.testAffinity)
-	t.Run("unexport removes the derived Service", d.testUnexport)
-	t.Run("RemoteAndLocal: c's own Service of the name serves its pods and the other clusters'", d.testRemoteAndLocal)
-	t.Run("native names: a Service only a has, by its short names from a native and a derived member", d.testNativeNamesByShortName)
-	t.Run("consumption and provision clusters, changed at run time", d.testConsumersAndProviders)
-	t.Run("conflicting ports: each port of the derived Service reaches the clusters that serve it", d.testConflict)
+	sideBySide(t, "namespaced cases side by side",
+		namedCase{"c reaches the exports of a and b by clusterset name and by its derived Service", d.testReach},
+		namedCase{"a headless export answers in both DNS zones of c", d.testHeadless},
+		namedCase{"session affinity ClientIP holds through the derived Service", d.testAffinity},
+		namedCase{"unexport removes the derived Service", d.testUnexport},
+		namedCase{"RemoteAndLocal: c's own Service of the name serves its pods and the other clusters'", d.testRemoteAndLocal},
+		namedCase{"native names: a Service only a has, by its short names from a native and a derived member", d.testNativeNamesByShortName},
+		namedCase{"consumption and provision clusters, changed at run time", d.testConsumersAndProviders},
+		namedCase{"conflicting ports: each port of the derived Service reaches the clusters that serve it", d.testConflict},
+	)
+	// Alone: it takes a's apiserver away.
 	t.Run("a's outage: its endpoints leave the derived Service after the endpoint TTL and come back", d.testOutage)
 }
 
