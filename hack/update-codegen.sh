@@ -2,10 +2,11 @@
 # Regenerates what is generated from the Go types of the staging module's
 # own APIs (the service catalog, apis/catalog/v1alpha1, and the Cluster
 # Inventory API's ClusterProfile, apis/inventory/v1alpha1, written here from
-# the published API; and the fields cluster selection adds to ServiceExport
-# and ServiceImport, apis/clusterselection/v1beta1): DeepCopy methods
-# (zz_generated.deepcopy.go) and the CustomResourceDefinitions
-# (crds/catalog/, crds/inventory/, crds/clusterselection/), with
+# the published API; the fields cluster selection adds to ServiceExport
+# and ServiceImport, apis/clusterselection/v1beta1; pull mode's hub API,
+# apis/hub/v1alpha1): DeepCopy methods (zz_generated.deepcopy.go) and the
+# CustomResourceDefinitions (crds/catalog/, crds/inventory/,
+# crds/clusterselection/, crds/hub/), with
 # controller-gen at the version pinned here; and the catalog's typed
 # clientset, listers and informers (client/catalog/), with
 # k8s.io/code-generator at the version of client-go. The output is
@@ -44,6 +45,8 @@ go run "${CONTROLLER_GEN}" object paths=./apis/inventory/...
 go run "${CONTROLLER_GEN}" crd paths=./apis/inventory/... output:crd:artifacts:config=crds/inventory
 go run "${CONTROLLER_GEN}" object paths=./apis/clusterselection/...
 go run "${CONTROLLER_GEN}" crd paths=./apis/clusterselection/... output:crd:artifacts:config=crds/clusterselection
+go run "${CONTROLLER_GEN}" object paths=./apis/hub/...
+go run "${CONTROLLER_GEN}" crd paths=./apis/hub/... output:crd:artifacts:config=crds/hub
 go test ./crds -run TestKustomizePatchesAreGenerated -update
 # The Helm chart's CRDs are the ones crds.All gives (test/kindconfig).
 (cd "${ROOT}" && MCS_UPDATE_CHART=1 go test ./test/kindconfig -run '^TestChartCRDs$' -count=1)

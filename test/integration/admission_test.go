@@ -266,12 +266,20 @@ func installAdmissionPolicies(t *testing.T, m *testMember) {
 	// The controller's RBAC lets it write Leases in kube-system; only the
 	// scope policy keeps it to its own.
 	ctrlKube, _ := impersonate(t, m, controllerUser)
-	// And the native-member policy keeps it from local Services' slices.
+	// And the native-member policy keeps it from local Services' slices:
+	// asked in a namespace where nothing else refuses such a slice (the
+	// scope policy refuses it in default and the system namespaces, and
+	// would answer for a binding not loaded yet), and answered by that
+	// policy by name.
+	const nativeMember = "multicluster.x-k8s.io-controller-native-member"
+	if _, err := m.kube.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "policy-probe"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
 	local := slice("policy-probe", map[string]string{mcsv1beta1.LabelServiceName: "probe", mcsv1beta1.LabelSourceCluster: "cluster-a",
 		discoveryv1.LabelManagedBy: mcsproxy.DefaultManagedBy, discoveryv1.LabelServiceName: "probe"})
 	eventually(t, 30*time.Second, "the native-member policy to be enforced in "+m.id, func() (bool, string) {
-		_, err := ctrlKube.DiscoveryV1().EndpointSlices("default").Create(ctx, local, dryRun)
-		return deniedByPolicy(err), errString(err)
+		_, err := ctrlKube.DiscoveryV1().EndpointSlices("policy-probe").Create(ctx, local, dryRun)
+		return deniedByPolicy(err) && strings.Contains(err.Error(), nativeMember), errString(err)
 	})
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "policy-probe"}}
 	eventually(t, 30*time.Second, "the controller's scope policy to be enforced in "+m.id, func() (bool, string) {

@@ -10,13 +10,17 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
+	hubv1alpha1 "k8s.io/multiclusterservices/apis/hub/v1alpha1"
+	"k8s.io/multiclusterservices/crds"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/pull"
@@ -27,43 +31,32 @@ import (
 // TestPullHubConfinesEachMember, an attack on pull mode's hub
 // (deploy/hub-pull and each member's part, pull.MemberObjects): cluster-a's
 // agent identity, which cluster-a's administrator holds, publishes its own
-// exports, endpoints and Lease in its own namespace and reads the plan;
+// exports (MemberExports), endpoints and Lease in its own namespace and
+// reads the plan;
 // it tries to write for cluster-b, to write the plan, to read what
 // cluster-b publishes, to rename or widen itself (a namespace, a binding,
 // another ServiceAccount's token) and to read Secrets. RBAC refuses every
 // one; nothing of cluster-b's or of the plan changes.
 func TestPullHubConfinesEachMember(t *testing.T) {
 	ctx := context.Background()
-	hub := prepareMember(t, framework.StartTestCluster(t, framework.StartTestEtcd(t), framework.ClusterOptions{Name: "hub"}), "hub")
-	applyRBAC(t, hub.kube, repoPath(t, "deploy", "hub-pull", "hub.yaml"))
-	// Each member's part, applied as the hub's operator applies what
-	// kubectl mcs hub member prints.
-	dyn := dynamic.NewForConfigOrDie(hub.cluster.RESTConfig())
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(hub.kube.Discovery()))
-	for _, id := range []string{"cluster-a", "cluster-b"} {
-		objs, err := pull.MemberObjects(id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, o := range objs {
-			u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := kindconfig.Apply(ctx, dyn, mapper, &unstructured.Unstructured{Object: u}, false); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	hub := startPullHub(t, framework.StartTestEtcd(t), "cluster-a", "cluster-b")
 	agentA := fmt.Sprintf("system:serviceaccount:cluster-a:%s", pull.AgentServiceAccount)
 	kubeA, mcsA := impersonate(t, hub, agentA, "system:serviceaccounts", "system:serviceaccounts:cluster-a")
+	dynA := dynamic.NewForConfigOrDie(impersonateRESTConfig(t, hub.cluster, agentA, "system:serviceaccounts", "system:serviceaccounts:cluster-a"))
+	hubDyn := dynamic.NewForConfigOrDie(hub.cluster.RESTConfig())
+	memberExports := func(d dynamic.Interface, ns string) dynamic.ResourceInterface {
+		return d.Resource(hubv1alpha1.SchemeGroupVersion.WithResource("memberexports")).Namespace(ns)
+	}
 
 	// What cluster-b has published, and the plan, as the planner and
 	// cluster-b's agent left them.
+	if _, err := memberExports(hubDyn, "cluster-b").Create(ctx, publishedExport(t, "demo", "web"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hub.mcs.MulticlusterV1beta1().ServiceImports(pull.PlanNamespace).Create(ctx, publishedImport("demo.web"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	for _, ns := range []string{"cluster-b", pull.PlanNamespace} {
-		if _, err := hub.mcs.MulticlusterV1beta1().ServiceImports(ns).Create(ctx, publishedImport("demo.web"), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
 		if _, err := hub.kube.DiscoveryV1().EndpointSlices(ns).Create(ctx, publishedSlice("demo.web-b", "10.2.0.1"), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -76,10 +69,8 @@ func TestPullHubConfinesEachMember(t *testing.T) {
 			t.Errorf("cluster-a's agent %s: %v, want it allowed", what, err)
 		}
 	}
-	_, err := mcsA.MulticlusterV1beta1().ServiceExports("cluster-a").Create(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Name: "demo.web"}}, metav1.CreateOptions{})
+	_, err := memberExports(dynA, "cluster-a").Create(ctx, publishedExport(t, "demo", "web"), metav1.CreateOptions{})
 	must("publishes its export", err)
-	_, err = mcsA.MulticlusterV1beta1().ServiceImports("cluster-a").Create(ctx, publishedImport("demo.web"), metav1.CreateOptions{})
-	must("publishes its Service's ports", err)
 	_, err = kubeA.DiscoveryV1().EndpointSlices("cluster-a").Create(ctx, publishedSlice("demo.web-a", "10.1.0.1"), metav1.CreateOptions{})
 	must("publishes its endpoints", err)
 	_, err = kubeA.CoordinationV1().Leases("cluster-a").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "cluster-a"}}, metav1.CreateOptions{})
@@ -94,15 +85,27 @@ func TestPullHubConfinesEachMember(t *testing.T) {
 	// Everything else: forbidden.
 	for what, try := range map[string]func() error{
 		"publishes an export for cluster-b": func() error {
-			_, err := mcsA.MulticlusterV1beta1().ServiceExports("cluster-b").Create(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Name: "demo.evil"}}, metav1.CreateOptions{})
+			_, err := memberExports(dynA, "cluster-b").Create(ctx, publishedExport(t, "demo", "evil"), metav1.CreateOptions{})
+			return err
+		},
+		"rewrites cluster-b's export": func() error {
+			_, err := memberExports(dynA, "cluster-b").Patch(ctx, "demo.web", types.MergePatchType, []byte(`{"spec":{"exportedLabels":{"x":"y"}}}`), metav1.PatchOptions{})
+			return err
+		},
+		"writes a ServiceExport on the hub, which a hub doubling as a member would serve": func() error {
+			_, err := mcsA.MulticlusterV1beta1().ServiceExports("cluster-a").Create(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Name: "web"}}, metav1.CreateOptions{})
+			return err
+		},
+		"writes a ServiceImport on the hub": func() error {
+			_, err := mcsA.MulticlusterV1beta1().ServiceImports("cluster-a").Create(ctx, publishedImport("web"), metav1.CreateOptions{})
 			return err
 		},
 		"publishes endpoints for cluster-b": func() error {
 			_, err := kubeA.DiscoveryV1().EndpointSlices("cluster-b").Create(ctx, publishedSlice("demo.web-evil", "10.1.0.66"), metav1.CreateOptions{})
 			return err
 		},
-		"deletes cluster-b's published import": func() error {
-			return mcsA.MulticlusterV1beta1().ServiceImports("cluster-b").Delete(ctx, "demo.web", metav1.DeleteOptions{})
+		"deletes cluster-b's published export": func() error {
+			return memberExports(dynA, "cluster-b").Delete(ctx, "demo.web", metav1.DeleteOptions{})
 		},
 		"renews cluster-b's Lease": func() error {
 			_, err := kubeA.CoordinationV1().Leases("cluster-b").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "cluster-b"}}, metav1.CreateOptions{})
@@ -160,10 +163,15 @@ func TestPullHubConfinesEachMember(t *testing.T) {
 	}
 
 	// Nothing of cluster-b's or of the plan changed.
+	if me, err := memberExports(hubDyn, "cluster-b").Get(ctx, "demo.web", metav1.GetOptions{}); err != nil {
+		t.Errorf("cluster-b's export: %v", err)
+	} else if labels, _, _ := unstructured.NestedStringMap(me.Object, "spec", "exportedLabels"); len(labels) > 0 {
+		t.Errorf("cluster-b's export has exportedLabels %v, want none", labels)
+	}
+	if _, err := hub.mcs.MulticlusterV1beta1().ServiceImports(pull.PlanNamespace).Get(ctx, "demo.web", metav1.GetOptions{}); err != nil {
+		t.Errorf("the plan's import: %v", err)
+	}
 	for _, ns := range []string{"cluster-b", pull.PlanNamespace} {
-		if _, err := hub.mcs.MulticlusterV1beta1().ServiceImports(ns).Get(ctx, "demo.web", metav1.GetOptions{}); err != nil {
-			t.Errorf("%s's import: %v", ns, err)
-		}
 		slices, err := hub.kube.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{})
 		if err != nil || len(slices.Items) != 1 || slices.Items[0].Name != "demo.web-b" {
 			t.Errorf("%s's slices: %v %v, want demo.web-b alone", ns, slices, err)
@@ -172,6 +180,42 @@ func TestPullHubConfinesEachMember(t *testing.T) {
 	if ns, err := hub.kube.CoreV1().Namespaces().Get(ctx, "cluster-a", metav1.GetOptions{}); err != nil || ns.Labels[pull.LabelMemberCluster] != "cluster-a" {
 		t.Errorf("cluster-a's namespace: %v %v", ns.Labels, err)
 	}
+}
+
+// startPullHub starts pull mode's hub as its operator sets it up: the
+// MemberExport CRD and deploy/hub-pull's namespace and roles, then each
+// member's part (pull.MemberObjects) applied as the operator applies what
+// kubectl mcs hub member prints.
+func startPullHub(t *testing.T, etcd *framework.Etcd, ids ...string) *testMember {
+	t.Helper()
+	ctx := context.Background()
+	hub := prepareMember(t, framework.StartTestCluster(t, etcd, framework.ClusterOptions{Name: "hub"}), "hub")
+	crd, err := crds.Hub()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := crds.Install(ctx, apiextensionsclient.NewForConfigOrDie(hub.cluster.RESTConfig()), crd); err != nil {
+		t.Fatal(err)
+	}
+	applyRBAC(t, hub.kube, repoPath(t, "deploy", "hub-pull", "hub.yaml"))
+	dyn := dynamic.NewForConfigOrDie(hub.cluster.RESTConfig())
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(hub.kube.Discovery()))
+	for _, id := range ids {
+		objs, err := pull.MemberObjects(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objs {
+			u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := kindconfig.Apply(ctx, dyn, mapper, &unstructured.Unstructured{Object: u}, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return hub
 }
 
 // TestPullMemberObjects: a member's part names its namespace after its
@@ -196,6 +240,21 @@ func TestPullMemberObjects(t *testing.T) {
 	if got, want := strings.Join(kinds, ", "), "Namespace <nil>/cluster-a, ServiceAccount cluster-a/mcs-member-agent, RoleBinding cluster-a/mcs-member-agent, RoleBinding mcs-plan/mcs-member-agent-cluster-a"; got != want {
 		t.Errorf("cluster-a's part: %s, want %s", got, want)
 	}
+}
+
+// publishedExport is a MemberExport of namespace/name, as an agent
+// publishes it.
+func publishedExport(t *testing.T, namespace, name string) *unstructured.Unstructured {
+	t.Helper()
+	me := pull.PublishExport(pull.Source{
+		Export:  &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, CreationTimestamp: metav1.Now()}},
+		Service: &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Spec: v1.ServiceSpec{Ports: []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}}}},
+	})
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(me)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &unstructured.Unstructured{Object: u}
 }
 
 func publishedImport(name string) *mcsv1beta1.ServiceImport {

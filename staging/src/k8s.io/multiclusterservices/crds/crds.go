@@ -49,6 +49,16 @@ func Catalog() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	return out, nil
 }
 
+//go:embed hub/hub.multiclusterservices.k8s.io_memberexports.yaml
+var memberExportCRD []byte
+
+// Hub returns the CRD of pull mode's hub, which only the hub needs:
+// MemberExport (generated from apis/hub/v1alpha1 by
+// hack/update-codegen.sh).
+func Hub() (*apiextensionsv1.CustomResourceDefinition, error) {
+	return decode(memberExportCRD)
+}
+
 //go:embed inventory/multicluster.x-k8s.io_clusterprofiles.yaml
 var clusterProfileCRD []byte
 

@@ -5,9 +5,11 @@ import (
 	"strings"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	catalogv1alpha1 "k8s.io/multiclusterservices/apis/catalog/v1alpha1"
+	hubv1alpha1 "k8s.io/multiclusterservices/apis/hub/v1alpha1"
 )
 
 func TestEmbeddedCRDs(t *testing.T) {
@@ -79,6 +81,33 @@ func TestCatalogCRDsMatchTheirTypes(t *testing.T) {
 	}
 	if len(types) > 0 {
 		t.Errorf("no CRD for %v", types)
+	}
+}
+
+// The hub's CRD is generated from its Go type: every field the agent
+// publishes must be in the schema (the apiserver prunes the rest), the
+// Service's spec whole, as the planner reads it.
+func TestHubCRDMatchesItsType(t *testing.T) {
+	crd, err := Hub()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if crd.Name != "memberexports.hub.multiclusterservices.k8s.io" || crd.Spec.Group != hubv1alpha1.GroupName ||
+		crd.Spec.Scope != apiextensionsv1.NamespaceScoped || len(crd.Spec.Versions) != 1 || crd.Spec.Versions[0].Name != hubv1alpha1.SchemeGroupVersion.Version {
+		t.Fatalf("CRD %s: group %s, scope %s, versions %+v", crd.Name, crd.Spec.Group, crd.Spec.Scope, crd.Spec.Versions)
+	}
+	spec := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	for _, typ := range []reflect.Type{reflect.TypeFor[hubv1alpha1.MemberExportSpec](), reflect.TypeFor[v1.ServiceSpec]()} {
+		schema := spec
+		if typ != reflect.TypeFor[hubv1alpha1.MemberExportSpec]() {
+			schema = spec.Properties["serviceSpec"]
+		}
+		for i := 0; i < typ.NumField(); i++ {
+			name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+			if _, ok := schema.Properties[name]; !ok {
+				t.Errorf("CRD %s has no %s field %s: run hack/update-codegen.sh", crd.Name, typ.Name(), name)
+			}
+		}
 	}
 }
 

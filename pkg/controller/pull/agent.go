@@ -1,0 +1,430 @@
+package pull
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
+	hubv1alpha1 "k8s.io/multiclusterservices/apis/hub/v1alpha1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// The member agent's publishing half (docs/architecture.md, "Pull mode"):
+// level-triggered, one key per exported namespace/name. It reads its own
+// cluster with its own credentials, and writes into its hub namespace
+// only what differs from what is published there, so that a restart
+// writes nothing that is already right.
+
+var (
+	serviceExports = mcsv1beta1.SchemeGroupVersion.WithResource("serviceexports")
+	memberExports  = hubv1alpha1.SchemeGroupVersion.WithResource("memberexports")
+)
+
+// AgentConfig is what a member agent publishes with.
+type AgentConfig struct {
+	// ClusterID is the member's cluster ID: its hub namespace.
+	ClusterID string
+	// Member and MemberDynamic are the agent's clients of its own
+	// cluster; Hub and HubDynamic its hub identity's.
+	Member        kubernetes.Interface
+	MemberDynamic dynamic.Interface
+	Hub           kubernetes.Interface
+	HubDynamic    dynamic.Interface
+	// SourceManagers are the endpointslice.kubernetes.io/managed-by
+	// values whose slices are published (export.CheckSource), as the
+	// mcs-controller's --source-endpointslice-managers.
+	SourceManagers []string
+	// Recorder writes events into the member: a slice not published, on
+	// its export.
+	Recorder events.EventRecorder
+	// Resync is how often the informers resync (0: never).
+	Resync time.Duration
+}
+
+// Agent publishes a member's exports into its hub namespace.
+type Agent struct {
+	cfg    AgentConfig
+	logger klog.Logger
+	queue  workqueue.TypedRateLimitingInterface[string]
+
+	memberInformers informers.SharedInformerFactory
+	memberSlices    informers.SharedInformerFactory
+	exportInformer  cache.SharedIndexInformer
+	hubInformers    informers.SharedInformerFactory
+	hubDynamic      dynamicinformer.DynamicSharedInformerFactory
+	published       cache.SharedIndexInformer
+	publishedSlices discoverylisters.EndpointSliceLister
+
+	// reported are the slice refusals already said, by slice UID and
+	// reason.
+	reportedMu sync.Mutex
+	reported   map[string]bool
+	writes     atomic.Int64
+}
+
+// NewAgent returns the publishing half of clusterID's agent.
+func NewAgent(cfg AgentConfig) (*Agent, error) {
+	if err := CheckClusterID(cfg.ClusterID); err != nil {
+		return nil, err
+	}
+	if len(cfg.SourceManagers) == 0 {
+		return nil, fmt.Errorf("no source EndpointSlice managers: no slice would be published")
+	}
+	a := &Agent{
+		cfg:      cfg,
+		logger:   klog.Background().WithName("member-agent").WithValues("cluster", cfg.ClusterID),
+		queue:    workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "member-agent"}),
+		reported: map[string]bool{},
+	}
+	hasServiceName, err := labels.NewRequirement(discoveryv1.LabelServiceName, selection.Exists, nil)
+	if err != nil {
+		return nil, err
+	}
+	a.memberInformers = informers.NewSharedInformerFactory(cfg.Member, cfg.Resync)
+	// Only the slices of Services (a factory of their own: its selector
+	// reaches every informer of a factory).
+	a.memberSlices = informers.NewSharedInformerFactoryWithOptions(cfg.Member, cfg.Resync,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.LabelSelector = labels.NewSelector().Add(*hasServiceName).String()
+		}))
+	a.exportInformer = dynamicinformer.NewFilteredDynamicInformer(cfg.MemberDynamic, serviceExports, metav1.NamespaceAll, cfg.Resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, nil).Informer()
+	a.hubInformers = informers.NewSharedInformerFactoryWithOptions(cfg.Hub, cfg.Resync, informers.WithNamespace(cfg.ClusterID),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.LabelSelector = labels.SelectorFromSet(labels.Set{discoveryv1.LabelManagedBy: AgentManager}).String()
+		}))
+	a.hubDynamic = dynamicinformer.NewFilteredDynamicSharedInformerFactory(cfg.HubDynamic, cfg.Resync, cfg.ClusterID, nil)
+	a.published = a.hubDynamic.ForResource(memberExports).Informer()
+	a.publishedSlices = a.hubInformers.Discovery().V1().EndpointSlices().Lister()
+
+	byKey := func(key func(obj any) (string, bool)) cache.ResourceEventHandler {
+		enqueue := func(obj any) {
+			if k, ok := key(obj); ok {
+				a.queue.Add(k)
+			}
+		}
+		return cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }, DeleteFunc: enqueue}
+	}
+	ownKey := func(obj any) (string, bool) {
+		k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+		return k, err == nil
+	}
+	sliceKey := func(obj any) (string, bool) {
+		s := objectOf[*discoveryv1.EndpointSlice](obj)
+		if s == nil || s.Labels[discoveryv1.LabelServiceName] == "" {
+			return "", false
+		}
+		return s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName], true
+	}
+	publishedKey := func(obj any) (string, bool) {
+		o := objectOf[metav1.Object](obj)
+		if o == nil {
+			return "", false
+		}
+		ns, name := o.GetLabels()[hubv1alpha1.LabelServiceNamespace], o.GetLabels()[hubv1alpha1.LabelServiceName]
+		return ns + "/" + name, ns != "" && name != ""
+	}
+	for _, add := range []func() error{
+		func() error { _, err := a.exportInformer.AddEventHandler(byKey(ownKey)); return err },
+		func() error {
+			_, err := a.memberInformers.Core().V1().Services().Informer().AddEventHandler(byKey(ownKey))
+			return err
+		},
+		func() error {
+			_, err := a.memberSlices.Discovery().V1().EndpointSlices().Informer().AddEventHandler(byKey(sliceKey))
+			return err
+		},
+		func() error {
+			// A namespace's creation time is published with each export
+			// in it.
+			_, err := a.memberInformers.Core().V1().Namespaces().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+				AddFunc: func(obj any) { a.enqueueNamespace(obj) },
+			})
+			return err
+		},
+		func() error { _, err := a.published.AddEventHandler(byKey(publishedKey)); return err },
+		func() error {
+			_, err := a.hubInformers.Discovery().V1().EndpointSlices().Informer().AddEventHandler(byKey(publishedKey))
+			return err
+		},
+	} {
+		if err := add(); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+// Writes is how many writes the agent has made into the hub.
+func (a *Agent) Writes() int64 { return a.writes.Load() }
+
+// Run publishes until ctx is done.
+func (a *Agent) Run(ctx context.Context, workers int) error {
+	defer utilruntime.HandleCrash()
+	defer a.queue.ShutDown()
+	a.memberInformers.Start(ctx.Done())
+	a.memberSlices.Start(ctx.Done())
+	a.hubInformers.Start(ctx.Done())
+	a.hubDynamic.Start(ctx.Done())
+	go a.exportInformer.Run(ctx.Done())
+	if !cache.WaitForNamedCacheSync("member-agent", ctx.Done(),
+		a.exportInformer.HasSynced, a.published.HasSynced,
+		a.memberInformers.Core().V1().Services().Informer().HasSynced,
+		a.memberInformers.Core().V1().Namespaces().Informer().HasSynced,
+		a.memberSlices.Discovery().V1().EndpointSlices().Informer().HasSynced,
+		a.hubInformers.Discovery().V1().EndpointSlices().Informer().HasSynced) {
+		return ctx.Err()
+	}
+	a.logger.Info("Publishing into the hub", "namespace", a.cfg.ClusterID)
+	for range workers {
+		go wait.UntilWithContext(ctx, a.worker, time.Second)
+	}
+	<-ctx.Done()
+	return nil
+}
+
+func (a *Agent) worker(ctx context.Context) {
+	for {
+		key, quit := a.queue.Get()
+		if quit {
+			return
+		}
+		if err := a.sync(ctx, key); err != nil {
+			a.logger.Error(err, "Publishing into the hub", "key", key)
+			a.queue.AddRateLimited(key)
+		} else {
+			a.queue.Forget(key)
+		}
+		a.queue.Done(key)
+	}
+}
+
+func (a *Agent) enqueueNamespace(obj any) {
+	ns := objectOf[*v1.Namespace](obj)
+	if ns == nil {
+		return
+	}
+	exports, _ := a.exportInformer.GetIndexer().ByIndex(cache.NamespaceIndex, ns.Name)
+	for _, e := range exports {
+		if k, err := cache.MetaNamespaceKeyFunc(e); err == nil {
+			a.queue.Add(k)
+		}
+	}
+}
+
+// source reads what the member holds of ns/name.
+func (a *Agent) source(ns, name string) (Source, error) {
+	var src Source
+	obj, ok, err := a.exportInformer.GetStore().GetByKey(ns + "/" + name)
+	if err != nil {
+		return src, err
+	}
+	if ok {
+		u := obj.(*unstructured.Unstructured)
+		se, sel := &mcsv1beta1.ServiceExport{}, &csv1beta1.ServiceExport{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, se); err != nil {
+			return src, fmt.Errorf("ServiceExport %s/%s: %w", ns, name, err)
+		}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, sel); err != nil {
+			return src, fmt.Errorf("ServiceExport %s/%s's clusterSelectors: %w", ns, name, err)
+		}
+		src.Export, src.ClusterSelectors = se, sel.Spec.ClusterSelectors
+	}
+	if n, err := a.memberInformers.Core().V1().Namespaces().Lister().Get(ns); err == nil {
+		src.Namespace = n
+	}
+	svc, err := a.memberInformers.Core().V1().Services().Lister().Services(ns).Get(name)
+	switch {
+	case err == nil:
+		src.Service = svc
+	case !apierrors.IsNotFound(err):
+		return src, err
+	}
+	src.Slices, err = a.memberSlices.Discovery().V1().EndpointSlices().Lister().EndpointSlices(ns).List(
+		labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: name}))
+	return src, err
+}
+
+// sync publishes what the member holds of key, writing only what differs.
+func (a *Agent) sync(ctx context.Context, key string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil
+	}
+	src, err := a.source(ns, name)
+	if err != nil {
+		return err
+	}
+	want := PublishExport(src)
+	have, err := a.publishedExport(ns, name)
+	if err != nil {
+		return err
+	}
+	if want == nil {
+		if err := a.syncSlices(ctx, ns, name, nil); err != nil {
+			return err
+		}
+		if have != nil {
+			a.logger.V(2).Info("Unpublishing an export", "service", key)
+			return ignoreNotFound(a.write(a.memberExports().Delete(ctx, have.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &have.UID}})))
+		}
+		return nil
+	}
+	switch {
+	case have == nil:
+		a.logger.V(2).Info("Publishing an export", "service", key)
+		if have, err = a.putExport(ctx, want, ""); err != nil {
+			return err
+		}
+	case !exportUpToDate(have, want):
+		if have, err = a.putExport(ctx, want, have.ResourceVersion); err != nil {
+			return err
+		}
+	}
+	published, refused := PublishSlices(src, have, a.cfg.SourceManagers)
+	a.report(src.Export, refused)
+	return a.syncSlices(ctx, ns, name, published)
+}
+
+// putExport creates want, or updates it from resourceVersion.
+func (a *Agent) putExport(ctx context.Context, want *hubv1alpha1.MemberExport, resourceVersion string) (*hubv1alpha1.MemberExport, error) {
+	want.ResourceVersion = resourceVersion
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(want)
+	if err != nil {
+		return nil, err
+	}
+	var out *unstructured.Unstructured
+	if resourceVersion == "" {
+		out, err = a.memberExports().Create(ctx, &unstructured.Unstructured{Object: u}, metav1.CreateOptions{})
+	} else {
+		out, err = a.memberExports().Update(ctx, &unstructured.Unstructured{Object: u}, metav1.UpdateOptions{})
+	}
+	if err := a.write(err); err != nil {
+		return nil, err
+	}
+	return memberExportOf(out)
+}
+
+// syncSlices makes the slices published of ns/name want.
+func (a *Agent) syncSlices(ctx context.Context, ns, name string, want []*discoveryv1.EndpointSlice) error {
+	have, err := a.publishedSlices.EndpointSlices(a.cfg.ClusterID).List(labels.SelectorFromSet(publishedLabels(ns, name)))
+	if err != nil {
+		return err
+	}
+	haveByName := map[string]*discoveryv1.EndpointSlice{}
+	for _, s := range have {
+		haveByName[s.Name] = s
+	}
+	api := a.cfg.Hub.DiscoveryV1().EndpointSlices(a.cfg.ClusterID)
+	for _, w := range want {
+		h := haveByName[w.Name]
+		delete(haveByName, w.Name)
+		switch {
+		case h == nil:
+			_, err = api.Create(ctx, w, metav1.CreateOptions{})
+		case sliceUpToDate(h, w):
+			continue
+		case h.AddressType != w.AddressType:
+			if err = ignoreNotFound(a.write(api.Delete(ctx, h.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &h.UID}}))); err == nil {
+				_, err = api.Create(ctx, w, metav1.CreateOptions{})
+			}
+		default:
+			w.ResourceVersion = h.ResourceVersion
+			_, err = api.Update(ctx, w, metav1.UpdateOptions{})
+		}
+		if err := a.write(err); err != nil {
+			return err
+		}
+	}
+	for _, h := range haveByName {
+		if err := ignoreNotFound(a.write(api.Delete(ctx, h.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &h.UID}}))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// report says once per slice and reason, on the member's export, why a
+// slice of the exported Service is not published.
+func (a *Agent) report(se *mcsv1beta1.ServiceExport, refused []Refusal) {
+	for _, r := range refused {
+		key := string(r.Slice.UID) + "/" + string(r.Reason)
+		a.reportedMu.Lock()
+		said := a.reported[key]
+		a.reported[key] = true
+		a.reportedMu.Unlock()
+		if said {
+			continue
+		}
+		a.logger.Info("Not publishing an EndpointSlice of an exported Service", "endpointSlice", klog.KObj(r.Slice), "reason", r.Reason, "why", r.Why)
+		if a.cfg.Recorder != nil && se != nil {
+			a.cfg.Recorder.Eventf(se, r.Slice, v1.EventTypeWarning, string(r.Reason), "PublishEndpointSlice", "EndpointSlice %s is not exported: %s", r.Slice.Name, r.Why)
+		}
+	}
+}
+
+func (a *Agent) publishedExport(ns, name string) (*hubv1alpha1.MemberExport, error) {
+	obj, ok, err := a.published.GetStore().GetByKey(a.cfg.ClusterID + "/" + MemberExportName(ns, name))
+	if err != nil || !ok {
+		return nil, err
+	}
+	return memberExportOf(obj.(*unstructured.Unstructured))
+}
+
+func (a *Agent) memberExports() dynamic.ResourceInterface {
+	return a.cfg.HubDynamic.Resource(memberExports).Namespace(a.cfg.ClusterID)
+}
+
+// write counts a write that reached the hub, and returns its error.
+func (a *Agent) write(err error) error {
+	if err == nil {
+		a.writes.Add(1)
+	}
+	return err
+}
+
+func memberExportOf(u *unstructured.Unstructured) (*hubv1alpha1.MemberExport, error) {
+	me := &hubv1alpha1.MemberExport{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, me); err != nil {
+		return nil, fmt.Errorf("MemberExport %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	}
+	return me, nil
+}
+
+func ignoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// objectOf returns obj, or the object of a deletion tombstone, as T.
+func objectOf[T any](obj any) T {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	t, _ := obj.(T)
+	return t
+}
+

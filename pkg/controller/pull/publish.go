@@ -1,0 +1,178 @@
+package pull
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"maps"
+	"slices"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
+	hubv1alpha1 "k8s.io/multiclusterservices/apis/hub/v1alpha1"
+	"k8s.io/multiclusterservices/export"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// The agent's publishing half, as pure functions: what a member publishes
+// in its hub namespace of one exported name, from what its own cluster
+// holds of it. The agent (agent.go) reads its caches, calls these, and
+// writes the difference.
+
+// AgentManager is the endpointslice.kubernetes.io/managed-by of the
+// EndpointSlices an agent publishes: no Kubernetes controller and no
+// kube-proxy takes them for a Service's (they carry no service-name label
+// either).
+const AgentManager = "member-agent.hub.multiclusterservices.k8s.io"
+
+// Source is what a member holds of one namespace/name, as its agent
+// reads it.
+type Source struct {
+	// Export is the member's ServiceExport of the name, nil when there is
+	// none or it is being deleted; ClusterSelectors are its KEP-5939
+	// selectors.
+	Export           *mcsv1beta1.ServiceExport
+	ClusterSelectors []csv1beta1.ClusterSelector
+	// Namespace is the name's namespace, nil when unknown.
+	Namespace *v1.Namespace
+	// Service is the member's Service of the name, nil when none.
+	Service *v1.Service
+	// Slices are the EndpointSlices labelled with the Service's name.
+	Slices []*discoveryv1.EndpointSlice
+}
+
+// Refusal is a slice of the exported Service that is not published, and
+// why (export.CheckSource): the agent says so on the export, once.
+type Refusal struct {
+	Slice  *discoveryv1.EndpointSlice
+	Reason export.SourceRefusal
+	Why    string
+}
+
+// MemberExportName is the name of what a member publishes of
+// namespace/name: neither holds a dot, so no two names meet.
+func MemberExportName(namespace, name string) string { return namespace + "." + name }
+
+// PublishedSliceName is the hub name of the member's slice sliceName of
+// the Service in namespace: "<namespace>.<slice>", or, where that would
+// be too long for a name, the slice's name hashed.
+func PublishedSliceName(namespace, sliceName string) string {
+	if n := namespace + "." + sliceName; len(n) <= validation.DNS1123SubdomainMaxLength {
+		return n
+	}
+	sum := sha256.Sum256([]byte(sliceName))
+	return namespace + "." + sliceName[:min(len(sliceName), 63)] + "-" + hex.EncodeToString(sum[:8])
+}
+
+// PublishExport is the MemberExport of src, nil when src's export is not
+// to be published (none, or being deleted). A Service that is missing or
+// being deleted publishes no spec: the planner finds the export invalid,
+// as push mode does.
+func PublishExport(src Source) *hubv1alpha1.MemberExport {
+	se := src.Export
+	if se == nil || se.DeletionTimestamp != nil {
+		return nil
+	}
+	me := &hubv1alpha1.MemberExport{
+		TypeMeta: metav1.TypeMeta{APIVersion: hubv1alpha1.SchemeGroupVersion.String(), Kind: "MemberExport"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   MemberExportName(se.Namespace, se.Name),
+			Labels: publishedLabels(se.Namespace, se.Name),
+		},
+		Spec: hubv1alpha1.MemberExportSpec{
+			Service:             hubv1alpha1.ServiceName{Namespace: se.Namespace, Name: se.Name},
+			ExportCreated:       se.CreationTimestamp,
+			ExportedLabels:      maps.Clone(se.Spec.ExportedLabels),
+			ExportedAnnotations: maps.Clone(se.Spec.ExportedAnnotations),
+			ClusterSelectors:    slices.Clone(src.ClusterSelectors),
+		},
+	}
+	if ns := src.Namespace; ns != nil {
+		me.Spec.NamespaceCreated = ns.CreationTimestamp.DeepCopy()
+	}
+	if svc := src.Service; svc != nil && svc.DeletionTimestamp == nil {
+		me.Spec.ServiceSpec = svc.Spec.DeepCopy()
+	}
+	return me
+}
+
+// PublishSlices are the EndpointSlices src publishes, owned by owner (the
+// published MemberExport: the hub's garbage collector removes them with
+// it), and the slices refused. A slice is published only when
+// export.CheckSource accepts it, the check push mode makes in the
+// planner: here the agent makes it, in the cluster whose Service, owners
+// and managers it is about. What is left for the planner is what only
+// the operator states (ranges, namespaces, IDs).
+func PublishSlices(src Source, owner *hubv1alpha1.MemberExport, managers []string) ([]*discoveryv1.EndpointSlice, []Refusal) {
+	if owner == nil || src.Service == nil || src.Service.DeletionTimestamp != nil {
+		return nil, nil
+	}
+	var out []*discoveryv1.EndpointSlice
+	var refused []Refusal
+	for _, s := range src.Slices {
+		if s.DeletionTimestamp != nil {
+			continue
+		}
+		if reason, why := export.CheckSource(s, src.Service, managers); reason != "" {
+			refused = append(refused, Refusal{Slice: s, Reason: reason, Why: why})
+			continue
+		}
+		labels := publishedLabels(src.Service.Namespace, src.Service.Name)
+		labels[discoveryv1.LabelManagedBy] = AgentManager
+		out = append(out, &discoveryv1.EndpointSlice{
+			TypeMeta: metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSlice"},
+			ObjectMeta: metav1.ObjectMeta{
+				Name:        PublishedSliceName(s.Namespace, s.Name),
+				Labels:      labels,
+				Annotations: map[string]string{hubv1alpha1.AnnotationSourceSlice: s.Name},
+				OwnerReferences: []metav1.OwnerReference{{
+					APIVersion: hubv1alpha1.SchemeGroupVersion.String(), Kind: "MemberExport",
+					Name: owner.Name, UID: owner.UID,
+				}},
+			},
+			AddressType: s.AddressType,
+			Endpoints:   slices.Clone(s.Endpoints),
+			Ports:       slices.Clone(s.Ports),
+		})
+	}
+	slices.SortFunc(out, func(a, b *discoveryv1.EndpointSlice) int { return strings.Compare(a.Name, b.Name) })
+	return out, refused
+}
+
+// publishedLabels name the exported Service on what is published of it.
+func publishedLabels(namespace, name string) map[string]string {
+	return map[string]string{
+		hubv1alpha1.LabelServiceNamespace: namespace,
+		hubv1alpha1.LabelServiceName:      name,
+	}
+}
+
+// exportUpToDate says whether have, as the hub holds it, already says
+// what want does.
+func exportUpToDate(have, want *hubv1alpha1.MemberExport) bool {
+	return apiequality.Semantic.DeepEqual(have.Spec, want.Spec) && hasLabels(have.Labels, want.Labels)
+}
+
+// sliceUpToDate says whether have already says what want does; a slice
+// whose address type changed is replaced (the field is immutable).
+func sliceUpToDate(have, want *discoveryv1.EndpointSlice) bool {
+	return have.AddressType == want.AddressType && hasLabels(have.Labels, want.Labels) &&
+		hasLabels(have.Annotations, want.Annotations) &&
+		apiequality.Semantic.DeepEqual(have.OwnerReferences, want.OwnerReferences) &&
+		apiequality.Semantic.DeepEqual(have.Endpoints, want.Endpoints) &&
+		apiequality.Semantic.DeepEqual(have.Ports, want.Ports)
+}
+
+// hasLabels says whether have holds every key of want with its value.
+func hasLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := have[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,102 @@
+package pull
+
+import (
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	hubv1alpha1 "k8s.io/multiclusterservices/apis/hub/v1alpha1"
+	"k8s.io/multiclusterservices/export"
+	"k8s.io/utils/ptr"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+func TestPublishedSliceName(t *testing.T) {
+	long := strings.Repeat("s", 250)
+	for _, tc := range []struct{ ns, slice, want string }{
+		{"demo", "web-abcde", "demo.web-abcde"},
+		// A slice name may hold dots: the namespace, first, holds none.
+		{"demo", "web.v2", "demo.web.v2"},
+	} {
+		if got := PublishedSliceName(tc.ns, tc.slice); got != tc.want {
+			t.Errorf("PublishedSliceName(%q, %q) = %q, want %q", tc.ns, tc.slice, got, tc.want)
+		}
+	}
+	a, b := PublishedSliceName("demo", long+"a"), PublishedSliceName("demo", long+"b")
+	if a == b || len(validation.IsDNS1123Subdomain(a)) > 0 || !strings.HasPrefix(a, "demo.") {
+		t.Errorf("long slice names: %q and %q, want two distinct names of namespace demo", a, b)
+	}
+}
+
+func TestPublishExport(t *testing.T) {
+	now := metav1.Now()
+	se := &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web", CreationTimestamp: now}}
+	svc := &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web"}, Spec: v1.ServiceSpec{ClusterIP: v1.ClusterIPNone}}
+	going := svc.DeepCopy()
+	going.DeletionTimestamp = &now
+	if got := PublishExport(Source{Service: svc}); got != nil {
+		t.Errorf("no export: published %+v", got)
+	}
+	deleted := se.DeepCopy()
+	deleted.DeletionTimestamp = &now
+	if got := PublishExport(Source{Export: deleted, Service: svc}); got != nil {
+		t.Errorf("an export being deleted: published %+v", got)
+	}
+	me := PublishExport(Source{Export: se, Service: svc})
+	if me.Name != "demo.web" || me.Labels[hubv1alpha1.LabelServiceNamespace] != "demo" || me.Labels[hubv1alpha1.LabelServiceName] != "web" ||
+		me.Spec.ServiceSpec == nil || me.Spec.ServiceSpec.ClusterIP != v1.ClusterIPNone || !me.Spec.ExportCreated.Equal(&now) {
+		t.Errorf("published %+v", me)
+	}
+	for what, s := range map[string]*v1.Service{"no Service": nil, "a Service being deleted": going} {
+		if me := PublishExport(Source{Export: se, Service: s}); me == nil || me.Spec.ServiceSpec != nil {
+			t.Errorf("%s: published %+v, want the export without a Service spec (invalid, as push mode finds it)", what, me)
+		}
+	}
+}
+
+func TestPublishSlices(t *testing.T) {
+	svc := &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web", UID: "svc-uid"}, Spec: v1.ServiceSpec{Selector: map[string]string{"app": "web"}}}
+	owner := &hubv1alpha1.MemberExport{ObjectMeta: metav1.ObjectMeta{Name: "demo.web", UID: "me-uid"}}
+	slice := func(name, manager, ownerUID string) *discoveryv1.EndpointSlice {
+		s := &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: "demo", Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: manager}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.1.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		}
+		s.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: "web", UID: types.UID(ownerUID), Controller: ptr.To(true)}}
+		return s
+	}
+	managers := []string{export.ManagerEndpointSliceController}
+	src := Source{Service: svc, Slices: []*discoveryv1.EndpointSlice{
+		slice("web-b", export.ManagerEndpointSliceController, "svc-uid"),
+		slice("web-a", export.ManagerEndpointSliceController, "svc-uid"),
+		slice("web-hand", "someone", "svc-uid"),
+		slice("web-stolen", export.ManagerEndpointSliceController, "other"),
+	}}
+	got, refused := PublishSlices(src, owner, managers)
+	var names []string
+	for _, s := range got {
+		names = append(names, s.Name)
+		if s.Labels[discoveryv1.LabelManagedBy] != AgentManager || s.Labels[discoveryv1.LabelServiceName] != "" ||
+			len(s.OwnerReferences) != 1 || s.OwnerReferences[0].UID != "me-uid" || s.Annotations[hubv1alpha1.AnnotationSourceSlice] == "" {
+			t.Errorf("published slice %s: labels %v, owners %v, annotations %v", s.Name, s.Labels, s.OwnerReferences, s.Annotations)
+		}
+	}
+	if strings.Join(names, ",") != "demo.web-a,demo.web-b" {
+		t.Errorf("published %v, want demo.web-a,demo.web-b in order", names)
+	}
+	reasons := map[string]export.SourceRefusal{}
+	for _, r := range refused {
+		reasons[r.Slice.Name] = r.Reason
+	}
+	if len(reasons) != 2 || reasons["web-hand"] != export.SourceUntrustedManager || reasons["web-stolen"] != export.SourceNotOwned {
+		t.Errorf("refused %v, want web-hand (untrusted manager) and web-stolen (not owned)", reasons)
+	}
+	if got, _ := PublishSlices(Source{Slices: src.Slices}, owner, managers); len(got) != 0 {
+		t.Errorf("no Service: published %d slices", len(got))
+	}
+}
