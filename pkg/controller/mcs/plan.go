@@ -64,7 +64,11 @@ type memberSnapshot struct {
 	// none.
 	Namespace *v1.Namespace
 	// Slices are the member's own EndpointSlices of the Service.
-	Slices []*discoveryv1.EndpointSlice
+	// SlicesChecked says the member's agent published them (pull mode)
+	// after export.CheckSource, which it makes in the member, where the
+	// slices' managers and owners are: they no longer carry them.
+	Slices        []*discoveryv1.EndpointSlice
+	SlicesChecked bool
 	// EndpointRanges are where the member's endpoints may be, when
 	// RangesKnown, and RangesSource whose word they are
 	// (endpointRangesOf).
@@ -372,7 +376,11 @@ func importOf(cfg *Config, ns, name string, r export.Result) *mcsv1beta1.Service
 // (export.Vouched). The caller keeps the rest within the ranges when
 // they are known (export.KeepWithin).
 func trustedPart(cfg *Config, m *memberSnapshot, src *discoveryv1.EndpointSlice, svc *v1.Service) (*discoveryv1.EndpointSlice, []sourceReport) {
-	switch refusal, why := export.CheckSource(src, svc, cfg.SourceManagers); refusal {
+	refusal, why := export.SourceRefusal(""), ""
+	if !m.SlicesChecked {
+		refusal, why = export.CheckSource(src, svc, cfg.SourceManagers)
+	}
+	switch refusal {
 	case "":
 	case export.SourceUntrustedManager:
 		return nil, []sourceReport{{Cluster: m.ID, Slice: src, Reason: ReasonEndpointSliceNotMirrored, Service: svc}}

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
 	"k8s.io/multiclusterservices/export"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/pull"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
@@ -358,8 +360,66 @@ func TestPlan(t *testing.T) {
 					t.Errorf("planned on the members in the order %v, the reports differ:\n%s", memberIDsOf(order), diff)
 				}
 			}
+			// Pull mode: the members as their agents publish them and the
+			// planner reads them back are planned the same, but for the
+			// slices the agents refused, which they report in their own
+			// clusters.
+			s.Members = viaHub(t, tc.members, cfg.SourceManagers)
+			got := planName(&cfg, s)
+			if diff := cmp.Diff(first.Desired, got.Desired, cmp.AllowUnexported(desiredState{})); diff != "" {
+				t.Errorf("planned on what the members published, the desired state differs (-push +pull):\n%s", diff)
+			}
+			if diff := cmp.Diff(withoutSourceRefusals(first.Reports), summarize(got).Reports); diff != "" {
+				t.Errorf("planned on what the members published, the reports differ (-push +pull):\n%s", diff)
+			}
 		})
 	}
+}
+
+// viaHub returns members as pull mode's planner reads them: each one's
+// snapshot published by its agent (pull.PublishExport, PublishSlices) and
+// read back from the hub's objects (pull.Read).
+func viaHub(t *testing.T, members []memberSnapshot, managers []string) []memberSnapshot {
+	t.Helper()
+	var out []memberSnapshot
+	for _, m := range members {
+		if !m.Synced {
+			out = append(out, m)
+			continue
+		}
+		src := pull.Source{Export: m.Export, ClusterSelectors: m.ClusterSelectors, Namespace: m.Namespace, Service: m.Service, Slices: m.Slices}
+		me := pull.PublishExport(src)
+		if me != nil {
+			me.UID = types.UID("published-" + m.ID)
+		}
+		published, _ := pull.PublishSlices(src, me, managers)
+		back := pull.Read(me, published)
+		p := m
+		p.Export, p.ClusterSelectors, p.Service, p.Slices, p.SlicesChecked = back.Export, back.ClusterSelectors, back.Service, back.Slices, true
+		if me != nil {
+			// What the planner reads of the namespace is when it was
+			// made; its phase (the whole namespace going) comes with
+			// the member's liveness.
+			p.Namespace = back.Namespace
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// withoutSourceRefusals are the reports of a plan, as summarize gives
+// them, but for the slices export.CheckSource refuses.
+func withoutSourceRefusals(reports []sourceReport) []string {
+	var out []string
+	for _, r := range reports {
+		switch export.SourceRefusal(r.Reason) {
+		case export.SourceUntrustedManager, export.SourceNotOwned, export.SourceWrongController:
+			continue
+		}
+		out = append(out, r.Cluster+" "+r.Reason)
+	}
+	slices.Sort(out)
+	return out
 }
 
 var (

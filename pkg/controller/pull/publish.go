@@ -128,7 +128,7 @@ func PublishSlices(src Source, owner *hubv1alpha1.MemberExport, managers []strin
 			ObjectMeta: metav1.ObjectMeta{
 				Name:        PublishedSliceName(s.Namespace, s.Name),
 				Labels:      labels,
-				Annotations: map[string]string{hubv1alpha1.AnnotationSourceSlice: s.Name},
+				Annotations: publishedAnnotations(s),
 				OwnerReferences: []metav1.OwnerReference{{
 					APIVersion: hubv1alpha1.SchemeGroupVersion.String(), Kind: "MemberExport",
 					Name: owner.Name, UID: owner.UID,
@@ -141,6 +141,68 @@ func PublishSlices(src Source, owner *hubv1alpha1.MemberExport, managers []strin
 	}
 	slices.SortFunc(out, func(a, b *discoveryv1.EndpointSlice) int { return strings.Compare(a.Name, b.Name) })
 	return out, refused
+}
+
+// publishedAnnotations are the annotations a published slice carries:
+// the member's slice it is, and when its endpoints last changed (the
+// planner passes it on, for the latency of the whole path).
+func publishedAnnotations(s *discoveryv1.EndpointSlice) map[string]string {
+	out := map[string]string{hubv1alpha1.AnnotationSourceSlice: s.Name}
+	if t, ok := s.Annotations[v1.EndpointsLastChangeTriggerTime]; ok {
+		out[v1.EndpointsLastChangeTriggerTime] = t
+	}
+	return out
+}
+
+// Read is what the planner takes a member to hold of one name, from what
+// it published: the MemberExport and the slices owned by it (nil: the
+// member exports nothing of the name). It is PublishExport and
+// PublishSlices read back: what the planner reads of a member in push
+// mode, but for what the agent checked already (the slices' managers and
+// owners, which Read's slices no longer carry).
+func Read(me *hubv1alpha1.MemberExport, published []*discoveryv1.EndpointSlice) Source {
+	if me == nil {
+		return Source{}
+	}
+	ns, name := me.Spec.Service.Namespace, me.Spec.Service.Name
+	src := Source{
+		Export: &mcsv1beta1.ServiceExport{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, CreationTimestamp: me.Spec.ExportCreated},
+			Spec: mcsv1beta1.ServiceExportSpec{
+				ExportedLabels:      maps.Clone(me.Spec.ExportedLabels),
+				ExportedAnnotations: maps.Clone(me.Spec.ExportedAnnotations),
+			},
+		},
+		ClusterSelectors: slices.Clone(me.Spec.ClusterSelectors),
+	}
+	if me.Spec.NamespaceCreated != nil {
+		src.Namespace = &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, CreationTimestamp: *me.Spec.NamespaceCreated}}
+	}
+	if me.Spec.ServiceSpec != nil {
+		src.Service = &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: *me.Spec.ServiceSpec.DeepCopy()}
+	}
+	for _, p := range published {
+		if p.Labels[hubv1alpha1.LabelServiceNamespace] != ns || p.Labels[hubv1alpha1.LabelServiceName] != name {
+			continue
+		}
+		s := &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace: ns, Name: p.Annotations[hubv1alpha1.AnnotationSourceSlice], UID: p.UID,
+				Labels: map[string]string{discoveryv1.LabelServiceName: name},
+			},
+			AddressType: p.AddressType,
+			Endpoints:   slices.Clone(p.Endpoints),
+			Ports:       slices.Clone(p.Ports),
+		}
+		if s.Name == "" {
+			s.Name = p.Name
+		}
+		if t, ok := p.Annotations[v1.EndpointsLastChangeTriggerTime]; ok {
+			s.Annotations = map[string]string{v1.EndpointsLastChangeTriggerTime: t}
+		}
+		src.Slices = append(src.Slices, s)
+	}
+	return src
 }
 
 // publishedLabels name the exported Service on what is published of it.
