@@ -427,4 +427,3 @@ func objectOf[T any](obj any) T {
 	t, _ := obj.(T)
 	return t
 }
-
