@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/app"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/eventrecorder"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/pull"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
@@ -249,5 +250,54 @@ func waitEventFor(t *testing.T, m *testMember, s *discoveryv1.EndpointSlice, rea
 			seen = append(seen, e.Reason)
 		}
 		return false, strings.Join(seen, ",")
+	})
+}
+
+// TestPullAgentCommand runs `mcs-controller member-agent` as a member runs
+// it: with a hub identity that is another member's agent (a renamed
+// cluster, or another's token) it does not start and says which is which;
+// with its own, it publishes.
+func TestPullAgentCommand(t *testing.T) {
+	ctx := context.Background()
+	etcd := framework.StartTestEtcd(t)
+	hub := startPullHub(t, etcd, "cluster-a", "cluster-b")
+	a := prepareMember(t, framework.StartTestCluster(t, etcd, framework.ClusterOptions{Name: "cluster-a"}), "cluster-a")
+	createNamespace(t, a, "demo")
+	web := createSelectedService(t, a, "demo", "web")
+	sliceOf(t, a, web, "web-abcde", "endpointslice-controller.k8s.io", "10.1.0.1")
+	if _, err := a.mcs.MulticlusterV1beta1().ServiceExports("demo").Create(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Name: "web"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	agentOf := func(id string) string {
+		return impersonateConfig(t, hub.cluster, fmt.Sprintf("system:serviceaccount:%s:%s", id, pull.AgentServiceAccount), "system:serviceaccounts", "system:serviceaccounts:"+id)
+	}
+	o := app.NewAgentOptions()
+	o.Kubeconfig, o.LeaderElect, o.ClusterIDWait = a.cluster.Kubeconfig(), false, 10*time.Second
+
+	o.HubKubeconfig = agentOf("cluster-b")
+	err := app.RunAgent(ctx, o)
+	if err == nil || !strings.Contains(err.Error(), `says it is "cluster-a"`) || !strings.Contains(err.Error(), `cluster "cluster-b"'s agent`) {
+		t.Errorf("cluster-a with cluster-b's hub identity: %v, want refused, naming both", err)
+	}
+	if list, err := hub.kube.DiscoveryV1().EndpointSlices("cluster-b").List(ctx, metav1.ListOptions{}); err != nil || len(list.Items) > 0 {
+		t.Errorf("cluster-b's hub namespace holds %v (%v), want nothing", list, err)
+	}
+
+	o.HubKubeconfig = agentOf("cluster-a")
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- app.RunAgent(runCtx, o) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("the agent: %v", err)
+		}
+	}()
+	eventually(t, 30*time.Second, "cluster-a's export published by the command", func() (bool, string) {
+		list, err := hub.kube.DiscoveryV1().EndpointSlices("cluster-a").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(list.Items) == 1 && list.Items[0].Name == "demo.web-abcde", fmt.Sprint(len(list.Items))
 	})
 }

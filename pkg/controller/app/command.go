@@ -55,5 +55,6 @@ Secrets in the hub that join and leave while it runs.`,
 	}
 	cols, _, _ := term.TerminalSize(cmd.OutOrStdout())
 	cliflag.SetUsageAndHelpFunc(cmd, sections, cols)
+	cmd.AddCommand(NewMemberAgentCommand())
 	return cmd
 }

@@ -81,7 +81,10 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	return runLeaderElected(ctx, o, leaderCfg, h, run)
+	return runLeaderElected(ctx, leaderElection{
+		name: leaderLeaseName, namespace: o.LeaseNamespace, identity: o.Identity,
+		leaseDuration: o.LeaderElectLeaseDuration, renewDeadline: o.LeaderElectRenewDeadline, retryPeriod: o.LeaderElectRetryPeriod,
+	}, leaderCfg, h, run)
 }
 
 func serve(ctx context.Context, addr, pattern string, handler http.Handler) error {

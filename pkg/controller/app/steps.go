@@ -315,15 +315,21 @@ func leaderConfig(o *Options, configs map[string]*rest.Config, order []string, h
 	}
 }
 
+// leaderElection is a Lease and its timing, for runLeaderElected.
+type leaderElection struct {
+	name, namespace, identity                 string
+	leaseDuration, renewDeadline, retryPeriod time.Duration
+}
+
 // runLeaderElected runs run while this replica leads. It returns an error
 // when leadership is lost, so that the process restarts clean.
-func runLeaderElected(ctx context.Context, o *Options, cfg *rest.Config, h *health, run func(context.Context) error) error {
+func runLeaderElected(ctx context.Context, o leaderElection, cfg *rest.Config, h *health, run func(context.Context) error) error {
 	logger := klog.FromContext(ctx)
 	kube, err := kubernetes.NewForConfig(rest.CopyConfig(cfg))
 	if err != nil {
 		return err
 	}
-	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, o.LeaseNamespace, leaderLeaseName, kube.CoreV1(), kube.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: o.Identity})
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, o.namespace, o.name, kube.CoreV1(), kube.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: o.identity})
 	if err != nil {
 		return err
 	}
@@ -336,24 +342,24 @@ func runLeaderElected(ctx context.Context, o *Options, cfg *rest.Config, h *heal
 	defer cancel()
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
-		LeaseDuration:   o.LeaderElectLeaseDuration,
-		RenewDeadline:   o.LeaderElectRenewDeadline,
-		RetryPeriod:     o.LeaderElectRetryPeriod,
+		LeaseDuration:   o.leaseDuration,
+		RenewDeadline:   o.renewDeadline,
+		RetryPeriod:     o.retryPeriod,
 		ReleaseOnCancel: true,
-		Name:            "mcs-controller",
+		Name:            o.name,
 		WatchDog:        h.watchdog,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
-				logger.Info("Leading", "identity", o.Identity)
+				logger.Info("Leading", "identity", o.identity)
 				led.Store(true)
 				h.lead()
 				err := run(ctx)
 				cancel()
 				ran <- err
 			},
-			OnStoppedLeading: func() { logger.Info("Stopped leading", "identity", o.Identity) },
+			OnStoppedLeading: func() { logger.Info("Stopped leading", "identity", o.identity) },
 			OnNewLeader: func(id string) {
-				if id != o.Identity {
+				if id != o.identity {
 					logger.Info("Another replica leads", "leader", id)
 				}
 			},

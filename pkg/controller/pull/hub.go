@@ -93,3 +93,33 @@ func MemberObjects(clusterID string) ([]runtime.Object, error) {
 		},
 	}, nil
 }
+
+// CheckHubIdentity says why an agent that answers to username in the hub
+// may not publish for clusterID, the ID its own ClusterProperty states,
+// or nil: its hub identity must be the agent ServiceAccount of the hub
+// namespace named after that ID. RBAC would refuse every write anyway;
+// this says why at the start, naming both, instead of a Forbidden per
+// write.
+func CheckHubIdentity(username, clusterID string) error {
+	if err := CheckClusterID(clusterID); err != nil {
+		return err
+	}
+	ns, name, ok := serviceAccountOf(username)
+	switch {
+	case !ok || name != AgentServiceAccount:
+		return fmt.Errorf("the hub knows this agent as %q, not as a member agent (ServiceAccount %s in the member's hub namespace: kubectl mcs hub member %s, then a token of it)", username, AgentServiceAccount, clusterID)
+	case ns != clusterID:
+		return fmt.Errorf("this cluster's ClusterProperty says it is %q, but its hub identity is cluster %q's agent (%s): a member publishes only under its own cluster ID", clusterID, ns, username)
+	}
+	return nil
+}
+
+// serviceAccountOf splits a ServiceAccount's username.
+func serviceAccountOf(username string) (namespace, name string, ok bool) {
+	rest, ok := strings.CutPrefix(username, "system:serviceaccount:")
+	if !ok {
+		return "", "", false
+	}
+	namespace, name, ok = strings.Cut(rest, ":")
+	return namespace, name, ok && namespace != "" && name != "" && !strings.Contains(name, ":")
+}

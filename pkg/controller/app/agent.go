@@ -1,0 +1,197 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/component-base/featuregate"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	"k8s.io/component-base/term"
+	"k8s.io/klog/v2"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/eventrecorder"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/pull"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/topology"
+)
+
+// agentLeaseName is the member agent's leader election Lease, in its own
+// cluster.
+const agentLeaseName = "mcs-member-agent"
+
+// AgentOptions are the flags of `mcs-controller member-agent`, pull
+// mode's agent in a member cluster (docs/architecture.md, "Pull mode").
+type AgentOptions struct {
+	// Kubeconfig reaches the agent's own cluster; empty: in-cluster.
+	Kubeconfig string
+	// HubKubeconfig reaches the hub as the member's agent identity.
+	HubKubeconfig string
+	// SourceManagers are the managed-by values whose slices are
+	// published (the controller's --source-endpointslice-managers).
+	SourceManagers []string
+	Workers        int
+	ClusterIDWait  time.Duration
+	APIQPS         float32
+	APIBurst       int
+	// Leader election in the agent's own cluster: one replica publishes.
+	LeaderElect              bool
+	LeaseNamespace           string
+	LeaderElectLeaseDuration time.Duration
+	LeaderElectRenewDeadline time.Duration
+	LeaderElectRetryPeriod   time.Duration
+	Identity                 string
+}
+
+// NewAgentOptions returns the agent's defaults, the controller's where
+// they mean the same.
+func NewAgentOptions() *AgentOptions {
+	c := NewOptions()
+	return &AgentOptions{
+		SourceManagers: c.SourceManagers, Workers: 4, ClusterIDWait: 2 * time.Minute,
+		APIQPS: c.APIQPS, APIBurst: c.APIBurst,
+		LeaderElect: true, LeaseNamespace: "mcs-system",
+		LeaderElectLeaseDuration: c.LeaderElectLeaseDuration, LeaderElectRenewDeadline: c.LeaderElectRenewDeadline,
+		LeaderElectRetryPeriod: c.LeaderElectRetryPeriod,
+	}
+}
+
+// AddFlags adds the agent's flags to fs.
+func (o *AgentOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig of the agent's own cluster (default: the in-cluster configuration).")
+	fs.StringVar(&o.HubKubeconfig, "hub-kubeconfig", o.HubKubeconfig, "Kubeconfig of the hub, as this member's agent: the ServiceAccount mcs-member-agent of the hub namespace named after this cluster's ID (kubectl mcs hub member CLUSTER_ID). Required.")
+	fs.StringSliceVar(&o.SourceManagers, "source-endpointslice-managers", o.SourceManagers, "endpointslice.kubernetes.io/managed-by values of the exported Services' EndpointSlices that are published; slices anyone else wrote stay in this cluster.")
+	fs.IntVar(&o.Workers, "workers", o.Workers, "Exported names published at once.")
+	fs.DurationVar(&o.ClusterIDWait, "cluster-id-wait", o.ClusterIDWait, "How long to wait for this cluster's ClusterProperty cluster.clusterset.k8s.io.")
+	fs.Float32Var(&o.APIQPS, "kube-api-qps", o.APIQPS, "Client QPS, to this cluster and to the hub each.")
+	fs.IntVar(&o.APIBurst, "kube-api-burst", o.APIBurst, "Client burst, to this cluster and to the hub each.")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader among replicas (a Lease in --lease-namespace of this cluster) so that only one publishes.")
+	fs.StringVar(&o.LeaseNamespace, "lease-namespace", o.LeaseNamespace, "Namespace of the leader election Lease in this cluster.")
+	fs.DurationVar(&o.LeaderElectLeaseDuration, "leader-elect-lease-duration", o.LeaderElectLeaseDuration, "Leader election lease duration.")
+	fs.DurationVar(&o.LeaderElectRenewDeadline, "leader-elect-renew-deadline", o.LeaderElectRenewDeadline, "Leader election renew deadline.")
+	fs.DurationVar(&o.LeaderElectRetryPeriod, "leader-elect-retry-period", o.LeaderElectRetryPeriod, "Leader election retry period.")
+	fs.StringVar(&o.Identity, "identity", o.Identity, "Identity of this replica in the Lease (default: hostname and a random suffix).")
+}
+
+// NewMemberAgentCommand is `mcs-controller member-agent`.
+func NewMemberAgentCommand() *cobra.Command {
+	o := NewAgentOptions()
+	logging := logsapi.NewLoggingConfiguration()
+	// Logging's gates alone: what the agent publishes does not depend on
+	// the controller's (the planner decides with them).
+	gates := featuregate.NewFeatureGate()
+	utilruntime.Must(logsapi.AddFeatureGates(gates))
+	cmd := &cobra.Command{
+		Use:   "member-agent",
+		Short: "Publish this member's exports into its namespace of the hub (pull mode)",
+		Long: `The member agent of pull mode: with this cluster's own credentials it reads
+the ServiceExports, exported Services and their EndpointSlices, and with its
+hub identity alone publishes, in the hub namespace named after this
+cluster's ID, one MemberExport per export and the trusted endpoints
+(export.CheckSource, made here); slices refused are said on the export.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := logsapi.ValidateAndApply(logging, gates); err != nil {
+				return err
+			}
+			cliflag.PrintFlags(cmd.Flags())
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			ctx = klog.NewContext(ctx, klog.Background().WithName("mcs-member-agent"))
+			return RunAgent(ctx, o)
+		},
+	}
+	var sections cliflag.NamedFlagSets
+	o.AddFlags(sections.FlagSet("member-agent"))
+	gates.AddFlag(sections.FlagSet("member-agent"))
+	logsapi.AddFlags(logging, sections.FlagSet("logging"))
+	for _, name := range sections.Order {
+		cmd.Flags().AddFlagSet(sections.FlagSets[name])
+	}
+	cols, _, _ := term.TerminalSize(cmd.OutOrStdout())
+	cliflag.SetUsageAndHelpFunc(cmd, sections, cols)
+	return cmd
+}
+
+// RunAgent publishes until ctx ends; with leader election it returns an
+// error when leadership is lost, so that the process restarts clean.
+// Before anything is published, the hub identity must be this cluster's
+// agent (pull.CheckHubIdentity): a cluster whose ClusterProperty and hub
+// identity disagree does not start, and says which is which.
+func RunAgent(ctx context.Context, o *AgentOptions) error {
+	logger := klog.FromContext(ctx)
+	if o.HubKubeconfig == "" {
+		return fmt.Errorf("--hub-kubeconfig is required: the hub, as this member's agent (kubectl mcs hub member CLUSTER_ID)")
+	}
+	if len(o.SourceManagers) == 0 {
+		return fmt.Errorf("--source-endpointslice-managers is empty: no slice would be published")
+	}
+	member, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("this cluster: %w", err)
+	}
+	hub, err := clientcmd.BuildConfigFromFlags("", o.HubKubeconfig)
+	if err != nil {
+		return fmt.Errorf("--hub-kubeconfig: %w", err)
+	}
+	for _, cfg := range []*rest.Config{member, hub} {
+		cfg.QPS, cfg.Burst = o.APIQPS, o.APIBurst
+		cfg.UserAgent = "mcs-member-agent"
+	}
+	clusterID, err := topology.ClusterID(ctx, member, o.ClusterIDWait)
+	if err != nil {
+		return fmt.Errorf("this cluster's ID: %w", err)
+	}
+	hubKube, err := kubernetes.NewForConfig(hub)
+	if err != nil {
+		return err
+	}
+	review, err := hubKube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("asking the hub who this agent is: %w", err)
+	}
+	if err := pull.CheckHubIdentity(review.Status.UserInfo.Username, clusterID); err != nil {
+		return err
+	}
+	memberKube, err := kubernetes.NewForConfig(member)
+	if err != nil {
+		return err
+	}
+	recorder, stopRecorder := eventrecorder.New(memberKube)
+	defer stopRecorder()
+	agent, err := pull.NewAgent(pull.AgentConfig{
+		ClusterID: clusterID,
+		Member:    memberKube, MemberDynamic: dynamic.NewForConfigOrDie(member),
+		Hub: hubKube, HubDynamic: dynamic.NewForConfigOrDie(hub),
+		SourceManagers: o.SourceManagers, Recorder: recorder,
+	})
+	if err != nil {
+		return err
+	}
+	logger.Info("Member agent", "cluster", clusterID, "hub", hub.Host, "as", review.Status.UserInfo.Username)
+	run := func(ctx context.Context) error { return agent.Run(ctx, o.Workers) }
+	if !o.LeaderElect {
+		return run(ctx)
+	}
+	if o.Identity == "" {
+		host, _ := os.Hostname()
+		o.Identity = host + "_" + uuid.NewString()[:8]
+	}
+	return runLeaderElected(ctx, leaderElection{
+		name: agentLeaseName, namespace: o.LeaseNamespace, identity: o.Identity,
+		leaseDuration: o.LeaderElectLeaseDuration, renewDeadline: o.LeaderElectRenewDeadline, retryPeriod: o.LeaderElectRetryPeriod,
+	}, member, &health{}, run)
+}
