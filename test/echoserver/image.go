@@ -19,7 +19,8 @@ import (
 // and "dig" are what a test runs inside a client pod (by exec, in the
 // pod's network namespace, or through --run-port) to see, from there, who
 // answers an address and what a DNS server says. Results go to out, one
-// line per answer.
+// line per answer. "traffic" asks targets continuously and counts what
+// answered (a rollout's measure, hack/kind-rollout.sh).
 func Main(ctx context.Context, args []string, name string, out io.Writer) error {
 	if len(args) > 0 {
 		switch args[0] {
@@ -29,6 +30,8 @@ func Main(ctx context.Context, args []string, name string, out io.Writer) error 
 			return digMain(args[1:], out)
 		case "hold":
 			return holdMain(args[1:], out)
+		case "traffic":
+			return trafficMain(ctx, args[1:], out)
 		case "serve":
 			args = args[1:]
 		}
