@@ -12,7 +12,7 @@ export CGO_ENABLED := 0
 export GOFLAGS := -trimpath
 RACE := CGO_ENABLED=1 go test -race
 
-.PHONY: all deps tools build binaries kube-proxy test test-minors unit-test integration-test fuzz demo bench bench-memory kind-e2e upstream-e2e clean
+.PHONY: all deps tools build binaries kube-proxy test test-minors unit-test integration-test fuzz demo bench bench-memory kind-e2e upstream-e2e rollout clean
 
 all: build
 
@@ -110,6 +110,11 @@ kind-e2e: deps
 # test` runs the Conformance ones, against ours.
 upstream-e2e: deps
 	hack/kind-e2e.sh --upstream-only all $(KIND_E2E_FLAGS)
+
+# kube-proxy swapped under traffic and back on kind, measured step by step
+# (docs/install.md, "A rollout under traffic").
+rollout: deps
+	hack/kind-e2e.sh --rollout-only $(KIND_E2E_FLAGS)
 
 clean:
 	rm -rf _output

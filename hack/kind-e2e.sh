@@ -27,6 +27,7 @@
 # Usage: hack/kind-e2e.sh [--clusters N] [--keep] [--skip-tests] [--clean-images] [--no-build] [--run REGEX] [--upstream SET]
 #        hack/kind-e2e.sh --derived-only [--keep] [--no-build]
 #        hack/kind-e2e.sh --upstream-only SET [--keep] [--no-build]
+#        hack/kind-e2e.sh --rollout-only [--keep] [--no-build]
 #        hack/kind-e2e.sh --down [--clean-images]
 #   --clusters N      2 (default): mcs-a and mcs-b, mcs-c only for the
 #                     derived suite; 3: mcs-c (derived) from the start
@@ -48,6 +49,14 @@
 #                     this project's kube-proxy (gate on), then with
 #                     kubeadm's stock kube-proxy of the pinned release,
 #                     each run's summary printed (make upstream-e2e)
+#   --rollout-only    only a rollout of kube-proxy under traffic, measured
+#                     (make rollout; docs/install.md): on mcs-upstream with
+#                     kubeadm's stock kube-proxy and this project's packages,
+#                     a client per node counting requests to a ClusterIP
+#                     and a clusterset IP on new and held connections,
+#                     through stock -> ours (gate off) -> gate on -> gate
+#                     off -> stock, then stock restarted (upstream's own
+#                     rollout, the reference) and the controller replaced
 #
 # Clean-up leaves nothing of the run: the clusters, the host rule and kind
 # network, the host sysctls kubelet and kind changed (restored), the
@@ -72,6 +81,7 @@ RUN=""
 DERIVED_ONLY=false
 UPSTREAM_SET=conformance
 UPSTREAM_ONLY=false
+ROLLOUT_ONLY=false
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --clusters) CLUSTERS=$2; shift 2 ;;
@@ -84,6 +94,7 @@ while [[ $# -gt 0 ]]; do
     --derived-only) DERIVED_ONLY=true; shift ;;
     --upstream) UPSTREAM_SET=$2; shift 2 ;;
     --upstream-only) UPSTREAM_SET=$2; UPSTREAM_ONLY=true; shift 2 ;;
+    --rollout-only) ROLLOUT_ONLY=true; UPSTREAM_SET=none; shift ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -186,6 +197,8 @@ step "Images"
 start=${SECONDS}
 if [[ "${UPSTREAM_SET}" != none ]]; then
   IMAGES_ARGS+=(--upstream-e2e)
+fi
+if [[ "${UPSTREAM_SET}" != none || "${ROLLOUT_ONLY}" == true ]]; then
   # mcs-upstream's packages are installed with the Helm chart.
   hack/build-tools.sh helm
 fi
@@ -651,6 +664,223 @@ chart_lifecycle() {
   echo "chart: installed (before the specs), upgraded to a derived member and back, uninstalled: nothing of the chart's left, the CRDs, mcs-system and a user's ServiceExport kept"
 }
 
+# --- A rollout of kube-proxy under traffic ----------------------------------
+
+ROLLOUT_NS=rollout
+# rollout_cluster: mcs-upstream as a cluster before adoption: kubeadm's
+# stock kube-proxy (its ConfigMap and DaemonSet saved, to compare), this
+# project's packages by the Helm chart, the controller serving the cluster
+# as its own only member; a Service web (a pod on each node) exported, and
+# a client on each node (echoserver traffic) asking its ClusterIP and its
+# clusterset IP, on new and held connections, ten times a second each.
+rollout_cluster() {
+  local name=${UPSTREAM_CLUSTER} node vip cip
+  create_cluster "${name}"
+  kind load docker-image mcs-controller:dev mcs-kube-proxy/echoserver:dev --name "${name}"
+  flat_routes "${name}"
+  kc "${name}" taint nodes -l node-role.kubernetes.io/control-plane node-role.kubernetes.io/control-plane:NoSchedule- >/dev/null
+  kc "${name}" -n kube-system get configmap/kube-proxy daemonset/kube-proxy -o json |
+    jq 'del(.items[].metadata | .resourceVersion, .uid, .managedFields, .creationTimestamp, .generation, .annotations) | del(.items[].status)' \
+      >"${WORK}/rollout-stock-kube-proxy.json"
+  step "mcs-upstream: the packages by Helm, kubeadm's kube-proxy kept"
+  local h=(helm --kube-context "$(ctx "${name}")")
+  "${h[@]}" install mcs deploy/helm/multicluster-services --wait --timeout 120s >/dev/null
+  fill "${name}" "10.104.0.0/16" "" kind-config/clusterproperty.yaml | kc "${name}" apply --server-side -f -
+  coredns_offline | kc "${name}" apply --server-side --force-conflicts -f -
+  kc "${name}" -n kube-system set image deployment/coredns "coredns=${COREDNS_IMAGE}"
+  kc "${name}" -n kube-system rollout status deployment/coredns --timeout 120s
+  rm -f "${WORK}/rollout-controller.kubeconfig"
+  member_kubeconfig "${name}" "${WORK}/rollout-controller.kubeconfig"
+  kubectl --kubeconfig "${WORK}/rollout-controller.kubeconfig" config use-context "${name}" >/dev/null
+  "${h[@]}" upgrade mcs deploy/helm/multicluster-services --set controller.enabled=true \
+    --set-file controller.kubeconfig="${WORK}/rollout-controller.kubeconfig" --wait --timeout 120s >/dev/null
+  step "mcs-upstream: web exported, a traffic client on every node"
+  kc "${name}" create namespace "${ROLLOUT_NS}" --dry-run=client -o yaml | kc "${name}" apply -f - >/dev/null
+  kc "${name}" apply -f - >/dev/null <<EOF_WEB
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: ${ROLLOUT_NS}}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      topologySpreadConstraints:
+      - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: web}}}
+      containers:
+      - {name: web, image: mcs-kube-proxy/echoserver:dev, imagePullPolicy: Never}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: ${ROLLOUT_NS}}
+spec:
+  selector: {app: web}
+  ports: [{name: tcp, port: 80, targetPort: 8080, protocol: TCP}]
+---
+apiVersion: multicluster.x-k8s.io/v1beta1
+kind: ServiceExport
+metadata: {name: web, namespace: ${ROLLOUT_NS}}
+EOF_WEB
+  kc "${name}" -n "${ROLLOUT_NS}" rollout status deployment/web --timeout 120s
+  for _ in $(seq 60); do
+    vip=$(kc "${name}" -n "${ROLLOUT_NS}" get serviceimport web -o jsonpath='{.spec.ips[0]}' 2>/dev/null || true)
+    [[ -n "${vip}" ]] && break
+    sleep 2
+  done
+  if [[ -z "${vip}" ]]; then
+    echo "web's ServiceImport has no clusterset IP" >&2
+    exit 1
+  fi
+  cip=$(kc "${name}" -n "${ROLLOUT_NS}" get service web -o jsonpath='{.spec.clusterIP}')
+  ROLLOUT_VIP=${vip}
+  echo "web: ClusterIP ${cip}, clusterset IP ${vip}"
+  kc "${name}" apply -f - >/dev/null <<EOF_TRAFFIC
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: traffic, namespace: ${ROLLOUT_NS}}
+spec:
+  selector: {matchLabels: {app: traffic}}
+  template:
+    metadata: {labels: {app: traffic}}
+    spec:
+      tolerations: [{operator: Exists}]
+      containers:
+      - name: traffic
+        image: mcs-kube-proxy/echoserver:dev
+        imagePullPolicy: Never
+        args: [traffic, --target=clusterip=${cip}:80, --target=clusterset=${vip}:80, --interval=100ms, --stats-port=9000]
+EOF_TRAFFIC
+  kc "${name}" -n "${ROLLOUT_NS}" rollout status daemonset/traffic --timeout 120s
+  sleep 5
+}
+
+# rollout_stats [reset]: every client's counts, summed per target and
+# kind of connection (the longest outage is the longest of any client),
+# as one JSON object; with reset, each client's counts are zeroed.
+rollout_stats() {
+  local name=${UPSTREAM_CLUSTER} pod path=stats
+  [[ "${1:-}" == reset ]] && path=stats/reset
+  for pod in $(kc "${name}" -n "${ROLLOUT_NS}" get pods -l app=traffic -o name); do
+    if [[ "${path}" == stats ]]; then
+      kc "${name}" get --raw "/api/v1/namespaces/${ROLLOUT_NS}/pods/${pod#pod/}:9000/proxy/${path}"
+    else
+      kc "${name}" create --raw "/api/v1/namespaces/${ROLLOUT_NS}/pods/${pod#pod/}:9000/proxy/${path}" -f /dev/null
+    fi
+    echo
+  done | jq -s 'reduce .[] as $c ({}; reduce ($c | keys[]) as $t (.; reduce ("new", "held") as $k (.;
+      .[$t][$k].ok += $c[$t][$k].ok | .[$t][$k].failed += $c[$t][$k].failed |
+      .[$t][$k].broken += ($c[$t][$k].broken // 0) |
+      .[$t][$k].longestOutageMs = ([.[$t][$k].longestOutageMs // 0, $c[$t][$k].longestOutageMs] | max))))'
+}
+
+# rollout_step LABEL COMMAND...: the counts zeroed, COMMAND run (a change
+# of kube-proxy's DaemonSet or ConfigMap, or of the controller), its
+# rollout waited for and 10 s more, then the counts of the step printed
+# and kept in ${WORK}/rollout/LABEL.json.
+rollout_step() {
+  local label=$1 start=${SECONDS}
+  shift
+  step "Rollout step: ${label}"
+  rollout_stats reset >/dev/null
+  "$@"
+  sleep 10
+  rollout_stats >"${WORK}/rollout/${label}.json"
+  echo "${label} ($((SECONDS - start))s):"
+  jq -r 'to_entries[] | .key as $t | .value | to_entries[] |
+    "  \($t) \(.key): \(.value.ok) answered, \(.value.failed) failed, \(.value.broken) held connections broken, longest outage \(.value.longestOutageMs) ms"' \
+    "${WORK}/rollout/${label}.json"
+}
+
+kube_proxy_rolled() {
+  kc "${UPSTREAM_CLUSTER}" -n kube-system rollout status daemonset/kube-proxy --timeout 180s >/dev/null
+}
+# The steps, as docs/install.md tells an operator: the image first, the
+# gate after; back, the gate first, the image after.
+rollout_ours_gate_off() {
+  kc "${UPSTREAM_CLUSTER}" apply --server-side -f kind-config/kube-proxy-rbac.yaml >/dev/null
+  kc "${UPSTREAM_CLUSTER}" -n kube-system set image daemonset/kube-proxy kube-proxy=mcs-kube-proxy:dev >/dev/null
+  kube_proxy_rolled
+}
+rollout_gate() {
+  local on=$1 config
+  if [[ "${on}" == true ]]; then
+    # kubeadm writes `featureGates: {}`: the gate is the only one.
+    config=$(kc "${UPSTREAM_CLUSTER}" -n kube-system get configmap kube-proxy -o jsonpath='{.data.config\.conf}')
+    if ! grep -qx 'featureGates: {}' <<<"${config}"; then
+      echo "kube-proxy's config.conf has gates of its own; this script sets only MultiClusterServices" >&2
+      exit 1
+    fi
+    config=$(sed 's/^featureGates: {}$/featureGates:\n  MultiClusterServices: true/' <<<"${config}")
+    kc "${UPSTREAM_CLUSTER}" -n kube-system patch configmap kube-proxy --type merge \
+      -p "$(jq -n --arg c "${config}" '{data: {"config.conf": $c}}')" >/dev/null
+  else
+    # Back to kubeadm's own ConfigMap, as it was.
+    jq '.items[] | select(.kind == "ConfigMap")' "${WORK}/rollout-stock-kube-proxy.json" |
+      kc "${UPSTREAM_CLUSTER}" apply --server-side --force-conflicts -f - >/dev/null
+  fi
+  kc "${UPSTREAM_CLUSTER}" -n kube-system rollout restart daemonset/kube-proxy >/dev/null
+  kube_proxy_rolled
+}
+rollout_gate_on() { rollout_gate true; }
+rollout_gate_off() { rollout_gate false; }
+rollout_stock_image() {
+  local image
+  image=$(jq -r '.items[] | select(.kind == "DaemonSet") | .spec.template.spec.containers[0].image' "${WORK}/rollout-stock-kube-proxy.json")
+  kc "${UPSTREAM_CLUSTER}" -n kube-system set image daemonset/kube-proxy "kube-proxy=${image}" >/dev/null
+  kube_proxy_rolled
+}
+rollout_stock_restart() {
+  kc "${UPSTREAM_CLUSTER}" -n kube-system rollout restart daemonset/kube-proxy >/dev/null
+  kube_proxy_rolled
+}
+rollout_controller_replaced() {
+  kc "${UPSTREAM_CLUSTER}" -n mcs-system rollout restart deployment/mcs-controller >/dev/null
+  kc "${UPSTREAM_CLUSTER}" -n mcs-system rollout status deployment/mcs-controller --timeout 180s >/dev/null
+}
+
+# rollout_objects: what the controller wrote of web (the import's
+# resourceVersion and clusterset IP, the MCS slices' names and
+# resourceVersions), to compare across the controller's replacement.
+rollout_objects() {
+  kc "${UPSTREAM_CLUSTER}" -n "${ROLLOUT_NS}" get serviceimport web -o jsonpath='{.metadata.resourceVersion} {.spec.ips}{"\n"}'
+  kc "${UPSTREAM_CLUSTER}" -n "${ROLLOUT_NS}" get endpointslices -l multicluster.kubernetes.io/service-name=web \
+    -o jsonpath='{range .items[*]}{.metadata.name} {.metadata.resourceVersion}{"\n"}{end}'
+}
+
+# rollout_rules_left: lines of nftables on any node that name an import.
+rollout_rules_left() {
+  local node
+  for node in $(kind get nodes --name "${UPSTREAM_CLUSTER}"); do
+    docker exec "${node}" nft list ruleset | grep -c -e '\.clusterset' -e "${ROLLOUT_VIP}" || true
+  done | awk '{n += $1} END {print n + 0}'
+}
+
+rollout_run() {
+  rm -rf "${WORK}/rollout"
+  mkdir -p "${WORK}/rollout"
+  rollout_cluster
+  rollout_step 0-stock-at-rest sleep 20
+  rollout_step 1-stock-to-ours-gate-off rollout_ours_gate_off
+  rollout_step 2-gate-on rollout_gate_on
+  local before after
+  before=$(rollout_objects)
+  rollout_step 5-controller-replaced rollout_controller_replaced
+  after=$(rollout_objects)
+  if [[ "${before}" != "${after}" ]]; then
+    printf 'the controller, replaced, rewrote what it had written:\nbefore:\n%s\nafter:\n%s\n' "${before}" "${after}" >&2
+    exit 1
+  fi
+  echo "controller replaced: the import (its clusterset IP) and its slices untouched"
+  rollout_step 3a-gate-off rollout_gate_off
+  rollout_step 3b-ours-to-stock rollout_stock_image
+  local left
+  left=$(rollout_rules_left)
+  echo "after the rollback: ${left} nftables lines name an import on the nodes"
+  rollout_step 4-stock-restarted rollout_stock_restart
+  [[ "${left}" == 0 ]] || { echo "rules of ours left after the rollback" >&2; exit 1; }
+}
+
 # upstream_run SET: the clusterset's clusters go (the specs get the
 # machine), mcs-upstream comes, and the specs run against this project's
 # kube-proxy; with --upstream-only also against the stock one.
@@ -670,6 +900,11 @@ upstream_run() {
   fi
   return "${status}"
 }
+
+if [[ "${ROLLOUT_ONLY}" == true ]]; then
+  rollout_run
+  exit 0
+fi
 
 if [[ "${UPSTREAM_ONLY}" == true ]]; then
   [[ "${UPSTREAM_SET}" != none ]] || { echo "--upstream-only wants conformance or all" >&2; exit 2; }

@@ -20,7 +20,7 @@ import (
 // pod's network namespace, or through --run-port) to see, from there, who
 // answers an address and what a DNS server says. Results go to out, one
 // line per answer. "traffic" asks targets continuously and counts what
-// answered (a rollout's measure, hack/kind-rollout.sh).
+// answered (a rollout's measure, hack/kind-e2e.sh --rollout-only).
 func Main(ctx context.Context, args []string, name string, out io.Writer) error {
 	if len(args) > 0 {
 		switch args[0] {
