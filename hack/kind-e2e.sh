@@ -574,16 +574,6 @@ upstream_cluster() {
   kind load docker-image $(cat "${WORK}/upstream-images.list") --name "${name}"
 }
 
-# upstream_beside creates mcs-upstream (upstream_cluster) in the
-# background while the derived suite runs, as mcs-c is created during the
-# KEP suite: it is routed on its own and shares nothing with the
-# clusterset. upstream_run waits for it.
-upstream_beside() {
-  echo "creating cluster ${UPSTREAM_CLUSTER} in the background (its output follows when it is waited for)"
-  upstream_cluster >"${WORK}/create-${UPSTREAM_CLUSTER}.log" 2>&1 &
-  CREATING+=("${UPSTREAM_CLUSTER}:$!")
-}
-
 # upstream_stock gives mcs-upstream kubeadm's kube-proxy back (the stock
 # image of the pinned release, its own configuration), for upstream's own
 # result on the same cluster.
@@ -887,11 +877,7 @@ rollout_run() {
 upstream_run() {
   local set=$1 name status=0
   for name in mcs-a mcs-b "${DERIVED}"; do kind delete cluster --name "${name}" >/dev/null 2>&1 || true; done
-  if [[ ${#CREATING[@]} -gt 0 ]]; then
-    wait_created
-  else
-    upstream_cluster
-  fi
+  upstream_cluster
   upstream_specs "${set}" ours || status=$?
   chart_lifecycle || status=$?
   if [[ "${UPSTREAM_ONLY}" == true ]]; then
@@ -954,7 +940,6 @@ if [[ "${TESTS}" == true ]]; then
     join_member mcs-a "${DERIVED}"
   fi
   step "Derived-mode suite (test/e2e TestDerivedMember): a = kind-mcs-b, native b = kind-mcs-a, derived c = kind-mcs-c"
-  [[ "${UPSTREAM_SET}" == none ]] || upstream_beside
   suite kind-mcs-b,kind-mcs-a,kind-mcs-c '^TestDerivedMember$'
 fi
 
