@@ -795,13 +795,15 @@ rollout_ours_gate_off() {
 rollout_gate() {
   local on=$1 config
   if [[ "${on}" == true ]]; then
-    # kubeadm writes `featureGates: {}`: the gate is the only one.
+    # kubeadm's config.conf sets no gate (no featureGates, or `{}`):
+    # this one is the only one.
     config=$(kc "${UPSTREAM_CLUSTER}" -n kube-system get configmap kube-proxy -o jsonpath='{.data.config\.conf}')
-    if ! grep -qx 'featureGates: {}' <<<"${config}"; then
+    if grep -q '^featureGates:' <<<"${config}" && ! grep -qx 'featureGates: {}' <<<"${config}"; then
       echo "kube-proxy's config.conf has gates of its own; this script sets only MultiClusterServices" >&2
       exit 1
     fi
-    config=$(sed 's/^featureGates: {}$/featureGates:\n  MultiClusterServices: true/' <<<"${config}")
+    config=$(sed '/^featureGates: {}$/d' <<<"${config}")
+    config+=$'\nfeatureGates:\n  MultiClusterServices: true'
     kc "${UPSTREAM_CLUSTER}" -n kube-system patch configmap kube-proxy --type merge \
       -p "$(jq -n --arg c "${config}" '{data: {"config.conf": $c}}')" >/dev/null
   else
@@ -838,12 +840,21 @@ rollout_objects() {
     -o jsonpath='{range .items[*]}{.metadata.name} {.metadata.resourceVersion}{"\n"}{end}'
 }
 
-# rollout_rules_left: lines of nftables on any node that name an import.
+# rollout_rules_left: lines of nftables on any node that name an import
+# (its clusterset IP, its chains). Stock kube-proxy empties the chains of
+# what it does not serve at once and deletes them at a later sync, a
+# second or more after (kernels before 6.2 may still see them referenced),
+# as for any Service deleted: a Service created and deleted brings that
+# sync about first.
 rollout_rules_left() {
   local node
+  kc "${UPSTREAM_CLUSTER}" -n "${ROLLOUT_NS}" create service clusterip sync-probe --tcp=80:80 >/dev/null
+  sleep 2
+  kc "${UPSTREAM_CLUSTER}" -n "${ROLLOUT_NS}" delete service sync-probe >/dev/null
+  sleep 3
   for node in $(kind get nodes --name "${UPSTREAM_CLUSTER}"); do
-    docker exec "${node}" nft list ruleset | grep -c -e '\.clusterset' -e "${ROLLOUT_VIP}" || true
-  done | awk '{n += $1} END {print n + 0}'
+    docker exec "${node}" nft list ruleset 2>/dev/null | grep -e '\.clusterset' -e "${ROLLOUT_VIP}" || true
+  done | tee "${WORK}/rollout/rules-left.txt" | wc -l
 }
 
 rollout_run() {
@@ -855,7 +866,7 @@ rollout_run() {
   rollout_step 2-gate-on rollout_gate_on
   local before after
   before=$(rollout_objects)
-  rollout_step 5-controller-replaced rollout_controller_replaced
+  rollout_step 2b-controller-replaced rollout_controller_replaced
   after=$(rollout_objects)
   if [[ "${before}" != "${after}" ]]; then
     printf 'the controller, replaced, rewrote what it had written:\nbefore:\n%s\nafter:\n%s\n' "${before}" "${after}" >&2
@@ -866,7 +877,7 @@ rollout_run() {
   rollout_step 3b-ours-to-stock rollout_stock_image
   local left
   left=$(rollout_rules_left)
-  echo "after the rollback: ${left} nftables lines name an import on the nodes"
+  echo "after the rollback: ${left} nftables lines name an import on the nodes (${WORK}/rollout/rules-left.txt)"
   rollout_step 4-stock-restarted rollout_stock_restart
   [[ "${left}" == 0 ]] || { echo "rules of ours left after the rollback" >&2; exit 1; }
 }
