@@ -761,7 +761,8 @@ rollout_stats() {
   done | jq -s 'reduce .[] as $c ({}; reduce ($c | keys[]) as $t (.; reduce ("new", "held") as $k (.;
       .[$t][$k].ok += $c[$t][$k].ok | .[$t][$k].failed += $c[$t][$k].failed |
       .[$t][$k].broken += ($c[$t][$k].broken // 0) |
-      .[$t][$k].longestOutageMs = ([.[$t][$k].longestOutageMs // 0, $c[$t][$k].longestOutageMs] | max))))'
+      .[$t][$k].longestOutageMs = ([.[$t][$k].longestOutageMs // 0, $c[$t][$k].longestOutageMs] | max) |
+      reduce (($c[$t][$k].errors // {}) | to_entries[]) as $e (.; .[$t][$k].errors[$e.key] += $e.value))))'
 }
 
 # rollout_step LABEL COMMAND...: the counts zeroed, COMMAND run (a change
@@ -778,7 +779,7 @@ rollout_step() {
   rollout_stats >"${WORK}/rollout/${label}.json"
   echo "${label} ($((SECONDS - start))s):"
   jq -r 'to_entries[] | .key as $t | .value | to_entries[] |
-    "  \($t) \(.key): \(.value.ok) answered, \(.value.failed) failed, \(.value.broken) held connections broken, longest outage \(.value.longestOutageMs) ms"' \
+    "  \($t) \(.key): \(.value.ok) answered, \(.value.failed) failed\(if .value.errors then " \(.value.errors | tojson)" else "" end), \(.value.broken) held connections broken, longest outage \(.value.longestOutageMs) ms"' \
     "${WORK}/rollout/${label}.json"
 }
 

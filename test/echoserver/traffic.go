@@ -4,13 +4,16 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -35,12 +38,15 @@ type TrafficCounts struct {
 	Failed          int64 `json:"failed"`
 	Broken          int64 `json:"broken,omitempty"`
 	LongestOutageMS int64 `json:"longestOutageMs"`
+	// Errors are the failed requests by how they failed (failureKind):
+	// a refusal says no rule or no endpoint, a timeout a packet lost.
+	Errors map[string]int64 `json:"errors,omitempty"`
 
 	failingSince time.Time
 }
 
-func (c *TrafficCounts) record(ok bool, now time.Time) {
-	if ok {
+func (c *TrafficCounts) record(err error, now time.Time) {
+	if err == nil {
 		c.OK++
 		if !c.failingSince.IsZero() {
 			c.LongestOutageMS = max(c.LongestOutageMS, now.Sub(c.failingSince).Milliseconds())
@@ -49,10 +55,35 @@ func (c *TrafficCounts) record(ok bool, now time.Time) {
 		return
 	}
 	c.Failed++
+	if c.Errors == nil {
+		c.Errors = map[string]int64{}
+	}
+	c.Errors[failureKind(err)]++
 	if c.failingSince.IsZero() {
 		c.failingSince = now
 	}
 }
+
+// failureKind names how a request failed: refused (a reject rule, or no
+// listener), reset, timeout, closed (the peer closed before answering),
+// or other.
+func failureKind(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "refused"
+	case errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE):
+		return "reset"
+	case errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	case errors.Is(err, io.EOF) || errors.Is(err, errEmptyAnswer):
+		return "closed"
+	}
+	return "other"
+}
+
+// errEmptyAnswer is an answer with no name in it.
+var errEmptyAnswer = errors.New("empty answer")
 
 // snapshot is c as read at now: an outage still going counts to now.
 func (c TrafficCounts) snapshot(now time.Time) TrafficCounts {
@@ -60,6 +91,7 @@ func (c TrafficCounts) snapshot(now time.Time) TrafficCounts {
 		c.LongestOutageMS = max(c.LongestOutageMS, now.Sub(c.failingSince).Milliseconds())
 	}
 	c.failingSince = time.Time{}
+	c.Errors = maps.Clone(c.Errors)
 	return c
 }
 
@@ -142,14 +174,14 @@ func (t *traffic) read(reset bool) map[string]TrafficStats {
 	return out
 }
 
-func (t *traffic) count(name string, held, ok bool) {
+func (t *traffic) count(name string, held bool, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	c := &t.stats[name].New
 	if held {
 		c = &t.stats[name].Held
 	}
-	c.record(ok, time.Now())
+	c.record(err, time.Now())
 }
 
 func (t *traffic) countBroken(name string) {
@@ -161,7 +193,7 @@ func (t *traffic) countBroken(name string) {
 func (t *traffic) askNew(ctx context.Context, name, addr string, interval, timeout time.Duration) {
 	for ctx.Err() == nil {
 		_, err := Ask("tcp", addr, timeout)
-		t.count(name, false, err == nil)
+		t.count(name, false, err)
 		sleep(ctx, interval)
 	}
 }
@@ -177,27 +209,31 @@ func (t *traffic) askHeld(ctx context.Context, name, addr string, interval, time
 		}
 	}()
 	for ctx.Err() == nil {
-		ok := false
+		var err error
 		if c == nil {
-			if conn, err := net.DialTimeout("tcp", addr, timeout); err == nil {
+			var conn net.Conn
+			if conn, err = net.DialTimeout("tcp", addr, timeout); err == nil {
 				c, r = conn, bufio.NewReader(conn)
 			}
-		} else if _, err := c.Write([]byte("again\n")); err != nil {
+		} else if _, err = c.Write([]byte("again\n")); err != nil {
 			c.Close()
 			c = nil
 			t.countBroken(name)
 		}
 		if c != nil {
 			_ = c.SetReadDeadline(time.Now().Add(timeout))
-			line, err := r.ReadString('\n')
-			ok = err == nil && strings.TrimSpace(line) != ""
-			if !ok {
+			var line string
+			line, err = r.ReadString('\n')
+			if err == nil && strings.TrimSpace(line) == "" {
+				err = errEmptyAnswer
+			}
+			if err != nil {
 				c.Close()
 				c = nil
 				t.countBroken(name)
 			}
 		}
-		t.count(name, true, ok)
+		t.count(name, true, err)
 		sleep(ctx, interval)
 	}
 }

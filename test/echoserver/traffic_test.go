@@ -12,8 +12,9 @@ import (
 // TestTraffic runs "traffic" against a server that answers, stops and
 // answers again: requests on new connections and on the held one are
 // counted as answered, then failed, the held connection is counted broken
-// when its server goes, the outage is as long as the server was away, and
-// a reset zeroes everything.
+// when its server goes, the failures are counted by how they failed
+// (refused, with nobody listening), the outage is as long as the server
+// was away, and a reset zeroes everything.
 func TestTraffic(t *testing.T) {
 	serverAddr, statsAddr := freeAddr(t), freeAddr(t)
 	_, statsPort, _ := net.SplitHostPort(statsAddr)
@@ -105,8 +106,12 @@ func TestTraffic(t *testing.T) {
 	}
 	if s := stats(TrafficPath+"/reset", http.MethodPost); s.Held.Broken == 0 {
 		t.Errorf("the held connection was not counted broken: %+v", s)
+	} else if s.New.Errors["refused"] == 0 || s.Held.Errors["refused"]+s.Held.Errors["closed"]+s.Held.Errors["reset"] == 0 {
+		// Nobody listens while the server is away: new connections are
+		// refused; the held one was closed or reset, then refused.
+		t.Errorf("how the requests failed: new %v, held %v, want refusals counted", s.New.Errors, s.Held.Errors)
 	}
-	if s := stats(TrafficPath, http.MethodGet); s.New.Failed != 0 || s.Held.Broken != 0 || s.New.LongestOutageMS != 0 {
+	if s := stats(TrafficPath, http.MethodGet); s.New.Failed != 0 || s.Held.Broken != 0 || s.New.LongestOutageMS != 0 || len(s.New.Errors) > 0 {
 		t.Errorf("after a reset: %+v, want zeroes", s)
 	}
 }
