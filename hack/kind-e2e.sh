@@ -313,6 +313,9 @@ if coredns_offline | grep -q forward; then
 fi
 COREDNS_IMAGE=$(grep /coredns: "${WORK}/node-images.list" | sort | tail -1)
 
+# pod_subnet_of NAME: the pod subnet(s) NAME's kind config gives.
+pod_subnet_of() { grep podSubnet "kind-config/clusters/cluster-${1#mcs-}.yaml" | awk '{print $2}'; }
+
 # setup_member NAME: the CRDs, the ClusterProperty, RBAC, admission
 # policies, CoreDNS with clusterset.local and the controller's identity;
 # in a native member also this project's kube-proxy with the gate on. The
@@ -321,7 +324,7 @@ COREDNS_IMAGE=$(grep /coredns: "${WORK}/node-images.list" | sort | tail -1)
 setup_member() {
   local name=$1 by=${2:-kubectl} pod_subnet
   step "CRDs, ClusterProperty, CoreDNS and RBAC in ${name}$([[ "${name}" == "${DERIVED}" ]] && echo " (stock kube-proxy: derived member)" || echo ", our kube-proxy")"
-  pod_subnet=$(grep podSubnet "kind-config/clusters/cluster-${name#mcs-}.yaml" | awk '{print $2}')
+  pod_subnet=$(pod_subnet_of "${name}")
   if [[ "${by}" == chart ]]; then
     # The CRDs, the controller's identity, RBAC and admission policies
     # as an operator installs them with Helm (docs/install.md).
@@ -463,16 +466,7 @@ smoke_test() {
   client=${NAMES[-1]}
   kc "${client}" -n demo run client --image "${ECHO}" --restart Never --dry-run=client -o yaml | kc "${client}" apply -f -
   kc "${client}" -n demo wait pod/client --for condition=Ready --timeout 120s
-  vip=""
-  for _ in $(seq 60); do
-    vip=$(kc "${client}" -n demo get serviceimport web -o jsonpath='{.spec.ips[0]}' 2>/dev/null || true)
-    [[ -n "${vip}" ]] && break
-    sleep 2
-  done
-  if [[ -z "${vip}" ]]; then
-    echo "no ServiceImport demo/web with a clusterset IP in ${client}" >&2
-    exit 1
-  fi
+  vip=$(clusterset_ip "${client}" demo web)
   answers=$( (kc "${client}" -n demo exec client -- /echoserver ask --count 40 "${vip}:80"
     kc "${client}" -n demo exec client -- /echoserver ask --count 40 web.demo.svc.clusterset.local:80) )
   sort <<<"${answers}" | uniq -c
@@ -488,6 +482,23 @@ smoke_test() {
   done
   echo "every cluster's pods answered through the clusterset IP ${vip} and web.demo.svc.clusterset.local"
   for name in "${NAMES[@]}"; do kc "${name}" delete namespace demo --wait=false >/dev/null; done
+}
+
+# clusterset_ip CLUSTER NAMESPACE NAME prints the first clusterset IP of
+# the ServiceImport NAMESPACE/NAME in CLUSTER, waiting up to 2 minutes for
+# it, or fails saying so.
+clusterset_ip() {
+  local vip=""
+  for _ in $(seq 60); do
+    vip=$(kc "$1" -n "$2" get serviceimport "$3" -o jsonpath='{.spec.ips[0]}' 2>/dev/null || true)
+    [[ -n "${vip}" ]] && break
+    sleep 2
+  done
+  if [[ -z "${vip}" ]]; then
+    echo "no ServiceImport $2/$3 with a clusterset IP in $1" >&2
+    exit 1
+  fi
+  echo "${vip}"
 }
 
 # suite CONTEXTS DEFAULT_REGEX runs test/e2e against the contexts (cluster
@@ -562,9 +573,7 @@ upstream_cluster() {
   local name=${UPSTREAM_CLUSTER}
   create_cluster "${name}"
   flat_routes "${name}"
-  kc "${name}" -n kube-system get configmap/kube-proxy daemonset/kube-proxy -o json |
-    jq 'del(.items[].metadata | .resourceVersion, .uid, .managedFields, .creationTimestamp, .generation, .annotations) | del(.items[].status)' \
-      >"${WORK}/upstream-stock-kube-proxy.json"
+  save_stock_kube_proxy "${name}"
   setup_member "${name}" chart
   # Two schedulable nodes, as 13 of the Services specs need (they skip
   # otherwise): the control plane takes pods too, as in a one-node kind
@@ -574,13 +583,23 @@ upstream_cluster() {
   kind load docker-image $(cat "${WORK}/upstream-images.list") --name "${name}"
 }
 
+# save_stock_kube_proxy NAME keeps kubeadm's kube-proxy ConfigMap and
+# DaemonSet of NAME, as they are before any change, in STOCK_KUBE_PROXY,
+# for putting them back.
+STOCK_KUBE_PROXY=${WORK}/upstream-stock-kube-proxy.json
+save_stock_kube_proxy() {
+  kc "$1" -n kube-system get configmap/kube-proxy daemonset/kube-proxy -o json |
+    jq 'del(.items[].metadata | .resourceVersion, .uid, .managedFields, .creationTimestamp, .generation, .annotations) | del(.items[].status)' \
+      >"${STOCK_KUBE_PROXY}"
+}
+
 # upstream_stock gives mcs-upstream kubeadm's kube-proxy back (the stock
 # image of the pinned release, its own configuration), for upstream's own
 # result on the same cluster.
 upstream_stock() {
   local name=${UPSTREAM_CLUSTER}
   step "mcs-upstream: kubeadm's stock kube-proxy back"
-  kc "${name}" apply --server-side --force-conflicts -f "${WORK}/upstream-stock-kube-proxy.json"
+  kc "${name}" apply --server-side --force-conflicts -f "${STOCK_KUBE_PROXY}"
   kc "${name}" -n kube-system rollout restart daemonset/kube-proxy
   kc "${name}" -n kube-system rollout status daemonset/kube-proxy --timeout 120s
   local image
@@ -664,18 +683,16 @@ ROLLOUT_NS=rollout
 # a client on each node (echoserver traffic) asking its ClusterIP and its
 # clusterset IP, on new and held connections, ten times a second each.
 rollout_cluster() {
-  local name=${UPSTREAM_CLUSTER} node vip cip
+  local name=${UPSTREAM_CLUSTER} vip cip
   create_cluster "${name}"
   kind load docker-image mcs-controller:dev mcs-kube-proxy/echoserver:dev --name "${name}"
   flat_routes "${name}"
   kc "${name}" taint nodes -l node-role.kubernetes.io/control-plane node-role.kubernetes.io/control-plane:NoSchedule- >/dev/null
-  kc "${name}" -n kube-system get configmap/kube-proxy daemonset/kube-proxy -o json |
-    jq 'del(.items[].metadata | .resourceVersion, .uid, .managedFields, .creationTimestamp, .generation, .annotations) | del(.items[].status)' \
-      >"${WORK}/rollout-stock-kube-proxy.json"
+  save_stock_kube_proxy "${name}"
   step "mcs-upstream: the packages by Helm, kubeadm's kube-proxy kept"
   local h=(helm --kube-context "$(ctx "${name}")")
   "${h[@]}" install mcs deploy/helm/multicluster-services --wait --timeout 120s >/dev/null
-  fill "${name}" "10.104.0.0/16" "" kind-config/clusterproperty.yaml | kc "${name}" apply --server-side -f -
+  fill "${name}" "$(pod_subnet_of "${name}")" "" kind-config/clusterproperty.yaml | kc "${name}" apply --server-side -f -
   coredns_offline | kc "${name}" apply --server-side --force-conflicts -f -
   kc "${name}" -n kube-system set image deployment/coredns "coredns=${COREDNS_IMAGE}"
   kc "${name}" -n kube-system rollout status deployment/coredns --timeout 120s
@@ -713,15 +730,7 @@ kind: ServiceExport
 metadata: {name: web, namespace: ${ROLLOUT_NS}}
 EOF_WEB
   kc "${name}" -n "${ROLLOUT_NS}" rollout status deployment/web --timeout 120s
-  for _ in $(seq 60); do
-    vip=$(kc "${name}" -n "${ROLLOUT_NS}" get serviceimport web -o jsonpath='{.spec.ips[0]}' 2>/dev/null || true)
-    [[ -n "${vip}" ]] && break
-    sleep 2
-  done
-  if [[ -z "${vip}" ]]; then
-    echo "web's ServiceImport has no clusterset IP" >&2
-    exit 1
-  fi
+  vip=$(clusterset_ip "${name}" "${ROLLOUT_NS}" web)
   cip=$(kc "${name}" -n "${ROLLOUT_NS}" get service web -o jsonpath='{.spec.clusterIP}')
   ROLLOUT_VIP=${vip}
   echo "web: ClusterIP ${cip}, clusterset IP ${vip}"
@@ -809,7 +818,7 @@ rollout_gate() {
       -p "$(jq -n --arg c "${config}" '{data: {"config.conf": $c}}')" >/dev/null
   else
     # Back to kubeadm's own ConfigMap, as it was.
-    jq '.items[] | select(.kind == "ConfigMap")' "${WORK}/rollout-stock-kube-proxy.json" |
+    jq '.items[] | select(.kind == "ConfigMap")' "${STOCK_KUBE_PROXY}" |
       kc "${UPSTREAM_CLUSTER}" apply --server-side --force-conflicts -f - >/dev/null
   fi
   kc "${UPSTREAM_CLUSTER}" -n kube-system rollout restart daemonset/kube-proxy >/dev/null
@@ -819,7 +828,7 @@ rollout_gate_on() { rollout_gate true; }
 rollout_gate_off() { rollout_gate false; }
 rollout_stock_image() {
   local image
-  image=$(jq -r '.items[] | select(.kind == "DaemonSet") | .spec.template.spec.containers[0].image' "${WORK}/rollout-stock-kube-proxy.json")
+  image=$(jq -r '.items[] | select(.kind == "DaemonSet") | .spec.template.spec.containers[0].image' "${STOCK_KUBE_PROXY}")
   kc "${UPSTREAM_CLUSTER}" -n kube-system set image daemonset/kube-proxy "kube-proxy=${image}" >/dev/null
   kube_proxy_rolled
 }

@@ -3,12 +3,8 @@ package app
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -21,7 +17,6 @@ import (
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/featuregate"
 	logsapi "k8s.io/component-base/logs/api/v1"
-	"k8s.io/component-base/term"
 	"k8s.io/klog/v2"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/eventrecorder"
@@ -104,25 +99,13 @@ cluster's ID, one MemberExport per export and the trusted endpoints
 (export.CheckSource, made here); slices refused are said on the export.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := logsapi.ValidateAndApply(logging, gates); err != nil {
-				return err
-			}
-			cliflag.PrintFlags(cmd.Flags())
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			ctx = klog.NewContext(ctx, klog.Background().WithName("mcs-member-agent"))
-			return RunAgent(ctx, o)
+			return runComponent(cmd, logging, gates, "mcs-member-agent", func(ctx context.Context) error { return RunAgent(ctx, o) })
 		},
 	}
 	var sections cliflag.NamedFlagSets
 	o.AddFlags(sections.FlagSet("member-agent"))
 	gates.AddFlag(sections.FlagSet("member-agent"))
-	logsapi.AddFlags(logging, sections.FlagSet("logging"))
-	for _, name := range sections.Order {
-		cmd.Flags().AddFlagSet(sections.FlagSets[name])
-	}
-	cols, _, _ := term.TerminalSize(cmd.OutOrStdout())
-	cliflag.SetUsageAndHelpFunc(cmd, sections, cols)
+	addFlagSections(cmd, sections, logging)
 	return cmd
 }
 
@@ -187,8 +170,7 @@ func RunAgent(ctx context.Context, o *AgentOptions) error {
 		return run(ctx)
 	}
 	if o.Identity == "" {
-		host, _ := os.Hostname()
-		o.Identity = host + "_" + uuid.NewString()[:8]
+		o.Identity = defaultIdentity()
 	}
 	return runLeaderElected(ctx, leaderElection{
 		name: agentLeaseName, namespace: o.LeaseNamespace, identity: o.Identity,

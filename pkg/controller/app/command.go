@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"os"
 	"os/signal"
 	"syscall"
@@ -8,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/component-base/featuregate"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/component-base/term"
 	"k8s.io/klog/v2"
@@ -31,30 +33,44 @@ func NewControllerCommand() *cobra.Command {
 ServiceExports of every member cluster and writes ServiceImports and
 per-source-cluster EndpointSlices into every member. Members are kubeconfig
 contexts (--contexts) and, with --member-secrets-namespace, kubeconfig
-Secrets in the hub that join and leave while it runs.`,
+Secrets in the hub that join and leave while it runs.
+"mcs-controller member-agent" is pull mode's agent in a member cluster
+(mcs-controller member-agent --help).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := logsapi.ValidateAndApply(logging, o.FeatureGates); err != nil {
-				return err
-			}
-			cliflag.PrintFlags(cmd.Flags())
 			if self, err := os.Executable(); err == nil {
 				o.PluginRunner = self
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			ctx = klog.NewContext(ctx, klog.Background().WithName("mcs-controller"))
-			return Run(ctx, o)
+			return runComponent(cmd, logging, o.FeatureGates, "mcs-controller", func(ctx context.Context) error { return Run(ctx, o) })
 		},
 	}
 	var sections cliflag.NamedFlagSets
 	o.AddFlags(sections.FlagSet("mcs-controller"))
+	addFlagSections(cmd, sections, logging)
+	cmd.AddCommand(NewMemberAgentCommand())
+	return cmd
+}
+
+// runComponent runs run as Kubernetes components run: logging applied
+// (its gates from gates), the flags printed, a context that ends at
+// SIGINT or SIGTERM and carries a logger named name.
+func runComponent(cmd *cobra.Command, logging *logsapi.LoggingConfiguration, gates featuregate.FeatureGate, name string, run func(context.Context) error) error {
+	if err := logsapi.ValidateAndApply(logging, gates); err != nil {
+		return err
+	}
+	cliflag.PrintFlags(cmd.Flags())
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return run(klog.NewContext(ctx, klog.Background().WithName(name)))
+}
+
+// addFlagSections adds a command's own flag sections and the logging
+// section to cmd, and the usage and help that print them by section.
+func addFlagSections(cmd *cobra.Command, sections cliflag.NamedFlagSets, logging *logsapi.LoggingConfiguration) {
 	logsapi.AddFlags(logging, sections.FlagSet("logging"))
 	for _, name := range sections.Order {
 		cmd.Flags().AddFlagSet(sections.FlagSets[name])
 	}
 	cols, _, _ := term.TerminalSize(cmd.OutOrStdout())
 	cliflag.SetUsageAndHelpFunc(cmd, sections, cols)
-	cmd.AddCommand(NewMemberAgentCommand())
-	return cmd
 }

@@ -19,6 +19,13 @@ import (
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/topology"
 )
 
+// defaultIdentity names a replica in Leases: its hostname and a random
+// suffix (--identity's default).
+func defaultIdentity() string {
+	host, _ := os.Hostname()
+	return host + "_" + uuid.NewString()[:8]
+}
+
 // leaderLeaseName is the leader election Lease.
 const leaderLeaseName = "mcs-controller"
 
@@ -31,8 +38,7 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	logger := klog.FromContext(ctx)
 	if o.Identity == "" {
-		host, _ := os.Hostname()
-		o.Identity = host + "_" + uuid.NewString()[:8]
+		o.Identity = defaultIdentity()
 	}
 	configs, order, err := memberConfigs(o)
 	if err != nil {

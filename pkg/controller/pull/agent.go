@@ -145,31 +145,22 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 		ns, name := o.GetLabels()[hubv1alpha1.LabelServiceNamespace], o.GetLabels()[hubv1alpha1.LabelServiceName]
 		return ns + "/" + name, ns != "" && name != ""
 	}
-	for _, add := range []func() error{
-		func() error { _, err := a.exportInformer.AddEventHandler(byKey(ownKey)); return err },
-		func() error {
-			_, err := a.memberInformers.Core().V1().Services().Informer().AddEventHandler(byKey(ownKey))
-			return err
-		},
-		func() error {
-			_, err := a.memberSlices.Discovery().V1().EndpointSlices().Informer().AddEventHandler(byKey(sliceKey))
-			return err
-		},
-		func() error {
-			// A namespace's creation time is published with each export
-			// in it.
-			_, err := a.memberInformers.Core().V1().Namespaces().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-				AddFunc: func(obj any) { a.enqueueNamespace(obj) },
-			})
-			return err
-		},
-		func() error { _, err := a.published.AddEventHandler(byKey(publishedKey)); return err },
-		func() error {
-			_, err := a.hubInformers.Discovery().V1().EndpointSlices().Informer().AddEventHandler(byKey(publishedKey))
-			return err
-		},
+	onNamespace := cache.ResourceEventHandlerFuncs{
+		// A namespace's creation time is published with each export in it.
+		AddFunc: func(obj any) { a.enqueueNamespace(obj) },
+	}
+	for _, h := range []struct {
+		informer cache.SharedIndexInformer
+		handler  cache.ResourceEventHandler
+	}{
+		{a.exportInformer, byKey(ownKey)},
+		{a.memberInformers.Core().V1().Services().Informer(), byKey(ownKey)},
+		{a.memberSlices.Discovery().V1().EndpointSlices().Informer(), byKey(sliceKey)},
+		{a.memberInformers.Core().V1().Namespaces().Informer(), onNamespace},
+		{a.published, byKey(publishedKey)},
+		{a.hubInformers.Discovery().V1().EndpointSlices().Informer(), byKey(publishedKey)},
 	} {
-		if err := add(); err != nil {
+		if _, err := h.informer.AddEventHandler(h.handler); err != nil {
 			return nil, err
 		}
 	}
