@@ -135,6 +135,7 @@ func runWithMultiCluster(ctx context.Context, view *optionsView, mcOpts *MultiCl
 	proxier.SetNode(server.NodeRef)
 	proxier.SetClusterSelection(features.ClusterSelectionEnabled())
 	server.Proxier = proxier
+	proxier.SweepConntrack(ctx)
 	watcher := &multicluster.Watcher{
 		Proxier:       proxier,
 		MCSClient:     mcsClient,

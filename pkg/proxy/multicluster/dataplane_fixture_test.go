@@ -121,6 +121,8 @@ func newDataplane(t *testing.T, mode kubeproxyconfig.ProxyMode) *dataplane {
 	d.proxier.OnServiceSynced()
 	d.proxier.OnEndpointSlicesSynced()
 	d.proxier.MultiClusterSynced()
+	// As kube-proxy does with the gate on.
+	d.proxier.SweepConntrack(ctx)
 	go d.proxier.SyncLoop()
 	return d
 }

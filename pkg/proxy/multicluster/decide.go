@@ -189,11 +189,13 @@ func (im *importer) reconcileImport(key types.NamespacedName, st *importState, w
 		}
 		im.provider.OnServiceAdd(want)
 		programmedImports.Inc()
+		im.handedOver(want, nil)
 	case want != nil && st.programmedFrom != st.obj:
 		// The same object translates the same: only a new one (an update
 		// of the import) can change what the Provider holds.
 		if programmed := im.translate(st.programmedFrom); !apiequality.Semantic.DeepEqual(want, programmed) {
 			im.provider.OnServiceUpdate(programmed, want)
+			im.handedOver(want, programmed)
 		}
 		st.programmedFrom = st.obj
 	}
@@ -206,6 +208,23 @@ func (im *importer) reconcileImport(key types.NamespacedName, st *importState, w
 		}
 		im.reportImport(st, rejection)
 	}
+}
+
+// handedOver tells the conntrack sweeper, if there is one, the clusterset
+// IPs of want that programmed (what the Provider held before, nil if
+// nothing) did not have.
+func (im *importer) handedOver(want, programmed *v1.Service) {
+	if im.sweeper == nil {
+		return
+	}
+	had := claimIPs(programmed)
+	var fresh []netip.Addr
+	for _, ip := range claimIPs(want) {
+		if !slices.Contains(had, ip) {
+			fresh = append(fresh, ip)
+		}
+	}
+	im.sweeper.handedOver(fresh)
 }
 
 func (im *importer) reconcileSlice(st *sliceState, fresh *discoveryv1.EndpointSlice) {

@@ -90,6 +90,17 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"namespace", "name", "reason"})
 
+	// staleConntrackEntriesDeleted counts the conntrack entries of
+	// connection attempts to a clusterset IP made before it was programmed
+	// on this node, deleted so that they send no later connection past
+	// the rules (conntrack.go).
+	staleConntrackEntriesDeleted = metrics.NewCounter(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "multicluster_stale_conntrack_entries_deleted_total",
+		Help:           "Number of conntrack entries of TCP connection attempts to a clusterset IP made before this proxy programmed it (unanswered, not DNATed), deleted so that later connections reusing their ports are load-balanced.",
+		StabilityLevel: metrics.ALPHA,
+	})
+
 	registerOnce sync.Once
 )
 
@@ -97,6 +108,6 @@ var (
 // metrics endpoint.
 func RegisterMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(rejectionsTotal, programmedImports, serviceImportAPIServed, localClusterIDKnown, nativeNamesServices, localFirstSwitchesTotal, clusterSelectionChanges, clusterSelectionResult)
+		legacyregistry.MustRegister(rejectionsTotal, programmedImports, serviceImportAPIServed, localClusterIDKnown, nativeNamesServices, localFirstSwitchesTotal, clusterSelectionChanges, clusterSelectionResult, staleConntrackEntriesDeleted)
 	})
 }

@@ -99,6 +99,10 @@ type importer struct {
 	// import's own event decides over the slices it has, and listingDone
 	// once more over all of them, before the first sync.
 	listed bool
+	// sweeper, once kube-proxy starts it, deletes what connection
+	// attempts left in conntrack before a clusterset IP was programmed
+	// (conntrack.go).
+	sweeper *conntrackSweeper
 	// choices counts the choices made (choose), and nativePlans the
 	// native-name decisions (nativePlanOf): the work the tests count.
 	choices, nativePlans int
