@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Builds the third-party binaries that the local clusterset harness and the
 # tests run and that are not part of this module's graph (etcd and CoreDNS,
-# from the versions pinned in hack/tools/go.mod; Helm, from
-# hack/tools/helm/go.mod), into _output/bin/. (kube-apiserver,
+# from the versions pinned in hack/tools/go.mod; Helm 3 and Helm 4 (helm4),
+# from hack/tools/helm/go.mod and hack/tools/helm4/go.mod), into
+# _output/bin/. (kube-apiserver,
 # kube-controller-manager and kubectl come from this module: hack/build.sh.)
 #
 # Usage: hack/build-tools.sh [BINARY...]
-#   BINARY is etcd, coredns or helm (default: etcd and coredns, which the
-#   demo needs; `make test` adds helm). Those of one module build in one
+#   BINARY is etcd, coredns, helm or helm4 (default: etcd and coredns, which
+#   the demo needs; `make test` adds helm, the kind suite helm4). Those of one module build in one
 #   `go build`.
 #
 # The binaries are rebuilt only when one is missing or its stamp file does
@@ -18,7 +19,7 @@ set -o errexit -o nounset -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TOOLS_DIR="${ROOT}/hack/tools"
 BIN_DIR="${ROOT}/_output/bin"
-ALL_BINARIES=(etcd coredns helm)
+ALL_BINARIES=(etcd coredns helm helm4)
 DEFAULT_BINARIES=(etcd coredns)
 source "${ROOT}/hack/lib-build.sh"
 
@@ -33,6 +34,7 @@ package() {
     etcd) echo "go.etcd.io/etcd/server/v3" ;;
     coredns) echo "./coredns" ;; # CoreDNS with a cluster DNS's plugins (hack/tools/coredns)
     helm) echo "helm.sh/helm/v3/cmd/helm" ;;
+    helm4) echo "helm.sh/helm/v4/cmd/helm" ;;
     *) return 1 ;;
   esac
 }
@@ -40,12 +42,14 @@ package() {
 module_of() {
   case "$1" in
     helm) echo "${TOOLS_DIR}/helm" ;;
+    helm4) echo "${TOOLS_DIR}/helm4" ;;
     *) echo "${TOOLS_DIR}" ;;
   esac
 }
 built_as() {
   case "$1" in
     etcd) echo "server" ;;
+    helm4) echo "helm" ;;
     *) echo "$1" ;;
   esac
 }
@@ -94,11 +98,14 @@ main() {
     for b in "${stale[@]}"; do
       [[ "$(module_of "${b}")" == "${dir}" ]] && group+=("$(package "${b}")")
     done
-    (cd "${dir}" && go_build "" "${SCRATCH}/" "${group[@]}")
+    # Each module into its own directory: Helm 3 and 4 are both "helm".
+    mkdir -p "${SCRATCH}/${dir##*/}"
+    (cd "${dir}" && go_build "" "${SCRATCH}/${dir##*/}/" "${group[@]}")
   done
   for b in "${stale[@]}"; do
+    dir=$(module_of "${b}")
     rm -f "${BIN_DIR}/.${b}.stamp"
-    mv -f "${SCRATCH}/$(built_as "${b}")" "${BIN_DIR}/${b}"
+    mv -f "${SCRATCH}/${dir##*/}/$(built_as "${b}")" "${BIN_DIR}/${b}"
     inputs_hash "${b}" >"${BIN_DIR}/.${b}.stamp"
   done
   echo "built ${stale[*]} in $((SECONDS - start))s -> ${BIN_DIR}"
