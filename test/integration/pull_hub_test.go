@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -47,13 +48,16 @@ func TestPullHubConfinesEachMember(t *testing.T) {
 	memberExports := func(d dynamic.Interface, ns string) dynamic.ResourceInterface {
 		return d.Resource(hubv1alpha1.SchemeGroupVersion.WithResource("memberexports")).Namespace(ns)
 	}
+	servicePlans := func(d dynamic.Interface) dynamic.ResourceInterface {
+		return d.Resource(hubv1alpha1.SchemeGroupVersion.WithResource("serviceplans")).Namespace(pull.PlanNamespace)
+	}
 
 	// What cluster-b has published, and the plan, as the planner and
 	// cluster-b's agent left them.
 	if _, err := memberExports(hubDyn, "cluster-b").Create(ctx, publishedExport(t, "demo", "web"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := hub.mcs.MulticlusterV1beta1().ServiceImports(pull.PlanNamespace).Create(ctx, publishedImport("demo.web"), metav1.CreateOptions{}); err != nil {
+	if _, err := servicePlans(hubDyn).Create(ctx, plannedService(t, "demo", "web"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, ns := range []string{"cluster-b", pull.PlanNamespace} {
@@ -75,8 +79,8 @@ func TestPullHubConfinesEachMember(t *testing.T) {
 	must("publishes its endpoints", err)
 	_, err = kubeA.CoordinationV1().Leases("cluster-a").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "cluster-a"}}, metav1.CreateOptions{})
 	must("renews its Lease", err)
-	_, err = mcsA.MulticlusterV1beta1().ServiceImports(pull.PlanNamespace).List(ctx, metav1.ListOptions{})
-	must("reads the plan's imports", err)
+	_, err = servicePlans(dynA).List(ctx, metav1.ListOptions{})
+	must("reads the plan's ServicePlans", err)
 	_, err = kubeA.DiscoveryV1().EndpointSlices(pull.PlanNamespace).List(ctx, metav1.ListOptions{})
 	must("reads the plan's slices", err)
 	_, err = kubeA.CoordinationV1().Leases(pull.PlanNamespace).List(ctx, metav1.ListOptions{})
@@ -119,8 +123,16 @@ func TestPullHubConfinesEachMember(t *testing.T) {
 			_, err := kubeA.DiscoveryV1().EndpointSlices(pull.PlanNamespace).Create(ctx, publishedSlice("demo.web-evil", "10.1.0.66"), metav1.CreateOptions{})
 			return err
 		},
-		"deletes the plan's import": func() error {
-			return mcsA.MulticlusterV1beta1().ServiceImports(pull.PlanNamespace).Delete(ctx, "demo.web", metav1.DeleteOptions{})
+		"deletes the plan of a name": func() error {
+			return servicePlans(dynA).Delete(ctx, "demo.web", metav1.DeleteOptions{})
+		},
+		"rewrites the plan of a name": func() error {
+			_, err := servicePlans(dynA).Patch(ctx, "demo.web", types.MergePatchType, []byte(`{"spec":{"import":{"spec":{"ips":["10.250.0.66"]}}}}`), metav1.PatchOptions{})
+			return err
+		},
+		"writes a ServiceImport into the plan's namespace": func() error {
+			_, err := mcsA.MulticlusterV1beta1().ServiceImports(pull.PlanNamespace).Create(ctx, publishedImport("demo.evil"), metav1.CreateOptions{})
+			return err
 		},
 		"creates the namespace of a cluster ID it would take": func() error {
 			_, err := kubeA.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cluster-c"}}, metav1.CreateOptions{})
@@ -168,8 +180,10 @@ func TestPullHubConfinesEachMember(t *testing.T) {
 	} else if labels, _, _ := unstructured.NestedStringMap(me.Object, "spec", "exportedLabels"); len(labels) > 0 {
 		t.Errorf("cluster-b's export has exportedLabels %v, want none", labels)
 	}
-	if _, err := hub.mcs.MulticlusterV1beta1().ServiceImports(pull.PlanNamespace).Get(ctx, "demo.web", metav1.GetOptions{}); err != nil {
-		t.Errorf("the plan's import: %v", err)
+	if sp, err := servicePlans(hubDyn).Get(ctx, "demo.web", metav1.GetOptions{}); err != nil {
+		t.Errorf("the plan of demo/web: %v", err)
+	} else if ips, _, _ := unstructured.NestedStringSlice(sp.Object, "spec", "import", "spec", "ips"); !slices.Equal(ips, []string{"10.250.0.7"}) {
+		t.Errorf("the plan of demo/web has clusterset IPs %v, want 10.250.0.7", ips)
 	}
 	for _, ns := range []string{"cluster-b", pull.PlanNamespace} {
 		slices, err := hub.kube.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{})
@@ -190,11 +204,11 @@ func startPullHub(t *testing.T, etcd *framework.Etcd, ids ...string) *testMember
 	t.Helper()
 	ctx := context.Background()
 	hub := prepareMember(t, framework.StartTestCluster(t, etcd, framework.ClusterOptions{Name: "hub"}), "hub")
-	crd, err := crds.Hub()
+	hubCRDs, err := crds.Hub()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := crds.Install(ctx, apiextensionsclient.NewForConfigOrDie(hub.cluster.RESTConfig()), crd); err != nil {
+	if err := crds.Install(ctx, apiextensionsclient.NewForConfigOrDie(hub.cluster.RESTConfig()), hubCRDs...); err != nil {
 		t.Fatal(err)
 	}
 	applyRBAC(t, hub.kube, repoPath(t, "deploy", "hub-pull", "hub.yaml"))
@@ -251,6 +265,25 @@ func publishedExport(t *testing.T, namespace, name string) *unstructured.Unstruc
 		Service: &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Spec: v1.ServiceSpec{Ports: []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}}}},
 	})
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(me)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &unstructured.Unstructured{Object: u}
+}
+
+// plannedService is the plan of namespace/name as the planner writes it.
+func plannedService(t *testing.T, namespace, name string) *unstructured.Unstructured {
+	t.Helper()
+	sp := &hubv1alpha1.ServicePlan{
+		TypeMeta:   metav1.TypeMeta{APIVersion: hubv1alpha1.SchemeGroupVersion.String(), Kind: "ServicePlan"},
+		ObjectMeta: metav1.ObjectMeta{Name: pull.MemberExportName(namespace, name)},
+		Spec: hubv1alpha1.ServicePlanSpec{
+			Service: hubv1alpha1.ServiceName{Namespace: namespace, Name: name},
+			Import:  &hubv1alpha1.PlannedImport{Spec: publishedImport(name).Spec},
+		},
+	}
+	sp.Spec.Import.Spec.IPs = []string{"10.250.0.7"}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(sp)
 	if err != nil {
 		t.Fatal(err)
 	}

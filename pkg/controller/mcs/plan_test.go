@@ -1,6 +1,7 @@
 package mcs
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
+	hubv1alpha1 "k8s.io/multiclusterservices/apis/hub/v1alpha1"
 	"k8s.io/multiclusterservices/export"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/pull"
@@ -372,7 +374,52 @@ func TestPlan(t *testing.T) {
 			if diff := cmp.Diff(withoutSourceRefusals(first.Reports), summarize(got).Reports); diff != "" {
 				t.Errorf("planned on what the members published, the reports differ (-push +pull):\n%s", diff)
 			}
+			// Pull mode, the other way: the plan as the planner writes it
+			// into the hub and an agent reads it back holds what push mode
+			// writes into every member of the import and its slices.
+			if diff := cmp.Diff(sharedPart(first.Desired), viaHubPlan(t, first.Desired, cfg.ManagedBy), cmp.AllowUnexported(desiredState{})); diff != "" {
+				t.Errorf("the plan read back from the hub differs (-planned +read):\n%s", diff)
+			}
 		})
+	}
+}
+
+// viaHubPlan returns d as an agent reads it from the hub: written as the
+// planner writes it (hubPlanOf), through JSON as the apiserver keeps it,
+// and read back (desiredOfHubPlan).
+func viaHubPlan(t *testing.T, d *desiredState, managedBy string) *desiredState {
+	t.Helper()
+	sp, planned := hubPlanOf("demo", "web", d)
+	through := func(in, out any) {
+		raw, err := json.Marshal(in)
+		if err == nil {
+			err = json.Unmarshal(raw, out)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	kept := &hubv1alpha1.ServicePlan{}
+	through(sp, kept)
+	var keptSlices []*discoveryv1.EndpointSlice
+	for _, ps := range planned {
+		k := &discoveryv1.EndpointSlice{}
+		through(ps, k)
+		keptSlices = append(keptSlices, k)
+	}
+	back, err := desiredOfHubPlan(kept, keptSlices, managedBy)
+	if err != nil {
+		t.Fatalf("reading the plan back: %v", err)
+	}
+	return back
+}
+
+// sharedPart is what of d every member shares, which the hub's plan
+// carries.
+func sharedPart(d *desiredState) *desiredState {
+	return &desiredState{
+		Import: d.Import, Clusters: d.Clusters, IPError: d.IPError, Slices: d.Slices, ImportedIn: d.ImportedIn,
+		Retain: d.Retain, Triggers: d.Triggers, Stale: d.Stale, ClusterSelectors: d.ClusterSelectors,
 	}
 }
 

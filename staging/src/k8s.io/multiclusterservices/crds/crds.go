@@ -52,11 +52,23 @@ func Catalog() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 //go:embed hub/hub.multiclusterservices.k8s.io_memberexports.yaml
 var memberExportCRD []byte
 
-// Hub returns the CRD of pull mode's hub, which only the hub needs:
-// MemberExport (generated from apis/hub/v1alpha1 by
+//go:embed hub/hub.multiclusterservices.k8s.io_serviceplans.yaml
+var servicePlanCRD []byte
+
+// Hub returns the CRDs of pull mode's hub, which only the hub needs:
+// MemberExport, which members publish, and ServicePlan, which the
+// planner writes (generated from apis/hub/v1alpha1 by
 // hack/update-codegen.sh).
-func Hub() (*apiextensionsv1.CustomResourceDefinition, error) {
-	return decode(memberExportCRD)
+func Hub() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	var out []*apiextensionsv1.CustomResourceDefinition
+	for _, raw := range [][]byte{memberExportCRD, servicePlanCRD} {
+		crd, err := decode(raw)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, crd)
+	}
+	return out, nil
 }
 
 //go:embed inventory/multicluster.x-k8s.io_clusterprofiles.yaml

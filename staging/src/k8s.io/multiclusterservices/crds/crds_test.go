@@ -10,6 +10,7 @@ import (
 
 	catalogv1alpha1 "k8s.io/multiclusterservices/apis/catalog/v1alpha1"
 	hubv1alpha1 "k8s.io/multiclusterservices/apis/hub/v1alpha1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
 func TestEmbeddedCRDs(t *testing.T) {
@@ -84,28 +85,49 @@ func TestCatalogCRDsMatchTheirTypes(t *testing.T) {
 	}
 }
 
-// The hub's CRD is generated from its Go type: every field the agent
-// publishes must be in the schema (the apiserver prunes the rest), the
-// Service's spec whole, as the planner reads it.
-func TestHubCRDMatchesItsType(t *testing.T) {
-	crd, err := Hub()
+// The hub's CRDs are generated from their Go types: every field the
+// agent publishes and the planner plans must be in the schema (the
+// apiserver prunes the rest): the Service's spec whole, as the planner
+// reads it, and the import's spec whole, as every agent writes it.
+func TestHubCRDsMatchTheirTypes(t *testing.T) {
+	hub, err := Hub()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if crd.Name != "memberexports.hub.multiclusterservices.k8s.io" || crd.Spec.Group != hubv1alpha1.GroupName ||
-		crd.Spec.Scope != apiextensionsv1.NamespaceScoped || len(crd.Spec.Versions) != 1 || crd.Spec.Versions[0].Name != hubv1alpha1.SchemeGroupVersion.Version {
-		t.Fatalf("CRD %s: group %s, scope %s, versions %+v", crd.Name, crd.Spec.Group, crd.Spec.Scope, crd.Spec.Versions)
+	type field struct {
+		path []string
+		typ  reflect.Type
 	}
-	spec := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
-	for _, typ := range []reflect.Type{reflect.TypeFor[hubv1alpha1.MemberExportSpec](), reflect.TypeFor[v1.ServiceSpec]()} {
-		schema := spec
-		if typ != reflect.TypeFor[hubv1alpha1.MemberExportSpec]() {
-			schema = spec.Properties["serviceSpec"]
+	want := map[string][]field{
+		"memberexports.hub.multiclusterservices.k8s.io": {
+			{nil, reflect.TypeFor[hubv1alpha1.MemberExportSpec]()},
+			{[]string{"serviceSpec"}, reflect.TypeFor[v1.ServiceSpec]()},
+		},
+		"serviceplans.hub.multiclusterservices.k8s.io": {
+			{nil, reflect.TypeFor[hubv1alpha1.ServicePlanSpec]()},
+			{[]string{"import"}, reflect.TypeFor[hubv1alpha1.PlannedImport]()},
+			{[]string{"import", "spec"}, reflect.TypeFor[mcsv1beta1.ServiceImportSpec]()},
+		},
+	}
+	if len(hub) != len(want) {
+		t.Fatalf("Hub() gives %d CRDs, want %d", len(hub), len(want))
+	}
+	for _, crd := range hub {
+		fields, ok := want[crd.Name]
+		if !ok || crd.Spec.Group != hubv1alpha1.GroupName ||
+			crd.Spec.Scope != apiextensionsv1.NamespaceScoped || len(crd.Spec.Versions) != 1 || crd.Spec.Versions[0].Name != hubv1alpha1.SchemeGroupVersion.Version {
+			t.Fatalf("CRD %s: group %s, scope %s, versions %+v", crd.Name, crd.Spec.Group, crd.Spec.Scope, crd.Spec.Versions)
 		}
-		for i := 0; i < typ.NumField(); i++ {
-			name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
-			if _, ok := schema.Properties[name]; !ok {
-				t.Errorf("CRD %s has no %s field %s: run hack/update-codegen.sh", crd.Name, typ.Name(), name)
+		for _, f := range fields {
+			schema := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+			for _, p := range f.path {
+				schema = schema.Properties[p]
+			}
+			for i := 0; i < f.typ.NumField(); i++ {
+				name, _, _ := strings.Cut(f.typ.Field(i).Tag.Get("json"), ",")
+				if _, ok := schema.Properties[name]; !ok {
+					t.Errorf("CRD %s has no %s field %s: run hack/update-codegen.sh", crd.Name, f.typ.Name(), name)
+				}
 			}
 		}
 	}

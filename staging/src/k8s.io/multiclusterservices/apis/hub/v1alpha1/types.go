@@ -4,6 +4,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
 const (
@@ -16,6 +17,14 @@ const (
 	// AnnotationSourceSlice, on a published EndpointSlice, names the
 	// member's EndpointSlice it was published from.
 	AnnotationSourceSlice = "hub.multiclusterservices.k8s.io/source-slice"
+	// LabelSourceCluster, on an EndpointSlice of the plan, names the
+	// cluster whose endpoints it holds; the slice carries no label of
+	// KEP-1645's, so that neither a kube-proxy nor CoreDNS of a hub that
+	// is a member too takes the plan for an import of its own.
+	LabelSourceCluster = "hub.multiclusterservices.k8s.io/source-cluster"
+	// AnnotationImportedSlice, on an EndpointSlice of the plan, is the
+	// name the slice has in the members (the plan's name may be hashed).
+	AnnotationImportedSlice = "hub.multiclusterservices.k8s.io/imported-slice"
 )
 
 // MemberExport is what one member cluster exports of one Service: its
@@ -83,4 +92,86 @@ type MemberExportList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []MemberExport `json:"items"`
+}
+
+// ServicePlan is what the planner decided of one exported name for every
+// member: the import each member that has the name's namespace holds,
+// which members those are, and the clusters serving it. The planner
+// alone writes it, in the plan namespace, named "<namespace>.<name>";
+// the endpoints to import are EndpointSlices in the same namespace,
+// labelled LabelServiceNamespace, LabelServiceName and
+// LabelSourceCluster. Every member's agent reads it and writes the import
+// and its slices into its own cluster.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:metadata:annotations="api-approved.kubernetes.io=unapproved, experimental: pull mode of k8s.io/multiclusterservices"
+// +kubebuilder:resource:shortName=msp,categories=multicluster
+// +kubebuilder:printcolumn:name="Namespace",type=string,JSONPath=`.spec.service.namespace`
+// +kubebuilder:printcolumn:name="Service",type=string,JSONPath=`.spec.service.name`
+// +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.import.spec.type`
+// +kubebuilder:printcolumn:name="IPs",type=string,JSONPath=`.spec.import.spec.ips`
+type ServicePlan struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec ServicePlanSpec `json:"spec"`
+}
+
+// ServicePlanSpec is the plan of one name.
+type ServicePlanSpec struct {
+	// Service is the name's namespace and name in the members.
+	Service ServiceName `json:"service"`
+	// Import is what every member in ImportedIn holds; none when no
+	// member is to hold an import of the name.
+	// +optional
+	Import *PlannedImport `json:"import,omitempty"`
+	// ImportedIn are the members that hold the import (synced, with the
+	// namespace), sorted.
+	// +optional
+	// +listType=atomic
+	ImportedIn []string `json:"importedIn,omitempty"`
+	// Retain says that no known cluster exports the name but one whose
+	// state is unknown may: members leave what they hold of it as it is.
+	// +optional
+	Retain bool `json:"retain,omitempty"`
+	// Stale are the source clusters whose endpoints are kept although
+	// their leases expired, because no source of the name is alive.
+	// +optional
+	// +listType=atomic
+	Stale []string `json:"stale,omitempty"`
+}
+
+// PlannedImport is the ServiceImport members hold of a name.
+type PlannedImport struct {
+	// Labels and Annotations are the import's (the exports' merged
+	// exported labels and annotations, and the planner's manager label).
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+	// Spec is the import's spec, its clusterset IPs allocated.
+	Spec mcsv1beta1.ServiceImportSpec `json:"spec"`
+	// Clusters are the import's status.clusters.
+	// +optional
+	// +listType=atomic
+	Clusters []string `json:"clusters,omitempty"`
+	// IPError says why the import has no clusterset IPs, when it has
+	// none and should.
+	// +optional
+	IPError string `json:"ipError,omitempty"`
+	// ClusterSelectors are the exports' resolved clusterSelectors
+	// (KEP-5939).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	ClusterSelectors []csv1beta1.ClusterSelector `json:"clusterSelectors,omitempty"`
+}
+
+// ServicePlanList is a list of ServicePlans.
+//
+// +kubebuilder:object:root=true
+type ServicePlanList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ServicePlan `json:"items"`
 }

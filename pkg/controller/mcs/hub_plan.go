@@ -1,0 +1,88 @@
+package mcs
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	hubv1alpha1 "k8s.io/multiclusterservices/apis/hub/v1alpha1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/pull"
+)
+
+// Pull mode writes each name's plan once into the hub, for every member's
+// agent to read: a ServicePlan and the slices to import (pull.PlanSlice).
+// hubPlanOf and desiredOfHubPlan are the two ways of that, as pure
+// functions; what the agents do with what they read is today's writers'.
+// They carry the part of a desired state every member shares: the import,
+// its slices, where it is imported. What differs per member (the
+// conditions of its own export, the cluster selector results it gets as
+// an importer, a catalog variant, ingress) is not in the shared plan.
+
+// hubPlanOf is the plan of ns/name that d decides.
+func hubPlanOf(ns, name string, d *desiredState) (*hubv1alpha1.ServicePlan, []*discoveryv1.EndpointSlice) {
+	sp := &hubv1alpha1.ServicePlan{
+		TypeMeta:   metav1.TypeMeta{APIVersion: hubv1alpha1.SchemeGroupVersion.String(), Kind: "ServicePlan"},
+		ObjectMeta: metav1.ObjectMeta{Name: pull.PlanName(ns, name), Namespace: pull.PlanNamespace},
+		Spec: hubv1alpha1.ServicePlanSpec{
+			Service:    hubv1alpha1.ServiceName{Namespace: ns, Name: name},
+			ImportedIn: d.ImportedIn,
+			Retain:     d.Retain,
+			Stale:      d.Stale,
+		},
+	}
+	if d.Import != nil {
+		sp.Spec.Import = &hubv1alpha1.PlannedImport{
+			Labels:           d.Import.Labels,
+			Annotations:      d.Import.Annotations,
+			Spec:             d.Import.Spec,
+			Clusters:         d.Clusters,
+			IPError:          d.IPError,
+			ClusterSelectors: d.ClusterSelectors,
+		}
+	}
+	var planned []*discoveryv1.EndpointSlice
+	for _, k := range slices.Sorted(maps.Keys(d.Slices)) {
+		planned = append(planned, pull.PlanSlice(d.Slices[k], d.Triggers[k]))
+	}
+	return sp, planned
+}
+
+// desiredOfHubPlan is the desired state a member's agent reads from sp and
+// its slices, to be written by managedBy.
+func desiredOfHubPlan(sp *hubv1alpha1.ServicePlan, planned []*discoveryv1.EndpointSlice, managedBy string) (*desiredState, error) {
+	ns, name := sp.Spec.Service.Namespace, sp.Spec.Service.Name
+	d := &desiredState{ImportedIn: sp.Spec.ImportedIn, Retain: sp.Spec.Retain, Stale: sp.Spec.Stale}
+	if in := sp.Spec.Import; in != nil {
+		d.Import = &mcsv1beta1.ServiceImport{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: maps.Clone(in.Labels), Annotations: maps.Clone(in.Annotations)},
+			Spec:       in.Spec,
+		}
+		d.Clusters, d.IPError, d.ClusterSelectors = in.Clusters, in.IPError, in.ClusterSelectors
+		d.Slices = map[string]*discoveryv1.EndpointSlice{}
+	}
+	for _, ps := range planned {
+		if d.Slices == nil {
+			return nil, fmt.Errorf("the plan of %s/%s has slices and no import", ns, name)
+		}
+		is, trigger, err := pull.SliceOfPlan(ps, managedBy)
+		if err != nil {
+			return nil, err
+		}
+		if is.Namespace != ns || is.Labels[mcsv1beta1.LabelServiceName] != name {
+			return nil, fmt.Errorf("the plan's EndpointSlice %s is of %s/%s, not of %s/%s", ps.Name, is.Namespace, is.Labels[mcsv1beta1.LabelServiceName], ns, name)
+		}
+		d.Slices[is.Name] = is
+		if !trigger.IsZero() {
+			if d.Triggers == nil {
+				d.Triggers = map[string]time.Time{}
+			}
+			d.Triggers[is.Name] = trigger
+		}
+	}
+	return d, nil
+}
