@@ -57,7 +57,8 @@
 #                     and a clusterset IP on new and held connections,
 #                     through stock -> ours (gate off) -> gate on -> gate
 #                     off -> stock, then stock restarted (upstream's own
-#                     rollout, the reference) and the controller replaced
+#                     rollout, the reference), and the controller downgraded
+#                     to its previous release and upgraded back
 #   --chart-only      only the Helm chart's lifecycle on mcs-upstream (what
 #                     the upstream stage ends with): installed, upgraded
 #                     and back, uninstalled; its previous release upgraded
@@ -711,6 +712,33 @@ chart_uninstalled() {
 
 # --- A rollout of kube-proxy under traffic ----------------------------------
 
+# The controller's previous release: the one of the chart's previous
+# release (PREVIOUS_CHART), built from the commit that published it, as an
+# image of the same Dockerfile. The rollout downgrades the controller to
+# it and upgrades it back.
+PREVIOUS_RELEASE_COMMIT=722a32c
+PREVIOUS_CONTROLLER_IMAGE=mcs-controller:0.1.0
+previous_controller_image() {
+  docker image inspect "${PREVIOUS_CONTROLLER_IMAGE}" >/dev/null 2>&1 && return
+  local tree=${WORK}/previous-release context=${WORK}/previous-context
+  if ! git cat-file -e "${PREVIOUS_RELEASE_COMMIT}^{commit}" 2>/dev/null; then
+    echo "commit ${PREVIOUS_RELEASE_COMMIT} (the controller of chart ${PREVIOUS_CHART##*-}) is not in this clone: fetch it (git fetch --unshallow) to measure the controller's downgrade" >&2
+    exit 1
+  fi
+  step "The controller's previous release (${PREVIOUS_RELEASE_COMMIT}) as ${PREVIOUS_CONTROLLER_IMAGE}"
+  rm -rf "${tree}" "${context}"
+  git worktree prune
+  git worktree add --detach "${tree}" "${PREVIOUS_RELEASE_COMMIT}" >/dev/null
+  mkdir -p "${context}"
+  (cd "${tree}" && go_build "" "${ROOT}/${context}/" ./cmd/mcs-controller ./cmd/kubectl-mcs)
+  # Docker's legacy builder builds every stage before the target: the
+  # kube-proxy stage's binary is this tree's, unused.
+  ln _output/bin/kube-proxy "${context}/kube-proxy"
+  docker build -q -f kind-config/Dockerfile --target mcs-controller -t "${PREVIOUS_CONTROLLER_IMAGE}" "${context}" >/dev/null
+  git worktree remove --force "${tree}"
+  rm -rf "${context}"
+}
+
 ROLLOUT_NS=rollout
 # rollout_cluster: mcs-upstream as a cluster before adoption: kubeadm's
 # stock kube-proxy (its ConfigMap and DaemonSet saved, to compare), this
@@ -720,8 +748,9 @@ ROLLOUT_NS=rollout
 # clusterset IP, on new and held connections, ten times a second each.
 rollout_cluster() {
   local name=${UPSTREAM_CLUSTER} vip cip
+  previous_controller_image
   create_cluster "${name}"
-  kind load docker-image mcs-controller:dev mcs-kube-proxy/echoserver:dev --name "${name}"
+  kind load docker-image mcs-controller:dev "${PREVIOUS_CONTROLLER_IMAGE}" mcs-kube-proxy/echoserver:dev --name "${name}"
   flat_routes "${name}"
   kc "${name}" taint nodes -l node-role.kubernetes.io/control-plane node-role.kubernetes.io/control-plane:NoSchedule- >/dev/null
   save_stock_kube_proxy "${name}"
@@ -872,9 +901,34 @@ rollout_stock_restart() {
   kc "${UPSTREAM_CLUSTER}" -n kube-system rollout restart daemonset/kube-proxy >/dev/null
   kube_proxy_rolled
 }
-rollout_controller_replaced() {
-  kc "${UPSTREAM_CLUSTER}" -n mcs-system rollout restart deployment/mcs-controller >/dev/null
+# rollout_controller_image IMAGE: the controller's image changed as an
+# operator changes it, by the chart.
+rollout_controller_image() {
+  helm --kube-context "$(ctx "${UPSTREAM_CLUSTER}")" upgrade mcs deploy/helm/multicluster-services --reuse-values \
+    --set controller.image="$1" --wait --timeout 180s >/dev/null
   kc "${UPSTREAM_CLUSTER}" -n mcs-system rollout status deployment/mcs-controller --timeout 180s >/dev/null
+}
+rollout_controller_downgraded() { rollout_controller_image "${PREVIOUS_CONTROLLER_IMAGE}"; }
+rollout_controller_upgraded() { rollout_controller_image mcs-controller:dev; }
+
+# rollout_controller_step LABEL COMMAND...: rollout_step, then nothing the
+# controller wrote of web may have been rewritten, and not a request to
+# web may have failed (a regression of kube-proxy's conntrack sweep, too,
+# shows here).
+rollout_controller_step() {
+  local label=$1 before after
+  before=$(rollout_objects)
+  rollout_step "$@"
+  after=$(rollout_objects)
+  if [[ "${before}" != "${after}" ]]; then
+    printf '%s: the controller rewrote what it had written:\nbefore:\n%s\nafter:\n%s\n' "${label}" "${before}" "${after}" >&2
+    exit 1
+  fi
+  if [[ "$(jq '[.[][] | .failed + .broken] | add' "${WORK}/rollout/${label}.json")" != 0 ]]; then
+    echo "${label}: requests failed: $(jq -c . "${WORK}/rollout/${label}.json")" >&2
+    exit 1
+  fi
+  echo "${label}: the import (its clusterset IP) and its slices untouched, not a request failed"
 }
 
 # rollout_objects: what the controller wrote of web (the import's
@@ -910,21 +964,8 @@ rollout_run() {
   rollout_step 0-stock-at-rest sleep 20
   rollout_step 1-stock-to-ours-gate-off rollout_ours_gate_off
   rollout_step 2-gate-on rollout_gate_on
-  local before after
-  before=$(rollout_objects)
-  rollout_step 2b-controller-replaced rollout_controller_replaced
-  after=$(rollout_objects)
-  if [[ "${before}" != "${after}" ]]; then
-    printf 'the controller, replaced, rewrote what it had written:\nbefore:\n%s\nafter:\n%s\n' "${before}" "${after}" >&2
-    exit 1
-  fi
-  echo "controller replaced: the import (its clusterset IP) and its slices untouched"
-  # Nothing of web's traffic may notice: not a request failed, on either
-  # address (a regression of kube-proxy's conntrack sweep shows here).
-  if [[ "$(jq '[.[][] | .failed + .broken] | add' "${WORK}/rollout/2b-controller-replaced.json")" != 0 ]]; then
-    echo "requests failed while the controller was replaced: $(jq -c . "${WORK}/rollout/2b-controller-replaced.json")" >&2
-    exit 1
-  fi
+  rollout_controller_step 2b-controller-downgraded rollout_controller_downgraded
+  rollout_controller_step 2c-controller-upgraded rollout_controller_upgraded
   rollout_step 3a-gate-off rollout_gate_off
   rollout_step 3b-ours-to-stock rollout_stock_image
   local left
