@@ -26,7 +26,7 @@ func TestHubMember(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, _ := pull.MemberObjects("cluster-a")
+	want, _ := pull.MemberObjects("cluster-a", pull.DefaultMemberLimits)
 	docs := strings.Split(got, "\n---\n")
 	if len(docs) != len(want) {
 		t.Fatalf("%d objects printed, want %d:\n%s", len(docs), len(want), got)
@@ -39,6 +39,13 @@ func TestHubMember(t *testing.T) {
 	}
 	if !strings.Contains(got, "name: mcs-member-agent-cluster-a\n  namespace: mcs-plan") {
 		t.Errorf("no binding to read the plan:\n%s", got)
+	}
+	if out, err := run("hub", "member", "cluster-a", "--max-exports=7", "--max-endpointslices=30"); err != nil ||
+		!strings.Contains(out, "count/memberexports.hub.multiclusterservices.k8s.io: \"7\"") || !strings.Contains(out, "count/endpointslices.discovery.k8s.io: \"30\"") {
+		t.Errorf("hub member --max-exports=7 --max-endpointslices=30: %v\n%s", err, out)
+	}
+	if out, err := run("hub", "member", "cluster-a", "--max-exports=0"); err == nil || out != "" {
+		t.Errorf("hub member --max-exports=0: %q, %v; want refused, nothing printed", out, err)
 	}
 	if out, err := run("hub", "member", "kube-system"); err == nil || out != "" {
 		t.Errorf("hub member kube-system: %q, %v; want refused, nothing printed", out, err)

@@ -13,6 +13,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -194,6 +195,35 @@ func TestPullHubConfinesEachMember(t *testing.T) {
 	if ns, err := hub.kube.CoreV1().Namespaces().Get(ctx, "cluster-a", metav1.GetOptions{}); err != nil || ns.Labels[pull.LabelMemberCluster] != "cluster-a" {
 		t.Errorf("cluster-a's namespace: %v %v", ns.Labels, err)
 	}
+
+	// A flood: cluster-a's agent publishes exports and slices until its
+	// namespace's quota refuses; cluster-b publishes on as before.
+	flood := func(what string, limit int64, create func(i int) error) {
+		t.Helper()
+		var refused error
+		for i := 0; i <= int(limit) && refused == nil; i++ {
+			refused = create(i)
+		}
+		if !apierrors.IsForbidden(refused) || !strings.Contains(refused.Error(), "exceeded quota") {
+			t.Errorf("cluster-a's agent publishing %s without end: %v, want refused by its quota of %d", what, refused, limit)
+		}
+	}
+	flood("exports", testMemberLimits.Exports, func(i int) error {
+		_, err := memberExports(dynA, "cluster-a").Create(ctx, publishedExport(t, "flood", fmt.Sprintf("svc-%d", i)), metav1.CreateOptions{})
+		return err
+	})
+	flood("EndpointSlices", testMemberLimits.EndpointSlices, func(i int) error {
+		_, err := kubeA.DiscoveryV1().EndpointSlices("cluster-a").Create(ctx, publishedSlice(fmt.Sprintf("flood.svc-%d", i), "10.1.0.1"), metav1.CreateOptions{})
+		return err
+	})
+	if list, err := memberExports(hubDyn, "cluster-a").List(ctx, metav1.ListOptions{}); err != nil || int64(len(list.Items)) != testMemberLimits.Exports {
+		t.Errorf("cluster-a's exports after the flood: %v, want its quota of %d", err, testMemberLimits.Exports)
+	}
+	agentB := fmt.Sprintf("system:serviceaccount:cluster-b:%s", pull.AgentServiceAccount)
+	dynB := dynamic.NewForConfigOrDie(impersonateRESTConfig(t, hub.cluster, agentB, "system:serviceaccounts", "system:serviceaccounts:cluster-b"))
+	if _, err := memberExports(dynB, "cluster-b").Create(ctx, publishedExport(t, "demo", "after-the-flood"), metav1.CreateOptions{}); err != nil {
+		t.Errorf("cluster-b's agent publishing after cluster-a's flood: %v", err)
+	}
 }
 
 // startPullHub starts pull mode's hub as its operator sets it up: the
@@ -215,7 +245,7 @@ func startPullHub(t *testing.T, etcd *framework.Etcd, ids ...string) *testMember
 	dyn := dynamic.NewForConfigOrDie(hub.cluster.RESTConfig())
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(hub.kube.Discovery()))
 	for _, id := range ids {
-		objs, err := pull.MemberObjects(id)
+		objs, err := pull.MemberObjects(id, testMemberLimits)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -227,21 +257,48 @@ func startPullHub(t *testing.T, etcd *framework.Etcd, ids ...string) *testMember
 			if err := kindconfig.Apply(ctx, dyn, mapper, &unstructured.Unstructured{Object: u}, false); err != nil {
 				t.Fatal(err)
 			}
+			// No kube-controller-manager runs here: its quota
+			// controller's first sync (the limits, nothing used yet),
+			// done by hand. From then on the apiserver's admission
+			// counts every object created.
+			if q, ok := o.(*v1.ResourceQuota); ok {
+				q = q.DeepCopy()
+				q.ResourceVersion = ""
+				got, err := hub.kube.CoreV1().ResourceQuotas(id).Get(ctx, q.Name, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got.Status.Hard = q.Spec.Hard
+				got.Status.Used = v1.ResourceList{}
+				for name := range q.Spec.Hard {
+					got.Status.Used[name] = resource.MustParse("0")
+				}
+				if _, err := hub.kube.CoreV1().ResourceQuotas(id).UpdateStatus(ctx, got, metav1.UpdateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
 		}
 	}
 	return hub
 }
+
+// testMemberLimits bound each member of a test hub: more than any test
+// publishes, few enough to exceed.
+var testMemberLimits = pull.MemberLimits{Exports: 8, EndpointSlices: 16}
 
 // TestPullMemberObjects: a member's part names its namespace after its
 // cluster ID, and a cluster ID that is not a namespace of its own is
 // refused.
 func TestPullMemberObjects(t *testing.T) {
 	for _, bad := range []string{"", "Cluster-A", "a.b", "default", "mcs-plan", "mcs-system", "kube-system", "kube-anything", strings.Repeat("a", 64)} {
-		if _, err := pull.MemberObjects(bad); err == nil {
+		if _, err := pull.MemberObjects(bad, pull.DefaultMemberLimits); err == nil {
 			t.Errorf("MemberObjects(%q) is accepted, want refused", bad)
 		}
 	}
-	objs, err := pull.MemberObjects("cluster-a")
+	if _, err := pull.MemberObjects("cluster-a", pull.MemberLimits{Exports: 10}); err == nil {
+		t.Error("a member allowed no EndpointSlices is accepted, want refused")
+	}
+	objs, err := pull.MemberObjects("cluster-a", pull.DefaultMemberLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +308,7 @@ func TestPullMemberObjects(t *testing.T) {
 		meta := m["metadata"].(map[string]any)
 		kinds = append(kinds, fmt.Sprintf("%s %v/%v", o.GetObjectKind().GroupVersionKind().Kind, meta["namespace"], meta["name"]))
 	}
-	if got, want := strings.Join(kinds, ", "), "Namespace <nil>/cluster-a, ServiceAccount cluster-a/mcs-member-agent, RoleBinding cluster-a/mcs-member-agent, RoleBinding mcs-plan/mcs-member-agent-cluster-a"; got != want {
+	if got, want := strings.Join(kinds, ", "), "Namespace <nil>/cluster-a, ServiceAccount cluster-a/mcs-member-agent, RoleBinding cluster-a/mcs-member-agent, RoleBinding mcs-plan/mcs-member-agent-cluster-a, ResourceQuota cluster-a/mcs-member-agent"; got != want {
 		t.Errorf("cluster-a's part: %s, want %s", got, want)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -58,13 +59,38 @@ func CheckClusterID(clusterID string) error {
 	return nil
 }
 
+// MemberLimits bound what one member may publish in its hub namespace, so
+// that a member flooding it costs the hub's apiserver and the planner a
+// known amount and nothing of the others'. Its agent publishes one
+// MemberExport per exported name and the slices of each.
+type MemberLimits struct {
+	Exports        int64
+	EndpointSlices int64
+}
+
+// DefaultMemberLimits are kubectl mcs hub member's: ten thousand exported
+// names and five slices each.
+var DefaultMemberLimits = MemberLimits{Exports: 10000, EndpointSlices: 50000}
+
+// memberLeases and memberEvents bound the rest an agent may write in its
+// namespace: its Lease (one; room for a renamed one) and its events.
+const (
+	memberLeases = 10
+	memberEvents = 1000
+)
+
 // MemberObjects are a member's part of the hub: its namespace (named after
-// its cluster ID), its agent's ServiceAccount there, and the two
-// RoleBindings that give that identity its own namespace and a read of
-// the plan. The hub's operator applies them (kubectl mcs hub member).
-func MemberObjects(clusterID string) ([]runtime.Object, error) {
+// its cluster ID), its agent's ServiceAccount there, the two RoleBindings
+// that give that identity its own namespace and a read of the plan, and a
+// ResourceQuota that bounds what it may publish there (limits; the agent
+// may not change it). The hub's operator applies them (kubectl mcs hub
+// member).
+func MemberObjects(clusterID string, limits MemberLimits) ([]runtime.Object, error) {
 	if err := CheckClusterID(clusterID); err != nil {
 		return nil, err
+	}
+	if limits.Exports <= 0 || limits.EndpointSlices <= 0 {
+		return nil, fmt.Errorf("a member's limits must be positive: %d exports, %d EndpointSlices", limits.Exports, limits.EndpointSlices)
 	}
 	labels := map[string]string{"app.kubernetes.io/part-of": "multicluster-services"}
 	nsLabels := maps.Clone(labels)
@@ -90,6 +116,17 @@ func MemberObjects(clusterID string) ([]runtime.Object, error) {
 			ObjectMeta: metav1.ObjectMeta{Name: AgentServiceAccount + "-" + clusterID, Namespace: PlanNamespace, Labels: labels},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: PlanReaderClusterRole},
 			Subjects:   []rbacv1.Subject{agent},
+		},
+		&corev1.ResourceQuota{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ResourceQuota"},
+			ObjectMeta: metav1.ObjectMeta{Name: AgentServiceAccount, Namespace: clusterID, Labels: labels},
+			Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{
+				"count/memberexports.hub.multiclusterservices.k8s.io": *resource.NewQuantity(limits.Exports, resource.DecimalSI),
+				"count/endpointslices.discovery.k8s.io":               *resource.NewQuantity(limits.EndpointSlices, resource.DecimalSI),
+				"count/leases.coordination.k8s.io":                    *resource.NewQuantity(memberLeases, resource.DecimalSI),
+				"count/events":                                        *resource.NewQuantity(memberEvents, resource.DecimalSI),
+				"count/events.events.k8s.io":                          *resource.NewQuantity(memberEvents, resource.DecimalSI),
+			}},
 		},
 	}, nil
 }
