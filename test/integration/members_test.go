@@ -135,6 +135,13 @@ func applyRBAC(t *testing.T, kube kubernetes.Interface, path string) {
 			if _, err = kube.CoreV1().Namespaces().Create(ctx, &o, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
 				err = nil
 			}
+		case "ServiceAccount":
+			var o v1.ServiceAccount
+			mustUnmarshal(t, data, &o)
+			// Its namespace is another package's; here it is made.
+			if _, err = kube.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.Namespace}}, metav1.CreateOptions{}); err == nil || apierrors.IsAlreadyExists(err) {
+				_, err = kube.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
+			}
 		default:
 			t.Fatalf("unexpected kind %q in the RBAC manifest", obj.GetKind())
 		}

@@ -59,11 +59,16 @@ func TestPullAgentPublishes(t *testing.T) {
 	agentUser := fmt.Sprintf("system:serviceaccount:cluster-a:%s", pull.AgentServiceAccount)
 	hubCfg := impersonateRESTConfig(t, hub.cluster, agentUser, "system:serviceaccounts", "system:serviceaccounts:cluster-a")
 	hubDyn := dynamic.NewForConfigOrDie(hub.cluster.RESTConfig())
+	// In the member, the agent's own identity with deploy/member-agent's
+	// RBAC, nothing more.
+	applyRBAC(t, a.kube, repoPath(t, "deploy", "member-agent", "member-agent-rbac.yaml"))
+	memberCfg := impersonateRESTConfig(t, a.cluster, "system:serviceaccount:mcs-system:mcs-member-agent", "system:serviceaccounts", "system:serviceaccounts:mcs-system")
+	memberKube := kubernetes.NewForConfigOrDie(memberCfg)
 	start := func() (*pull.Agent, context.CancelFunc) {
-		recorder, stopRecorder := eventrecorder.New(a.kube)
+		recorder, stopRecorder := eventrecorder.New(memberKube)
 		agent, err := pull.NewAgent(pull.AgentConfig{
 			ClusterID: "cluster-a",
-			Member:    a.kube, MemberDynamic: dynamic.NewForConfigOrDie(a.cluster.RESTConfig()),
+			Member:    memberKube, MemberDynamic: dynamic.NewForConfigOrDie(memberCfg),
 			Hub: kubernetes.NewForConfigOrDie(hubCfg), HubDynamic: dynamic.NewForConfigOrDie(hubCfg),
 			SourceManagers: []string{"endpointslice-controller.k8s.io", "endpointslice-mirroring-controller.k8s.io"},
 			Recorder:       recorder,

@@ -151,6 +151,15 @@ func TestDeployPackages(t *testing.T) {
 	}
 	apply("deploy/hub-pull", pullObjs)
 
+	// Pull mode's member agent, in a member.
+	agentObjs := build(t, fsys, filepath.Join(root, "deploy", "member-agent"))
+	for _, want := range []string{"Deployment/mcs-system/mcs-member-agent", "ClusterRole/multicluster:mcs-member-agent", "Role/mcs-system/multicluster:mcs-member-agent-leader-election"} {
+		if !slices.Contains(names(agentObjs), want) {
+			t.Errorf("deploy/member-agent has no %s: %v", want, names(agentObjs))
+		}
+	}
+	apply("deploy/member-agent", agentObjs)
+
 	// The hub, with a kubeconfig next to it as its README says.
 	hub := filepath.Join(root, "deploy", "overlays", "hub")
 	if err := fsys.WriteFile(filepath.Join(hub, "clusterset.kubeconfig"), []byte("apiVersion: v1\nkind: Config\n")); err != nil {
