@@ -262,8 +262,6 @@ func startPullHub(t *testing.T, etcd *framework.Etcd, ids ...string) *testMember
 			// done by hand. From then on the apiserver's admission
 			// counts every object created.
 			if q, ok := o.(*v1.ResourceQuota); ok {
-				q = q.DeepCopy()
-				q.ResourceVersion = ""
 				got, err := hub.kube.CoreV1().ResourceQuotas(id).Get(ctx, q.Name, metav1.GetOptions{})
 				if err != nil {
 					t.Fatal(err)

@@ -167,18 +167,12 @@ func (s *conntrackSweeper) sweep(now time.Time) bool {
 // SweepConntrack deletes, from now until ctx is done, what connection
 // attempts to a clusterset IP left in the node's conntrack table before
 // the IP was programmed (conntrack.go). kube-proxy with the gate on calls
-// it; without it nothing is swept.
+// it before any import is delivered, so that every IP handed over is
+// swept; without it nothing is.
 func (p *Proxier) SweepConntrack(ctx context.Context) {
 	s := newConntrackSweeper(p.logger)
 	p.mu.Lock()
 	p.im.sweeper = s
-	var ips []netip.Addr
-	for _, st := range p.im.imports {
-		if st.programmedFrom != nil {
-			ips = append(ips, claimIPs(p.im.translate(st.programmedFrom))...)
-		}
-	}
 	p.mu.Unlock()
-	s.handedOver(ips)
 	go s.run(ctx)
 }
