@@ -108,6 +108,12 @@ func askMain(args []string, out io.Writer) error {
 	count := fs.Int("count", 1, "requests to send, one after the other")
 	timeout := fs.Duration("timeout", time.Second, "how long to wait for each answer")
 	interval := fs.Duration("interval", 0, "pause between requests")
+	// Short by default: a VIP without rules drops the SYN, and a check
+	// that it is silent should not wait long. A count of answers that
+	// must all come gives a loaded node's SYN-ACK more time, still less
+	// than the first SYN retransmission (1 s) so that a dropped SYN is
+	// not hidden.
+	dialTimeout := fs.Duration("dial-timeout", 300*time.Millisecond, "how long to wait for each connection")
 	during := fs.Duration("for", 0, "keep asking this long instead of --count times, printing each answer after the milliseconds since the start")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -119,10 +125,9 @@ func askMain(args []string, out io.Writer) error {
 	for i := 0; *during > 0 && time.Since(start) < *during || *during == 0 && i < *count; i++ {
 		at := time.Since(start)
 		name := "-"
-		// A short dial timeout: a VIP without rules drops the SYN. A host
-		// name is resolved for every request, as a client without a
-		// DNS cache of its own would.
-		if c, err := net.DialTimeout(*network, fs.Arg(0), 300*time.Millisecond); err == nil {
+		// A host name is resolved for every request, as a client without
+		// a DNS cache of its own would.
+		if c, err := net.DialTimeout(*network, fs.Arg(0), *dialTimeout); err == nil {
 			if got, err := AskOn(c, *network, *timeout); err == nil {
 				name = got
 			}
@@ -175,6 +180,10 @@ func holdMain(args []string, out io.Writer) error {
 	untilSilent := fs.String("until-silent", "", "host:port whose silence to new connections ends the hold")
 	interval := fs.Duration("interval", 200*time.Millisecond, "pause between asks")
 	during := fs.Duration("for", 2*time.Minute, "the longest the hold lasts")
+	// Long enough for a loaded node's slow answer and a retransmission or
+	// two: a held connection that is reset fails at once, one whose
+	// packets are dropped (or sent to another endpoint) never answers.
+	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for each answer on the held connection")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -189,16 +198,15 @@ func holdMain(args []string, out io.Writer) error {
 	defer c.Close()
 	r := bufio.NewReader(c)
 	ask := func() bool {
-		_ = c.SetDeadline(time.Now().Add(time.Second))
+		_ = c.SetDeadline(time.Now().Add(*timeout))
 		line, err := r.ReadString('\n')
 		name := strings.TrimSpace(line)
 		if err != nil || name == "" {
-			name = "-"
-		}
-		_, _ = fmt.Fprintf(out, "%d %s\n", time.Since(start).Milliseconds(), name)
-		if name == "-" {
+			// "-", then why: reset, EOF or the timeout.
+			_, _ = fmt.Fprintf(out, "%d - %v\n", time.Since(start).Milliseconds(), err)
 			return false
 		}
+		_, _ = fmt.Fprintf(out, "%d %s\n", time.Since(start).Milliseconds(), name)
 		_, err = c.Write([]byte("again\n"))
 		return err == nil
 	}

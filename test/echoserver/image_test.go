@@ -204,7 +204,7 @@ func TestHold(t *testing.T) {
 	if err := Main(ctx, []string{"hold", "--until-silent=" + held, "--interval=50ms", l.Addr().String()}, "client", &out); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Fields(out.String()); len(got) != 4 || got[1] != "web-2" || got[3] != "-" {
-		t.Errorf("a dropped held connection printed %q, want web-2 then -", out.String())
+	if got := strings.Fields(out.String()); len(got) != 5 || got[1] != "web-2" || got[3] != "-" || got[4] != "EOF" {
+		t.Errorf("a dropped held connection printed %q, want web-2 then - EOF", out.String())
 	}
 }
