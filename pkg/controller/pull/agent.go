@@ -7,8 +7,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -28,6 +30,7 @@ import (
 	"k8s.io/klog/v2"
 	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
 	hubv1alpha1 "k8s.io/multiclusterservices/apis/hub/v1alpha1"
+	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
@@ -40,7 +43,20 @@ import (
 var (
 	serviceExports = mcsv1beta1.SchemeGroupVersion.WithResource("serviceexports")
 	memberExports  = hubv1alpha1.SchemeGroupVersion.WithResource("memberexports")
+	memberClusters = hubv1alpha1.SchemeGroupVersion.WithResource("memberclusters")
 )
+
+// memberClusterKey is the queue's key of the member's MemberCluster: no
+// namespace/name key is without a slash.
+const memberClusterKey = "member"
+
+// AgentLeaseName is the Lease a member's agent renews in its hub
+// namespace: the member's liveness, which the planner reads (one Lease
+// per member, renewed by the member: members per period, not members²).
+const AgentLeaseName = "member-agent"
+
+// DefaultLeaseRenewal is how often an agent renews its Lease in the hub.
+const DefaultLeaseRenewal = 10 * time.Second
 
 // AgentConfig is what a member agent publishes with.
 type AgentConfig struct {
@@ -61,6 +77,10 @@ type AgentConfig struct {
 	Recorder events.EventRecorder
 	// Resync is how often the informers resync (0: never).
 	Resync time.Duration
+	// LeaseRenewal is how often the agent renews its Lease in the hub
+	// (0: DefaultLeaseRenewal); the planner's endpoint TTL must be
+	// several of it.
+	LeaseRenewal time.Duration
 }
 
 // Agent publishes a member's exports into its hub namespace.
@@ -76,12 +96,14 @@ type Agent struct {
 	hubDynamic      dynamicinformer.DynamicSharedInformerFactory
 	published       cache.SharedIndexInformer
 	publishedSlices discoverylisters.EndpointSliceLister
+	publishedMember cache.SharedIndexInformer
 
 	// reported are the slice refusals already said, by slice UID and
 	// reason.
 	reportedMu sync.Mutex
 	reported   map[string]bool
 	writes     atomic.Int64
+	renewals   atomic.Int64
 }
 
 // NewAgent returns the publishing half of clusterID's agent.
@@ -116,6 +138,7 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 		}))
 	a.hubDynamic = dynamicinformer.NewFilteredDynamicSharedInformerFactory(cfg.HubDynamic, cfg.Resync, cfg.ClusterID, nil)
 	a.published = a.hubDynamic.ForResource(memberExports).Informer()
+	a.publishedMember = a.hubDynamic.ForResource(memberClusters).Informer()
 	a.publishedSlices = a.hubInformers.Discovery().V1().EndpointSlices().Lister()
 
 	byKey := func(key func(obj any) (string, bool)) cache.ResourceEventHandler {
@@ -145,9 +168,18 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 		ns, name := o.GetLabels()[hubv1alpha1.LabelServiceNamespace], o.GetLabels()[hubv1alpha1.LabelServiceName]
 		return ns + "/" + name, ns != "" && name != ""
 	}
+	// A namespace's creation time is published with each export in it,
+	// and every namespace in the MemberCluster.
 	onNamespace := cache.ResourceEventHandlerFuncs{
-		// A namespace's creation time is published with each export in it.
-		AddFunc: func(obj any) { a.enqueueNamespace(obj) },
+		AddFunc: func(obj any) {
+			a.enqueueNamespace(obj)
+			a.queue.Add(memberClusterKey)
+		},
+		UpdateFunc: func(_, obj any) { a.queue.Add(memberClusterKey) },
+		DeleteFunc: func(obj any) { a.queue.Add(memberClusterKey) },
+	}
+	always := func(key string) cache.ResourceEventHandler {
+		return byKey(func(any) (string, bool) { return key, true })
 	}
 	for _, h := range []struct {
 		informer cache.SharedIndexInformer
@@ -158,6 +190,7 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 		{a.memberSlices.Discovery().V1().EndpointSlices().Informer(), byKey(sliceKey)},
 		{a.memberInformers.Core().V1().Namespaces().Informer(), onNamespace},
 		{a.published, byKey(publishedKey)},
+		{a.publishedMember, always(memberClusterKey)},
 		{a.hubInformers.Discovery().V1().EndpointSlices().Informer(), byKey(publishedKey)},
 	} {
 		if _, err := h.informer.AddEventHandler(h.handler); err != nil {
@@ -167,8 +200,12 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 	return a, nil
 }
 
-// Writes is how many writes the agent has made into the hub.
+// Writes is how many writes the agent has made into the hub, its Lease's
+// renewals aside (Renewals).
 func (a *Agent) Writes() int64 { return a.writes.Load() }
+
+// Renewals is how many times the agent has renewed its Lease in the hub.
+func (a *Agent) Renewals() int64 { return a.renewals.Load() }
 
 // Run publishes until ctx is done.
 func (a *Agent) Run(ctx context.Context, workers int) error {
@@ -180,7 +217,7 @@ func (a *Agent) Run(ctx context.Context, workers int) error {
 	a.hubDynamic.Start(ctx.Done())
 	go a.exportInformer.Run(ctx.Done())
 	if !cache.WaitForNamedCacheSync("member-agent", ctx.Done(),
-		a.exportInformer.HasSynced, a.published.HasSynced,
+		a.exportInformer.HasSynced, a.published.HasSynced, a.publishedMember.HasSynced,
 		a.memberInformers.Core().V1().Services().Informer().HasSynced,
 		a.memberInformers.Core().V1().Namespaces().Informer().HasSynced,
 		a.memberSlices.Discovery().V1().EndpointSlices().Informer().HasSynced,
@@ -188,6 +225,8 @@ func (a *Agent) Run(ctx context.Context, workers int) error {
 		return ctx.Err()
 	}
 	a.logger.Info("Publishing into the hub", "namespace", a.cfg.ClusterID)
+	a.queue.Add(memberClusterKey)
+	go a.renewLease(ctx)
 	for range workers {
 		go wait.UntilWithContext(ctx, a.worker, time.Second)
 	}
@@ -259,6 +298,9 @@ func (a *Agent) source(ns, name string) (Source, error) {
 
 // sync publishes what the member holds of key, writing only what differs.
 func (a *Agent) sync(ctx context.Context, key string) error {
+	if key == memberClusterKey {
+		return a.syncMemberCluster(ctx)
+	}
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return nil
@@ -296,6 +338,75 @@ func (a *Agent) sync(ctx context.Context, key string) error {
 	published, refused := PublishSlices(src, have, a.cfg.SourceManagers)
 	a.report(src.Export, refused)
 	return a.syncSlices(ctx, ns, name, published)
+}
+
+// syncMemberCluster publishes the member's namespaces, writing only when
+// they differ from what the hub holds.
+func (a *Agent) syncMemberCluster(ctx context.Context) error {
+	namespaces, err := a.memberInformers.Core().V1().Namespaces().Lister().List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	want := PublishMemberCluster(namespaces)
+	api := a.cfg.HubDynamic.Resource(memberClusters).Namespace(a.cfg.ClusterID)
+	obj, ok, err := a.publishedMember.GetStore().GetByKey(a.cfg.ClusterID + "/" + hubv1alpha1.MemberClusterName)
+	if err != nil {
+		return err
+	}
+	if ok {
+		have := &hubv1alpha1.MemberCluster{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.(*unstructured.Unstructured).Object, have); err == nil &&
+			apiequality.Semantic.DeepEqual(have.Spec, want.Spec) {
+			return nil
+		}
+		want.ResourceVersion = obj.(*unstructured.Unstructured).GetResourceVersion()
+	}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(want)
+	if err != nil {
+		return err
+	}
+	if ok {
+		_, err = api.Update(ctx, &unstructured.Unstructured{Object: u}, metav1.UpdateOptions{})
+	} else {
+		_, err = api.Create(ctx, &unstructured.Unstructured{Object: u}, metav1.CreateOptions{})
+	}
+	return a.write(err)
+}
+
+// renewLease renews the member's Lease in the hub until ctx is done. A
+// renewal that fails is retried at the next period: the planner finds
+// the member expired only after its endpoint TTL, several periods.
+func (a *Agent) renewLease(ctx context.Context) {
+	period := a.cfg.LeaseRenewal
+	if period <= 0 {
+		period = DefaultLeaseRenewal
+	}
+	leases := a.cfg.Hub.CoordinationV1().Leases(a.cfg.ClusterID)
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		now := metav1.NewMicroTime(time.Now())
+		lease, err := leases.Get(ctx, AgentLeaseName, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			_, err = leases.Create(ctx, &coordinationv1.Lease{
+				ObjectMeta: metav1.ObjectMeta{Name: AgentLeaseName},
+				Spec: coordinationv1.LeaseSpec{
+					HolderIdentity: &a.cfg.ClusterID, LeaseDurationSeconds: ptr.To(int32(period.Seconds())),
+					AcquireTime: &now, RenewTime: &now,
+				},
+			}, metav1.CreateOptions{})
+		case err == nil:
+			lease.Spec.RenewTime = &now
+			lease.Spec.HolderIdentity = &a.cfg.ClusterID
+			_, err = leases.Update(ctx, lease, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				a.logger.Error(err, "Renewing the member's Lease in the hub", "lease", AgentLeaseName)
+			}
+			return
+		}
+		a.renewals.Add(1)
+	}, period)
 }
 
 // putExport creates want, or updates it from resourceVersion.

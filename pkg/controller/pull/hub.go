@@ -121,11 +121,12 @@ func MemberObjects(clusterID string, limits MemberLimits) ([]runtime.Object, err
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ResourceQuota"},
 			ObjectMeta: metav1.ObjectMeta{Name: AgentServiceAccount, Namespace: clusterID, Labels: labels},
 			Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{
-				"count/memberexports.hub.multiclusterservices.k8s.io": *resource.NewQuantity(limits.Exports, resource.DecimalSI),
-				"count/endpointslices.discovery.k8s.io":               *resource.NewQuantity(limits.EndpointSlices, resource.DecimalSI),
-				"count/leases.coordination.k8s.io":                    *resource.NewQuantity(memberLeases, resource.DecimalSI),
-				"count/events":                                        *resource.NewQuantity(memberEvents, resource.DecimalSI),
-				"count/events.events.k8s.io":                          *resource.NewQuantity(memberEvents, resource.DecimalSI),
+				"count/memberexports.hub.multiclusterservices.k8s.io":  *resource.NewQuantity(limits.Exports, resource.DecimalSI),
+				"count/memberclusters.hub.multiclusterservices.k8s.io": *resource.NewQuantity(1, resource.DecimalSI),
+				"count/endpointslices.discovery.k8s.io":                *resource.NewQuantity(limits.EndpointSlices, resource.DecimalSI),
+				"count/leases.coordination.k8s.io":                     *resource.NewQuantity(memberLeases, resource.DecimalSI),
+				"count/events":                                         *resource.NewQuantity(memberEvents, resource.DecimalSI),
+				"count/events.events.k8s.io":                           *resource.NewQuantity(memberEvents, resource.DecimalSI),
 			}},
 		},
 	}, nil

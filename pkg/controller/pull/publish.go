@@ -100,6 +100,36 @@ func PublishExport(src Source) *hubv1alpha1.MemberExport {
 	return me
 }
 
+// PublishMemberCluster is the MemberCluster a member with namespaces
+// publishes: those not being deleted, sorted by name. A namespace that
+// is terminating counts as gone, as push mode's planner counts it: no
+// import is written into it.
+func PublishMemberCluster(namespaces []*v1.Namespace) *hubv1alpha1.MemberCluster {
+	mc := &hubv1alpha1.MemberCluster{
+		TypeMeta:   metav1.TypeMeta{APIVersion: hubv1alpha1.SchemeGroupVersion.String(), Kind: "MemberCluster"},
+		ObjectMeta: metav1.ObjectMeta{Name: hubv1alpha1.MemberClusterName},
+	}
+	for _, ns := range namespaces {
+		if ns.DeletionTimestamp != nil || ns.Status.Phase == v1.NamespaceTerminating {
+			continue
+		}
+		mc.Spec.Namespaces = append(mc.Spec.Namespaces, hubv1alpha1.MemberNamespace{Name: ns.Name, Created: ns.CreationTimestamp})
+	}
+	slices.SortFunc(mc.Spec.Namespaces, func(a, b hubv1alpha1.MemberNamespace) int { return strings.Compare(a.Name, b.Name) })
+	return mc
+}
+
+// MemberNamespaces reads what a member published of its namespaces
+// (PublishMemberCluster): the namespaces it has, as the planner takes
+// them, by name.
+func MemberNamespaces(mc *hubv1alpha1.MemberCluster) map[string]*v1.Namespace {
+	out := make(map[string]*v1.Namespace, len(mc.Spec.Namespaces))
+	for _, n := range mc.Spec.Namespaces {
+		out[n.Name] = &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n.Name, CreationTimestamp: n.Created}, Status: v1.NamespaceStatus{Phase: v1.NamespaceActive}}
+	}
+	return out
+}
+
 // PublishSlices are the EndpointSlices src publishes, owned by owner (the
 // published MemberExport: the hub's garbage collector removes them with
 // it), and the slices refused. A slice is published only when

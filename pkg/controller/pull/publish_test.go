@@ -3,6 +3,7 @@ package pull
 import (
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -98,5 +99,32 @@ func TestPublishSlices(t *testing.T) {
 	}
 	if got, _ := PublishSlices(Source{Slices: src.Slices}, owner, managers); len(got) != 0 {
 		t.Errorf("no Service: published %d slices", len(got))
+	}
+}
+
+// TestPublishMemberCluster: a member publishes its namespaces, sorted,
+// without those being deleted, and the planner reads each back with its
+// creation time (the bound on an export's age).
+func TestPublishMemberCluster(t *testing.T) {
+	created := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	ns := func(name string, phase v1.NamespacePhase) *v1.Namespace {
+		return &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: created}, Status: v1.NamespaceStatus{Phase: phase}}
+	}
+	going := ns("going", v1.NamespaceActive)
+	going.DeletionTimestamp = &created
+	mc := PublishMemberCluster([]*v1.Namespace{ns("web", v1.NamespaceActive), ns("demo", v1.NamespaceActive), ns("old", v1.NamespaceTerminating), going})
+	if mc.Name != hubv1alpha1.MemberClusterName {
+		t.Errorf("MemberCluster named %q", mc.Name)
+	}
+	var names []string
+	for _, n := range mc.Spec.Namespaces {
+		names = append(names, n.Name)
+	}
+	if strings.Join(names, ",") != "demo,web" {
+		t.Errorf("published namespaces %v, want demo,web", names)
+	}
+	back := MemberNamespaces(mc)
+	if len(back) != 2 || back["demo"] == nil || !back["demo"].CreationTimestamp.Equal(&created) || back["old"] != nil {
+		t.Errorf("read back %v", back)
 	}
 }

@@ -52,16 +52,19 @@ func Catalog() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 //go:embed hub/hub.multiclusterservices.k8s.io_memberexports.yaml
 var memberExportCRD []byte
 
+//go:embed hub/hub.multiclusterservices.k8s.io_memberclusters.yaml
+var memberClusterCRD []byte
+
 //go:embed hub/hub.multiclusterservices.k8s.io_serviceplans.yaml
 var servicePlanCRD []byte
 
 // Hub returns the CRDs of pull mode's hub, which only the hub needs:
-// MemberExport, which members publish, and ServicePlan, which the
-// planner writes (generated from apis/hub/v1alpha1 by
+// MemberExport and MemberCluster, which members publish, and ServicePlan,
+// which the planner writes (generated from apis/hub/v1alpha1 by
 // hack/update-codegen.sh).
 func Hub() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	var out []*apiextensionsv1.CustomResourceDefinition
-	for _, raw := range [][]byte{memberExportCRD, servicePlanCRD} {
+	for _, raw := range [][]byte{memberExportCRD, memberClusterCRD, servicePlanCRD} {
 		crd, err := decode(raw)
 		if err != nil {
 			return nil, err

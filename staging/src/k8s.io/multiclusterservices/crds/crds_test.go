@@ -103,6 +103,10 @@ func TestHubCRDsMatchTheirTypes(t *testing.T) {
 			{nil, reflect.TypeFor[hubv1alpha1.MemberExportSpec]()},
 			{[]string{"serviceSpec"}, reflect.TypeFor[v1.ServiceSpec]()},
 		},
+		"memberclusters.hub.multiclusterservices.k8s.io": {
+			{nil, reflect.TypeFor[hubv1alpha1.MemberClusterSpec]()},
+			{[]string{"namespaces", "items"}, reflect.TypeFor[hubv1alpha1.MemberNamespace]()},
+		},
 		"serviceplans.hub.multiclusterservices.k8s.io": {
 			{nil, reflect.TypeFor[hubv1alpha1.ServicePlanSpec]()},
 			{[]string{"import"}, reflect.TypeFor[hubv1alpha1.PlannedImport]()},
@@ -121,6 +125,10 @@ func TestHubCRDsMatchTheirTypes(t *testing.T) {
 		for _, f := range fields {
 			schema := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
 			for _, p := range f.path {
+				if p == "items" {
+					schema = *schema.Items.Schema
+					continue
+				}
 				schema = schema.Properties[p]
 			}
 			for i := 0; i < f.typ.NumField(); i++ {

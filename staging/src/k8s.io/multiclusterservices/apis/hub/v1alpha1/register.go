@@ -25,7 +25,7 @@ func Resource(resource string) schema.GroupResource {
 }
 
 func addKnownTypes(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(SchemeGroupVersion, &MemberExport{}, &MemberExportList{}, &ServicePlan{}, &ServicePlanList{})
+	scheme.AddKnownTypes(SchemeGroupVersion, &MemberExport{}, &MemberExportList{}, &ServicePlan{}, &ServicePlanList{}, &MemberCluster{}, &MemberClusterList{})
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil
 }

@@ -94,6 +94,58 @@ type MemberExportList struct {
 	Items           []MemberExport `json:"items"`
 }
 
+// MemberClusterName is the name of the one MemberCluster in a member's
+// hub namespace.
+const MemberClusterName = "member"
+
+// MemberCluster is what one member cluster publishes of itself, beside
+// its exports: the namespaces it has, which decide where a name is
+// imported (KEP-1645: only in the clusters with the name's namespace).
+// Its agent writes it, named MemberClusterName, in the member's hub
+// namespace; until it exists the planner knows nothing of the member
+// (not synced), as push mode of a member whose caches have not synced.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:metadata:annotations="api-approved.kubernetes.io=unapproved, experimental: pull mode of k8s.io/multiclusterservices"
+// +kubebuilder:resource:shortName=mcm,categories=multicluster
+// +kubebuilder:validation:XValidation:rule="self.metadata.name == 'member'",message="a member's hub namespace holds one MemberCluster, named member"
+type MemberCluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec MemberClusterSpec `json:"spec"`
+}
+
+// MemberClusterSpec is what the planner reads of a member beside its
+// exports.
+type MemberClusterSpec struct {
+	// Namespaces are the member's namespaces that are not being deleted,
+	// sorted by name.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=20000
+	Namespaces []MemberNamespace `json:"namespaces,omitempty"`
+}
+
+// MemberNamespace is one namespace of a member.
+type MemberNamespace struct {
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+	// Created is the namespace's creation time in the member.
+	Created metav1.Time `json:"created"`
+}
+
+// MemberClusterList is a list of MemberClusters.
+//
+// +kubebuilder:object:root=true
+type MemberClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []MemberCluster `json:"items"`
+}
+
 // ServicePlan is what the planner decided of one exported name for every
 // member: the import each member that has the name's namespace holds,
 // which members those are, and the clusters serving it. The planner

@@ -1,0 +1,732 @@
+package mcs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	hubv1alpha1 "k8s.io/multiclusterservices/apis/hub/v1alpha1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/clustersetip"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/pull"
+)
+
+// The planner of pull mode (docs/architecture.md, "Pull mode"): it runs
+// in the hub, reads what every member's agent publishes in the member's
+// hub namespace (its MemberCluster, its MemberExports and their slices,
+// its Lease), plans each name with planName, the function push mode
+// plans with, allocates clusterset IPs with the same allocator, and
+// writes the plan once, into the plan namespace: per name a ServicePlan
+// and one slice set per source (hubPlanOf). Members × names objects, and
+// no credential of any member: each agent writes its own part.
+
+var (
+	hubMemberExports  = hubv1alpha1.SchemeGroupVersion.WithResource("memberexports")
+	hubMemberClusters = hubv1alpha1.SchemeGroupVersion.WithResource("memberclusters")
+	hubServicePlans   = hubv1alpha1.SchemeGroupVersion.WithResource("serviceplans")
+)
+
+// byPlannedService indexes what the hub holds of a name by its
+// namespace/name in the members; byPlannedNamespace by that namespace.
+const (
+	byPlannedService   = "plannedService"
+	byPlannedNamespace = "plannedNamespace"
+)
+
+// HubPlannerConfig is what pull mode's planner plans with.
+type HubPlannerConfig struct {
+	// Config is the planning part of the controller's configuration:
+	// ManagedBy, ClusterSetIPRanges and their limits, RefusedNamespaces,
+	// ExportNamespaces, MemberPodCIDRs (the ranges the operator states),
+	// EndpointTTL (members whose Lease is older have expired),
+	// ClusterSelection, Workers. Members are the hub's member namespaces,
+	// not Config.Members.
+	Config Config
+	// Hub and HubDynamic are the planner's clients of the hub.
+	Hub        kubernetes.Interface
+	HubDynamic dynamic.Interface
+	// Recorder, when set, says on a member's MemberExport in the hub
+	// what of its endpoints is not planned.
+	Recorder events.EventRecorder
+	// Resync is how often the informers resync (0: never).
+	Resync time.Duration
+}
+
+// HubPlanner is pull mode's planner.
+type HubPlanner struct {
+	cfg      Config
+	hub      kubernetes.Interface
+	hubDyn   dynamic.Interface
+	recorder events.EventRecorder
+	logger   klog.Logger
+	queue    workqueue.TypedRateLimitingInterface[string]
+	ips      *clustersetip.Allocator
+
+	hubInformers  informers.SharedInformerFactory
+	memberNS      cache.SharedIndexInformer
+	published     informers.SharedInformerFactory
+	leaseInf      informers.SharedInformerFactory
+	planned       informers.SharedInformerFactory
+	dyn           dynamicinformer.DynamicSharedInformerFactory
+	planDyn       dynamicinformer.DynamicSharedInformerFactory
+	exports       cache.SharedIndexInformer
+	memberCluster cache.SharedIndexInformer
+	slices        cache.SharedIndexInformer
+	leases        cache.SharedIndexInformer
+	plans         cache.SharedIndexInformer
+	planSlices    cache.SharedIndexInformer
+
+	mu sync.Mutex
+	// namespaces are, by member, the namespaces its MemberCluster names
+	// (read once per change of it, not per plan).
+	namespaces map[string]map[string]*v1.Namespace
+	// alive is each member's liveness at the last check.
+	alive map[string]bool
+	// reported are the reports already said, by slice UID and reason.
+	reported map[string]bool
+
+	writes atomic.Int64
+}
+
+// NewHubPlanner returns pull mode's planner of cfg.
+func NewHubPlanner(cfg HubPlannerConfig) (*HubPlanner, error) {
+	if cfg.Config.EndpointTTL <= 0 {
+		return nil, errors.New("the planner needs an endpoint TTL: a member whose Lease is older has expired")
+	}
+	if cfg.Config.ManagedBy == "" {
+		return nil, errors.New("the planner needs the manager its imports are labelled with")
+	}
+	if cfg.Config.Workers <= 0 {
+		cfg.Config.Workers = 4
+	}
+	p := &HubPlanner{
+		cfg: cfg.Config, hub: cfg.Hub, hubDyn: cfg.HubDynamic, recorder: cfg.Recorder,
+		logger:     klog.Background().WithName("planner"),
+		queue:      workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "planner"}),
+		ips:        clustersetip.New(cfg.Config.ClusterSetIPRanges),
+		namespaces: map[string]map[string]*v1.Namespace{},
+		alive:      map[string]bool{},
+		reported:   map[string]bool{},
+	}
+	p.ips.SetLimits(cfg.Config.MaxClusterSetIPsPerNamespace, cfg.Config.MaxForeignImportsPerMember)
+	p.ips.SetMemberLimit(cfg.Config.MaxClusterSetIPsPerMember)
+
+	isMember, err := labels.NewRequirement(pull.LabelMemberCluster, selection.Exists, nil)
+	if err != nil {
+		return nil, err
+	}
+	p.hubInformers = informers.NewSharedInformerFactoryWithOptions(cfg.Hub, cfg.Resync,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = labels.NewSelector().Add(*isMember).String() }))
+	p.memberNS = p.hubInformers.Core().V1().Namespaces().Informer()
+	// The agents' slices, in every namespace: only those of member
+	// namespaces are read.
+	p.published = informers.NewSharedInformerFactoryWithOptions(cfg.Hub, cfg.Resync,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.LabelSelector = labels.SelectorFromSet(labels.Set{discoveryv1.LabelManagedBy: pull.AgentManager}).String()
+		}))
+	p.slices = p.published.Discovery().V1().EndpointSlices().Informer()
+	p.leaseInf = informers.NewSharedInformerFactoryWithOptions(cfg.Hub, cfg.Resync,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", pull.AgentLeaseName).String()
+		}))
+	p.leases = p.leaseInf.Coordination().V1().Leases().Informer()
+	p.planned = informers.NewSharedInformerFactoryWithOptions(cfg.Hub, cfg.Resync, informers.WithNamespace(pull.PlanNamespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.LabelSelector = labels.SelectorFromSet(labels.Set{discoveryv1.LabelManagedBy: pull.PlannerManager}).String()
+		}))
+	p.planSlices = p.planned.Discovery().V1().EndpointSlices().Informer()
+	p.dyn = dynamicinformer.NewDynamicSharedInformerFactory(cfg.HubDynamic, cfg.Resync)
+	p.exports = p.dyn.ForResource(hubMemberExports).Informer()
+	p.memberCluster = p.dyn.ForResource(hubMemberClusters).Informer()
+	p.planDyn = dynamicinformer.NewFilteredDynamicSharedInformerFactory(cfg.HubDynamic, cfg.Resync, pull.PlanNamespace, nil)
+	p.plans = p.planDyn.ForResource(hubServicePlans).Informer()
+
+	// The hub's objects are converted once, as they arrive, not at every
+	// plan that reads them.
+	for inf, typed := range map[cache.SharedIndexInformer]func() runtime.Object{
+		p.exports:       func() runtime.Object { return &hubv1alpha1.MemberExport{} },
+		p.memberCluster: func() runtime.Object { return &hubv1alpha1.MemberCluster{} },
+		p.plans:         func() runtime.Object { return &hubv1alpha1.ServicePlan{} },
+	} {
+		if err := inf.SetTransform(typedFrom(typed)); err != nil {
+			return nil, err
+		}
+	}
+	serviceOfLabels := func(obj any) ([]string, error) {
+		o, ok := obj.(metav1.Object)
+		if !ok {
+			return nil, nil
+		}
+		ns, name := o.GetLabels()[hubv1alpha1.LabelServiceNamespace], o.GetLabels()[hubv1alpha1.LabelServiceName]
+		if ns == "" || name == "" {
+			return nil, nil
+		}
+		return []string{ns + "/" + name}, nil
+	}
+	specService := func(obj any) (hubv1alpha1.ServiceName, bool) {
+		switch o := obj.(type) {
+		case *hubv1alpha1.MemberExport:
+			return o.Spec.Service, true
+		case *hubv1alpha1.ServicePlan:
+			return o.Spec.Service, true
+		}
+		return hubv1alpha1.ServiceName{}, false
+	}
+	for _, inf := range []cache.SharedIndexInformer{p.exports, p.plans} {
+		if err := inf.AddIndexers(cache.Indexers{
+			byPlannedService: func(obj any) ([]string, error) {
+				if s, ok := specService(obj); ok {
+					return []string{s.Namespace + "/" + s.Name}, nil
+				}
+				return nil, nil
+			},
+			byPlannedNamespace: func(obj any) ([]string, error) {
+				if s, ok := specService(obj); ok {
+					return []string{s.Namespace}, nil
+				}
+				return nil, nil
+			},
+		}); err != nil {
+			return nil, err
+		}
+	}
+	for _, inf := range []cache.SharedIndexInformer{p.slices, p.planSlices} {
+		if err := inf.AddIndexers(cache.Indexers{byPlannedService: serviceOfLabels}); err != nil {
+			return nil, err
+		}
+	}
+
+	byKey := func(key func(obj any) (string, bool)) cache.ResourceEventHandler {
+		enqueue := func(obj any) {
+			if k, ok := key(obj); ok {
+				p.queue.Add(k)
+			}
+		}
+		return cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }, DeleteFunc: enqueue}
+	}
+	specKey := func(obj any) (string, bool) {
+		s, ok := specService(objectOf[runtime.Object](obj))
+		return s.Namespace + "/" + s.Name, ok && s.Namespace != "" && s.Name != ""
+	}
+	labelKey := func(obj any) (string, bool) {
+		keys, _ := serviceOfLabels(objectOf[metav1.Object](obj))
+		if len(keys) == 0 {
+			return "", false
+		}
+		return keys[0], true
+	}
+	all := func(any) { p.enqueueAll() }
+	for _, h := range []struct {
+		informer cache.SharedIndexInformer
+		handler  cache.ResourceEventHandler
+	}{
+		{p.exports, byKey(specKey)},
+		{p.plans, byKey(specKey)},
+		{p.slices, byKey(labelKey)},
+		{p.planSlices, byKey(labelKey)},
+		{p.memberNS, cache.ResourceEventHandlerFuncs{AddFunc: all, UpdateFunc: func(_, obj any) { all(obj) }, DeleteFunc: all}},
+		{p.memberCluster, cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { p.memberClusterChanged(obj, false) },
+			UpdateFunc: func(_, obj any) { p.memberClusterChanged(obj, false) },
+			DeleteFunc: func(obj any) { p.memberClusterChanged(obj, true) },
+		}},
+	} {
+		if _, err := h.informer.AddEventHandler(h.handler); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// typedFrom converts an unstructured object of the hub's API into the
+// type newObj makes; deletion tombstones and other objects pass as they
+// are.
+func typedFrom(newObj func() runtime.Object) cache.TransformFunc {
+	return func(obj any) (any, error) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return obj, nil
+		}
+		out := newObj()
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {
+			return nil, fmt.Errorf("%s %s/%s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), err)
+		}
+		return out, nil
+	}
+}
+
+// Writes is how many writes the planner has made into the hub.
+func (p *HubPlanner) Writes() int64 { return p.writes.Load() }
+
+// Run plans until ctx is done.
+func (p *HubPlanner) Run(ctx context.Context) error {
+	defer utilruntime.HandleCrash()
+	defer p.queue.ShutDown()
+	for _, f := range []interface{ Start(<-chan struct{}) }{p.hubInformers, p.published, p.leaseInf, p.planned, p.dyn, p.planDyn} {
+		f.Start(ctx.Done())
+	}
+	if !cache.WaitForNamedCacheSync("planner", ctx.Done(),
+		p.memberNS.HasSynced, p.exports.HasSynced, p.memberCluster.HasSynced, p.slices.HasSynced,
+		p.leases.HasSynced, p.plans.HasSynced, p.planSlices.HasSynced) {
+		return ctx.Err()
+	}
+	p.restoreIPs()
+	p.checkLiveness()
+	p.logger.Info("Planning into the hub", "namespace", pull.PlanNamespace, "members", len(p.memberIDs()))
+	p.enqueueAll()
+	for range p.cfg.Workers {
+		go wait.UntilWithContext(ctx, p.worker, time.Second)
+	}
+	// A member expires when its Lease is not renewed: nothing is written
+	// then, so liveness is looked at, not waited for.
+	go wait.UntilWithContext(ctx, func(context.Context) { p.checkLiveness() }, time.Second)
+	<-ctx.Done()
+	return nil
+}
+
+func (p *HubPlanner) worker(ctx context.Context) {
+	for {
+		key, quit := p.queue.Get()
+		if quit {
+			return
+		}
+		if err := p.sync(ctx, key); err != nil {
+			p.logger.Error(err, "Planning", "key", key)
+			p.queue.AddRateLimited(key)
+		} else {
+			p.queue.Forget(key)
+		}
+		p.queue.Done(key)
+	}
+}
+
+// restoreIPs gives back to the allocator the clusterset IPs the plan
+// holds: a restarted planner moves none.
+func (p *HubPlanner) restoreIPs() {
+	var claims []clustersetip.Claim
+	for _, obj := range p.plans.GetStore().List() {
+		sp, ok := obj.(*hubv1alpha1.ServicePlan)
+		if !ok || sp.Spec.Import == nil || len(sp.Spec.Import.Spec.IPs) == 0 {
+			continue
+		}
+		claims = append(claims, clustersetip.Claim{
+			Key: sp.Spec.Service.Namespace + "/" + sp.Spec.Service.Name, IPs: sp.Spec.Import.Spec.IPs,
+			Created: sp.CreationTimestamp.Time, Member: pull.PlanNamespace,
+		})
+	}
+	if disputed := p.ips.Restore(claims); len(disputed) > 0 {
+		p.logger.Info("Clusterset IPs the plan holds for two names are allocated afresh", "ips", disputed)
+	}
+}
+
+// memberIDs are the members: the hub's namespaces labelled with their
+// own name as cluster ID.
+func (p *HubPlanner) memberIDs() []string {
+	var out []string
+	for _, obj := range p.memberNS.GetStore().List() {
+		ns, ok := obj.(*v1.Namespace)
+		if !ok || ns.Labels[pull.LabelMemberCluster] != ns.Name || ns.DeletionTimestamp != nil {
+			continue
+		}
+		out = append(out, ns.Name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// memberClusterChanged records a member's namespaces and plans again the
+// names of the namespaces that came or went (every name, when the member
+// is new or gone).
+func (p *HubPlanner) memberClusterChanged(obj any, deleted bool) {
+	mc := objectOf[*hubv1alpha1.MemberCluster](obj)
+	if mc == nil {
+		return
+	}
+	id := mc.Namespace
+	var now map[string]*v1.Namespace
+	if !deleted {
+		now = pull.MemberNamespaces(mc)
+	}
+	p.mu.Lock()
+	before, had := p.namespaces[id]
+	if deleted {
+		delete(p.namespaces, id)
+	} else {
+		p.namespaces[id] = now
+	}
+	p.mu.Unlock()
+	if !had || deleted {
+		p.enqueueAll()
+		return
+	}
+	changed := map[string]bool{}
+	for ns, n := range now {
+		if b := before[ns]; b == nil || !b.CreationTimestamp.Equal(&n.CreationTimestamp) {
+			changed[ns] = true
+		}
+	}
+	for ns := range before {
+		if now[ns] == nil {
+			changed[ns] = true
+		}
+	}
+	for ns := range changed {
+		for _, inf := range []cache.SharedIndexInformer{p.exports, p.plans} {
+			objs, _ := inf.GetIndexer().ByIndex(byPlannedNamespace, ns)
+			for _, o := range objs {
+				if sp, ok := o.(*hubv1alpha1.ServicePlan); ok {
+					p.queue.Add(sp.Spec.Service.Namespace + "/" + sp.Spec.Service.Name)
+				} else if me, ok := o.(*hubv1alpha1.MemberExport); ok {
+					p.queue.Add(me.Spec.Service.Namespace + "/" + me.Spec.Service.Name)
+				}
+			}
+		}
+	}
+}
+
+// enqueueAll plans every name again: those exported and those planned.
+func (p *HubPlanner) enqueueAll() {
+	for _, inf := range []cache.SharedIndexInformer{p.exports, p.plans} {
+		for _, k := range inf.GetIndexer().ListIndexFuncValues(byPlannedService) {
+			p.queue.Add(k)
+		}
+	}
+}
+
+// leaseAlive says whether member id's agent renewed its Lease within the
+// endpoint TTL.
+func (p *HubPlanner) leaseAlive(id string, now time.Time) bool {
+	obj, ok, _ := p.leases.GetStore().GetByKey(id + "/" + pull.AgentLeaseName)
+	if !ok {
+		return false
+	}
+	l, ok := obj.(*coordinationv1.Lease)
+	if !ok || l.Spec.RenewTime == nil {
+		return false
+	}
+	return now.Sub(l.Spec.RenewTime.Time) < p.cfg.EndpointTTL
+}
+
+// checkLiveness records each member's liveness and plans every name
+// again when one changed.
+func (p *HubPlanner) checkLiveness() {
+	now := time.Now()
+	changed := false
+	p.mu.Lock()
+	seen := map[string]bool{}
+	for _, id := range p.memberIDs() {
+		seen[id] = true
+		alive := p.leaseAlive(id, now)
+		if was, ok := p.alive[id]; !ok || was != alive {
+			if ok {
+				p.logger.Info("A member's liveness changed", "cluster", id, "alive", alive)
+			}
+			p.alive[id] = alive
+			changed = true
+		}
+	}
+	for id := range p.alive {
+		if !seen[id] {
+			delete(p.alive, id)
+			changed = true
+		}
+	}
+	p.mu.Unlock()
+	if changed {
+		p.enqueueAll()
+	}
+}
+
+// readHubSnapshot is pull mode's readSnapshot: what the members
+// published of ns/name, as planName reads a member in push mode.
+func (p *HubPlanner) readHubSnapshot(ns, name string, planned *hubv1alpha1.ServicePlan) snapshot {
+	key := ns + "/" + name
+	s := snapshot{Namespace: ns, Name: name, Alive: map[string]bool{}, Now: time.Now()}
+	exports := map[string]*hubv1alpha1.MemberExport{}
+	objs, _ := p.exports.GetIndexer().ByIndex(byPlannedService, key)
+	for _, o := range objs {
+		if me, ok := o.(*hubv1alpha1.MemberExport); ok && me.Name == pull.MemberExportName(ns, name) {
+			exports[me.Namespace] = me
+		}
+	}
+	published := map[string][]*discoveryv1.EndpointSlice{}
+	objs, _ = p.slices.GetIndexer().ByIndex(byPlannedService, key)
+	for _, o := range objs {
+		if sl, ok := o.(*discoveryv1.EndpointSlice); ok {
+			published[sl.Namespace] = append(published[sl.Namespace], sl)
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, id := range p.memberIDs() {
+		ms := memberSnapshot{ID: id}
+		s.Alive[id] = p.alive[id]
+		namespaces, synced := p.namespaces[id]
+		ms.Synced = synced
+		if !synced {
+			s.Members = append(s.Members, ms)
+			continue
+		}
+		ms.Namespace = namespaces[ns]
+		if planned != nil && planned.Spec.Import != nil && slices.Contains(planned.Spec.ImportedIn, id) {
+			// What the member holds: the last plan it was given.
+			ms.ImportClusters = slices.Clone(planned.Spec.Import.Clusters)
+		}
+		if me := exports[id]; me != nil {
+			src := pull.Read(me, ownedBy(published[id], me))
+			ms.Export, ms.Service, ms.Slices, ms.SlicesChecked = src.Export, src.Service, src.Slices, true
+			if p.cfg.ClusterSelection {
+				ms.ClusterSelectors = src.ClusterSelectors
+			} else {
+				ms.IgnoredSelectors = len(src.ClusterSelectors)
+			}
+			if ms.Namespace == nil {
+				// Published with the export before the MemberCluster
+				// caught up.
+				ms.Namespace = src.Namespace
+			}
+			r := endpointRangesOf(p.cfg.MemberPodCIDRs, id, nil, nil)
+			ms.EndpointRanges, ms.RangesKnown, ms.RangesSource = r.Prefixes, r.Known, r.Source
+		}
+		s.Members = append(s.Members, ms)
+	}
+	for _, m := range s.Members {
+		for _, c := range m.ImportClusters {
+			if _, ok := s.Alive[c]; !ok {
+				s.Alive[c] = false
+			}
+		}
+	}
+	return s
+}
+
+// ownedBy are the slices of published that me owns: a slice left by an
+// earlier export of the name (a different UID) is not read.
+func ownedBy(published []*discoveryv1.EndpointSlice, me *hubv1alpha1.MemberExport) []*discoveryv1.EndpointSlice {
+	var out []*discoveryv1.EndpointSlice
+	for _, s := range published {
+		if slices.ContainsFunc(s.OwnerReferences, func(o metav1.OwnerReference) bool { return o.UID == me.UID }) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// sync plans key and writes what of the plan differs from what the hub
+// holds.
+func (p *HubPlanner) sync(ctx context.Context, key string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil
+	}
+	planned := p.plannedOf(ns, name)
+	s := p.readHubSnapshot(ns, name, planned)
+	pl := planName(&p.cfg, s)
+	d := pl.Desired
+	switch {
+	case d.Import != nil && d.Import.Spec.Type == mcsv1beta1.ClusterSetIP:
+		ips, err := p.ips.AllocateFor(key, d.Import.Spec.IPFamilies, d.Clusters)
+		d.Import.Spec.IPs = ips
+		if err != nil {
+			d.IPError = err.Error()
+		}
+	case !d.Retain:
+		p.ips.Release(key)
+	}
+	p.report(ns, name, pl.Reports)
+	if d.Retain {
+		// A member that may export it is not known: what the members
+		// hold of it stays as it is.
+		return nil
+	}
+	if d.Import == nil {
+		return p.removePlan(ctx, ns, name, planned)
+	}
+	want, wantSlices := hubPlanOf(ns, name, d)
+	if err := p.writePlan(ctx, want, planned); err != nil {
+		return err
+	}
+	return p.writePlanSlices(ctx, key, wantSlices)
+}
+
+func (p *HubPlanner) plannedOf(ns, name string) *hubv1alpha1.ServicePlan {
+	obj, ok, _ := p.plans.GetStore().GetByKey(pull.PlanNamespace + "/" + pull.PlanName(ns, name))
+	if !ok {
+		return nil
+	}
+	sp, _ := obj.(*hubv1alpha1.ServicePlan)
+	return sp
+}
+
+// writePlan makes the hub's ServicePlan want, writing nothing when have
+// says the same already.
+func (p *HubPlanner) writePlan(ctx context.Context, want, have *hubv1alpha1.ServicePlan) error {
+	want.Labels = map[string]string{
+		hubv1alpha1.LabelServiceNamespace: want.Spec.Service.Namespace,
+		hubv1alpha1.LabelServiceName:      want.Spec.Service.Name,
+	}
+	if have != nil && apiequality.Semantic.DeepEqual(have.Spec, want.Spec) && hasAll(have.Labels, want.Labels) {
+		return nil
+	}
+	api := p.hubDyn.Resource(hubServicePlans).Namespace(pull.PlanNamespace)
+	if have != nil {
+		want.ResourceVersion = have.ResourceVersion
+	}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(want)
+	if err != nil {
+		return err
+	}
+	if have == nil {
+		p.logger.V(2).Info("Planning a name", "service", want.Spec.Service.Namespace+"/"+want.Spec.Service.Name)
+		_, err = api.Create(ctx, &unstructured.Unstructured{Object: u}, metav1.CreateOptions{})
+	} else {
+		_, err = api.Update(ctx, &unstructured.Unstructured{Object: u}, metav1.UpdateOptions{})
+	}
+	return p.write(err)
+}
+
+// writePlanSlices makes the plan's slices of key want.
+func (p *HubPlanner) writePlanSlices(ctx context.Context, key string, want []*discoveryv1.EndpointSlice) error {
+	objs, _ := p.planSlices.GetIndexer().ByIndex(byPlannedService, key)
+	have := map[string]*discoveryv1.EndpointSlice{}
+	for _, o := range objs {
+		if s, ok := o.(*discoveryv1.EndpointSlice); ok {
+			have[s.Name] = s
+		}
+	}
+	api := p.hub.DiscoveryV1().EndpointSlices(pull.PlanNamespace)
+	for _, w := range want {
+		h := have[w.Name]
+		delete(have, w.Name)
+		var err error
+		switch {
+		case h == nil:
+			_, err = api.Create(ctx, w, metav1.CreateOptions{})
+		case planSliceUpToDate(h, w):
+			continue
+		case h.AddressType != w.AddressType:
+			if err = ignoreNotFound(p.write(api.Delete(ctx, h.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &h.UID}}))); err == nil {
+				_, err = api.Create(ctx, w, metav1.CreateOptions{})
+			}
+		default:
+			w.ResourceVersion = h.ResourceVersion
+			_, err = api.Update(ctx, w, metav1.UpdateOptions{})
+		}
+		if err := p.write(err); err != nil {
+			return err
+		}
+	}
+	for _, h := range have {
+		if err := ignoreNotFound(p.write(api.Delete(ctx, h.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &h.UID}}))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// removePlan takes ns/name's plan away: no member exports it.
+func (p *HubPlanner) removePlan(ctx context.Context, ns, name string, planned *hubv1alpha1.ServicePlan) error {
+	if err := p.writePlanSlices(ctx, ns+"/"+name, nil); err != nil {
+		return err
+	}
+	if planned == nil {
+		return nil
+	}
+	p.logger.V(2).Info("Removing a name's plan", "service", ns+"/"+name)
+	return ignoreNotFound(p.write(p.hubDyn.Resource(hubServicePlans).Namespace(pull.PlanNamespace).Delete(ctx, planned.Name,
+		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &planned.UID}})))
+}
+
+// report says once per slice and reason, on the member's MemberExport in
+// the hub, what of its endpoints is not planned (outside the ranges the
+// operator states, or vouched by nobody while they are unknown).
+func (p *HubPlanner) report(ns, name string, reports []sourceReport) {
+	for _, r := range reports {
+		k := string(r.Slice.UID) + "/" + r.Reason + "/" + fmt.Sprint(r.Dropped)
+		p.mu.Lock()
+		said := p.reported[k]
+		p.reported[k] = true
+		p.mu.Unlock()
+		if said {
+			continue
+		}
+		p.logger.Info("Not planning endpoints a member published", "cluster", r.Cluster, "service", ns+"/"+name, "slice", r.Slice.Name, "reason", r.Reason, "dropped", r.Dropped, "why", r.Why)
+		if p.recorder == nil {
+			continue
+		}
+		obj, ok, _ := p.exports.GetStore().GetByKey(r.Cluster + "/" + pull.MemberExportName(ns, name))
+		if me, isExport := obj.(*hubv1alpha1.MemberExport); ok && isExport {
+			p.recorder.Eventf(me, nil, v1.EventTypeWarning, r.Reason, "PlanEndpointSlice", "EndpointSlice %s: not planned %v %s", r.Slice.Name, r.Dropped, r.Why)
+		}
+	}
+}
+
+// write counts a write that reached the hub, and returns its error.
+func (p *HubPlanner) write(err error) error {
+	if err == nil {
+		p.writes.Add(1)
+	}
+	return err
+}
+
+// planSliceUpToDate says whether the plan's slice have already says what
+// want does.
+func planSliceUpToDate(have, want *discoveryv1.EndpointSlice) bool {
+	return have.AddressType == want.AddressType && hasAll(have.Labels, want.Labels) &&
+		maps.Equal(have.Annotations, want.Annotations) &&
+		apiequality.Semantic.DeepEqual(have.Endpoints, want.Endpoints) &&
+		apiequality.Semantic.DeepEqual(have.Ports, want.Ports)
+}
+
+// hasAll says whether have holds every key of want with its value.
+func hasAll(have, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := have[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+func ignoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// objectOf returns obj, or the object of a deletion tombstone, as T.
+func objectOf[T any](obj any) T {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	t, _ := obj.(T)
+	return t
+}

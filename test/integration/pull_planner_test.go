@@ -1,0 +1,298 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	hubv1alpha1 "k8s.io/multiclusterservices/apis/hub/v1alpha1"
+	"k8s.io/utils/ptr"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/eventrecorder"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/mcs"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/pull"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
+)
+
+// TestPullPlannerPlans runs pull mode's first two hops between real
+// apiservers: two members' agents publish into a real hub with their
+// own hub identities, and the planner, with deploy/hub-pull's identity
+// (no member credential), writes each name's plan: the import with its
+// clusterset IP, which clusters serve it, which members hold it (those
+// with the namespace, as their MemberCluster says), and each source's
+// endpoints. It follows a second exporter, a namespace that appears in
+// a member, endpoints outside the ranges the operator states for a
+// member (withheld, said on its MemberExport), a member whose agent
+// stops renewing its Lease (its endpoints leave the plan after the
+// TTL, the clusterset IP stays), a restarted planner (it writes
+// nothing) and the unexports (the plan goes).
+func TestPullPlannerPlans(t *testing.T) {
+	ctx := context.Background()
+	etcd := framework.StartTestEtcd(t)
+	hub := startPullHub(t, etcd, "cluster-a", "cluster-b")
+	a := prepareMember(t, framework.StartTestCluster(t, etcd, framework.ClusterOptions{Name: "cluster-a"}), "cluster-a")
+	b := prepareMember(t, framework.StartTestCluster(t, etcd, framework.ClusterOptions{Name: "cluster-b"}), "cluster-b")
+	for _, m := range []*testMember{a, b} {
+		createNamespace(t, m, "demo")
+	}
+	createNamespace(t, a, "solo")
+
+	stopA := startPullAgent(t, hub, a)
+	startPullAgent(t, hub, b)
+
+	const ttl = 6 * time.Second
+	plannerCfg := impersonateRESTConfig(t, hub.cluster, "system:serviceaccount:mcs-system:mcs-planner", "system:serviceaccounts", "system:serviceaccounts:mcs-system")
+	var planner *mcs.HubPlanner
+	startPlanner := func() context.CancelFunc {
+		hubKube := kubernetes.NewForConfigOrDie(plannerCfg)
+		recorder, stopRecorder := eventrecorder.New(hubKube)
+		var err error
+		planner, err = mcs.NewHubPlanner(mcs.HubPlannerConfig{
+			Config: mcs.Config{
+				ManagedBy:          "mcs-controller.test",
+				ClusterSetIPRanges: []netip.Prefix{netip.MustParsePrefix("10.250.0.0/24")},
+				EndpointTTL:        ttl,
+				MemberPodCIDRs: map[string][]netip.Prefix{
+					"cluster-a": {netip.MustParsePrefix("10.1.0.0/16")},
+					"cluster-b": {netip.MustParsePrefix("10.2.0.0/16")},
+				},
+			},
+			Hub: hubKube, HubDynamic: dynamic.NewForConfigOrDie(plannerCfg),
+			Recorder: recorder,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := planner.Run(ctx); err != nil && ctx.Err() == nil {
+				t.Error(err)
+			}
+		}()
+		stop := sync.OnceFunc(func() { cancel(); <-done; stopRecorder() })
+		t.Cleanup(stop)
+		return stop
+	}
+	stopPlanner := startPlanner()
+
+	hubDyn := dynamic.NewForConfigOrDie(hub.cluster.RESTConfig())
+	plan := func(ns, name string) (*hubv1alpha1.ServicePlan, error) {
+		u, err := hubDyn.Resource(hubv1alpha1.SchemeGroupVersion.WithResource("serviceplans")).Namespace(pull.PlanNamespace).Get(ctx, pull.PlanName(ns, name), metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		sp := &hubv1alpha1.ServicePlan{}
+		return sp, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, sp)
+	}
+	// planSays is what the plan of ns/name says, in one line: its type,
+	// whether it has a clusterset IP, the serving clusters, the members
+	// that hold it, and each source's addresses.
+	planSays := func(ns, name string) string {
+		sp, err := plan(ns, name)
+		if err != nil {
+			return err.Error()
+		}
+		if sp.Spec.Import == nil {
+			return "no import"
+		}
+		list, err := hub.kube.DiscoveryV1().EndpointSlices(pull.PlanNamespace).List(ctx, metav1.ListOptions{
+			LabelSelector: hubv1alpha1.LabelServiceNamespace + "=" + ns + "," + hubv1alpha1.LabelServiceName + "=" + name})
+		if err != nil {
+			return err.Error()
+		}
+		var sources []string
+		for _, s := range list.Items {
+			var addrs []string
+			for _, ep := range s.Endpoints {
+				addrs = append(addrs, ep.Addresses...)
+			}
+			sources = append(sources, s.Labels[hubv1alpha1.LabelSourceCluster]+"="+strings.Join(addrs, ","))
+		}
+		slices.Sort(sources)
+		return fmt.Sprintf("%s ips=%d clusters=%s in=%s endpoints=%s", sp.Spec.Import.Spec.Type, len(sp.Spec.Import.Spec.IPs),
+			strings.Join(sp.Spec.Import.Clusters, ","), strings.Join(sp.Spec.ImportedIn, ","), strings.Join(sources, ";"))
+	}
+	waitPlan := func(ns, name, want string) *hubv1alpha1.ServicePlan {
+		t.Helper()
+		eventually(t, 30*time.Second, "the plan of "+ns+"/"+name+": "+want, func() (bool, string) {
+			got := planSays(ns, name)
+			return got == want, got
+		})
+		sp, _ := plan(ns, name)
+		return sp
+	}
+	export := func(m *testMember, ns, name string, addrs ...string) {
+		t.Helper()
+		svc := createSelectedService(t, m, ns, name)
+		endpointsOf(t, m, svc, addrs...)
+		if _, err := m.mcs.MulticlusterV1beta1().ServiceExports(ns).Create(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// One exporter: planned for both members, which have the namespace.
+	export(a, "demo", "web", "10.1.0.1")
+	first := waitPlan("demo", "web", "ClusterSetIP ips=1 clusters=cluster-a in=cluster-a,cluster-b endpoints=cluster-a=10.1.0.1")
+	ip := first.Spec.Import.Spec.IPs[0]
+	if !netip.MustParsePrefix("10.250.0.0/24").Contains(netip.MustParseAddr(ip)) {
+		t.Errorf("clusterset IP %s is outside the configured range", ip)
+	}
+
+	// A second exporter serves too; the clusterset IP stays.
+	export(b, "demo", "web", "10.2.0.1", "10.2.0.2")
+	sp := waitPlan("demo", "web", "ClusterSetIP ips=1 clusters=cluster-a,cluster-b in=cluster-a,cluster-b endpoints=cluster-a=10.1.0.1;cluster-b=10.2.0.1,10.2.0.2")
+	if sp.Spec.Import.Spec.IPs[0] != ip {
+		t.Errorf("the clusterset IP moved from %s to %s when cluster-b exported", ip, sp.Spec.Import.Spec.IPs[0])
+	}
+
+	// Where the namespace is: only cluster-a has solo, until cluster-b
+	// makes it too (its MemberCluster says so).
+	export(a, "solo", "api", "10.1.0.7")
+	waitPlan("solo", "api", "ClusterSetIP ips=1 clusters=cluster-a in=cluster-a endpoints=cluster-a=10.1.0.7")
+	createNamespace(t, b, "solo")
+	waitPlan("solo", "api", "ClusterSetIP ips=1 clusters=cluster-a in=cluster-a,cluster-b endpoints=cluster-a=10.1.0.7")
+
+	// cluster-a publishes an endpoint outside the ranges the operator
+	// states for it: withheld from the plan, said on its MemberExport.
+	leak := endpointsOf(t, a, mustService(t, a, "demo", "web"), "192.168.9.9")
+	waitPlan("demo", "web", "ClusterSetIP ips=1 clusters=cluster-a,cluster-b in=cluster-a,cluster-b endpoints=cluster-a=;cluster-a=10.1.0.1;cluster-b=10.2.0.1,10.2.0.2")
+	eventually(t, 30*time.Second, "an event on cluster-a's MemberExport about "+leak.Name, func() (bool, string) {
+		list, err := hub.kube.EventsV1().Events("cluster-a").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, e := range list.Items {
+			if e.Regarding.Kind == "MemberExport" && e.Regarding.Name == pull.MemberExportName("demo", "web") && e.Reason == mcs.ReasonEndpointsOutsidePodRanges && strings.Contains(e.Note, "192.168.9.9") {
+				return true, ""
+			}
+			seen = append(seen, e.Reason+" "+e.Note)
+		}
+		return false, strings.Join(seen, "; ")
+	})
+	if err := a.kube.DiscoveryV1().EndpointSlices("demo").Delete(ctx, leak.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPlan("demo", "web", "ClusterSetIP ips=1 clusters=cluster-a,cluster-b in=cluster-a,cluster-b endpoints=cluster-a=10.1.0.1;cluster-b=10.2.0.1,10.2.0.2")
+
+	// A restarted planner writes nothing that is already right.
+	stopPlanner()
+	stopPlanner = startPlanner()
+	time.Sleep(5 * time.Second)
+	if w := planner.Writes(); w != 0 {
+		t.Errorf("a restarted planner wrote %d times, want none", w)
+	}
+	waitPlan("demo", "web", "ClusterSetIP ips=1 clusters=cluster-a,cluster-b in=cluster-a,cluster-b endpoints=cluster-a=10.1.0.1;cluster-b=10.2.0.1,10.2.0.2")
+
+	// cluster-a's agent stops: after the TTL its endpoints leave the
+	// plan; it still counts for the import, whose IP stays.
+	stopA()
+	start := time.Now()
+	sp = waitPlan("demo", "web", "ClusterSetIP ips=1 clusters=cluster-a,cluster-b in=cluster-a,cluster-b endpoints=cluster-b=10.2.0.1,10.2.0.2")
+	if since := time.Since(start); since < ttl-2*time.Second {
+		t.Errorf("cluster-a's endpoints left the plan %s after its agent stopped, before the TTL (%s)", since, ttl)
+	}
+	if sp.Spec.Import.Spec.IPs[0] != ip {
+		t.Errorf("the clusterset IP moved from %s to %s when cluster-a expired", ip, sp.Spec.Import.Spec.IPs[0])
+	}
+	// solo/api's only source is cluster-a: with no source alive, its
+	// endpoints are kept and marked stale (push mode's fail-static).
+	sp = waitPlan("solo", "api", "ClusterSetIP ips=1 clusters=cluster-a in=cluster-a,cluster-b endpoints=cluster-a=10.1.0.7")
+	if !slices.Equal(sp.Spec.Stale, []string{"cluster-a"}) {
+		t.Errorf("solo/api's only source expired: stale %v, want cluster-a", sp.Spec.Stale)
+	}
+	startPullAgent(t, hub, a)
+	waitPlan("demo", "web", "ClusterSetIP ips=1 clusters=cluster-a,cluster-b in=cluster-a,cluster-b endpoints=cluster-a=10.1.0.1;cluster-b=10.2.0.1,10.2.0.2")
+
+	// The unexports: the plan goes.
+	for _, m := range []*testMember{a, b} {
+		if err := m.mcs.MulticlusterV1beta1().ServiceExports("demo").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 30*time.Second, "demo/web's plan to go", func() (bool, string) {
+		_, err := plan("demo", "web")
+		got := planSays("demo", "web")
+		return apierrors.IsNotFound(err), got
+	})
+	list, err := hub.kube.DiscoveryV1().EndpointSlices(pull.PlanNamespace).List(ctx, metav1.ListOptions{LabelSelector: hubv1alpha1.LabelServiceName + "=web"})
+	if err != nil || len(list.Items) != 0 {
+		t.Errorf("demo/web's plan slices after the unexports: %d %v", len(list.Items), err)
+	}
+}
+
+// startPullAgent runs m's member agent, publishing into hub with m's hub
+// identity, its Lease renewed every second; the returned func stops it.
+func startPullAgent(t *testing.T, hub, m *testMember) func() {
+	t.Helper()
+	hubCfg := impersonateRESTConfig(t, hub.cluster, fmt.Sprintf("system:serviceaccount:%s:%s", m.id, pull.AgentServiceAccount), "system:serviceaccounts", "system:serviceaccounts:"+m.id)
+	agent, err := pull.NewAgent(pull.AgentConfig{
+		ClusterID: m.id,
+		Member:    m.kube, MemberDynamic: dynamic.NewForConfigOrDie(m.cluster.RESTConfig()),
+		Hub: kubernetes.NewForConfigOrDie(hubCfg), HubDynamic: dynamic.NewForConfigOrDie(hubCfg),
+		SourceManagers: []string{"endpointslice-controller.k8s.io"},
+		LeaseRenewal:   time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := agent.Run(ctx, 2); err != nil && ctx.Err() == nil {
+			t.Error(err)
+		}
+	}()
+	stop := sync.OnceFunc(func() { cancel(); <-done })
+	t.Cleanup(stop)
+	return stop
+}
+
+// endpointsOf creates a slice of svc as the EndpointSlice controller
+// writes it (its manager, owned by svc), one ready Pod endpoint per
+// address.
+func endpointsOf(t *testing.T, m *testMember, svc *v1.Service, addrs ...string) *discoveryv1.EndpointSlice {
+	t.Helper()
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName:    svc.Name + "-",
+			Labels:          map[string]string{discoveryv1.LabelServiceName: svc.Name, discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(svc, v1.SchemeGroupVersion.WithKind("Service"))},
+		},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Protocol: ptr.To(v1.ProtocolTCP), Port: ptr.To[int32](8080)}},
+	}
+	for i, addr := range addrs {
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{addr}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}, TargetRef: podOf(svc.Namespace, svc.Name, i)})
+	}
+	out, err := m.kube.DiscoveryV1().EndpointSlices(svc.Namespace).Create(context.Background(), s, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func mustService(t *testing.T, m *testMember, ns, name string) *v1.Service {
+	t.Helper()
+	svc, err := m.kube.CoreV1().Services(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
