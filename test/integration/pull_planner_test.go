@@ -14,9 +14,12 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/component-base/metrics"
+	"k8s.io/klog/v2"
 	hubv1alpha1 "k8s.io/multiclusterservices/apis/hub/v1alpha1"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
@@ -24,6 +27,7 @@ import (
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/eventrecorder"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/mcs"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/pull"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/topology"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
 )
 
@@ -54,41 +58,7 @@ func TestPullPlannerPlans(t *testing.T) {
 	startPullAgent(t, hub, b)
 
 	const ttl = 6 * time.Second
-	plannerCfg := impersonateRESTConfig(t, hub.cluster, "system:serviceaccount:mcs-system:mcs-planner", "system:serviceaccounts", "system:serviceaccounts:mcs-system")
-	var planner *mcs.HubPlanner
-	startPlanner := func() context.CancelFunc {
-		hubKube := kubernetes.NewForConfigOrDie(plannerCfg)
-		recorder, stopRecorder := eventrecorder.New(hubKube)
-		var err error
-		planner, err = mcs.NewHubPlanner(mcs.HubPlannerConfig{
-			Config: mcs.Config{
-				ManagedBy:          "mcs-controller.test",
-				ClusterSetIPRanges: []netip.Prefix{netip.MustParsePrefix("10.250.0.0/24")},
-				EndpointTTL:        ttl,
-				MemberPodCIDRs: map[string][]netip.Prefix{
-					"cluster-a": {netip.MustParsePrefix("10.1.0.0/16")},
-					"cluster-b": {netip.MustParsePrefix("10.2.0.0/16")},
-				},
-			},
-			Hub: hubKube, HubDynamic: dynamic.NewForConfigOrDie(plannerCfg),
-			Recorder: recorder,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			if err := planner.Run(ctx); err != nil && ctx.Err() == nil {
-				t.Error(err)
-			}
-		}()
-		stop := sync.OnceFunc(func() { cancel(); <-done; stopRecorder() })
-		t.Cleanup(stop)
-		return stop
-	}
-	stopPlanner := startPlanner()
+	planner, stopPlanner := startPullPlanner(t, hub, ttl)
 
 	hubDyn := dynamic.NewForConfigOrDie(hub.cluster.RESTConfig())
 	plan := func(ns, name string) (*hubv1alpha1.ServicePlan, error) {
@@ -192,7 +162,7 @@ func TestPullPlannerPlans(t *testing.T) {
 
 	// A restarted planner writes nothing that is already right.
 	stopPlanner()
-	stopPlanner = startPlanner()
+	planner, stopPlanner = startPullPlanner(t, hub, ttl)
 	time.Sleep(5 * time.Second)
 	if w := planner.Writes(); w != 0 {
 		t.Errorf("a restarted planner wrote %d times, want none", w)
@@ -235,6 +205,48 @@ func TestPullPlannerPlans(t *testing.T) {
 		t.Errorf("demo/web's plan slices after the unexports: %d %v", len(list.Items), err)
 	}
 }
+
+// startPullPlanner runs pull mode's planner in hub with deploy/hub-pull's
+// identity for it, members expiring after ttl, cluster-a's endpoints
+// within 10.1.0.0/16 and cluster-b's within 10.2.0.0/16 (the operator's
+// word); the returned func stops it.
+func startPullPlanner(t *testing.T, hub *testMember, ttl time.Duration) (*mcs.HubPlanner, func()) {
+	t.Helper()
+	plannerCfg := impersonateRESTConfig(t, hub.cluster, "system:serviceaccount:mcs-system:mcs-planner", "system:serviceaccounts", "system:serviceaccounts:mcs-system")
+	hubKube := kubernetes.NewForConfigOrDie(plannerCfg)
+	recorder, stopRecorder := eventrecorder.New(hubKube)
+	planner, err := mcs.NewHubPlanner(mcs.HubPlannerConfig{
+		Config: mcs.Config{
+			ManagedBy:          pullManagedBy,
+			ClusterSetIPRanges: []netip.Prefix{netip.MustParsePrefix("10.250.0.0/24")},
+			EndpointTTL:        ttl,
+			MemberPodCIDRs: map[string][]netip.Prefix{
+				"cluster-a": {netip.MustParsePrefix("10.1.0.0/16")},
+				"cluster-b": {netip.MustParsePrefix("10.2.0.0/16")},
+			},
+		},
+		Hub: hubKube, HubDynamic: dynamic.NewForConfigOrDie(plannerCfg),
+		Recorder: recorder,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := planner.Run(ctx); err != nil && ctx.Err() == nil {
+			t.Error(err)
+		}
+	}()
+	stop := sync.OnceFunc(func() { cancel(); <-done; stopRecorder() })
+	t.Cleanup(stop)
+	return planner, stop
+}
+
+// pullManagedBy is the manager the planner labels imports with, and the
+// agents' writing halves write as.
+const pullManagedBy = "mcs-controller.test"
 
 // startPullAgent runs m's member agent, publishing into hub with m's hub
 // identity, its Lease renewed every second; the returned func stops it.
@@ -295,4 +307,185 @@ func mustService(t *testing.T, m *testMember, ns, name string) *v1.Service {
 		t.Fatal(err)
 	}
 	return svc
+}
+
+// startPullAgentWriting runs both halves of m's member agent: the
+// publishing half (startPullAgent) and the writing half, a controller
+// whose one member is m, reached as the member's controller identity
+// (deploy/member's RBAC), that writes what the hub's plan gives m, read
+// with m's hub identity.
+func startPullAgentWriting(t *testing.T, hub, m *testMember) func() {
+	t.Helper()
+	stopPublishing := startPullAgent(t, hub, m)
+	hubCfg := impersonateRESTConfig(t, hub.cluster, fmt.Sprintf("system:serviceaccount:%s:%s", m.id, pull.AgentServiceAccount), "system:serviceaccounts", "system:serviceaccounts:"+m.id)
+	memberCfg := impersonateRESTConfig(t, m.cluster, "system:serviceaccount:mcs-system:mcs-controller", "system:serviceaccounts", "system:serviceaccounts:mcs-system")
+	ctrl, err := mcs.New(mcs.Config{
+		Members:        []topology.Member{{ClusterID: m.id, Config: memberCfg}},
+		ManagedBy:      pullManagedBy,
+		EndpointTTL:    time.Minute,
+		LeaseNamespace: "kube-system",
+		Identity:       "agent-" + m.id,
+		Workers:        2,
+		HubPlan:        &mcs.HubPlanSource{Hub: kubernetes.NewForConfigOrDie(hubCfg), HubDynamic: dynamic.NewForConfigOrDie(hubCfg)},
+	}, mcs.NewMetrics(metrics.NewKubeRegistry()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().WithValues("agent", m.id)))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := ctrl.Run(ctx); err != nil && ctx.Err() == nil {
+			t.Error(err)
+		}
+	}()
+	stop := sync.OnceFunc(func() { stopPublishing(); cancel(); <-done })
+	t.Cleanup(stop)
+	return stop
+}
+
+// TestPullModeWritesEachMember runs pull mode whole between real
+// apiservers: each member's agent publishes its exports and writes, with
+// its own cluster's credentials only, what the hub's planner planned for
+// it: the import with the clusterset IP the planner allocated and every
+// source's endpoints, in every member with the namespace. A hub that
+// is gone for longer than the endpoint TTL changes nothing in the
+// members; the unexports take it all away.
+func TestPullModeWritesEachMember(t *testing.T) {
+	ctx := context.Background()
+	etcd := framework.StartTestEtcd(t)
+	hub := startPullHub(t, etcd, "cluster-a", "cluster-b")
+	a := prepareMember(t, framework.StartTestCluster(t, etcd, framework.ClusterOptions{Name: "cluster-a"}), "cluster-a")
+	b := prepareMember(t, framework.StartTestCluster(t, etcd, framework.ClusterOptions{Name: "cluster-b"}), "cluster-b")
+	for _, m := range []*testMember{a, b} {
+		createNamespace(t, m, "demo")
+		startPullAgentWriting(t, hub, m)
+	}
+	const ttl = 6 * time.Second
+	startPullPlanner(t, hub, ttl)
+
+	// holds is what m holds of demo/web: the import's type, IPs and
+	// clusters, and each source's addresses, in one line.
+	holds := func(m *testMember) string {
+		si, err := m.mcs.MulticlusterV1beta1().ServiceImports("demo").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		var clusters []string
+		for _, c := range si.Status.Clusters {
+			clusters = append(clusters, c.Cluster)
+		}
+		list, err := m.kube.DiscoveryV1().EndpointSlices("demo").List(ctx, metav1.ListOptions{LabelSelector: mcsv1beta1.LabelServiceName + "=web"})
+		if err != nil {
+			return err.Error()
+		}
+		var sources []string
+		for _, s := range list.Items {
+			var addrs []string
+			for _, ep := range s.Endpoints {
+				addrs = append(addrs, ep.Addresses...)
+			}
+			sources = append(sources, s.Labels[mcsv1beta1.LabelSourceCluster]+"="+strings.Join(addrs, ","))
+		}
+		slices.Sort(sources)
+		return fmt.Sprintf("%s %s clusters=%s endpoints=%s", si.Spec.Type, strings.Join(si.Spec.IPs, ","), strings.Join(clusters, ","), strings.Join(sources, ";"))
+	}
+	waitHolds := func(want string, members ...*testMember) {
+		t.Helper()
+		for _, m := range members {
+			eventually(t, 30*time.Second, m.id+" to hold demo/web: "+want, func() (bool, string) {
+				got := holds(m)
+				return got == want, got
+			})
+		}
+	}
+	hubDyn := dynamic.NewForConfigOrDie(hub.cluster.RESTConfig())
+	planIP := func() string {
+		t.Helper()
+		var ip string
+		eventually(t, 30*time.Second, "the plan of demo/web to have a clusterset IP", func() (bool, string) {
+			u, err := hubDyn.Resource(hubv1alpha1.SchemeGroupVersion.WithResource("serviceplans")).Namespace(pull.PlanNamespace).Get(ctx, pull.PlanName("demo", "web"), metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			ips, _, _ := unstructured.NestedStringSlice(u.Object, "spec", "import", "spec", "ips")
+			if len(ips) == 1 {
+				ip = ips[0]
+			}
+			return ip != "", fmt.Sprint(ips)
+		})
+		return ip
+	}
+
+	svcA := createSelectedService(t, a, "demo", "web")
+	endpointsOf(t, a, svcA, "10.1.0.1")
+	if _, err := a.mcs.MulticlusterV1beta1().ServiceExports("demo").Create(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Name: "web"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ip := planIP()
+	waitHolds("ClusterSetIP "+ip+" clusters=cluster-a endpoints=cluster-a=10.1.0.1", a, b)
+
+	svcB := createSelectedService(t, b, "demo", "web")
+	endpointsOf(t, b, svcB, "10.2.0.1")
+	if _, err := b.mcs.MulticlusterV1beta1().ServiceExports("demo").Create(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Name: "web"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	both := "ClusterSetIP " + ip + " clusters=cluster-a,cluster-b endpoints=cluster-a=10.1.0.1;cluster-b=10.2.0.1"
+	waitHolds(both, a, b)
+
+	// The hub goes away for longer than the TTL: the members keep what
+	// they hold, untouched.
+	before := map[string]string{}
+	for _, m := range []*testMember{a, b} {
+		before[m.id] = resourceVersionsOf(t, m)
+	}
+	hub.cluster.Crash()
+	time.Sleep(2 * ttl)
+	for _, m := range []*testMember{a, b} {
+		if got := holds(m); got != both {
+			t.Errorf("%s with the hub down for %s: %s, want %s", m.id, 2*ttl, got, both)
+		}
+		if got := resourceVersionsOf(t, m); got != before[m.id] {
+			t.Errorf("%s's import and slices were written while the hub was down: %s, were %s", m.id, got, before[m.id])
+		}
+	}
+	if err := hub.cluster.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * ttl)
+	waitHolds(both, a, b)
+
+	// The unexports: every member's import and slices go.
+	for _, m := range []*testMember{a, b} {
+		if err := m.mcs.MulticlusterV1beta1().ServiceExports("demo").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range []*testMember{a, b} {
+		eventually(t, 30*time.Second, m.id+"'s import of demo/web to go", func() (bool, string) {
+			got := holds(m)
+			return strings.Contains(got, "not found"), got
+		})
+	}
+}
+
+// resourceVersionsOf are the resourceVersions of m's import of demo/web
+// and of the slices imported with it.
+func resourceVersionsOf(t *testing.T, m *testMember) string {
+	t.Helper()
+	ctx := context.Background()
+	si, err := m.mcs.MulticlusterV1beta1().ServiceImports("demo").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := m.kube.DiscoveryV1().EndpointSlices("demo").List(ctx, metav1.ListOptions{LabelSelector: mcsv1beta1.LabelServiceName + "=web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := []string{"import=" + si.ResourceVersion}
+	for _, s := range list.Items {
+		out = append(out, s.Name+"="+s.ResourceVersion)
+	}
+	slices.Sort(out[1:])
+	return strings.Join(out, " ")
 }

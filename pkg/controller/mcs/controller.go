@@ -108,6 +108,10 @@ type Config struct {
 	// ClusterProfile's and its own, inventory.MergeProperties), read when
 	// its ClusterProperties change; nil uses its own only.
 	ClusterProperties func(ctx context.Context, clusterID string) (map[string]string, error)
+	// HubPlan, in pull mode, makes the controller a member agent's writing
+	// half: its one member is the agent's cluster, and it writes what the
+	// hub's planner planned (hub_plan_model.go) instead of merging exports.
+	HubPlan *HubPlanSource
 }
 
 // Controller is the mcs-controller.
@@ -170,7 +174,18 @@ func New(cfg Config, metrics *Metrics) (*Controller, error) {
 		}
 		members = append(members, m)
 	}
-	return newController(cfg, metrics, members), nil
+	c := newController(cfg, metrics, members)
+	if cfg.HubPlan != nil {
+		if cfg.Catalog != nil || len(cfg.Members) != 1 {
+			return nil, errors.New("a controller that writes the hub's plan has one member, its own cluster, and no catalog")
+		}
+		s, err := newHubPlanModel(c, *cfg.HubPlan)
+		if err != nil {
+			return nil, err
+		}
+		c.source = s
+	}
+	return c, nil
 }
 
 // newController builds a controller over members already built.

@@ -1,0 +1,143 @@
+package mcs
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	hubv1alpha1 "k8s.io/multiclusterservices/apis/hub/v1alpha1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/pull"
+)
+
+// HubPlanSource makes a controller the writing half of a member's agent
+// in pull mode: its one member is the agent's own cluster, and the
+// desired state of each name is what the hub's planner wrote (a
+// ServicePlan and its slices, read with the agent's plan-reader
+// identity), not a merge of exports. Everything downstream (the member's
+// writer, its import, slices, Services and status) is push mode's.
+type HubPlanSource struct {
+	// Hub and HubDynamic read the plan namespace of the hub.
+	Hub        kubernetes.Interface
+	HubDynamic dynamic.Interface
+	// Resync is how often the plan's informers resync (0: never).
+	Resync time.Duration
+}
+
+// hubPlanModel is the desiredSource of a member agent: the hub's plan. A
+// hub that cannot be reached changes nothing: the informers keep the
+// last plan they saw, and the member keeps what it holds.
+type hubPlanModel struct {
+	c          *Controller
+	factories  []interface{ Start(<-chan struct{}) }
+	plans      cache.SharedIndexInformer
+	planSlices cache.SharedIndexInformer
+}
+
+func newHubPlanModel(c *Controller, src HubPlanSource) (*hubPlanModel, error) {
+	s := &hubPlanModel{c: c}
+	typed := informers.NewSharedInformerFactoryWithOptions(src.Hub, src.Resync, informers.WithNamespace(pull.PlanNamespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.LabelSelector = labels.SelectorFromSet(labels.Set{discoveryv1.LabelManagedBy: pull.PlannerManager}).String()
+		}))
+	dyn := dynamicinformer.NewFilteredDynamicSharedInformerFactory(src.HubDynamic, src.Resync, pull.PlanNamespace, nil)
+	s.factories = []interface{ Start(<-chan struct{}) }{typed, dyn}
+	s.planSlices = typed.Discovery().V1().EndpointSlices().Informer()
+	s.plans = dyn.ForResource(hubServicePlans).Informer()
+	if err := s.plans.SetTransform(typedFrom(func() runtime.Object { return &hubv1alpha1.ServicePlan{} })); err != nil {
+		return nil, err
+	}
+	if err := s.planSlices.AddIndexers(cache.Indexers{byPlannedService: func(obj any) ([]string, error) {
+		o, ok := obj.(metav1.Object)
+		if !ok {
+			return nil, nil
+		}
+		ns, name := o.GetLabels()[hubv1alpha1.LabelServiceNamespace], o.GetLabels()[hubv1alpha1.LabelServiceName]
+		if ns == "" || name == "" {
+			return nil, nil
+		}
+		return []string{ns + "/" + name}, nil
+	}}); err != nil {
+		return nil, err
+	}
+	enqueue := func(obj any) {
+		switch o := objectOf[metav1.Object](obj).(type) {
+		case *hubv1alpha1.ServicePlan:
+			c.queue.Add(o.Spec.Service.Namespace + "/" + o.Spec.Service.Name)
+		case *discoveryv1.EndpointSlice:
+			ns, name := o.Labels[hubv1alpha1.LabelServiceNamespace], o.Labels[hubv1alpha1.LabelServiceName]
+			if ns != "" && name != "" {
+				c.queue.Add(ns + "/" + name)
+			}
+		}
+	}
+	for _, inf := range []cache.SharedIndexInformer{s.plans, s.planSlices} {
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }, DeleteFunc: enqueue,
+		}); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// start waits for the plan: until it is read, nothing is written (an
+// empty cache would read as "nothing planned" and remove every import).
+func (s *hubPlanModel) start(ctx context.Context, _ func(func(context.Context))) error {
+	for _, f := range s.factories {
+		f.Start(ctx.Done())
+	}
+	if !cache.WaitForNamedCacheSync("hub-plan", ctx.Done(), s.plans.HasSynced, s.planSlices.HasSynced) {
+		return errors.New("the hub's plan was not read: stopping")
+	}
+	for _, obj := range s.plans.GetStore().List() {
+		if sp, ok := obj.(*hubv1alpha1.ServicePlan); ok {
+			s.c.queue.Add(sp.Spec.Service.Namespace + "/" + sp.Spec.Service.Name)
+		}
+	}
+	return nil
+}
+
+// plan reads key's plan from the hub into the desired state, and has the
+// member write it. A plan that cannot be read back changes nothing.
+func (s *hubPlanModel) plan(ctx context.Context, key string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil
+	}
+	_, membership := s.c.members.at()
+	d := &desiredState{}
+	if obj, ok, _ := s.plans.GetStore().GetByKey(pull.PlanNamespace + "/" + pull.PlanName(ns, name)); ok {
+		sp, isPlan := obj.(*hubv1alpha1.ServicePlan)
+		if !isPlan || sp.Spec.Service.Namespace != ns || sp.Spec.Service.Name != name {
+			return nil
+		}
+		planned := indexed[*discoveryv1.EndpointSlice](s.planSlices.GetIndexer(), byPlannedService, key)
+		if d, err = desiredOfHubPlan(sp, planned, s.c.cfg.ManagedBy); err != nil {
+			s.c.logger.Error(err, "The hub's plan cannot be read; what this cluster holds of it stays as it is", "key", key)
+			return nil
+		}
+	}
+	d.Membership = membership
+	s.c.mu.Lock()
+	s.c.desired[key] = d
+	s.c.mu.Unlock()
+	s.c.enqueueMembers(key)
+	return nil
+}
+
+// The plan decides: no change in the member plans anything again.
+func (*hubPlanModel) readsService(*member, string) bool         { return false }
+func (*hubPlanModel) readsSlicesOf(*member, string) bool        { return false }
+func (*hubPlanModel) importChanged(*mcsv1beta1.ServiceImport)   {}
+func (*hubPlanModel) ipKey(si *mcsv1beta1.ServiceImport) string { return si.Namespace + "/" + si.Name }
