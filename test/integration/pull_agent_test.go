@@ -59,10 +59,12 @@ func TestPullAgentPublishes(t *testing.T) {
 	agentUser := fmt.Sprintf("system:serviceaccount:cluster-a:%s", pull.AgentServiceAccount)
 	hubCfg := impersonateRESTConfig(t, hub.cluster, agentUser, "system:serviceaccounts", "system:serviceaccounts:cluster-a")
 	hubDyn := dynamic.NewForConfigOrDie(hub.cluster.RESTConfig())
-	// In the member, the agent's own identity with deploy/member-agent's
-	// RBAC, nothing more.
+	// In the member, the agent's own identity, the member's mcs-controller
+	// (deploy/member's RBAC, as prepareMember applies it) and
+	// deploy/member-agent's Lease, nothing more.
+	createNamespace(t, a, "mcs-system")
 	applyRBAC(t, a.kube, repoPath(t, "deploy", "member-agent", "member-agent-rbac.yaml"))
-	memberCfg := impersonateRESTConfig(t, a.cluster, "system:serviceaccount:mcs-system:mcs-member-agent", "system:serviceaccounts", "system:serviceaccounts:mcs-system")
+	memberCfg := impersonateRESTConfig(t, a.cluster, "system:serviceaccount:mcs-system:mcs-controller", "system:serviceaccounts", "system:serviceaccounts:mcs-system")
 	memberKube := kubernetes.NewForConfigOrDie(memberCfg)
 	start := func() (*pull.Agent, context.CancelFunc) {
 		recorder, stopRecorder := eventrecorder.New(memberKube)
@@ -261,7 +263,8 @@ func waitEventFor(t *testing.T, m *testMember, s *discoveryv1.EndpointSlice, rea
 // TestPullAgentCommand runs `mcs-controller member-agent` as a member runs
 // it: with a hub identity that is another member's agent (a renamed
 // cluster, or another's token) it does not start and says which is which;
-// with its own, it publishes.
+// with its own, it publishes; with `mcs-controller planner` running in the
+// hub, it writes the plan into its cluster.
 func TestPullAgentCommand(t *testing.T) {
 	ctx := context.Background()
 	etcd := framework.StartTestEtcd(t)
@@ -304,5 +307,26 @@ func TestPullAgentCommand(t *testing.T) {
 			return false, err.Error()
 		}
 		return len(list.Items) == 1 && list.Items[0].Name == "demo.web-abcde", fmt.Sprint(len(list.Items))
+	})
+
+	// `mcs-controller planner` in the hub, with its identity there: the
+	// agent command writes the plan into cluster-a.
+	po := app.NewOptions()
+	po.Kubeconfig = impersonateConfig(t, hub.cluster, "system:serviceaccount:mcs-system:mcs-planner", "system:serviceaccounts", "system:serviceaccounts:mcs-system")
+	po.LeaderElect, po.ClusterSetIPCIDRs = false, []string{"10.250.0.0/24"}
+	plannerDone := make(chan error, 1)
+	go func() { plannerDone <- app.RunPlanner(runCtx, po) }()
+	defer func() {
+		cancel()
+		if err := <-plannerDone; err != nil {
+			t.Errorf("the planner: %v", err)
+		}
+	}()
+	eventually(t, 30*time.Second, "cluster-a to hold the import the planner planned", func() (bool, string) {
+		si, err := a.mcs.MulticlusterV1beta1().ServiceImports("demo").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(si.Spec.IPs) == 1 && strings.HasPrefix(si.Spec.IPs[0], "10.250.0."), fmt.Sprint(si.Spec.IPs)
 	})
 }

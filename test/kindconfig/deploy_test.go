@@ -153,7 +153,7 @@ func TestDeployPackages(t *testing.T) {
 
 	// Pull mode's member agent, in a member.
 	agentObjs := build(t, fsys, filepath.Join(root, "deploy", "member-agent"))
-	for _, want := range []string{"Deployment/mcs-system/mcs-member-agent", "ClusterRole/multicluster:mcs-member-agent", "Role/mcs-system/multicluster:mcs-member-agent-leader-election"} {
+	for _, want := range []string{"Deployment/mcs-system/mcs-member-agent", "ServiceAccount/mcs-system/mcs-controller", "ClusterRole/multicluster:mcs-controller", "Role/mcs-system/multicluster:mcs-member-agent-leader-election"} {
 		if !slices.Contains(names(agentObjs), want) {
 			t.Errorf("deploy/member-agent has no %s: %v", want, names(agentObjs))
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/sync/errgroup"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -17,9 +18,11 @@ import (
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/featuregate"
 	logsapi "k8s.io/component-base/logs/api/v1"
+	"k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/eventrecorder"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/mcs"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/pull"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/topology"
 )
@@ -38,7 +41,15 @@ type AgentOptions struct {
 	// SourceManagers are the managed-by values whose slices are
 	// published (the controller's --source-endpointslice-managers).
 	SourceManagers []string
-	Workers        int
+	// ManagedBy is the manager the agent writes the plan into its cluster
+	// as: the planner's --managed-by.
+	ManagedBy string
+	// SourceLeaseNamespace holds the Leases of source clusters the
+	// writing half keeps in this cluster, as the controller's
+	// --lease-namespace in push mode.
+	SourceLeaseNamespace string
+	EndpointTTL          time.Duration
+	Workers              int
 	ClusterIDWait  time.Duration
 	APIQPS         float32
 	APIBurst       int
@@ -56,7 +67,8 @@ type AgentOptions struct {
 func NewAgentOptions() *AgentOptions {
 	c := NewOptions()
 	return &AgentOptions{
-		SourceManagers: c.SourceManagers, Workers: 4, ClusterIDWait: 2 * time.Minute,
+		SourceManagers: c.SourceManagers, ManagedBy: c.ManagedBy, SourceLeaseNamespace: c.LeaseNamespace, EndpointTTL: c.EndpointTTL,
+		Workers: 4, ClusterIDWait: 2 * time.Minute,
 		APIQPS: c.APIQPS, APIBurst: c.APIBurst,
 		LeaderElect: true, LeaseNamespace: "mcs-system",
 		LeaderElectLeaseDuration: c.LeaderElectLeaseDuration, LeaderElectRenewDeadline: c.LeaderElectRenewDeadline,
@@ -69,7 +81,10 @@ func (o *AgentOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig of the agent's own cluster (default: the in-cluster configuration).")
 	fs.StringVar(&o.HubKubeconfig, "hub-kubeconfig", o.HubKubeconfig, "Kubeconfig of the hub, as this member's agent: the ServiceAccount mcs-member-agent of the hub namespace named after this cluster's ID (kubectl mcs hub member CLUSTER_ID). Required.")
 	fs.StringSliceVar(&o.SourceManagers, "source-endpointslice-managers", o.SourceManagers, "endpointslice.kubernetes.io/managed-by values of the exported Services' EndpointSlices that are published; slices anyone else wrote stay in this cluster.")
-	fs.IntVar(&o.Workers, "workers", o.Workers, "Exported names published at once.")
+	fs.StringVar(&o.ManagedBy, "managed-by", o.ManagedBy, "endpointslice.kubernetes.io/managed-by value of the EndpointSlices the agent writes into this cluster: the planner's --managed-by.")
+	fs.StringVar(&o.SourceLeaseNamespace, "source-lease-namespace", o.SourceLeaseNamespace, "Namespace of this cluster where the agent keeps the source clusters' Leases, as the mcs-controller's --lease-namespace in push mode.")
+	fs.DurationVar(&o.EndpointTTL, "endpoint-ttl", o.EndpointTTL, "How long this cluster keeps a source's endpoints while the hub cannot be reached; the planner's own --endpoint-ttl decides when a member that stopped renewing its Lease has expired.")
+	fs.IntVar(&o.Workers, "workers", o.Workers, "Exported names published, and planned names written, at once.")
 	fs.DurationVar(&o.ClusterIDWait, "cluster-id-wait", o.ClusterIDWait, "How long to wait for this cluster's ClusterProperty cluster.clusterset.k8s.io.")
 	fs.Float32Var(&o.APIQPS, "kube-api-qps", o.APIQPS, "Client QPS, to this cluster and to the hub each.")
 	fs.IntVar(&o.APIBurst, "kube-api-burst", o.APIBurst, "Client burst, to this cluster and to the hub each.")
@@ -91,12 +106,16 @@ func NewMemberAgentCommand() *cobra.Command {
 	utilruntime.Must(logsapi.AddFeatureGates(gates))
 	cmd := &cobra.Command{
 		Use:   "member-agent",
-		Short: "Publish this member's exports into its namespace of the hub (pull mode)",
-		Long: `The member agent of pull mode: with this cluster's own credentials it reads
+		Short: "Publish this member's exports into its namespace of the hub, and write what the hub planned into this cluster (pull mode)",
+		Long: `The member agent of pull mode. With this cluster's own credentials it reads
 the ServiceExports, exported Services and their EndpointSlices, and with its
 hub identity alone publishes, in the hub namespace named after this
-cluster's ID, one MemberExport per export and the trusted endpoints
-(export.CheckSource, made here); slices refused are said on the export.`,
+cluster's ID, its namespaces (a MemberCluster), one MemberExport per export
+and the trusted endpoints (export.CheckSource, made here), and renews the
+member's Lease there; slices refused are said on the export. It reads the
+plan the hub's planner wrote and writes this cluster's part of it (imports,
+their EndpointSlices, native-name Services) with this cluster's credentials,
+as the mcs-controller writes a member in push mode.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runComponent(cmd, logging, gates, "mcs-member-agent", func(ctx context.Context) error { return RunAgent(ctx, o) })
@@ -164,13 +183,30 @@ func RunAgent(ctx context.Context, o *AgentOptions) error {
 	if err != nil {
 		return err
 	}
-	logger.Info("Member agent", "cluster", clusterID, "hub", hub.Host, "as", review.Status.UserInfo.Username)
-	run := func(ctx context.Context) error { return agent.Run(ctx, o.Workers) }
-	if !o.LeaderElect {
-		return run(ctx)
-	}
 	if o.Identity == "" {
 		o.Identity = defaultIdentity()
+	}
+	writer, err := mcs.New(mcs.Config{
+		Members:        []topology.Member{{ClusterID: clusterID, Config: member}},
+		ManagedBy:      o.ManagedBy,
+		EndpointTTL:    o.EndpointTTL,
+		LeaseNamespace: o.SourceLeaseNamespace,
+		Identity:       o.Identity,
+		Workers:        o.Workers,
+		HubPlan:        &mcs.HubPlanSource{Hub: hubKube, HubDynamic: dynamic.NewForConfigOrDie(hub)},
+	}, mcs.NewMetrics(metrics.NewKubeRegistry()))
+	if err != nil {
+		return err
+	}
+	logger.Info("Member agent", "cluster", clusterID, "hub", hub.Host, "as", review.Status.UserInfo.Username)
+	run := func(ctx context.Context) error {
+		g, ctx := errgroup.WithContext(ctx)
+		g.Go(func() error { return agent.Run(ctx, o.Workers) })
+		g.Go(func() error { return writer.Run(ctx) })
+		return g.Wait()
+	}
+	if !o.LeaderElect {
+		return run(ctx)
 	}
 	return runLeaderElected(ctx, leaderElection{
 		name: agentLeaseName, namespace: o.LeaseNamespace, identity: o.Identity,

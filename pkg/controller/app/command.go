@@ -47,7 +47,7 @@ Secrets in the hub that join and leave while it runs.
 	var sections cliflag.NamedFlagSets
 	o.AddFlags(sections.FlagSet("mcs-controller"))
 	addFlagSections(cmd, sections, logging)
-	cmd.AddCommand(NewMemberAgentCommand())
+	cmd.AddCommand(NewMemberAgentCommand(), NewPlannerCommand())
 	return cmd
 }
 
