@@ -50,9 +50,9 @@ type AgentOptions struct {
 	SourceLeaseNamespace string
 	EndpointTTL          time.Duration
 	Workers              int
-	ClusterIDWait  time.Duration
-	APIQPS         float32
-	APIBurst       int
+	ClusterIDWait        time.Duration
+	APIQPS               float32
+	APIBurst             int
 	// Leader election in the agent's own cluster: one replica publishes.
 	LeaderElect              bool
 	LeaseNamespace           string
