@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"maps"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -62,6 +63,58 @@ func upLocalWith(t *testing.T, prefix string, family clusterset.IPFamily, viaAPI
 // are the test's) and the mcs-controller with extra flags controllerArgs.
 func upLocalOpts(t *testing.T, opts clusterset.Options, viaAPI bool, controllerArgs ...string) *local {
 	t.Helper()
+	l := upLocalClusters(t, opts, viaAPI)
+	cs := l.cs
+	var err error
+	// The leader election Lease lives in cluster-b so that cluster-a's
+	// outage (case 9) does not take the controller's leadership with it.
+	l.baseControllerArgs = []string{"--leader-elect-context=" + cs.Clusters[1].Name, "--endpoint-ttl=" + localEndpointTTL.String()}
+	l.controllerArgs = append(slices.Clone(l.baseControllerArgs), controllerArgs...)
+	if l.controller, err = cs.StartController(l.controllerArgs...); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		l.mu.Lock()
+		controller := l.controller
+		l.mu.Unlock()
+		if controller == nil {
+			return
+		}
+		controller.Stop(5 * time.Second)
+		if t.Failed() {
+			t.Logf("last lines of %s:\n%s", controller.LogFile(), process.Tail(controller.LogFile(), 40))
+		}
+	})
+	return l
+}
+
+// upLocalPull brings up a local clusterset as opts say in pull mode: the
+// first cluster doubles as the hub, the planner runs there and every
+// cluster has its member agent (clusterset.StartPullMode); no
+// mcs-controller writes into the members.
+func upLocalPull(t *testing.T, opts clusterset.Options) *local {
+	t.Helper()
+	l := upLocalClusters(t, opts, false)
+	pm, err := l.cs.StartPullMode(t.Context(), []string{"--endpoint-ttl=" + localEndpointTTL.String()}, []string{"--endpoint-ttl=" + localEndpointTTL.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		pm.Stop()
+		if t.Failed() {
+			for _, p := range append([]*process.Process{pm.Planner}, slices.Collect(maps.Values(pm.Agents))...) {
+				t.Logf("last lines of %s:\n%s", p.LogFile(), process.Tail(p.LogFile(), 40))
+			}
+		}
+	})
+	return l
+}
+
+// upLocalClusters brings up a local clusterset as opts say (Dir and
+// Progress are the test's), with nothing that writes into the members
+// yet.
+func upLocalClusters(t *testing.T, opts clusterset.Options, viaAPI bool) *local {
+	t.Helper()
 	prefix := opts.Prefix
 	requireBuilt(t, "etcd", "kube-apiserver", "kube-controller-manager", "kube-proxy", "kube-proxy-upstream", "coredns", "mcs-controller", "echoserver")
 	netns.Require(t, "nft", "ip")
@@ -98,25 +151,6 @@ func upLocalOpts(t *testing.T, opts clusterset.Options, viaAPI bool, controllerA
 		}
 		l.ms = append(l.ms, m)
 	}
-	// The leader election Lease lives in cluster-b so that cluster-a's
-	// outage (case 9) does not take the controller's leadership with it.
-	l.baseControllerArgs = []string{"--leader-elect-context=" + cs.Clusters[1].Name, "--endpoint-ttl=" + localEndpointTTL.String()}
-	l.controllerArgs = append(slices.Clone(l.baseControllerArgs), controllerArgs...)
-	if l.controller, err = cs.StartController(l.controllerArgs...); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		l.mu.Lock()
-		controller := l.controller
-		l.mu.Unlock()
-		if controller == nil {
-			return
-		}
-		controller.Stop(5 * time.Second)
-		if t.Failed() {
-			t.Logf("last lines of %s:\n%s", controller.LogFile(), process.Tail(controller.LogFile(), 40))
-		}
-	})
 	return l
 }
 

@@ -93,6 +93,11 @@ func TestPullHubConfinesEachMember(t *testing.T) {
 			_, err := memberExports(dynA, "cluster-b").Create(ctx, publishedExport(t, "demo", "evil"), metav1.CreateOptions{})
 			return err
 		},
+		"sets the conditions of its own export (the planner's)": func() error {
+			_, err := memberExports(dynA, "cluster-a").Patch(ctx, "demo.web", types.MergePatchType,
+				[]byte(`{"status":{"conditions":[{"type":"Valid","status":"True","reason":"Forged","message":"","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`), metav1.PatchOptions{}, "status")
+			return err
+		},
 		"rewrites cluster-b's export": func() error {
 			_, err := memberExports(dynA, "cluster-b").Patch(ctx, "demo.web", types.MergePatchType, []byte(`{"spec":{"exportedLabels":{"x":"y"}}}`), metav1.PatchOptions{})
 			return err

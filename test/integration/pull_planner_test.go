@@ -13,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -424,6 +425,17 @@ func TestPullModeWritesEachMember(t *testing.T) {
 	}
 	ip := planIP()
 	waitHolds("ClusterSetIP "+ip+" clusters=cluster-a endpoints=cluster-a=10.1.0.1", a, b)
+	// The conditions the planner gave cluster-a's export, on its
+	// ServiceExport.
+	eventually(t, 30*time.Second, "cluster-a's export to be Valid and Ready", func() (bool, string) {
+		se, err := a.mcs.MulticlusterV1beta1().ServiceExports("demo").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		valid := meta.FindStatusCondition(se.Status.Conditions, string(mcsv1beta1.ServiceExportConditionValid))
+		ready := meta.FindStatusCondition(se.Status.Conditions, string(mcsv1beta1.ServiceExportConditionReady))
+		return valid != nil && valid.Status == metav1.ConditionTrue && ready != nil && ready.Status == metav1.ConditionTrue, fmt.Sprintf("%+v", se.Status.Conditions)
+	})
 
 	svcB := createSelectedService(t, b, "demo", "web")
 	endpointsOf(t, b, svcB, "10.2.0.1")

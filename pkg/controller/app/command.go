@@ -34,8 +34,8 @@ ServiceExports of every member cluster and writes ServiceImports and
 per-source-cluster EndpointSlices into every member. Members are kubeconfig
 contexts (--contexts) and, with --member-secrets-namespace, kubeconfig
 Secrets in the hub that join and leave while it runs.
-"mcs-controller member-agent" is pull mode's agent in a member cluster
-(mcs-controller member-agent --help).`,
+"mcs-controller member-agent" is pull mode's agent in a member cluster, and
+"mcs-controller planner" its planner in the hub (--help of each).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if self, err := os.Executable(); err == nil {

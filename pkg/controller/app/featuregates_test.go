@@ -1,6 +1,8 @@
 package app
 
 import (
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
@@ -48,5 +50,33 @@ func TestCommandHasOneFeatureGatesFlag(t *testing.T) {
 		if err := cmd.ParseFlags([]string{"--feature-gates=MultiClusterServiceClusterSelection=true,ContextualLogging=true"}); err != nil {
 			t.Fatalf("the command's --feature-gates refused a controller gate or a logging gate: %v", err)
 		}
+	}
+}
+
+// The planner's command starts as the controller's does: its one
+// --feature-gates takes the controller's gates and logging's, and logging
+// is applied with them (a gate missing there panics at start).
+func TestPlannerCommandFlags(t *testing.T) {
+	cmd := NewPlannerCommand()
+	if err := cmd.ParseFlags([]string{"--feature-gates=MultiClusterServiceClusterSelection=true,ContextualLogging=true", "--clusterset-ip-cidrs=10.250.0.0/24", "--endpoint-ttl=30s"}); err != nil {
+		t.Fatalf("the planner's flags: %v", err)
+	}
+	for _, name := range []string{"contexts", "derived-members", "service-model"} {
+		if cmd.Flags().Lookup(name) != nil {
+			t.Errorf("the planner takes --%s, which plans nothing in pull mode", name)
+		}
+	}
+	for _, name := range plannerFlags {
+		if cmd.Flags().Lookup(name) == nil {
+			t.Errorf("the planner lacks --%s", name)
+		}
+	}
+	// Started (logging applied with its gates), it gets as far as the
+	// hub, which it cannot reach.
+	run := NewPlannerCommand()
+	run.SetArgs([]string{"--kubeconfig=" + filepath.Join(t.TempDir(), "none"), "--leader-elect=false"})
+	run.SilenceUsage, run.SilenceErrors = true, true
+	if err := run.Execute(); err == nil || !strings.Contains(err.Error(), "the hub") {
+		t.Errorf("the planner without a hub: %v, want an error naming the hub", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -38,6 +39,8 @@ func NewPlannerCommand() *cobra.Command {
 	o := NewOptions()
 	o.LeaseNamespace = "mcs-system"
 	logging := logsapi.NewLoggingConfiguration()
+	// One --feature-gates, as the controller's: its gates and logging's.
+	utilruntime.Must(logsapi.AddFeatureGates(o.FeatureGates))
 	cmd := &cobra.Command{
 		Use:   "planner",
 		Short: "Plan the clusterset in the hub from what the member agents publish (pull mode)",

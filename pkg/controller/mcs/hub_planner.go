@@ -15,6 +15,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
@@ -561,6 +562,9 @@ func (p *HubPlanner) sync(ctx context.Context, key string) error {
 		p.ips.Release(key)
 	}
 	p.report(ns, name, pl.Reports)
+	if err := p.writeExportConditions(ctx, ns, name, d.ExportConditions); err != nil {
+		return err
+	}
 	if d.Retain {
 		// A member that may export it is not known: what the members
 		// hold of it stays as it is.
@@ -583,6 +587,39 @@ func (p *HubPlanner) plannedOf(ns, name string) *hubv1alpha1.ServicePlan {
 	}
 	sp, _ := obj.(*hubv1alpha1.ServicePlan)
 	return sp
+}
+
+// writeExportConditions sets, on each member's MemberExport, the
+// conditions the plan gives its export (the status, which only the
+// planner writes); its agent copies them onto the member's ServiceExport.
+func (p *HubPlanner) writeExportConditions(ctx context.Context, ns, name string, conditions map[string][]metav1.Condition) error {
+	var errs []error
+	for _, id := range slices.Sorted(maps.Keys(conditions)) {
+		obj, ok, _ := p.exports.GetStore().GetByKey(id + "/" + pull.MemberExportName(ns, name))
+		me, isExport := obj.(*hubv1alpha1.MemberExport)
+		if !ok || !isExport {
+			continue
+		}
+		conds := slices.Clone(me.Status.Conditions)
+		for _, c := range conditions[id] {
+			c.ObservedGeneration = me.Generation
+			meta.SetStatusCondition(&conds, c)
+		}
+		if apiequality.Semantic.DeepEqual(conds, me.Status.Conditions) {
+			continue
+		}
+		update := me.DeepCopy()
+		update.Status.Conditions = conds
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(update)
+		if err != nil {
+			return err
+		}
+		_, err = p.hubDyn.Resource(hubMemberExports).Namespace(id).UpdateStatus(ctx, &unstructured.Unstructured{Object: u}, metav1.UpdateOptions{})
+		if err := ignoreNotFound(p.write(err)); err != nil {
+			errs = append(errs, fmt.Errorf("the conditions of %s's export of %s/%s: %w", id, ns, name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // writePlan makes the hub's ServicePlan want, writing nothing when have

@@ -32,9 +32,11 @@ const (
 // agent publishes it in the member's hub namespace (the cluster ID),
 // named "<namespace>.<name>"; the endpoints are EndpointSlices in the
 // same namespace, owned by it and labelled LabelServiceNamespace and
-// LabelServiceName.
+// LabelServiceName. Its status is the planner's: the conditions of the
+// member's ServiceExport, which the agent copies there.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
 // +kubebuilder:metadata:annotations="api-approved.kubernetes.io=unapproved, experimental: pull mode of k8s.io/multiclusterservices"
 // +kubebuilder:resource:shortName=mex,categories=multicluster
 // +kubebuilder:printcolumn:name="Namespace",type=string,JSONPath=`.spec.service.namespace`
@@ -45,6 +47,19 @@ type MemberExport struct {
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	Spec MemberExportSpec `json:"spec"`
+	// +optional
+	Status MemberExportStatus `json:"status,omitempty"`
+}
+
+// MemberExportStatus is what the planner decided of one member's export.
+type MemberExportStatus struct {
+	// Conditions are those of the member's ServiceExport (Valid, Ready,
+	// Conflict, ...), as the planner sets them in push mode.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // ServiceName is a Service's namespace and name in a member.

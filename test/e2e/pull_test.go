@@ -1,0 +1,36 @@
+package e2e
+
+import (
+	"os"
+	"testing"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/clusterset"
+)
+
+// TestMultiClusterServicesPullMode runs the KEP suite's cases that work in
+// namespaces of their own, and the data path's latency case, on a local
+// clusterset in pull mode (docs/architecture.md, "Pull mode"): the first
+// cluster doubles as the hub, where the planner plans from what every
+// member's agent publishes, and each agent writes its own cluster's part
+// with its own credentials. The same cases, the same checks as
+// TestMultiClusterServices: both modes must pass every case they share.
+func TestMultiClusterServicesPullMode(t *testing.T) {
+	if p := os.Getenv("MCS_E2E_PROVIDER"); p != "" && p != "local" {
+		t.Skipf("MCS_E2E_PROVIDER=%s: pull mode runs on the local clusterset", p)
+	}
+	runBeside(t)
+	l := upLocalPull(t, clusterset.Options{Clusters: 2, Prefix: "e2epull"})
+	ms := l.members()
+	s := &suite{p: l, a: ms[0], b: ms[1], top: t}
+	sideBySide(t, "namespaced cases side by side",
+		namedCase{"1 export from A is reachable from B by VIP and DNS on every port", s.testReachable},
+		namedCase{"2 export from A and B reaches endpoints in both", s.testBothClusters},
+		namedCase{"3 local Service with the import's name is unaffected", s.testLocalServiceUnaffected},
+		namedCase{"4 unexport withdraws endpoints, then the import", s.testUnexport},
+		namedCase{"6 conflicting exports: oldest wins", s.testConflict},
+		namedCase{"7 headless export DNS per KEP", s.testHeadlessDNS},
+		namedCase{"8 session affinity ClientIP across clusters", s.testSessionAffinity},
+		namedCase{"12 internalTrafficPolicy Local: node-local endpoints of the own cluster", s.testInternalTrafficPolicyLocal},
+	)
+	t.Run("5 scaling in A is followed by B's rules (latency)", s.testScaleLatency)
+}
