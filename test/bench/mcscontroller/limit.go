@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -21,6 +19,8 @@ import (
 	mcsclientset "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 
 	mcscontroller "github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/mcs"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/bench/measure"
 )
 
 // measureLimit makes, straight into every member at once, the writes the
@@ -176,34 +176,8 @@ func conditions(conds []metav1.Condition, generation int64) []metav1.Condition {
 	return conds
 }
 
-// settle waits until the apiservers and etcd are idle (under a tenth of a
-// core for half a second; at most 20 s), so that a phase does not start
-// while they still digest the writes or deletes before it.
-func settle(pids []int) {
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
-		before := cpuSeconds(pids...)
-		time.Sleep(500 * time.Millisecond)
-		if cpuSeconds(pids...)-before < 0.05 {
-			return
-		}
-	}
-}
+// settle waits until the apiservers and etcd are idle (measure.Settle).
+func settle(pids []int) { measure.Settle(pids) }
 
 // cpuSeconds returns the user and system CPU time the processes used.
-func cpuSeconds(pids ...int) float64 {
-	ticks := 0.0
-	for _, pid := range pids {
-		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		// Fields after the command (which may hold spaces): utime is the
-		// 14th field of the line, stime the 15th.
-		fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
-		var u, s float64
-		fmt.Sscan(fields[11], &u)
-		fmt.Sscan(fields[12], &s)
-		ticks += u + s
-	}
-	return ticks / 100 // USER_HZ
-}
+func cpuSeconds(pids ...int) float64 { return measure.CPUSeconds(pids...) }

@@ -25,6 +25,7 @@ import (
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 	mcsclientset "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/bench/measure"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
 )
 
@@ -213,7 +214,7 @@ func run() error {
 		return err
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	peak := &peakRSS{pid: cmd.Process.Pid}
+	peak := &peakRSS{measure.PeakRSS{Pid: cmd.Process.Pid}}
 	go peak.watch(stop)
 
 	wantSlices := *exports * *clusters

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -19,6 +18,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 	mcsinformers "sigs.k8s.io/mcs-api/pkg/client/informers/externalversions"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/bench/measure"
 )
 
 // measureLatency changes one endpoint of a random Service in a random
@@ -85,47 +86,11 @@ func hasAddress(m *member, service, source, addr string) bool {
 	return false
 }
 
-// peakRSS samples a process's high-water RSS (VmHWM) until stopped.
-type peakRSS struct {
-	pid int
-	mu  sync.Mutex
-	kb  int
-}
+// peakRSS samples a process's high-water RSS (measure.PeakRSS).
+type peakRSS struct{ measure.PeakRSS }
 
-func (p *peakRSS) watch(stop <-chan struct{}) {
-	for {
-		p.sample()
-		select {
-		case <-stop:
-			return
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-}
-
-func (p *peakRSS) sample() {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.pid))
-	if err != nil {
-		return
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		var kb int
-		if _, err := fmt.Sscanf(line, "VmHWM: %d kB", &kb); err == nil {
-			p.mu.Lock()
-			if kb > p.kb {
-				p.kb = kb
-			}
-			p.mu.Unlock()
-		}
-	}
-}
-
-func (p *peakRSS) get() int {
-	p.sample()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.kb
-}
+func (p *peakRSS) watch(stop <-chan struct{}) { p.Watch(stop) }
+func (p *peakRSS) get() int                   { return p.Get() }
 
 // printSyncCounts prints how many syncs the controller ran and how many
 // failed (a write lost to a stale cache is retried and counted here).
@@ -154,40 +119,7 @@ func writeRequests(ctx context.Context, m *member) (int, error) {
 // writeRequestsBy also returns the requests of every verb (reads too) by
 // verb and resource.
 func writeRequestsBy(ctx context.Context, m *member) (int, map[string]int, error) {
-	raw, err := m.kube.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		return 0, nil, err
-	}
-	by := map[string]int{}
-	label := func(labels, name string) string {
-		_, rest, ok := strings.Cut(labels, name+`="`)
-		if !ok {
-			return ""
-		}
-		v, _, _ := strings.Cut(rest, `"`)
-		return v
-	}
-	total := 0
-	for _, line := range strings.Split(string(raw), "\n") {
-		if !strings.HasPrefix(line, "apiserver_request_total{") {
-			continue
-		}
-		labels, value, _ := strings.Cut(line, "} ")
-		write := strings.Contains(labels, `verb="POST"`) || strings.Contains(labels, `verb="PUT"`) ||
-			strings.Contains(labels, `verb="PATCH"`) || strings.Contains(labels, `verb="DELETE"`)
-		var n float64
-		if _, err := fmt.Sscan(value, &n); err == nil {
-			if write {
-				total += int(n)
-			}
-			key := label(labels, "verb") + " " + label(labels, "resource")
-			if sub := label(labels, "subresource"); sub != "" {
-				key += "/" + sub
-			}
-			by[key] += int(n)
-		}
-	}
-	return total, by, nil
+	return measure.WriteRequestsBy(ctx, m.kube)
 }
 
 // milestones are when a phase's watchers first saw a tenth, half and nine
