@@ -20,6 +20,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,6 +72,8 @@ var (
 	limitPhase = flag.Bool("limit", true, "measure the limit before the planner starts")
 	timeout    = flag.Duration("timeout", 30*time.Minute, "how long a phase may take")
 	workDir    = flag.String("dir", "", "working directory (default: a temporary one, kept when a phase fails)")
+	member     = flag.Bool("member", true, "after convergence, join one more member with a real apiserver, importing every name from every source: its agent's writes, RSS and time, then its restart's writes")
+	settleFor  = flag.Duration("restart-settle", 30*time.Second, "how long after a restarted agent is ready its writes are counted")
 )
 
 const namespace = "bench"
@@ -183,7 +187,7 @@ func run() error {
 	// The planner.
 	seen := startWatchers(ctx, admin, pull.PlanNamespace)
 	defer seen.stop()
-	kubeconfig, err := writeKubeconfig(dir, identity(admin, "system:serviceaccount:mcs-system:mcs-planner", "mcs-system"))
+	kubeconfig, err := writeKubeconfig(dir, "planner", identity(admin, "system:serviceaccount:mcs-system:mcs-planner", "mcs-system"))
 	if err != nil {
 		return err
 	}
@@ -247,7 +251,164 @@ func run() error {
 		plannerCPU, rss.Get()/1024, plannerWrites, floor, *names, published, published)
 	fmt.Printf("  hub apiserver and etcd: %.1f s CPU during convergence; apiserver RSS %d MB, etcd RSS %d MB\n",
 		serversCPU, measure.StatusKB(hub.Pid(), "VmRSS")/1024, measure.StatusKB(etcd.Pid(), "VmRSS")/1024)
+	if *member {
+		if err := measureMember(ctx, dir, etcd, hub, admin, kube, dyn); err != nil {
+			keep = true
+			return fmt.Errorf("one member at %d sources: %w", *members, err)
+		}
+	}
 	return nil
+}
+
+// measureMember joins one more member, with a real apiserver, that
+// exports nothing and has the names' namespace: the planner adds it to
+// every name's plan, and its agent (mcs-controller member-agent, a
+// process) writes every import and every source's slices into it. Then
+// the agent is restarted, and its writes into the member counted.
+func measureMember(ctx context.Context, dir string, etcd *framework.Etcd, hub *framework.Cluster, admin *rest.Config, kube kubernetes.Interface, dyn dynamic.Interface) error {
+	id := clusterID(*members)
+	c, err := framework.StartCluster(ctx, framework.ClusterOptions{Name: id, Etcd: etcd, Dir: filepath.Join(dir, id),
+		ExtraArgs: []string{"--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000"}})
+	if err != nil {
+		return err
+	}
+	defer c.Stop()
+	cfg := c.RESTConfig()
+	mkube := kubernetes.NewForConfigOrDie(cfg)
+	all, err := crds.All()
+	if err != nil {
+		return err
+	}
+	if err := crds.Install(ctx, apiextensionsclient.NewForConfigOrDie(cfg), all...); err != nil {
+		return err
+	}
+	mdyn := dynamic.NewForConfigOrDie(cfg)
+	prop := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "about.k8s.io/v1alpha1", "kind": "ClusterProperty",
+		"metadata": map[string]any{"name": "cluster.clusterset.k8s.io"}, "spec": map[string]any{"value": id},
+	}}
+	if err := waitFor(ctx, time.Minute, "the member's ClusterProperty", func() (bool, string) {
+		_, err := mdyn.Resource(schema.GroupVersionResource{Group: "about.k8s.io", Version: "v1alpha1", Resource: "clusterproperties"}).Create(ctx, prop, metav1.CreateOptions{})
+		return err == nil || apierrors.IsAlreadyExists(err), fmt.Sprint(err)
+	}); err != nil {
+		return err
+	}
+	if _, err := mkube.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	// Its part of the hub.
+	part, err := pull.MemberObjects(id, pull.DefaultMemberLimits)
+	if err != nil {
+		return err
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))
+	for _, o := range part {
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+		if err != nil {
+			return err
+		}
+		if err := kindconfig.Apply(ctx, dyn, mapper, &unstructured.Unstructured{Object: u}, false); err != nil {
+			return err
+		}
+		if q, ok := o.(*v1.ResourceQuota); ok {
+			got, err := kube.CoreV1().ResourceQuotas(id).Get(ctx, q.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			got.Status.Hard, got.Status.Used = q.Spec.Hard, v1.ResourceList{}
+			for name := range q.Spec.Hard {
+				got.Status.Used[name] = resource.MustParse("0")
+			}
+			if _, err := kube.CoreV1().ResourceQuotas(id).UpdateStatus(ctx, got, metav1.UpdateOptions{}); err != nil {
+				return err
+			}
+		}
+	}
+	hubKubeconfig, err := writeKubeconfig(dir, "agent-hub", identity(admin, fmt.Sprintf("system:serviceaccount:%s:%s", id, pull.AgentServiceAccount), id))
+	if err != nil {
+		return err
+	}
+	memberKubeconfig, err := writeKubeconfig(dir, "agent-member", cfg)
+	if err != nil {
+		return err
+	}
+	args := []string{"member-agent", "--kubeconfig=" + memberKubeconfig, "--hub-kubeconfig=" + hubKubeconfig, "--leader-elect=false",
+		fmt.Sprintf("--kube-api-qps=%d", *apiQPS), fmt.Sprintf("--kube-api-burst=%d", 2**apiQPS), fmt.Sprintf("--workers=%d", *workers)}
+	held := func() (int, int, error) {
+		imports, err := count(ctx, metadata.NewForConfigOrDie(cfg).Resource(mcsv1beta1.SchemeGroupVersion.WithResource("serviceimports")).Namespace(namespace), metav1.ListOptions{})
+		if err != nil {
+			return 0, 0, err
+		}
+		slices, err := count(ctx, metadata.NewForConfigOrDie(cfg).Resource(schema.GroupVersionResource{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}).Namespace(namespace),
+			metav1.ListOptions{LabelSelector: mcsv1beta1.LabelServiceName})
+		return imports, slices, err
+	}
+	before, _, err := measure.WriteRequestsBy(ctx, mkube)
+	if err != nil {
+		return err
+	}
+	agent, err := startProcess(filepath.Join(dir, "member-agent.log"), args...)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	rss := &measure.PeakRSS{Pid: agent.Process.Pid}
+	stopRSS := make(chan struct{})
+	go rss.Watch(stopRSS)
+	want := *members * *names
+	if err := waitFor(ctx, *timeout, "the member to hold every import and every source's slices", func() (bool, string) {
+		time.Sleep(2 * time.Second)
+		imports, slices, err := held()
+		return err == nil && imports == *names && slices == want, fmt.Sprintf("%d imports, %d slices (%v)", imports, slices, err)
+	}); err != nil {
+		return err
+	}
+	took := time.Since(start)
+	close(stopRSS)
+	after, by, err := measure.WriteRequestsBy(ctx, mkube)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("one member at %d sources: every import and slice after %s; agent %.1f s CPU, peak RSS %d MB; %d writes into the member (the floor: %d imports, their %d statuses, %d slices)\n",
+		*members, took.Round(time.Millisecond), measure.CPUSeconds(agent.Process.Pid), rss.Get()/1024, after-before, *names, *names, want)
+	_ = by
+	_ = agent.Process.Kill()
+	_ = agent.Wait()
+
+	// The agent restarted: what it writes is what changed, nothing.
+	before, byBefore, err := measure.WriteRequestsBy(ctx, mkube)
+	if err != nil {
+		return err
+	}
+	agent, err = startProcess(filepath.Join(dir, "member-agent-restarted.log"), args...)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = agent.Process.Kill(); _ = agent.Wait() }()
+	time.Sleep(*settleFor)
+	after, byAfter, err := measure.WriteRequestsBy(ctx, mkube)
+	if err != nil {
+		return err
+	}
+	var what []string
+	for k, n := range byAfter {
+		if d := n - byBefore[k]; d > 0 && (strings.HasPrefix(k, "POST") || strings.HasPrefix(k, "PUT") || strings.HasPrefix(k, "PATCH") || strings.HasPrefix(k, "DELETE")) {
+			what = append(what, fmt.Sprintf("%s %d", k, d))
+		}
+	}
+	sort.Strings(what)
+	fmt.Printf("  restarted over %d sources: %d writes into the member in the %s after its start (%s)\n", *members, after-before, *settleFor, strings.Join(what, ", "))
+	return nil
+}
+
+func startProcess(log string, args ...string) (*exec.Cmd, error) {
+	f, err := os.Create(log)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(*planner, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	return cmd, cmd.Start()
 }
 
 // layOut sets the hub up as its operator does: the hub CRDs,
@@ -586,8 +747,8 @@ func protobuf(cfg *rest.Config) *rest.Config {
 	return out
 }
 
-func writeKubeconfig(dir string, cfg *rest.Config) (string, error) {
-	path := filepath.Join(dir, "planner.kubeconfig")
+func writeKubeconfig(dir, name string, cfg *rest.Config) (string, error) {
+	path := filepath.Join(dir, name+".kubeconfig")
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["hub"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData, CertificateAuthority: cfg.CAFile}
 	kc.AuthInfos["planner"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken, ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData,
