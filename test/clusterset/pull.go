@@ -91,7 +91,8 @@ func (cs *ClusterSet) StartPullMode(ctx context.Context, plannerArgs, agentArgs 
 	for _, c := range cs.Clusters {
 		cidrs = append(cidrs, c.Name+"="+strings.Join(c.PodCIDRs, ","))
 	}
-	pm.plannerArgs = append([]string{"planner", "--kubeconfig=" + plannerKubeconfig, "--leader-elect=false", "--member-pod-cidrs=" + strings.Join(cidrs, ";")}, plannerArgs...)
+	pm.plannerArgs = append([]string{"planner", "--kubeconfig=" + plannerKubeconfig, "--leader-elect=false", "--member-pod-cidrs=" + strings.Join(cidrs, ";"),
+		"--metrics-bind-address=0", "--healthz-bind-address=0", "--secure-port=0"}, plannerArgs...)
 	if err := pm.StartPlanner(); err != nil {
 		return nil, err
 	}

@@ -314,6 +314,7 @@ func TestPullAgentCommand(t *testing.T) {
 	po := app.NewOptions()
 	po.Kubeconfig = impersonateConfig(t, hub.cluster, "system:serviceaccount:mcs-system:mcs-planner", "system:serviceaccounts", "system:serviceaccounts:mcs-system")
 	po.LeaderElect, po.ClusterSetIPCIDRs = false, []string{"10.250.0.0/24"}
+	po.MetricsBindAddress, po.HealthzBindAddress, po.SecureServing.BindPort = "0", "0", 0
 	plannerDone := make(chan error, 1)
 	go func() { plannerDone <- app.RunPlanner(runCtx, po) }()
 	defer func() {

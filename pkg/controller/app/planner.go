@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	cliflag "k8s.io/component-base/cli/flag"
 	logsapi "k8s.io/component-base/logs/api/v1"
+	compmetrics "k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
 	"k8s.io/multiclusterservices/proxy"
 
@@ -32,6 +34,7 @@ var plannerFlags = []string{
 	"member-pod-cidrs", "endpoint-ttl", "max-clusterset-ips-per-namespace", "max-clusterset-ips-per-member",
 	"workers", "kube-api-qps", "kube-api-burst", "leader-elect", "lease-namespace",
 	"leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period", "identity", "feature-gates",
+	"metrics-bind-address", "healthz-bind-address", "profiling",
 }
 
 // NewPlannerCommand is `mcs-controller planner`.
@@ -57,10 +60,15 @@ holds no credential of any member.`,
 	}
 	all := pflag.NewFlagSet("all", pflag.ContinueOnError)
 	o.AddFlags(all)
+	// What it serves (metrics, health) is served as the controller's.
+	serving := pflag.NewFlagSet("serving", pflag.ContinueOnError)
+	o.SecureServing.AddFlags(serving)
+	o.Authentication.AddFlags(serving)
+	o.Authorization.AddFlags(serving)
 	var sections cliflag.NamedFlagSets
 	fs := sections.FlagSet("planner")
 	all.VisitAll(func(f *pflag.Flag) {
-		if slices.Contains(plannerFlags, f.Name) {
+		if slices.Contains(plannerFlags, f.Name) || serving.Lookup(f.Name) != nil {
 			fs.AddFlag(f)
 		}
 	})
@@ -92,6 +100,9 @@ func RunPlanner(ctx context.Context, o *Options) error {
 	}
 	recorder, stopRecorder := eventrecorder.New(hubKube)
 	defer stopRecorder()
+	reg := compmetrics.NewKubeRegistry()
+	reg.RawMustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(leaderGauge)
 	planner, err := mcs.NewHubPlanner(mcs.HubPlannerConfig{
 		Config: mcs.Config{
 			ManagedBy:                    o.ManagedBy,
@@ -105,14 +116,20 @@ func RunPlanner(ctx context.Context, o *Options) error {
 			Workers:                      o.Workers,
 			ClusterSelection:             o.FeatureGates.Enabled(features.MultiClusterServiceClusterSelection),
 		},
-		Hub: hubKube, HubDynamic: dynamic.NewForConfigOrDie(hub), Recorder: recorder,
+		Hub: hubKube, HubDynamic: dynamic.NewForConfigOrDie(hub), Recorder: recorder, Registry: reg,
 	})
 	if err != nil {
+		return err
+	}
+	h := &health{}
+	h.set(planner)
+	if err := serveEndpoints(ctx, o, reg, h); err != nil {
 		return err
 	}
 	klog.FromContext(ctx).Info("Planner", "hub", hub.Host, "clustersetIPRanges", ranges)
 	run := func(ctx context.Context) error { return planner.Run(ctx) }
 	if !o.LeaderElect {
+		h.lead()
 		return run(ctx)
 	}
 	if o.Identity == "" {
@@ -121,5 +138,5 @@ func RunPlanner(ctx context.Context, o *Options) error {
 	return runLeaderElected(ctx, leaderElection{
 		name: plannerLeaseName, namespace: o.LeaseNamespace, identity: o.Identity,
 		leaseDuration: o.LeaderElectLeaseDuration, renewDeadline: o.LeaderElectRenewDeadline, retryPeriod: o.LeaderElectRetryPeriod,
-	}, hub, &health{}, run)
+	}, hub, h, run)
 }

@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
 	hubv1alpha1 "k8s.io/multiclusterservices/apis/hub/v1alpha1"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
@@ -78,6 +79,8 @@ type HubPlannerConfig struct {
 	Recorder events.EventRecorder
 	// Resync is how often the informers resync (0: never).
 	Resync time.Duration
+	// Registry, when set, gets the planner's metrics.
+	Registry metrics.KubeRegistry
 }
 
 // HubPlanner is pull mode's planner.
@@ -113,7 +116,9 @@ type HubPlanner struct {
 	// reported are the reports already said, by slice UID and reason.
 	reported map[string]bool
 
-	writes atomic.Int64
+	writes  atomic.Int64
+	metrics *plannerMetrics
+	ready   chan struct{}
 }
 
 // NewHubPlanner returns pull mode's planner of cfg.
@@ -135,9 +140,11 @@ func NewHubPlanner(cfg HubPlannerConfig) (*HubPlanner, error) {
 		namespaces: map[string]map[string]*v1.Namespace{},
 		alive:      map[string]bool{},
 		reported:   map[string]bool{},
+		ready:      make(chan struct{}),
 	}
 	p.ips.SetLimits(cfg.Config.MaxClusterSetIPsPerNamespace, cfg.Config.MaxForeignImportsPerMember)
 	p.ips.SetMemberLimit(cfg.Config.MaxClusterSetIPsPerMember)
+	p.metrics = newPlannerMetrics(cfg.Registry, p)
 
 	isMember, err := labels.NewRequirement(pull.LabelMemberCluster, selection.Exists, nil)
 	if err != nil {
@@ -283,6 +290,21 @@ func typedFrom(newObj func() runtime.Object) cache.TransformFunc {
 	}
 }
 
+// Ready is closed once the planner's caches synced and it plans.
+func (p *HubPlanner) Ready() <-chan struct{} { return p.ready }
+
+// Synced says, per member, whether its agent published its MemberCluster
+// (the planner knows nothing else of it until then).
+func (p *HubPlanner) Synced() map[string]bool {
+	out := map[string]bool{}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, id := range p.memberIDs() {
+		_, out[id] = p.namespaces[id]
+	}
+	return out
+}
+
 // Writes is how many writes the planner has made into the hub.
 func (p *HubPlanner) Writes() int64 { return p.writes.Load() }
 
@@ -305,6 +327,7 @@ func (p *HubPlanner) Run(ctx context.Context) error {
 	for range p.cfg.Workers {
 		go wait.UntilWithContext(ctx, p.worker, time.Second)
 	}
+	close(p.ready)
 	// A member expires when its Lease is not renewed: nothing is written
 	// then, so liveness is looked at, not waited for.
 	go wait.UntilWithContext(ctx, func(context.Context) { p.checkLiveness() }, time.Second)
@@ -318,10 +341,13 @@ func (p *HubPlanner) worker(ctx context.Context) {
 		if quit {
 			return
 		}
+		start := time.Now()
 		if err := p.sync(ctx, key); err != nil {
+			p.metrics.sync.WithLabelValues("error").Observe(time.Since(start).Seconds())
 			p.logger.Error(err, "Planning", "key", key)
 			p.queue.AddRateLimited(key)
 		} else {
+			p.metrics.sync.WithLabelValues("success").Observe(time.Since(start).Seconds())
 			p.queue.Forget(key)
 		}
 		p.queue.Done(key)
@@ -458,6 +484,20 @@ func (p *HubPlanner) checkLiveness() {
 			delete(p.alive, id)
 			changed = true
 		}
+	}
+	states := map[string]int{"alive": 0, "expired": 0, "unsynced": 0}
+	for id, alive := range p.alive {
+		switch _, synced := p.namespaces[id]; {
+		case !synced:
+			states["unsynced"]++
+		case alive:
+			states["alive"]++
+		default:
+			states["expired"]++
+		}
+	}
+	for state, n := range states {
+		p.metrics.members.WithLabelValues(state).Set(float64(n))
 	}
 	p.mu.Unlock()
 	if changed {
@@ -615,7 +655,7 @@ func (p *HubPlanner) writeExportConditions(ctx context.Context, ns, name string,
 			return err
 		}
 		_, err = p.hubDyn.Resource(hubMemberExports).Namespace(id).UpdateStatus(ctx, &unstructured.Unstructured{Object: u}, metav1.UpdateOptions{})
-		if err := ignoreNotFound(p.write(err)); err != nil {
+		if err := ignoreNotFound(p.write("memberexports/status", err)); err != nil {
 			errs = append(errs, fmt.Errorf("the conditions of %s's export of %s/%s: %w", id, ns, name, err))
 		}
 	}
@@ -646,7 +686,7 @@ func (p *HubPlanner) writePlan(ctx context.Context, want, have *hubv1alpha1.Serv
 	} else {
 		_, err = api.Update(ctx, &unstructured.Unstructured{Object: u}, metav1.UpdateOptions{})
 	}
-	return p.write(err)
+	return p.write("serviceplans", err)
 }
 
 // writePlanSlices makes the plan's slices of key want.
@@ -669,19 +709,19 @@ func (p *HubPlanner) writePlanSlices(ctx context.Context, key string, want []*di
 		case planSliceUpToDate(h, w):
 			continue
 		case h.AddressType != w.AddressType:
-			if err = ignoreNotFound(p.write(api.Delete(ctx, h.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &h.UID}}))); err == nil {
+			if err = ignoreNotFound(p.write("endpointslices", api.Delete(ctx, h.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &h.UID}}))); err == nil {
 				_, err = api.Create(ctx, w, metav1.CreateOptions{})
 			}
 		default:
 			w.ResourceVersion = h.ResourceVersion
 			_, err = api.Update(ctx, w, metav1.UpdateOptions{})
 		}
-		if err := p.write(err); err != nil {
+		if err := p.write("endpointslices", err); err != nil {
 			return err
 		}
 	}
 	for _, h := range have {
-		if err := ignoreNotFound(p.write(api.Delete(ctx, h.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &h.UID}}))); err != nil {
+		if err := ignoreNotFound(p.write("endpointslices", api.Delete(ctx, h.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &h.UID}}))); err != nil {
 			return err
 		}
 	}
@@ -697,7 +737,7 @@ func (p *HubPlanner) removePlan(ctx context.Context, ns, name string, planned *h
 		return nil
 	}
 	p.logger.V(2).Info("Removing a name's plan", "service", ns+"/"+name)
-	return ignoreNotFound(p.write(p.hubDyn.Resource(hubServicePlans).Namespace(pull.PlanNamespace).Delete(ctx, planned.Name,
+	return ignoreNotFound(p.write("serviceplans", p.hubDyn.Resource(hubServicePlans).Namespace(pull.PlanNamespace).Delete(ctx, planned.Name,
 		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &planned.UID}})))
 }
 
@@ -725,10 +765,12 @@ func (p *HubPlanner) report(ns, name string, reports []sourceReport) {
 	}
 }
 
-// write counts a write that reached the hub, and returns its error.
-func (p *HubPlanner) write(err error) error {
+// write counts a write of resource that reached the hub, and returns its
+// error.
+func (p *HubPlanner) write(resource string, err error) error {
 	if err == nil {
 		p.writes.Add(1)
+		p.metrics.writes.WithLabelValues(resource).Inc()
 	}
 	return err
 }

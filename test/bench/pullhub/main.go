@@ -17,6 +17,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -202,7 +204,12 @@ func run() error {
 		return err
 	}
 	defer logFile.Close()
+	metricsPort, err := framework.FreePort()
+	if err != nil {
+		return err
+	}
 	cmd := exec.Command(*planner, "planner", "--kubeconfig="+kubeconfig, "--leader-elect=false",
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort), "--healthz-bind-address=0", "--secure-port=0",
 		fmt.Sprintf("--kube-api-qps=%d", *apiQPS), fmt.Sprintf("--kube-api-burst=%d", 2**apiQPS), fmt.Sprintf("--workers=%d", *workers))
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	start = time.Now()
@@ -249,6 +256,15 @@ func run() error {
 	}
 	fmt.Printf("  planner: %.1f s CPU, peak RSS %d MB, %d writes (the floor: %d objects: %d ServicePlans, %d slices, %d export statuses)\n",
 		plannerCPU, rss.Get()/1024, plannerWrites, floor, *names, published, published)
+	if resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)); err == nil {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, line := range strings.Split(string(body), "\n") {
+			if strings.HasPrefix(line, "mcs_planner_writes_total") || strings.HasPrefix(line, "mcs_planner_members{") || strings.HasPrefix(line, "mcs_planner_sync_duration_seconds_count") {
+				fmt.Println("   ", line)
+			}
+		}
+	}
 	fmt.Printf("  hub apiserver and etcd: %.1f s CPU during convergence; apiserver RSS %d MB, etcd RSS %d MB\n",
 		serversCPU, measure.StatusKB(hub.Pid(), "VmRSS")/1024, measure.StatusKB(etcd.Pid(), "VmRSS")/1024)
 	if *member {
