@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2"
 	hubv1alpha1 "k8s.io/multiclusterservices/apis/hub/v1alpha1"
 	"k8s.io/utils/ptr"
@@ -59,7 +60,7 @@ func TestPullPlannerPlans(t *testing.T) {
 	startPullAgent(t, hub, b)
 
 	const ttl = 6 * time.Second
-	planner, stopPlanner := startPullPlanner(t, hub, ttl)
+	planner, stopPlanner, _ := startPullPlanner(t, hub, ttl)
 
 	hubDyn := dynamic.NewForConfigOrDie(hub.cluster.RESTConfig())
 	plan := func(ns, name string) (*hubv1alpha1.ServicePlan, error) {
@@ -163,7 +164,8 @@ func TestPullPlannerPlans(t *testing.T) {
 
 	// A restarted planner writes nothing that is already right.
 	stopPlanner()
-	planner, stopPlanner = startPullPlanner(t, hub, ttl)
+	var reg metrics.KubeRegistry
+	planner, stopPlanner, reg = startPullPlanner(t, hub, ttl)
 	time.Sleep(5 * time.Second)
 	if w := planner.Writes(); w != 0 {
 		t.Errorf("a restarted planner wrote %d times, want none", w)
@@ -186,6 +188,16 @@ func TestPullPlannerPlans(t *testing.T) {
 	sp = waitPlan("solo", "api", "ClusterSetIP ips=1 clusters=cluster-a in=cluster-a,cluster-b endpoints=cluster-a=10.1.0.7")
 	if !slices.Equal(sp.Spec.Stale, []string{"cluster-a"}) {
 		t.Errorf("solo/api's only source expired: stale %v, want cluster-a", sp.Spec.Stale)
+	}
+	// What an operator's alert reads: one member expired, one alive.
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP mcs_planner_members [ALPHA] Member namespaces of the hub, by state: alive (its agent renewed its Lease within the endpoint TTL), expired (it did not), unsynced (its agent has published no MemberCluster yet).
+# TYPE mcs_planner_members gauge
+mcs_planner_members{state="alive"} 1
+mcs_planner_members{state="expired"} 1
+mcs_planner_members{state="unsynced"} 0
+`), "mcs_planner_members"); err != nil {
+		t.Errorf("the planner's members gauge with cluster-a expired: %v", err)
 	}
 	startPullAgent(t, hub, a)
 	waitPlan("demo", "web", "ClusterSetIP ips=1 clusters=cluster-a,cluster-b in=cluster-a,cluster-b endpoints=cluster-a=10.1.0.1;cluster-b=10.2.0.1,10.2.0.2")
@@ -211,11 +223,12 @@ func TestPullPlannerPlans(t *testing.T) {
 // identity for it, members expiring after ttl, cluster-a's endpoints
 // within 10.1.0.0/16 and cluster-b's within 10.2.0.0/16 (the operator's
 // word); the returned func stops it.
-func startPullPlanner(t *testing.T, hub *testMember, ttl time.Duration) (*mcs.HubPlanner, func()) {
+func startPullPlanner(t *testing.T, hub *testMember, ttl time.Duration) (*mcs.HubPlanner, func(), metrics.KubeRegistry) {
 	t.Helper()
 	plannerCfg := impersonateRESTConfig(t, hub.cluster, "system:serviceaccount:mcs-system:mcs-planner", "system:serviceaccounts", "system:serviceaccounts:mcs-system")
 	hubKube := kubernetes.NewForConfigOrDie(plannerCfg)
 	recorder, stopRecorder := eventrecorder.New(hubKube)
+	reg := metrics.NewKubeRegistry()
 	planner, err := mcs.NewHubPlanner(mcs.HubPlannerConfig{
 		Config: mcs.Config{
 			ManagedBy:          pullManagedBy,
@@ -227,7 +240,7 @@ func startPullPlanner(t *testing.T, hub *testMember, ttl time.Duration) (*mcs.Hu
 			},
 		},
 		Hub: hubKube, HubDynamic: dynamic.NewForConfigOrDie(plannerCfg),
-		Recorder: recorder,
+		Recorder: recorder, Registry: reg,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -242,7 +255,7 @@ func startPullPlanner(t *testing.T, hub *testMember, ttl time.Duration) (*mcs.Hu
 	}()
 	stop := sync.OnceFunc(func() { cancel(); <-done; stopRecorder() })
 	t.Cleanup(stop)
-	return planner, stop
+	return planner, stop, reg
 }
 
 // pullManagedBy is the manager the planner labels imports with, and the
@@ -363,7 +376,7 @@ func TestPullModeWritesEachMember(t *testing.T) {
 		startPullAgentWriting(t, hub, m)
 	}
 	const ttl = 6 * time.Second
-	startPullPlanner(t, hub, ttl)
+	_, _, _ = startPullPlanner(t, hub, ttl)
 
 	// holds is what m holds of demo/web: the import's type, IPs and
 	// clusters, and each source's addresses, in one line.
