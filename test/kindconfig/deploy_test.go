@@ -144,7 +144,8 @@ func TestDeployPackages(t *testing.T) {
 	// Pull mode's hub: the plan's namespace and the agents' ClusterRoles
 	// (a member's part is kubectl mcs hub member's).
 	pullObjs := build(t, fsys, filepath.Join(root, "deploy", "hub-pull"))
-	for _, want := range []string{"Namespace/mcs-plan", "ClusterRole/multicluster:member-agent", "ClusterRole/multicluster:member-agent-plan-reader"} {
+	for _, want := range []string{"Namespace/mcs-plan", "ClusterRole/multicluster:member-agent", "ClusterRole/multicluster:member-agent-plan-reader",
+		"ClusterRole/multicluster:planner", "Deployment/mcs-system/mcs-planner"} {
 		if !slices.Contains(names(pullObjs), want) {
 			t.Errorf("deploy/hub-pull has no %s: %v", want, names(pullObjs))
 		}
