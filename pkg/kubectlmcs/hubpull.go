@@ -1,11 +1,15 @@
 package kubectlmcs
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/pull"
@@ -15,7 +19,7 @@ import (
 func (o *options) hubCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "hub",
-		Short: "Lay out pull mode's hub (deploy/hub-pull): a member's namespace and its agent's identity",
+		Short: "Pull mode's hub (deploy/hub-pull): lay out a member's part, list the members as the hub sees them",
 	}
 	limits := pull.DefaultMemberLimits
 	member := &cobra.Command{
@@ -39,7 +43,49 @@ deploy/hub-pull first. Nothing is sent anywhere.`,
 	}
 	member.Flags().Int64Var(&limits.Exports, "max-exports", limits.Exports, "how many Services the member may export (MemberExports in its namespace)")
 	member.Flags().Int64Var(&limits.EndpointSlices, "max-endpointslices", limits.EndpointSlices, "how many EndpointSlices the member may publish")
-	cmd.AddCommand(member)
+	var ttl time.Duration
+	members := &cobra.Command{
+		Use:   "members",
+		Short: "List pull mode's members as the hub sees them: whether each agent publishes, its Lease, its exports and imports",
+		Long: `List the members of pull mode's hub (the current context, or --context): each
+member namespace, whether its agent has published (its MemberCluster), when
+it last renewed its Lease and whether that is within --endpoint-ttl (the
+planner's: past it, its endpoints are withdrawn from the plan), how many
+names it exports and in how many planned names it is an importer.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			config, err := o.flags.ToRESTConfig()
+			if err != nil {
+				return err
+			}
+			kube, err := kubernetes.NewForConfig(config)
+			if err != nil {
+				return err
+			}
+			dyn, err := dynamic.NewForConfig(config)
+			if err != nil {
+				return err
+			}
+			got, err := gatherPullMembers(cmd.Context(), kube, dyn, ttl)
+			if err != nil {
+				return err
+			}
+			switch o.output {
+			case "json":
+				enc := json.NewEncoder(o.streams.Out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(got)
+			case "":
+				return printPullMembers(o.streams.Out, got, time.Now(), o.noHeaders)
+			default:
+				return fmt.Errorf("-o %s: hub members prints a table or json", o.output)
+			}
+		},
+	}
+	members.Flags().DurationVar(&ttl, "endpoint-ttl", 40*time.Second, "the planner's --endpoint-ttl: a Lease renewed longer ago has expired")
+	members.Flags().StringVarP(&o.output, "output", "o", "", "json, or a table when empty")
+	members.Flags().BoolVar(&o.noHeaders, "no-headers", false, "leave the table's header out")
+	cmd.AddCommand(member, members)
 	return cmd
 }
 

@@ -1,7 +1,9 @@
 package integration
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -17,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/component-base/metrics"
@@ -30,6 +33,7 @@ import (
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/mcs"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/pull"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/topology"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/kubectlmcs"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
 )
 
@@ -198,6 +202,18 @@ mcs_planner_members{state="expired"} 1
 mcs_planner_members{state="unsynced"} 0
 `), "mcs_planner_members"); err != nil {
 		t.Errorf("the planner's members gauge with cluster-a expired: %v", err)
+	}
+	// And what kubectl mcs hub members says of the hub.
+	var out bytes.Buffer
+	cmd := kubectlmcs.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: io.Discard})
+	cmd.SetArgs([]string{"--kubeconfig=" + hub.cluster.Kubeconfig(), "hub", "members", "--endpoint-ttl=" + ttl.String(), "--no-headers"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "(expired)") || !strings.HasPrefix(lines[0], "cluster-a ") ||
+		strings.Contains(lines[1], "expired") || !strings.HasPrefix(lines[1], "cluster-b ") {
+		t.Errorf("kubectl mcs hub members with cluster-a expired:\n%s", out.String())
 	}
 	startPullAgent(t, hub, a)
 	waitPlan("demo", "web", "ClusterSetIP ips=1 clusters=cluster-a,cluster-b in=cluster-a,cluster-b endpoints=cluster-a=10.1.0.1;cluster-b=10.2.0.1,10.2.0.2")
