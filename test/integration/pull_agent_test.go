@@ -38,6 +38,7 @@ import (
 // restarted agent writes nothing that is already right; an unexport
 // takes everything published of it away.
 func TestPullAgentPublishes(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	etcd := framework.StartTestEtcd(t)
 	hub := startPullHub(t, etcd, "cluster-a")
@@ -266,6 +267,7 @@ func waitEventFor(t *testing.T, m *testMember, s *discoveryv1.EndpointSlice, rea
 // with its own, it publishes; with `mcs-controller planner` running in the
 // hub, it writes the plan into its cluster.
 func TestPullAgentCommand(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	etcd := framework.StartTestEtcd(t)
 	hub := startPullHub(t, etcd, "cluster-a", "cluster-b")

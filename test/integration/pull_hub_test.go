@@ -40,6 +40,7 @@ import (
 // another ServiceAccount's token) and to read Secrets. RBAC refuses every
 // one; nothing of cluster-b's or of the plan changes.
 func TestPullHubConfinesEachMember(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	hub := startPullHub(t, framework.StartTestEtcd(t), "cluster-a", "cluster-b")
 	agentA := fmt.Sprintf("system:serviceaccount:cluster-a:%s", pull.AgentServiceAccount)
@@ -293,6 +294,7 @@ var testMemberLimits = pull.MemberLimits{Exports: 8, EndpointSlices: 16}
 // cluster ID, and a cluster ID that is not a namespace of its own is
 // refused.
 func TestPullMemberObjects(t *testing.T) {
+	t.Parallel()
 	for _, bad := range []string{"", "Cluster-A", "a.b", "default", "mcs-plan", "mcs-system", "kube-system", "kube-anything", strings.Repeat("a", 64)} {
 		if _, err := pull.MemberObjects(bad, pull.DefaultMemberLimits); err == nil {
 			t.Errorf("MemberObjects(%q) is accepted, want refused", bad)

@@ -50,6 +50,7 @@ import (
 // TTL, the clusterset IP stays), a restarted planner (it writes
 // nothing) and the unexports (the plan goes).
 func TestPullPlannerPlans(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	etcd := framework.StartTestEtcd(t)
 	hub := startPullHub(t, etcd, "cluster-a", "cluster-b")
@@ -382,6 +383,7 @@ func startPullAgentWriting(t *testing.T, hub, m *testMember) func() {
 // is gone for longer than the endpoint TTL changes nothing in the
 // members; the unexports take it all away.
 func TestPullModeWritesEachMember(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	etcd := framework.StartTestEtcd(t)
 	hub := startPullHub(t, etcd, "cluster-a", "cluster-b")
