@@ -385,12 +385,14 @@ func (h *heldConn) check(t *testing.T) {
 }
 
 // countAnswers sends n TCP requests and counts the answers per pod. Every
-// one is expected to be answered: a loaded node's SYN-ACK gets up to
-// 900 ms, short of the first SYN retransmission, so that a dropped SYN
-// still counts as unanswered.
+// one is expected to be answered, as a client waits for it: 3 s to
+// connect (a SYN lost on a loaded node is sent again after 1 s; one sent
+// where nothing answers, or refused, still fails) and 3 s for the answer.
+// On kind, two cores run three control planes, and an answer sometimes
+// takes over a second.
 func (c *pod) countAnswers(addr string, n int) map[string]int {
 	got := map[string]int{}
-	for _, name := range c.askEach("tcp", addr, n, "--dial-timeout=900ms") {
+	for _, name := range c.askEach("tcp", addr, n, "--dial-timeout=3s", "--timeout=3s") {
 		got[name]++
 	}
 	return got

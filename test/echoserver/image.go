@@ -110,9 +110,7 @@ func askMain(args []string, out io.Writer) error {
 	interval := fs.Duration("interval", 0, "pause between requests")
 	// Short by default: a VIP without rules drops the SYN, and a check
 	// that it is silent should not wait long. A count of answers that
-	// must all come gives a loaded node's SYN-ACK more time, still less
-	// than the first SYN retransmission (1 s) so that a dropped SYN is
-	// not hidden.
+	// must all come waits as a client does.
 	dialTimeout := fs.Duration("dial-timeout", 300*time.Millisecond, "how long to wait for each connection")
 	during := fs.Duration("for", 0, "keep asking this long instead of --count times, printing each answer after the milliseconds since the start")
 	if err := fs.Parse(args); err != nil {
