@@ -3,8 +3,8 @@ package integration
 import (
 	"bytes"
 	"context"
-	"io"
 	"fmt"
+	"io"
 	"net/netip"
 	"slices"
 	"strings"
@@ -92,17 +92,8 @@ func TestPullPlannerPlans(t *testing.T) {
 		if err != nil {
 			return err.Error()
 		}
-		var sources []string
-		for _, s := range list.Items {
-			var addrs []string
-			for _, ep := range s.Endpoints {
-				addrs = append(addrs, ep.Addresses...)
-			}
-			sources = append(sources, s.Labels[hubv1alpha1.LabelSourceCluster]+"="+strings.Join(addrs, ","))
-		}
-		slices.Sort(sources)
 		return fmt.Sprintf("%s ips=%d clusters=%s in=%s endpoints=%s", sp.Spec.Import.Spec.Type, len(sp.Spec.Import.Spec.IPs),
-			strings.Join(sp.Spec.Import.Clusters, ","), strings.Join(sp.Spec.ImportedIn, ","), strings.Join(sources, ";"))
+			strings.Join(sp.Spec.Import.Clusters, ","), strings.Join(sp.Spec.ImportedIn, ","), sourcesOf(list.Items, hubv1alpha1.LabelSourceCluster))
 	}
 	waitPlan := func(ns, name, want string) *hubv1alpha1.ServicePlan {
 		t.Helper()
@@ -411,16 +402,7 @@ func TestPullModeWritesEachMember(t *testing.T) {
 		if err != nil {
 			return err.Error()
 		}
-		var sources []string
-		for _, s := range list.Items {
-			var addrs []string
-			for _, ep := range s.Endpoints {
-				addrs = append(addrs, ep.Addresses...)
-			}
-			sources = append(sources, s.Labels[mcsv1beta1.LabelSourceCluster]+"="+strings.Join(addrs, ","))
-		}
-		slices.Sort(sources)
-		return fmt.Sprintf("%s %s clusters=%s endpoints=%s", si.Spec.Type, strings.Join(si.Spec.IPs, ","), strings.Join(clusters, ","), strings.Join(sources, ";"))
+		return fmt.Sprintf("%s %s clusters=%s endpoints=%s", si.Spec.Type, strings.Join(si.Spec.IPs, ","), strings.Join(clusters, ","), sourcesOf(list.Items, mcsv1beta1.LabelSourceCluster))
 	}
 	waitHolds := func(want string, members ...*testMember) {
 		t.Helper()
@@ -510,6 +492,21 @@ func TestPullModeWritesEachMember(t *testing.T) {
 			return strings.Contains(got, "not found"), got
 		})
 	}
+}
+
+// sourcesOf says, sorted, each slice's source cluster (its label
+// sourceLabel) and addresses: "cluster-a=10.1.0.1;cluster-b=10.2.0.1,...".
+func sourcesOf(list []discoveryv1.EndpointSlice, sourceLabel string) string {
+	var sources []string
+	for _, s := range list {
+		var addrs []string
+		for _, ep := range s.Endpoints {
+			addrs = append(addrs, ep.Addresses...)
+		}
+		sources = append(sources, s.Labels[sourceLabel]+"="+strings.Join(addrs, ","))
+	}
+	slices.Sort(sources)
+	return strings.Join(sources, ";")
 }
 
 // resourceVersionsOf are the resourceVersions of m's import of demo/web

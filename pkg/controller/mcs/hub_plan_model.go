@@ -80,7 +80,7 @@ func newHubPlanModel(c *Controller, src HubPlanSource) (*hubPlanModel, error) {
 		return nil, err
 	}
 	enqueue := func(obj any) {
-		switch o := objectOf[metav1.Object](obj).(type) {
+		switch o := pull.ObjectOf[metav1.Object](obj).(type) {
 		case *hubv1alpha1.ServicePlan:
 			c.queue.Add(o.Spec.Service.Namespace + "/" + o.Spec.Service.Name)
 		case *hubv1alpha1.MemberExport:

@@ -14,7 +14,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -240,11 +239,11 @@ func NewHubPlanner(cfg HubPlannerConfig) (*HubPlanner, error) {
 		return cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }, DeleteFunc: enqueue}
 	}
 	specKey := func(obj any) (string, bool) {
-		s, ok := specService(objectOf[runtime.Object](obj))
+		s, ok := specService(pull.ObjectOf[runtime.Object](obj))
 		return s.Namespace + "/" + s.Name, ok && s.Namespace != "" && s.Name != ""
 	}
 	labelKey := func(obj any) (string, bool) {
-		keys, _ := serviceOfLabels(objectOf[metav1.Object](obj))
+		keys, _ := serviceOfLabels(pull.ObjectOf[metav1.Object](obj))
 		if len(keys) == 0 {
 			return "", false
 		}
@@ -392,7 +391,7 @@ func (p *HubPlanner) memberIDs() []string {
 // names of the namespaces that came or went (every name, when the member
 // is new or gone).
 func (p *HubPlanner) memberClusterChanged(obj any, deleted bool) {
-	mc := objectOf[*hubv1alpha1.MemberCluster](obj)
+	mc := pull.ObjectOf[*hubv1alpha1.MemberCluster](obj)
 	if mc == nil {
 		return
 	}
@@ -655,7 +654,7 @@ func (p *HubPlanner) writeExportConditions(ctx context.Context, ns, name string,
 			return err
 		}
 		_, err = p.hubDyn.Resource(hubMemberExports).Namespace(id).UpdateStatus(ctx, &unstructured.Unstructured{Object: u}, metav1.UpdateOptions{})
-		if err := ignoreNotFound(p.write("memberexports/status", err)); err != nil {
+		if err := pull.IgnoreNotFound(p.write("memberexports/status", err)); err != nil {
 			errs = append(errs, fmt.Errorf("the conditions of %s's export of %s/%s: %w", id, ns, name, err))
 		}
 	}
@@ -669,7 +668,7 @@ func (p *HubPlanner) writePlan(ctx context.Context, want, have *hubv1alpha1.Serv
 		hubv1alpha1.LabelServiceNamespace: want.Spec.Service.Namespace,
 		hubv1alpha1.LabelServiceName:      want.Spec.Service.Name,
 	}
-	if have != nil && apiequality.Semantic.DeepEqual(have.Spec, want.Spec) && hasAll(have.Labels, want.Labels) {
+	if have != nil && apiequality.Semantic.DeepEqual(have.Spec, want.Spec) && pull.HasLabels(have.Labels, want.Labels) {
 		return nil
 	}
 	api := p.hubDyn.Resource(hubServicePlans).Namespace(pull.PlanNamespace)
@@ -691,41 +690,9 @@ func (p *HubPlanner) writePlan(ctx context.Context, want, have *hubv1alpha1.Serv
 
 // writePlanSlices makes the plan's slices of key want.
 func (p *HubPlanner) writePlanSlices(ctx context.Context, key string, want []*discoveryv1.EndpointSlice) error {
-	objs, _ := p.planSlices.GetIndexer().ByIndex(byPlannedService, key)
-	have := map[string]*discoveryv1.EndpointSlice{}
-	for _, o := range objs {
-		if s, ok := o.(*discoveryv1.EndpointSlice); ok {
-			have[s.Name] = s
-		}
-	}
-	api := p.hub.DiscoveryV1().EndpointSlices(pull.PlanNamespace)
-	for _, w := range want {
-		h := have[w.Name]
-		delete(have, w.Name)
-		var err error
-		switch {
-		case h == nil:
-			_, err = api.Create(ctx, w, metav1.CreateOptions{})
-		case planSliceUpToDate(h, w):
-			continue
-		case h.AddressType != w.AddressType:
-			if err = ignoreNotFound(p.write("endpointslices", api.Delete(ctx, h.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &h.UID}}))); err == nil {
-				_, err = api.Create(ctx, w, metav1.CreateOptions{})
-			}
-		default:
-			w.ResourceVersion = h.ResourceVersion
-			_, err = api.Update(ctx, w, metav1.UpdateOptions{})
-		}
-		if err := p.write("endpointslices", err); err != nil {
-			return err
-		}
-	}
-	for _, h := range have {
-		if err := ignoreNotFound(p.write("endpointslices", api.Delete(ctx, h.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &h.UID}}))); err != nil {
-			return err
-		}
-	}
-	return nil
+	have := indexed[*discoveryv1.EndpointSlice](p.planSlices.GetIndexer(), byPlannedService, key)
+	return pull.ApplySlices(ctx, p.hub.DiscoveryV1().EndpointSlices(pull.PlanNamespace), have, want, planSliceUpToDate,
+		func(err error) error { return p.write("endpointslices", err) })
 }
 
 // removePlan takes ns/name's plan away: no member exports it.
@@ -737,7 +704,7 @@ func (p *HubPlanner) removePlan(ctx context.Context, ns, name string, planned *h
 		return nil
 	}
 	p.logger.V(2).Info("Removing a name's plan", "service", ns+"/"+name)
-	return ignoreNotFound(p.write("serviceplans", p.hubDyn.Resource(hubServicePlans).Namespace(pull.PlanNamespace).Delete(ctx, planned.Name,
+	return pull.IgnoreNotFound(p.write("serviceplans", p.hubDyn.Resource(hubServicePlans).Namespace(pull.PlanNamespace).Delete(ctx, planned.Name,
 		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &planned.UID}})))
 }
 
@@ -778,34 +745,8 @@ func (p *HubPlanner) write(resource string, err error) error {
 // planSliceUpToDate says whether the plan's slice have already says what
 // want does.
 func planSliceUpToDate(have, want *discoveryv1.EndpointSlice) bool {
-	return have.AddressType == want.AddressType && hasAll(have.Labels, want.Labels) &&
+	return have.AddressType == want.AddressType && pull.HasLabels(have.Labels, want.Labels) &&
 		maps.Equal(have.Annotations, want.Annotations) &&
 		apiequality.Semantic.DeepEqual(have.Endpoints, want.Endpoints) &&
 		apiequality.Semantic.DeepEqual(have.Ports, want.Ports)
-}
-
-// hasAll says whether have holds every key of want with its value.
-func hasAll(have, want map[string]string) bool {
-	for k, v := range want {
-		if got, ok := have[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
-}
-
-func ignoreNotFound(err error) error {
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
-}
-
-// objectOf returns obj, or the object of a deletion tombstone, as T.
-func objectOf[T any](obj any) T {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	t, _ := obj.(T)
-	return t
 }

@@ -154,14 +154,14 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 		return k, err == nil
 	}
 	sliceKey := func(obj any) (string, bool) {
-		s := objectOf[*discoveryv1.EndpointSlice](obj)
+		s := ObjectOf[*discoveryv1.EndpointSlice](obj)
 		if s == nil || s.Labels[discoveryv1.LabelServiceName] == "" {
 			return "", false
 		}
 		return s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName], true
 	}
 	publishedKey := func(obj any) (string, bool) {
-		o := objectOf[metav1.Object](obj)
+		o := ObjectOf[metav1.Object](obj)
 		if o == nil {
 			return "", false
 		}
@@ -251,7 +251,7 @@ func (a *Agent) worker(ctx context.Context) {
 }
 
 func (a *Agent) enqueueNamespace(obj any) {
-	ns := objectOf[*v1.Namespace](obj)
+	ns := ObjectOf[*v1.Namespace](obj)
 	if ns == nil {
 		return
 	}
@@ -320,7 +320,7 @@ func (a *Agent) sync(ctx context.Context, key string) error {
 		}
 		if have != nil {
 			a.logger.V(2).Info("Unpublishing an export", "service", key)
-			return ignoreNotFound(a.write(a.memberExports().Delete(ctx, have.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &have.UID}})))
+			return IgnoreNotFound(a.write(a.memberExports().Delete(ctx, have.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &have.UID}})))
 		}
 		return nil
 	}
@@ -434,37 +434,7 @@ func (a *Agent) syncSlices(ctx context.Context, ns, name string, want []*discove
 	if err != nil {
 		return err
 	}
-	haveByName := map[string]*discoveryv1.EndpointSlice{}
-	for _, s := range have {
-		haveByName[s.Name] = s
-	}
-	api := a.cfg.Hub.DiscoveryV1().EndpointSlices(a.cfg.ClusterID)
-	for _, w := range want {
-		h := haveByName[w.Name]
-		delete(haveByName, w.Name)
-		switch {
-		case h == nil:
-			_, err = api.Create(ctx, w, metav1.CreateOptions{})
-		case sliceUpToDate(h, w):
-			continue
-		case h.AddressType != w.AddressType:
-			if err = ignoreNotFound(a.write(api.Delete(ctx, h.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &h.UID}}))); err == nil {
-				_, err = api.Create(ctx, w, metav1.CreateOptions{})
-			}
-		default:
-			w.ResourceVersion = h.ResourceVersion
-			_, err = api.Update(ctx, w, metav1.UpdateOptions{})
-		}
-		if err := a.write(err); err != nil {
-			return err
-		}
-	}
-	for _, h := range haveByName {
-		if err := ignoreNotFound(a.write(api.Delete(ctx, h.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &h.UID}}))); err != nil {
-			return err
-		}
-	}
-	return nil
+	return ApplySlices(ctx, a.cfg.Hub.DiscoveryV1().EndpointSlices(a.cfg.ClusterID), have, want, sliceUpToDate, a.write)
 }
 
 // report says once per slice and reason, on the member's export, why a
@@ -512,20 +482,4 @@ func memberExportOf(u *unstructured.Unstructured) (*hubv1alpha1.MemberExport, er
 		return nil, fmt.Errorf("MemberExport %s/%s: %w", u.GetNamespace(), u.GetName(), err)
 	}
 	return me, nil
-}
-
-func ignoreNotFound(err error) error {
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
-}
-
-// objectOf returns obj, or the object of a deletion tombstone, as T.
-func objectOf[T any](obj any) T {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	t, _ := obj.(T)
-	return t
 }

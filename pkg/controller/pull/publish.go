@@ -246,25 +246,15 @@ func publishedLabels(namespace, name string) map[string]string {
 // exportUpToDate says whether have, as the hub holds it, already says
 // what want does.
 func exportUpToDate(have, want *hubv1alpha1.MemberExport) bool {
-	return apiequality.Semantic.DeepEqual(have.Spec, want.Spec) && hasLabels(have.Labels, want.Labels)
+	return apiequality.Semantic.DeepEqual(have.Spec, want.Spec) && HasLabels(have.Labels, want.Labels)
 }
 
 // sliceUpToDate says whether have already says what want does; a slice
 // whose address type changed is replaced (the field is immutable).
 func sliceUpToDate(have, want *discoveryv1.EndpointSlice) bool {
-	return have.AddressType == want.AddressType && hasLabels(have.Labels, want.Labels) &&
-		hasLabels(have.Annotations, want.Annotations) &&
+	return have.AddressType == want.AddressType && HasLabels(have.Labels, want.Labels) &&
+		HasLabels(have.Annotations, want.Annotations) &&
 		apiequality.Semantic.DeepEqual(have.OwnerReferences, want.OwnerReferences) &&
 		apiequality.Semantic.DeepEqual(have.Endpoints, want.Endpoints) &&
 		apiequality.Semantic.DeepEqual(have.Ports, want.Ports)
-}
-
-// hasLabels says whether have holds every key of want with its value.
-func hasLabels(have, want map[string]string) bool {
-	for k, v := range want {
-		if got, ok := have[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
 }
