@@ -46,9 +46,13 @@ func TestProfilesAtStartUp(t *testing.T) {
 	var down atomic.Bool
 	down.Store(true)
 	unreachable := errors.New("the hub does not answer")
+	// The hub's informer already lists through the fake, which reads its
+	// reactors under its lock; PrependReactor takes none.
+	hub.Lock()
 	hub.PrependReactor("list", "clusterprofiles", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return down.Load(), nil, unreachable
 	})
+	hub.Unlock()
 	// The fake's watch replays nothing: a profile deleted before the
 	// informer watches again would never be seen. watching closes once
 	// the informer watches the answering hub.

@@ -102,6 +102,15 @@ func newFakeClusterset(t *testing.T, cfg Config, ids []string, started func(id s
 	return c, fakes
 }
 
+// prependReactor adds a reactor to a fake clientset whose informers already
+// run: the fake reads its chain under its lock on every call and
+// PrependReactor takes none.
+func prependReactor(f *clienttesting.Fake, verb, resource string, react clienttesting.ReactionFunc) {
+	f.Lock()
+	defer f.Unlock()
+	f.PrependReactor(verb, resource, react)
+}
+
 // exportWeb gives member m an exported Service demo/web (port http 80,
 // a selector) with one EndpointSlice of addrs, as the EndpointSlice
 // controller writes: owned by the Service, an endpoint per Pod.
@@ -499,7 +508,7 @@ func moveWrittenIntoB(t *testing.T, handlers bool) (c *Controller, b *fakeMember
 	}
 	// The apiserver counts an EndpointSlice's content changes in its
 	// generation.
-	b.kube.PrependReactor("*", "endpointslices", func(act clienttesting.Action) (bool, runtime.Object, error) {
+	prependReactor(&b.kube.Fake, "*", "endpointslices", func(act clienttesting.Action) (bool, runtime.Object, error) {
 		write, ok := act.(clienttesting.CreateAction) // an update is one too
 		if !ok {
 			return false, nil, nil

@@ -49,7 +49,7 @@ func TestSourceLeasesWrittenOncePerRenewal(t *testing.T) {
 	// The apiserver keeps a Lease's renewTime to the microsecond: so does
 	// this one, so that a writer comparing the answer it wrote with the
 	// renewTime it read back would write every Lease again on every pass.
-	b.kube.PrependReactor("*", "leases", func(a clienttesting.Action) (bool, runtime.Object, error) {
+	prependReactor(&b.kube.Fake, "*", "leases", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		if o, ok := a.(interface{ GetObject() runtime.Object }); ok {
 			if l, ok := o.GetObject().(*coordinationv1.Lease); ok && l.Spec.RenewTime != nil {
 				l.Spec.RenewTime = &metav1.MicroTime{Time: l.Spec.RenewTime.Truncate(time.Microsecond)}
