@@ -42,48 +42,17 @@ type PullMode struct {
 // cluster's controller identity and its hub identity (agentArgs added).
 func (cs *ClusterSet) StartPullMode(ctx context.Context, plannerArgs, agentArgs []string) (*PullMode, error) {
 	hub := cs.Clusters[0]
-	hubCRDs, err := crds.Hub()
-	if err != nil {
-		return nil, err
-	}
-	if err := crds.Install(ctx, apiextensionsclient.NewForConfigOrDie(hub.API.RESTConfig()), hubCRDs...); err != nil {
-		return nil, fmt.Errorf("the hub's CRDs: %w", err)
-	}
-	path, err := repoFile("deploy", "hub-pull", "hub.yaml")
-	if err != nil {
-		return nil, err
-	}
-	objs, err := kindconfig.Objects(path, nil)
-	if err != nil {
-		return nil, err
-	}
+	var ids []string
 	for _, c := range cs.Clusters {
-		part, err := pull.MemberObjects(c.Name, pull.DefaultMemberLimits)
-		if err != nil {
-			return nil, err
-		}
-		for _, o := range part {
-			u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
-			if err != nil {
-				return nil, err
-			}
-			objs = append(objs, &unstructured.Unstructured{Object: u})
-		}
+		ids = append(ids, c.Name)
 	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(hub.API.Client().Discovery()))
-	dyn, err := dynamic.NewForConfig(hub.API.RESTConfig())
-	if err != nil {
+	if err := LayOutPullHub(ctx, hub.API, ids); err != nil {
 		return nil, err
-	}
-	for _, obj := range objs {
-		if err := kindconfig.Apply(ctx, dyn, mapper, obj, false); err != nil {
-			return nil, fmt.Errorf("the hub: %s %s: %w", obj.GetKind(), obj.GetName(), err)
-		}
 	}
 	cs.progress.done(hub.Name, "pull mode's hub laid out: deploy/hub-pull and every member's part")
 
 	pm := &PullMode{Hub: hub, Agents: map[string]*process.Process{}, cs: cs, agentArgs: map[string][]string{}}
-	plannerKubeconfig, err := hub.API.ImpersonatingKubeconfig("system:serviceaccount:mcs-system:mcs-planner", []string{"system:serviceaccounts", "system:serviceaccounts:mcs-system"})
+	plannerKubeconfig, err := hub.API.ImpersonatingKubeconfig(PlannerIdentity())
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +66,7 @@ func (cs *ClusterSet) StartPullMode(ctx context.Context, plannerArgs, agentArgs 
 		return nil, err
 	}
 	for _, c := range cs.Clusters {
-		hubKubeconfig, err := hub.API.ImpersonatingKubeconfig(fmt.Sprintf("system:serviceaccount:%s:%s", c.Name, pull.AgentServiceAccount), []string{"system:serviceaccounts", "system:serviceaccounts:" + c.Name})
+		hubKubeconfig, err := hub.API.ImpersonatingKubeconfig(AgentIdentity(c.Name))
 		if err != nil {
 			return nil, err
 		}
@@ -151,4 +120,61 @@ func (pm *PullMode) Stop() {
 	if pm.Planner != nil {
 		pm.Planner.Stop(5 * time.Second)
 	}
+}
+
+// LayOutPullHub lays out pull mode's hub in hub as its operator does: the
+// hub CRDs, deploy/hub-pull, and each member's part as kubectl mcs hub
+// member prints it.
+func LayOutPullHub(ctx context.Context, hub *framework.Cluster, members []string) error {
+	hubCRDs, err := crds.Hub()
+	if err != nil {
+		return err
+	}
+	if err := crds.Install(ctx, apiextensionsclient.NewForConfigOrDie(hub.RESTConfig()), hubCRDs...); err != nil {
+		return fmt.Errorf("the hub's CRDs: %w", err)
+	}
+	path, err := repoFile("deploy", "hub-pull", "hub.yaml")
+	if err != nil {
+		return err
+	}
+	objs, err := kindconfig.Objects(path, nil)
+	if err != nil {
+		return err
+	}
+	for _, id := range members {
+		part, err := pull.MemberObjects(id, pull.DefaultMemberLimits)
+		if err != nil {
+			return err
+		}
+		for _, o := range part {
+			u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+			if err != nil {
+				return err
+			}
+			objs = append(objs, &unstructured.Unstructured{Object: u})
+		}
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(hub.Client().Discovery()))
+	dyn, err := dynamic.NewForConfig(hub.RESTConfig())
+	if err != nil {
+		return err
+	}
+	for _, obj := range objs {
+		if err := kindconfig.Apply(ctx, dyn, mapper, obj, false); err != nil {
+			return fmt.Errorf("the hub: %s %s: %w", obj.GetKind(), obj.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// PlannerIdentity is the hub user deploy/hub-pull gives the planner (its
+// ServiceAccount) and that user's groups.
+func PlannerIdentity() (string, []string) {
+	return "system:serviceaccount:mcs-system:mcs-planner", []string{"system:serviceaccounts", "system:serviceaccounts:mcs-system"}
+}
+
+// AgentIdentity is the hub user a member's part gives member id's agent
+// (a ServiceAccount of its namespace) and that user's groups.
+func AgentIdentity(id string) (string, []string) {
+	return fmt.Sprintf("system:serviceaccount:%s:%s", id, pull.AgentServiceAccount), []string{"system:serviceaccounts", "system:serviceaccounts:" + id}
 }

@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	cliflag "k8s.io/component-base/cli/flag"
@@ -157,7 +156,7 @@ func RunAgent(ctx context.Context, o *AgentOptions) error {
 	if err != nil {
 		return fmt.Errorf("this cluster's ID: %w", err)
 	}
-	hubKube, err := kubernetes.NewForConfig(hub)
+	hubKube, err := mcs.NewKubeClient(hub)
 	if err != nil {
 		return err
 	}
@@ -168,7 +167,7 @@ func RunAgent(ctx context.Context, o *AgentOptions) error {
 	if err := pull.CheckHubIdentity(review.Status.UserInfo.Username, clusterID); err != nil {
 		return err
 	}
-	memberKube, err := kubernetes.NewForConfig(member)
+	memberKube, err := mcs.NewKubeClient(member)
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/pflag"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	cliflag "k8s.io/component-base/cli/flag"
 	logsapi "k8s.io/component-base/logs/api/v1"
@@ -94,7 +93,7 @@ func RunPlanner(ctx context.Context, o *Options) error {
 	}
 	o.configure(hub)
 	hub.UserAgent = "mcs-planner"
-	hubKube, err := kubernetes.NewForConfig(hub)
+	hubKube, err := mcs.NewKubeClient(hub)
 	if err != nil {
 		return err
 	}

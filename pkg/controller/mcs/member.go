@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	networkinglisters "k8s.io/client-go/listers/networking/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
@@ -107,18 +108,24 @@ type member struct {
 	wg     sync.WaitGroup
 }
 
-func newMember(m topology.Member, managedBy string, recorder func(kubernetes.Interface) (events.EventRecorder, func())) (*member, error) {
-	cfg := *m.Config
-	// Built-in types go as protobuf, as Kubernetes' own controllers send
-	// them: the apiservers encode every watch event of the slices and
-	// Services the controller reads, and protobuf costs them less than
-	// JSON. Custom resources (the MCS API) are served as JSON only.
-	kubeCfg := cfg
+// NewKubeClient is a client of cfg's apiserver for its built-in types,
+// sent and read as protobuf, as Kubernetes' own controllers send them:
+// the apiserver encodes every watch event of the slices and Services the
+// controller, the planner and the agents read and write, and protobuf
+// costs it less than JSON. Custom resources (the MCS API, the hub's) are
+// served as JSON only: their clients keep cfg as it is.
+func NewKubeClient(cfg *rest.Config) (kubernetes.Interface, error) {
+	kubeCfg := rest.CopyConfig(cfg)
 	if kubeCfg.ContentType == "" {
 		kubeCfg.ContentType = runtime.ContentTypeProtobuf
 		kubeCfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	}
-	kube, err := kubernetes.NewForConfig(&kubeCfg)
+	return kubernetes.NewForConfig(kubeCfg)
+}
+
+func newMember(m topology.Member, managedBy string, recorder func(kubernetes.Interface) (events.EventRecorder, func())) (*member, error) {
+	cfg := *m.Config
+	kube, err := NewKubeClient(&cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -50,6 +49,7 @@ var (
 	away         = flag.Duration("away", 0, "after that, take the last member's apiserver away this long (more than the controller's 40 s endpoint TTL), change --away-changes endpoints meanwhile, and count what its return costs (0: not)")
 	awayChanges  = flag.Int("away-changes", 20, "endpoints changed while a member is away (--away)")
 	derived      = flag.String("derived", "", "cluster IDs served in derived mode (the controller's --derived-members), e.g. cluster-c: each member's figures are reported, so native and derived members are compared in one run")
+	modes        = flag.String("mode", "push", "push: the mcs-controller writes into every member; pull: one more apiserver, the hub, with the planner, and a member agent in each member (docs/architecture.md, \"Pull mode\"); push,pull: both, each on apiservers of its own, one after the other, then side by side. The limit, restart, leader change and away phases are push mode's")
 )
 
 type member struct {
@@ -57,8 +57,10 @@ type member struct {
 	// index is the second octet of the member's endpoint addresses.
 	index int
 	cfg   *rest.Config
-	kube  kubernetes.Interface
-	mcs   mcsclientset.Interface
+	// kubeconfig is the member's admin kubeconfig.
+	kubeconfig string
+	kube       kubernetes.Interface
+	mcs        mcsclientset.Interface
 	// observer sees the imported slices and the imports, for convergence
 	// and the latency probe.
 	observer
@@ -72,32 +74,66 @@ type member struct {
 
 func main() {
 	flag.Parse()
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
+	var results []*result
+	for _, mode := range strings.Split(*modes, ",") {
+		if mode != "push" && mode != "pull" {
+			fmt.Fprintf(os.Stderr, "bench: --mode: %q is neither push nor pull\n", mode)
+			os.Exit(2)
+		}
+		fmt.Printf("== %s mode\n", mode)
+		r, err := run(mode)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %s mode: %v\n", mode, err)
+			os.Exit(1)
+		}
+		results = append(results, r)
+	}
+	if len(results) > 1 {
+		printSideBySide(results)
 	}
 }
 
-func run() error {
+// result is what one mode's run is compared by.
+type result struct {
+	mode string
+	// convergence is from the processes' start to every import and slice
+	// in every member.
+	convergence time.Duration
+	// cpu is what our processes used until convergence, servers what
+	// the apiservers and etcd used.
+	cpu, servers float64
+	// biggest is the process of ours with the highest peak RSS.
+	biggest   string
+	biggestMB int
+	// writes are the write requests every apiserver served until
+	// convergence (each member's until its own), hubWrites the hub's
+	// share.
+	writes, hubWrites int
+	p50, p99          time.Duration
+}
+
+func run(mode string) (*result, error) {
 	ctx := context.Background()
-	// A run that does not converge keeps its directory: the controller's
+	// A run that does not converge keeps its directory: the processes'
 	// log says why.
 	keep := false
 	dir := *workDir
 	if dir == "" {
 		var err error
 		if dir, err = os.MkdirTemp("", "bench-mcs-controller-"); err != nil {
-			return err
+			return nil, err
 		}
 		defer func() {
 			if !keep {
 				os.RemoveAll(dir)
 			}
 		}()
+	} else {
+		dir = filepath.Join(dir, mode)
 	}
 	etcd, err := framework.StartEtcd(ctx, filepath.Join(dir, "etcd"))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer etcd.Stop()
 	serverPids := []int{etcd.Pid()}
@@ -115,7 +151,7 @@ func run() error {
 		c, err := framework.StartCluster(ctx, framework.ClusterOptions{Name: id, Etcd: etcd, Dir: filepath.Join(dir, id),
 			ExtraArgs: apiserverArgs})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		defer c.Stop()
 		fcs = append(fcs, c)
@@ -126,15 +162,15 @@ func run() error {
 		// that the benchmark's own watches cost the apiservers little.
 		proto := rest.CopyConfig(cfg)
 		proto.ContentType = "application/vnd.kubernetes.protobuf"
-		m := &member{id: id, index: i + 1, cfg: cfg, kube: kubernetes.NewForConfigOrDie(proto), mcs: mcsclientset.NewForConfigOrDie(cfg)}
+		m := &member{id: id, index: i + 1, cfg: cfg, kubeconfig: c.Kubeconfig(), kube: kubernetes.NewForConfigOrDie(proto), mcs: mcsclientset.NewForConfigOrDie(cfg)}
 		if err := prepare(ctx, m); err != nil {
-			return fmt.Errorf("%s: %w", id, err)
+			return nil, fmt.Errorf("%s: %w", id, err)
 		}
 		members = append(members, m)
 	}
 	kubeconfig := filepath.Join(dir, "clusterset.kubeconfig")
 	if err := framework.WriteClusterSetKubeconfig(kubeconfig, fcs...); err != nil {
-		return err
+		return nil, err
 	}
 
 	start := time.Now()
@@ -148,17 +184,18 @@ func run() error {
 	close(errs)
 	for err := range errs {
 		if err != nil {
-			return err
+			return nil, err
 		}
 	}
 	fmt.Printf("populated %d clusters x %d exports x %d endpoints in %s\n", *clusters, *exports, *perService, time.Since(start).Round(time.Millisecond))
 
 	var limit time.Duration
-	if *limitPhase {
+	limits := *limitPhase && mode == "push"
+	if limits {
 		settle(serverPids)
 		var limitCPU float64
 		if limit, limitCPU, err = measureLimit(ctx, members, serverPids); err != nil {
-			return fmt.Errorf("limit: %w", err)
+			return nil, fmt.Errorf("limit: %w", err)
 		}
 		fmt.Printf("limit: %s for the controller's writes made straight into every member (%d clients at %d QPS, %d writers each); apiservers and etcd used %.1f s CPU\n",
 			limit.Round(time.Millisecond), len(members), *apiQPS, *workers, limitCPU)
@@ -173,20 +210,21 @@ func run() error {
 	logPath := filepath.Join(dir, "mcs-controller.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer logFile.Close()
 	metricsPort, err := framework.FreePort()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
-	args := []string{"--kubeconfig=" + kubeconfig, "--leader-elect=false",
-		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort), "--healthz-bind-address=0",
-		fmt.Sprintf("--kube-api-qps=%d", *apiQPS), fmt.Sprintf("--kube-api-burst=%d", 2**apiQPS), fmt.Sprintf("--workers=%d", *workers)}
+	// What every process of ours shares: the client settings and workers.
+	shared := []string{"--leader-elect=false", fmt.Sprintf("--kube-api-qps=%d", *apiQPS), fmt.Sprintf("--kube-api-burst=%d", 2**apiQPS), fmt.Sprintf("--workers=%d", *workers)}
 	if *verbosity > 0 {
-		args = append(args, fmt.Sprintf("-v=%d", *verbosity))
+		shared = append(shared, fmt.Sprintf("-v=%d", *verbosity))
 	}
+	serving := []string{fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort), "--healthz-bind-address=0"}
+	args := append(append([]string{"--kubeconfig=" + kubeconfig}, serving...), shared...)
 	if *derived != "" {
 		args = append(args, "--derived-members="+*derived)
 	}
@@ -196,26 +234,41 @@ func run() error {
 	writesBefore := map[string]int{}
 	for _, m := range members {
 		if writesBefore[m.id], err = writeRequests(ctx, m); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	_, byBefore, err := writeRequestsBy(ctx, members[0])
 	if err != nil {
-		return err
+		return nil, err
 	}
-	cmd := exec.Command(*controller, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// The limit's deletes are digested first: each phase carries its own
 	// work only.
 	settle(serverPids)
 	serverCPU := cpuSeconds(serverPids...)
+	var ours *fleet
+	var hub *framework.Cluster
+	hubWritesBefore := 0
 	start = time.Now()
-	if err := cmd.Start(); err != nil {
-		return err
+	switch mode {
+	case "push":
+		ours = newFleet()
+		if err := ours.start("mcs-controller", *controller, args, logFile); err != nil {
+			return nil, err
+		}
+	case "pull":
+		plannerArgs := append(append([]string{"--secure-port=0"}, serving...), shared...)
+		if ours, hub, err = startPullMode(ctx, dir, etcd, members, apiserverArgs, plannerArgs, shared, logFile); err != nil {
+			return nil, err
+		}
+		defer hub.Stop()
+		serverPids = append(serverPids, hub.Pid())
+		// The hub is laid out before its processes start: what is
+		// counted is their writes.
+		if hubWritesBefore, _, err = measure.WriteRequestsBy(ctx, hub.Client()); err != nil {
+			return nil, err
+		}
 	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	peak := &peakRSS{measure.PeakRSS{Pid: cmd.Process.Pid}}
-	go peak.watch(stop)
+	defer ours.kill()
 
 	wantSlices := *exports * *clusters
 	var progress milestones
@@ -231,7 +284,7 @@ func run() error {
 				m.converged = time.Since(start)
 				w, err := writeRequests(ctx, m)
 				if err != nil {
-					return err
+					return nil, err
 				}
 				m.writes = w - writesBefore[m.id]
 			}
@@ -243,14 +296,26 @@ func run() error {
 		}
 		if time.Since(start) > *timeout {
 			keep = true
-			return fmt.Errorf("no convergence after %s: %s (log %s)", *timeout, strings.Join(state, "; "), logPath)
+			return nil, fmt.Errorf("no convergence after %s: %s (log %s)", *timeout, strings.Join(state, "; "), logPath)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
 	convergence := time.Since(start)
+	res := &result{mode: mode, convergence: convergence, cpu: ours.cpu(), servers: cpuSeconds(serverPids...) - serverCPU}
+	for _, m := range members {
+		res.writes += m.writes
+	}
+	if hub != nil {
+		w, _, err := measure.WriteRequestsBy(ctx, hub.Client())
+		if err != nil {
+			return nil, err
+		}
+		res.hubWrites = w - hubWritesBefore
+		res.writes += res.hubWrites
+	}
 	if *profiles != "" {
-		if err := saveProfile(strings.TrimSuffix(metricsURL, "/metrics")+"/debug/pprof/heap", filepath.Join(*profiles, fmt.Sprintf("heap-%d-clusters.pb.gz", len(members)))); err != nil {
-			return err
+		if err := saveProfile(strings.TrimSuffix(metricsURL, "/metrics")+"/debug/pprof/heap", filepath.Join(*profiles, fmt.Sprintf("heap-%s-%d-clusters.pb.gz", mode, len(members)))); err != nil {
+			return nil, err
 		}
 	}
 	if _, byAfter, err := writeRequestsBy(ctx, members[0]); err == nil {
@@ -263,36 +328,42 @@ func run() error {
 		slices.Sort(parts)
 		fmt.Printf("requests to %s until convergence: %s\n", members[0].id, strings.Join(parts, ", "))
 	}
-	fmt.Printf("convergence: %s from controller start to %d imports and %d slices in each of %d members (%s)\n",
+	fmt.Printf("convergence: %s from start to %d imports and %d slices in each of %d members (%s)\n",
 		convergence.Round(time.Millisecond), *exports, wantSlices, len(members), progress)
-	// Where the time went: CPU the controller used against the apiservers
+	// Where the time went: CPU our processes used against the apiservers
 	// and etcd, on a machine they share.
-	controllerCPU := cpuSeconds(cmd.Process.Pid)
-	fmt.Printf("CPU during convergence: controller %.1f s, apiservers and etcd %.1f s (%d cores)\n",
-		controllerCPU, cpuSeconds(serverPids...)-serverCPU, runtime.NumCPU())
+	fmt.Printf("CPU during convergence: ours (%d processes) %.1f s, apiservers and etcd %.1f s (%d cores)\n",
+		len(ours.cmds), res.cpu, res.servers, runtime.NumCPU())
+	if hub != nil {
+		fmt.Printf("writes until convergence: %d, of which %d into the hub\n", res.writes, res.hubWrites)
+	}
 	latencies, err := measureLatency(ctx, members)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	slices.Sort(latencies)
 	p := func(q float64) time.Duration { return latencies[int(q*float64(len(latencies)-1))] }
+	res.p50, res.p99 = p(0.50), p(0.99)
 	fmt.Printf("endpoint change -> slice updated in every member (%d changes): p50 %s  p99 %s  max %s\n",
 		len(latencies), p(0.50).Round(time.Millisecond), p(0.99).Round(time.Millisecond), latencies[len(latencies)-1].Round(time.Millisecond))
 	for _, m := range members {
-		mode := "native"
+		kind := "native"
 		if slices.Contains(strings.Split(*derived, ","), m.id) {
-			mode = "derived"
+			kind = "derived"
 		}
 		slices.Sort(m.latencies)
 		q := func(f float64) time.Duration { return m.latencies[int(f*float64(len(m.latencies)-1))] }
 		fmt.Printf("  %s (%s): converged in %s, %d write requests (%.2f per export), propagation p50 %s p99 %s\n",
-			m.id, mode, m.converged.Round(time.Millisecond), m.writes, float64(m.writes)/float64(*exports),
+			m.id, kind, m.converged.Round(time.Millisecond), m.writes, float64(m.writes)/float64(*exports),
 			q(0.5).Round(time.Millisecond), q(0.99).Round(time.Millisecond))
 	}
-	fmt.Printf("controller peak RSS: %d MB\n", peak.get()/1024)
+	res.biggest, res.biggestMB = ours.biggest()
+	fmt.Printf("biggest process of ours: %s, peak RSS %d MB\n", res.biggest, res.biggestMB)
 	printSyncCounts(metricsURL)
-	_ = cmd.Process.Kill()
-	_ = cmd.Wait()
+	ours.kill()
+	if mode == "pull" {
+		return res, nil
+	}
 	// The phases over the converged clusterset wait this long after each
 	// event for writes it should not cause.
 	settleFor := *restart
@@ -301,34 +372,32 @@ func run() error {
 	}
 	if *restart > 0 {
 		if err := measureRestart(ctx, members, *controller, args, logFile, *restart); err != nil {
-			return fmt.Errorf("restart: %w", err)
+			return nil, fmt.Errorf("restart: %w", err)
 		}
 	}
 	if *leaderChange {
 		if err := measureLeaderChange(ctx, members, *controller, args, logFile, settleFor); err != nil {
-			return fmt.Errorf("leader change: %w", err)
+			return nil, fmt.Errorf("leader change: %w", err)
 		}
 	}
 	if *away > 0 {
 		if err := measureAway(ctx, members, fcs, *controller, args, logFile, *away, *awayChanges, settleFor); err != nil {
-			return fmt.Errorf("away: %w", err)
+			return nil, fmt.Errorf("away: %w", err)
 		}
 	}
-	if *limitPhase && !*limitAfter {
+	if limits && !*limitAfter {
 		fmt.Printf("convergence / limit before convergence: %.2f\n", convergence.Seconds()/limit.Seconds())
 	}
-	if *limitPhase && *limitAfter {
+	if limits && *limitAfter {
 		// The limit again, the controller stopped: the apiservers hold
 		// more history after each phase (watch cache, etcd), which costs
 		// them more CPU per write, so the limit before convergence favours
 		// the limit and the one after favours the controller. The ratio is
 		// to their mean.
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
 		settle(serverPids)
 		after, afterCPU, err := measureLimit(ctx, members, serverPids)
 		if err != nil {
-			return fmt.Errorf("limit after convergence: %w", err)
+			return nil, fmt.Errorf("limit after convergence: %w", err)
 		}
 		fmt.Printf("limit after convergence: %s; apiservers and etcd used %.1f s CPU\n", after.Round(time.Millisecond), afterCPU)
 		mean := (limit + after) / 2
@@ -336,6 +405,22 @@ func run() error {
 			convergence.Seconds()/mean.Seconds(), convergence.Seconds()/limit.Seconds(), convergence.Seconds()/after.Seconds())
 	}
 	fmt.Printf("targets: convergence < 60s: %v; p99 < 2s: %v; RSS < 500MB: %v\n",
-		convergence < time.Minute, p(0.99) < 2*time.Second, peak.get()/1024 < 500)
-	return nil
+		convergence < time.Minute, p(0.99) < 2*time.Second, res.biggestMB < 500)
+	return res, nil
+}
+
+// printSideBySide prints the modes' results as a table, each figure of
+// pull mode also as a ratio to push mode's.
+func printSideBySide(results []*result) {
+	fmt.Printf("\nside by side (%d members x %d names x %d endpoints):\n", *clusters, *exports, *perService)
+	fmt.Println("| mode | convergence | CPU, ours | CPU, apiservers + etcd | biggest process (peak RSS) | writes | propagation p50 / p99 |")
+	fmt.Println("|---|---|---|---|---|---|---|")
+	for _, r := range results {
+		writes := fmt.Sprint(r.writes)
+		if r.hubWrites > 0 {
+			writes += fmt.Sprintf(" (hub %d)", r.hubWrites)
+		}
+		fmt.Printf("| %s | %s | %.1f s | %.1f s | %s (%d MB) | %s | %s / %s |\n", r.mode, r.convergence.Round(100*time.Millisecond),
+			r.cpu, r.servers, r.biggest, r.biggestMB, writes, r.p50.Round(time.Millisecond), r.p99.Round(time.Millisecond))
+	}
 }

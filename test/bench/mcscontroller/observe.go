@@ -86,12 +86,6 @@ func hasAddress(m *member, service, source, addr string) bool {
 	return false
 }
 
-// peakRSS samples a process's high-water RSS (measure.PeakRSS).
-type peakRSS struct{ measure.PeakRSS }
-
-func (p *peakRSS) watch(stop <-chan struct{}) { p.Watch(stop) }
-func (p *peakRSS) get() int                   { return p.Get() }
-
 // printSyncCounts prints how many syncs the controller ran and how many
 // failed (a write lost to a stale cache is retried and counted here).
 func printSyncCounts(url string) {

@@ -57,6 +57,7 @@ import (
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/mcs"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/pull"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/bench/measure"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
@@ -144,7 +145,7 @@ func run() error {
 		agent, err := pull.NewAgent(pull.AgentConfig{
 			ClusterID: id,
 			Member:    simulatedMember(i), MemberDynamic: simulatedExports(),
-			Hub: kubernetes.NewForConfigOrDie(protobuf(cfg)), HubDynamic: dynamic.NewForConfigOrDie(cfg),
+			Hub: mustKube(cfg), HubDynamic: dynamic.NewForConfigOrDie(cfg),
 			SourceManagers: []string{"endpointslice-controller.k8s.io"},
 			LeaseRenewal:   10 * time.Second,
 		})
@@ -553,7 +554,7 @@ func measureLimit(ctx context.Context, admin *rest.Config, kube kubernetes.Inter
 	cfg := rest.CopyConfig(admin)
 	cfg.QPS, cfg.Burst = float32(*apiQPS), 2**apiQPS
 	ldyn := dynamic.NewForConfigOrDie(cfg)
-	lkube := kubernetes.NewForConfigOrDie(protobuf(cfg))
+	lkube := mustKube(cfg)
 	exports, err := dyn.Resource(memberExportsGVR).Namespace("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return 0, err
@@ -647,7 +648,7 @@ func startWatchers(ctx context.Context, admin *rest.Config, ns string) *watcherS
 		w.seen = append(w.seen, map[int]bool{})
 		id := clusterID(i)
 		cfg := identity(admin, fmt.Sprintf("system:serviceaccount:%s:%s", id, pull.AgentServiceAccount), id)
-		kube := kubernetes.NewForConfigOrDie(protobuf(cfg))
+		kube := mustKube(cfg)
 		dyn := dynamic.NewForConfigOrDie(cfg)
 		for _, open := range []func() (watch.Interface, error){
 			func() (watch.Interface, error) {
@@ -754,13 +755,14 @@ func identity(admin *rest.Config, user, namespace string) *rest.Config {
 	return cfg
 }
 
-// protobuf is cfg sending and accepting built-in types as protobuf, as
-// Kubernetes' own clients do.
-func protobuf(cfg *rest.Config) *rest.Config {
-	out := rest.CopyConfig(cfg)
-	out.ContentType = runtime.ContentTypeProtobuf
-	out.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	return out
+// mustKube is a client of cfg's built-in types as the planner and the
+// agents make theirs.
+func mustKube(cfg *rest.Config) kubernetes.Interface {
+	kube, err := mcs.NewKubeClient(cfg)
+	if err != nil {
+		panic(err)
+	}
+	return kube
 }
 
 func writeKubeconfig(dir, name string, cfg *rest.Config) (string, error) {
