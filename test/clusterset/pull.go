@@ -74,7 +74,8 @@ func (cs *ClusterSet) StartPullMode(ctx context.Context, plannerArgs, agentArgs 
 		if err != nil {
 			return nil, err
 		}
-		pm.agentArgs[c.Name] = append([]string{"member-agent", "--kubeconfig=" + memberKubeconfig, "--hub-kubeconfig=" + hubKubeconfig, "--leader-elect=false"}, agentArgs...)
+		pm.agentArgs[c.Name] = append([]string{"member-agent", "--kubeconfig=" + memberKubeconfig, "--hub-kubeconfig=" + hubKubeconfig, "--leader-elect=false",
+			"--metrics-bind-address=0", "--healthz-bind-address=0", "--secure-port=0"}, agentArgs...)
 		if err := pm.StartAgent(c.Name); err != nil {
 			return nil, err
 		}

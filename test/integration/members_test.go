@@ -227,15 +227,8 @@ func startControllerWith(t *testing.T, kubeconfig, identity string, ttl time.Dur
 	o.LeaderElectRenewDeadline = 3 * time.Second
 	o.LeaderElectRetryPeriod = 500 * time.Millisecond
 	o.ClusterIDTimeout = 3 * time.Second
-	port, err := framework.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.HealthzBindAddress = fmt.Sprintf("127.0.0.1:%d", port)
-	if port, err = framework.FreePort(); err != nil {
-		t.Fatal(err)
-	}
-	o.MetricsBindAddress = fmt.Sprintf("127.0.0.1:%d", port)
+	o.HealthzBindAddress = fmt.Sprintf("127.0.0.1:%d", mustFreePort(t))
+	o.MetricsBindAddress = fmt.Sprintf("127.0.0.1:%d", mustFreePort(t))
 	// Several replicas run in one test: the secure port is the one test's
 	// that asks for it (TestMCSControllerSecurePort).
 	o.SecureServing.BindPort = 0

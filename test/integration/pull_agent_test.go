@@ -283,6 +283,9 @@ func TestPullAgentCommand(t *testing.T) {
 	}
 	o := app.NewAgentOptions()
 	o.Kubeconfig, o.LeaderElect, o.ClusterIDWait = a.cluster.Kubeconfig(), false, 10*time.Second
+	// It serves what the controller serves, on addresses of its own here.
+	metricsPort, healthPort := mustFreePort(t), mustFreePort(t)
+	o.MetricsBindAddress, o.HealthzBindAddress, o.SecureServing.BindPort = fmt.Sprintf("127.0.0.1:%d", metricsPort), fmt.Sprintf("127.0.0.1:%d", healthPort), 0
 
 	o.HubKubeconfig = agentOf("cluster-b")
 	err := app.RunAgent(ctx, o)
@@ -331,5 +334,16 @@ func TestPullAgentCommand(t *testing.T) {
 			return false, err.Error()
 		}
 		return len(si.Spec.IPs) == 1 && strings.HasPrefix(si.Spec.IPs[0], "10.250.0."), fmt.Sprint(si.Spec.IPs)
+	})
+	// Its health and its writing half's metrics, as an operator's probes
+	// and Prometheus read them: ready with both halves synced, and the
+	// controller's metrics of the writes into cluster-a.
+	eventually(t, 30*time.Second, "the agent's /readyz", func() (bool, string) {
+		out, err := httpGet(fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort))
+		return err == nil && strings.TrimSpace(out) == "ok", out + errString(err)
+	})
+	eventually(t, 30*time.Second, "the agent's /metrics to count its writes into cluster-a", func() (bool, string) {
+		out, err := httpGet(fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort))
+		return err == nil && strings.Contains(out, `mcs_controller_member_sync_duration_seconds_count{cluster="cluster-a",result="success"}`), errString(err)
 	})
 }

@@ -18,6 +18,8 @@ import (
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/framework"
 )
 
 // waitMetric waits until the controller's /metrics holds line, e.g.
@@ -293,6 +295,16 @@ func clustersString(si *mcsv1beta1.ServiceImport) string {
 		out = append(out, c.Cluster)
 	}
 	return strings.Join(out, ",")
+}
+
+// mustFreePort is a free loopback port, for a component's endpoints.
+func mustFreePort(t *testing.T) int {
+	t.Helper()
+	port, err := framework.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return port
 }
 
 func httpGet(url string) (string, error) {

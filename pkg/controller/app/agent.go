@@ -2,9 +2,11 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
@@ -59,6 +61,9 @@ type AgentOptions struct {
 	LeaderElectRenewDeadline time.Duration
 	LeaderElectRetryPeriod   time.Duration
 	Identity                 string
+	// ServingOptions are what it serves, as the controller: its writing
+	// half's metrics (the controller's), health, profiles.
+	ServingOptions
 }
 
 // NewAgentOptions returns the agent's defaults, the controller's where
@@ -72,6 +77,7 @@ func NewAgentOptions() *AgentOptions {
 		LeaderElect: true, LeaseNamespace: "mcs-system",
 		LeaderElectLeaseDuration: c.LeaderElectLeaseDuration, LeaderElectRenewDeadline: c.LeaderElectRenewDeadline,
 		LeaderElectRetryPeriod: c.LeaderElectRetryPeriod,
+		ServingOptions:         NewServingOptions(),
 	}
 }
 
@@ -93,6 +99,7 @@ func (o *AgentOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.LeaderElectRenewDeadline, "leader-elect-renew-deadline", o.LeaderElectRenewDeadline, "Leader election renew deadline.")
 	fs.DurationVar(&o.LeaderElectRetryPeriod, "leader-elect-retry-period", o.LeaderElectRetryPeriod, "Leader election retry period.")
 	fs.StringVar(&o.Identity, "identity", o.Identity, "Identity of this replica in the Lease (default: hostname and a random suffix).")
+	o.ServingOptions.AddFlags(fs)
 }
 
 // NewMemberAgentCommand is `mcs-controller member-agent`.
@@ -140,6 +147,9 @@ func RunAgent(ctx context.Context, o *AgentOptions) error {
 	if len(o.SourceManagers) == 0 {
 		return fmt.Errorf("--source-endpointslice-managers is empty: no slice would be published")
 	}
+	if errs := o.ServingOptions.Validate(); len(errs) > 0 {
+		return errors.Join(errs...)
+	}
 	member, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
 	if err != nil {
 		return fmt.Errorf("this cluster: %w", err)
@@ -185,6 +195,12 @@ func RunAgent(ctx context.Context, o *AgentOptions) error {
 	if o.Identity == "" {
 		o.Identity = defaultIdentity()
 	}
+	// The Go runtime's and the process's, the leader gauge, and the
+	// writing half's: the controller's metrics, so that push mode's
+	// alerts watch every member's writes in pull mode too.
+	reg := metrics.NewKubeRegistry()
+	reg.RawMustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(leaderGauge)
 	writer, err := mcs.New(mcs.Config{
 		Members:        []topology.Member{{ClusterID: clusterID, Config: member}},
 		ManagedBy:      o.ManagedBy,
@@ -193,8 +209,13 @@ func RunAgent(ctx context.Context, o *AgentOptions) error {
 		Identity:       o.Identity,
 		Workers:        o.Workers,
 		HubPlan:        &mcs.HubPlanSource{Hub: hubKube, HubDynamic: dynamic.NewForConfigOrDie(hub)},
-	}, mcs.NewMetrics(metrics.NewKubeRegistry()))
+	}, mcs.NewMetrics(reg))
 	if err != nil {
+		return err
+	}
+	h := &health{}
+	h.set(newAgentReadiness(agent, writer))
+	if err := serveEndpoints(ctx, &o.ServingOptions, reg, h); err != nil {
 		return err
 	}
 	logger.Info("Member agent", "cluster", clusterID, "hub", hub.Host, "as", review.Status.UserInfo.Username)
@@ -205,10 +226,43 @@ func RunAgent(ctx context.Context, o *AgentOptions) error {
 		return g.Wait()
 	}
 	if !o.LeaderElect {
+		h.lead()
 		return run(ctx)
 	}
 	return runLeaderElected(ctx, leaderElection{
 		name: agentLeaseName, namespace: o.LeaseNamespace, identity: o.Identity,
 		leaseDuration: o.LeaderElectLeaseDuration, renewDeadline: o.LeaderElectRenewDeadline, retryPeriod: o.LeaderElectRetryPeriod,
-	}, member, &health{}, run)
+	}, member, h, run)
+}
+
+// agentReadiness is the agent ready: both halves, its publishing (the
+// hub's and this cluster's caches) and its writing (the controller's, of
+// this cluster).
+type agentReadiness struct {
+	agent  *pull.Agent
+	writer *mcs.Controller
+	both   chan struct{}
+}
+
+func newAgentReadiness(agent *pull.Agent, writer *mcs.Controller) agentReadiness {
+	r := agentReadiness{agent: agent, writer: writer, both: make(chan struct{})}
+	go func() {
+		<-agent.Ready()
+		<-writer.Ready()
+		close(r.both)
+	}()
+	return r
+}
+
+func (r agentReadiness) Ready() <-chan struct{} { return r.both }
+
+func (r agentReadiness) Synced() map[string]bool {
+	out := r.writer.Synced()
+	select {
+	case <-r.agent.Ready():
+		out["hub"] = true
+	default:
+		out["hub"] = false
+	}
+	return out
 }

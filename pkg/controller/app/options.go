@@ -14,7 +14,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
-	apiserveroptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/component-base/featuregate"
 	inventoryv1alpha1 "k8s.io/multiclusterservices/apis/inventory/v1alpha1"
 	"k8s.io/multiclusterservices/export"
@@ -97,15 +96,8 @@ type Options struct {
 	// random suffix.
 	Identity string
 
-	MetricsBindAddress string
-	HealthzBindAddress string
-	// The secure port and its delegated authentication and authorization
-	// (secure.go).
-	SecureServing  *apiserveroptions.SecureServingOptions
-	Authentication *apiserveroptions.DelegatingAuthenticationOptions
-	Authorization  *apiserveroptions.DelegatingAuthorizationOptions
-	// Profiling serves /debug/pprof beside /metrics.
-	Profiling bool
+	// ServingOptions are what it serves: metrics, health, profiles.
+	ServingOptions
 
 	// FeatureGates is the controller's own --feature-gates
 	// (MultiClusterServiceClusterSelection).
@@ -121,11 +113,8 @@ const (
 // NewOptions returns the defaults. The clusterset IP ranges and the
 // managed-by value are those kube-proxy accepts by default.
 func NewOptions() *Options {
-	serving, authn, authz := newSecureServing()
 	return &Options{
-		SecureServing:     serving,
-		Authentication:    authn,
-		Authorization:     authz,
+		ServingOptions:    NewServingOptions(),
 		ClusterSetIPCIDRs: append([]string(nil), proxy.DefaultClusterSetIPCIDRs...),
 		ManagedBy:         proxy.DefaultManagedBy,
 		RefusedNamespaces: []string{"kube-system", "default", "kube-public", "kube-node-lease", "mcs-system"},
@@ -153,8 +142,6 @@ func NewOptions() *Options {
 		LeaderElectLeaseDuration:     15 * time.Second,
 		LeaderElectRenewDeadline:     10 * time.Second,
 		LeaderElectRetryPeriod:       2 * time.Second,
-		MetricsBindAddress:           "127.0.0.1:10371",
-		HealthzBindAddress:           "127.0.0.1:10372",
 		FeatureGates:                 features.NewControllerFeatureGate(),
 	}
 }
@@ -205,12 +192,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.LeaderElectRenewDeadline, "leader-elect-renew-deadline", o.LeaderElectRenewDeadline, "Leader election renew deadline.")
 	fs.DurationVar(&o.LeaderElectRetryPeriod, "leader-elect-retry-period", o.LeaderElectRetryPeriod, "Leader election retry period.")
 	fs.StringVar(&o.Identity, "identity", o.Identity, "Identity of this replica in Leases (default: hostname and a random suffix).")
-	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of a plain-HTTP /metrics endpoint without authentication, for a process on the same host (keep it on loopback); 0 disables it. --secure-port serves /metrics to authorized callers.")
-	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "Serve Go's profiles at /debug/pprof/ on --secure-port (authorized callers) and --metrics-bind-address.")
-	fs.StringVar(&o.HealthzBindAddress, "healthz-bind-address", o.HealthzBindAddress, "Address of plain-HTTP /healthz, /livez and /readyz (keep it on loopback); 0 disables it. --secure-port serves them to anyone.")
-	o.SecureServing.AddFlags(fs)
-	o.Authentication.AddFlags(fs)
-	o.Authorization.AddFlags(fs)
+	o.ServingOptions.AddFlags(fs)
 	o.FeatureGates.AddFlag(fs)
 }
 
@@ -228,7 +210,7 @@ func (o *Options) Validate() error {
 	if msgs := validation.IsValidLabelValue(o.ClusterSet); len(msgs) > 0 {
 		return fmt.Errorf("--clusterset %q: %s", o.ClusterSet, strings.Join(msgs, "; "))
 	}
-	if errs := append(append(o.SecureServing.Validate(), o.Authentication.Validate()...), o.Authorization.Validate()...); len(errs) > 0 {
+	if errs := o.ServingOptions.Validate(); len(errs) > 0 {
 		return errors.Join(errs...)
 	}
 	if o.MaxClusterSetIPsPerNamespace < 0 || o.MaxForeignImportsPerMember < 0 || o.MaxClusterSetIPsPerMember < 0 || o.CatalogObjectsPerTeam < 0 {

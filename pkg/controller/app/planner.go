@@ -33,7 +33,6 @@ var plannerFlags = []string{
 	"member-pod-cidrs", "endpoint-ttl", "max-clusterset-ips-per-namespace", "max-clusterset-ips-per-member",
 	"workers", "kube-api-qps", "kube-api-burst", "leader-elect", "lease-namespace",
 	"leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period", "identity", "feature-gates",
-	"metrics-bind-address", "healthz-bind-address", "profiling",
 }
 
 // NewPlannerCommand is `mcs-controller planner`.
@@ -61,9 +60,7 @@ holds no credential of any member.`,
 	o.AddFlags(all)
 	// What it serves (metrics, health) is served as the controller's.
 	serving := pflag.NewFlagSet("serving", pflag.ContinueOnError)
-	o.SecureServing.AddFlags(serving)
-	o.Authentication.AddFlags(serving)
-	o.Authorization.AddFlags(serving)
+	o.ServingOptions.AddFlags(serving)
 	var sections cliflag.NamedFlagSets
 	fs := sections.FlagSet("planner")
 	all.VisitAll(func(f *pflag.Flag) {
@@ -122,7 +119,7 @@ func RunPlanner(ctx context.Context, o *Options) error {
 	}
 	h := &health{}
 	h.set(planner)
-	if err := serveEndpoints(ctx, o, reg, h); err != nil {
+	if err := serveEndpoints(ctx, &o.ServingOptions, reg, h); err != nil {
 		return err
 	}
 	klog.FromContext(ctx).Info("Planner", "hub", hub.Host, "clustersetIPRanges", ranges)

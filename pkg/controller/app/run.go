@@ -70,7 +70,7 @@ func Run(ctx context.Context, o *Options) error {
 	members = append(members, initialMembers(ctx, inv, unreachable)...)
 	metrics := mcs.NewMetrics(reg)
 	h := &health{}
-	if err := serveEndpoints(ctx, o, reg, h); err != nil {
+	if err := serveEndpoints(ctx, &o.ServingOptions, reg, h); err != nil {
 		return err
 	}
 	ctrl, err := mcs.New(controllerConfig(logger, o, parsed, members, inv, catalogCfg), metrics)

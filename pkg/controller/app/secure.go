@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 
+	"github.com/spf13/pflag"
 	"k8s.io/apiserver/pkg/server"
 	apiserveroptions "k8s.io/apiserver/pkg/server/options"
 	compmetrics "k8s.io/component-base/metrics"
@@ -31,10 +32,26 @@ import (
 // of the plain endpoints (10371, 10372).
 const DefaultSecurePort = 10370
 
-// newSecureServing returns the secure port's options with the defaults of
-// kube-controller-manager: an in-memory self-signed certificate, and
-// delegation optional outside a cluster.
-func newSecureServing() (*apiserveroptions.SecureServingOptions, *apiserveroptions.DelegatingAuthenticationOptions, *apiserveroptions.DelegatingAuthorizationOptions) {
+// ServingOptions are what a component serves (the controller, the
+// planner, the member agent alike): /metrics, /debug/pprof with
+// --profiling, /healthz, /livez and /readyz, on plain loopback addresses
+// and on the secure port with delegated authentication and
+// authorization.
+type ServingOptions struct {
+	MetricsBindAddress string
+	HealthzBindAddress string
+	SecureServing      *apiserveroptions.SecureServingOptions
+	Authentication     *apiserveroptions.DelegatingAuthenticationOptions
+	Authorization      *apiserveroptions.DelegatingAuthorizationOptions
+	// Profiling serves /debug/pprof beside /metrics.
+	Profiling bool
+}
+
+// NewServingOptions returns the defaults: the plain endpoints on loopback,
+// the secure port on DefaultSecurePort with kube-controller-manager's
+// defaults (an in-memory self-signed certificate, and delegation optional
+// outside a cluster).
+func NewServingOptions() ServingOptions {
 	serving := apiserveroptions.NewSecureServingOptions()
 	serving.ServerCert.CertDirectory = ""
 	serving.ServerCert.PairName = "mcs-controller"
@@ -43,12 +60,28 @@ func newSecureServing() (*apiserveroptions.SecureServingOptions, *apiserveroptio
 	authn.RemoteKubeConfigFileOptional = true
 	authz := apiserveroptions.NewDelegatingAuthorizationOptions()
 	authz.RemoteKubeConfigFileOptional = true
-	return serving, authn, authz
+	return ServingOptions{MetricsBindAddress: "127.0.0.1:10371", HealthzBindAddress: "127.0.0.1:10372",
+		SecureServing: serving, Authentication: authn, Authorization: authz}
+}
+
+// AddFlags adds the serving flags to fs.
+func (o *ServingOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of a plain-HTTP /metrics endpoint without authentication, for a process on the same host (keep it on loopback); 0 disables it. --secure-port serves /metrics to authorized callers.")
+	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "Serve Go's profiles at /debug/pprof/ on --secure-port (authorized callers) and --metrics-bind-address.")
+	fs.StringVar(&o.HealthzBindAddress, "healthz-bind-address", o.HealthzBindAddress, "Address of plain-HTTP /healthz, /livez and /readyz (keep it on loopback); 0 disables it. --secure-port serves them to anyone.")
+	o.SecureServing.AddFlags(fs)
+	o.Authentication.AddFlags(fs)
+	o.Authorization.AddFlags(fs)
+}
+
+// Validate checks the secure port's options.
+func (o *ServingOptions) Validate() []error {
+	return append(append(o.SecureServing.Validate(), o.Authentication.Validate()...), o.Authorization.Validate()...)
 }
 
 // endpointsMux serves every endpoint of the controller: /metrics (and
 // /debug/pprof/ with --profiling), /healthz, /livez, /readyz.
-func endpointsMux(o *Options, reg compmetrics.KubeRegistry, h *health) *http.ServeMux {
+func endpointsMux(o *ServingOptions, reg compmetrics.KubeRegistry, h *health) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", compmetrics.HandlerFor(reg, compmetrics.HandlerOpts{}))
 	if o.Profiling {
@@ -66,7 +99,7 @@ func endpointsMux(o *Options, reg compmetrics.KubeRegistry, h *health) *http.Ser
 
 // serveSecure serves the endpoints on the secure port until ctx ends; a
 // port of 0 serves nothing.
-func serveSecure(ctx context.Context, o *Options, handler http.Handler) error {
+func serveSecure(ctx context.Context, o *ServingOptions, handler http.Handler) error {
 	if o.SecureServing == nil || o.SecureServing.BindPort == 0 && o.SecureServing.Listener == nil {
 		return nil
 	}

@@ -226,7 +226,7 @@ func initialMembers(ctx context.Context, inv *inventory.Inventory, unreachable [
 
 // serveEndpoints serves /metrics (and, with --profiling, /debug/pprof/) and
 // the health endpoints until ctx ends.
-func serveEndpoints(ctx context.Context, o *Options, reg compmetrics.KubeRegistry, h *health) error {
+func serveEndpoints(ctx context.Context, o *ServingOptions, reg compmetrics.KubeRegistry, h *health) error {
 	all := endpointsMux(o, reg, h)
 	if err := serveSecure(ctx, o, all); err != nil {
 		return err

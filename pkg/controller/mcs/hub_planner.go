@@ -57,8 +57,13 @@ var (
 // byPlannedService indexes what the hub holds of a name by its
 // namespace/name in the members; byPlannedNamespace by that namespace.
 const (
-	byPlannedService   = "plannedService"
-	byPlannedNamespace = "plannedNamespace"
+	byPlannedService = "plannedService"
+
+	// The resources the planner writes, as its writes metric names them.
+	resourceServicePlans   = "serviceplans"
+	resourceEndpointSlices = "endpointslices"
+	resourceMemberExports  = "memberexports/status"
+	byPlannedNamespace     = "plannedNamespace"
 )
 
 // HubPlannerConfig is what pull mode's planner plans with.
@@ -115,6 +120,9 @@ type HubPlanner struct {
 	// reported are the reports already said, by slice UID and reason.
 	reported map[string]bool
 
+	// own are the planner's writes its informers have not shown yet.
+	own *ownWrites
+
 	writes  atomic.Int64
 	metrics *plannerMetrics
 	ready   chan struct{}
@@ -139,6 +147,7 @@ func NewHubPlanner(cfg HubPlannerConfig) (*HubPlanner, error) {
 		namespaces: map[string]map[string]*v1.Namespace{},
 		alive:      map[string]bool{},
 		reported:   map[string]bool{},
+		own:        newOwnWrites(),
 		ready:      make(chan struct{}),
 	}
 	p.ips.SetLimits(cfg.Config.MaxClusterSetIPsPerNamespace, cfg.Config.MaxForeignImportsPerMember)
@@ -230,13 +239,23 @@ func NewHubPlanner(cfg HubPlannerConfig) (*HubPlanner, error) {
 		}
 	}
 
-	byKey := func(key func(obj any) (string, bool)) cache.ResourceEventHandler {
-		enqueue := func(obj any) {
+	// byKey enqueues the name an object is planned for. Of what the
+	// planner writes (resource set), an event may be one of its own
+	// writes it waits for: seen before the name is planned again.
+	byKey := func(key func(obj any) (string, bool), resource string) cache.ResourceEventHandler {
+		enqueue := func(obj any, deleted bool) {
+			if o := pull.ObjectOf[metav1.Object](obj); resource != "" && o != nil {
+				p.own.seen(resource, o, deleted)
+			}
 			if k, ok := key(obj); ok {
 				p.queue.Add(k)
 			}
 		}
-		return cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }, DeleteFunc: enqueue}
+		return cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { enqueue(obj, false) },
+			UpdateFunc: func(_, obj any) { enqueue(obj, false) },
+			DeleteFunc: func(obj any) { enqueue(obj, true) },
+		}
 	}
 	specKey := func(obj any) (string, bool) {
 		s, ok := specService(pull.ObjectOf[runtime.Object](obj))
@@ -254,10 +273,10 @@ func NewHubPlanner(cfg HubPlannerConfig) (*HubPlanner, error) {
 		informer cache.SharedIndexInformer
 		handler  cache.ResourceEventHandler
 	}{
-		{p.exports, byKey(specKey)},
-		{p.plans, byKey(specKey)},
-		{p.slices, byKey(labelKey)},
-		{p.planSlices, byKey(labelKey)},
+		{p.exports, byKey(specKey, resourceMemberExports)},
+		{p.plans, byKey(specKey, resourceServicePlans)},
+		{p.slices, byKey(labelKey, "")},
+		{p.planSlices, byKey(labelKey, resourceEndpointSlices)},
 		{p.memberNS, cache.ResourceEventHandlerFuncs{AddFunc: all, UpdateFunc: func(_, obj any) { all(obj) }, DeleteFunc: all}},
 		{p.memberCluster, cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { p.memberClusterChanged(obj, false) },
@@ -586,6 +605,11 @@ func (p *HubPlanner) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return nil
 	}
+	if wait := p.own.behind(key); wait > 0 {
+		// Its own writes' events bring it back (or the wait ends).
+		p.queue.AddAfter(key, wait)
+		return nil
+	}
 	planned := p.plannedOf(ns, name)
 	s := p.readHubSnapshot(ns, name, planned)
 	pl := planName(&p.cfg, s)
@@ -653,9 +677,11 @@ func (p *HubPlanner) writeExportConditions(ctx context.Context, ns, name string,
 		if err != nil {
 			return err
 		}
-		_, err = p.hubDyn.Resource(hubMemberExports).Namespace(id).UpdateStatus(ctx, &unstructured.Unstructured{Object: u}, metav1.UpdateOptions{})
-		if err := pull.IgnoreNotFound(p.write("memberexports/status", err)); err != nil {
+		stored, err := p.hubDyn.Resource(hubMemberExports).Namespace(id).UpdateStatus(ctx, &unstructured.Unstructured{Object: u}, metav1.UpdateOptions{})
+		if err := pull.IgnoreNotFound(p.write(resourceMemberExports, err)); err != nil {
 			errs = append(errs, fmt.Errorf("the conditions of %s's export of %s/%s: %w", id, ns, name, err))
+		} else if err == nil {
+			p.own.wrote(ns+"/"+name, resourceMemberExports, stored, p.exports.GetStore())
 		}
 	}
 	return errors.Join(errs...)
@@ -679,20 +705,33 @@ func (p *HubPlanner) writePlan(ctx context.Context, want, have *hubv1alpha1.Serv
 	if err != nil {
 		return err
 	}
+	var stored *unstructured.Unstructured
 	if have == nil {
 		p.logger.V(2).Info("Planning a name", "service", want.Spec.Service.Namespace+"/"+want.Spec.Service.Name)
-		_, err = api.Create(ctx, &unstructured.Unstructured{Object: u}, metav1.CreateOptions{})
+		stored, err = api.Create(ctx, &unstructured.Unstructured{Object: u}, metav1.CreateOptions{})
 	} else {
-		_, err = api.Update(ctx, &unstructured.Unstructured{Object: u}, metav1.UpdateOptions{})
+		stored, err = api.Update(ctx, &unstructured.Unstructured{Object: u}, metav1.UpdateOptions{})
 	}
-	return p.write("serviceplans", err)
+	if err := p.write(resourceServicePlans, err); err != nil {
+		return err
+	}
+	p.own.wrote(want.Spec.Service.Namespace+"/"+want.Spec.Service.Name, resourceServicePlans, stored, p.plans.GetStore())
+	return nil
 }
 
 // writePlanSlices makes the plan's slices of key want.
 func (p *HubPlanner) writePlanSlices(ctx context.Context, key string, want []*discoveryv1.EndpointSlice) error {
 	have := indexed[*discoveryv1.EndpointSlice](p.planSlices.GetIndexer(), byPlannedService, key)
 	return pull.ApplySlices(ctx, p.hub.DiscoveryV1().EndpointSlices(pull.PlanNamespace), have, want, planSliceUpToDate,
-		func(err error) error { return p.write("endpointslices", err) })
+		func(stored *discoveryv1.EndpointSlice, err error) error {
+			if err := p.write(resourceEndpointSlices, err); err != nil {
+				return err
+			}
+			if stored != nil {
+				p.own.wrote(key, resourceEndpointSlices, stored, p.planSlices.GetStore())
+			}
+			return nil
+		})
 }
 
 // removePlan takes ns/name's plan away: no member exports it.
@@ -704,7 +743,7 @@ func (p *HubPlanner) removePlan(ctx context.Context, ns, name string, planned *h
 		return nil
 	}
 	p.logger.V(2).Info("Removing a name's plan", "service", ns+"/"+name)
-	return pull.IgnoreNotFound(p.write("serviceplans", p.hubDyn.Resource(hubServicePlans).Namespace(pull.PlanNamespace).Delete(ctx, planned.Name,
+	return pull.IgnoreNotFound(p.write(resourceServicePlans, p.hubDyn.Resource(hubServicePlans).Namespace(pull.PlanNamespace).Delete(ctx, planned.Name,
 		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &planned.UID}})))
 }
 

@@ -104,6 +104,9 @@ type Agent struct {
 	reported   map[string]bool
 	writes     atomic.Int64
 	renewals   atomic.Int64
+	// ready is closed once the agent's caches (this cluster's, the hub's)
+	// have synced and it publishes.
+	ready chan struct{}
 }
 
 // NewAgent returns the publishing half of clusterID's agent.
@@ -119,6 +122,7 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 		logger:   klog.Background().WithName("member-agent").WithValues("cluster", cfg.ClusterID),
 		queue:    workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "member-agent"}),
 		reported: map[string]bool{},
+		ready:    make(chan struct{}),
 	}
 	hasServiceName, err := labels.NewRequirement(discoveryv1.LabelServiceName, selection.Exists, nil)
 	if err != nil {
@@ -207,6 +211,9 @@ func (a *Agent) Writes() int64 { return a.writes.Load() }
 // Renewals is how many times the agent has renewed its Lease in the hub.
 func (a *Agent) Renewals() int64 { return a.renewals.Load() }
 
+// Ready is closed once the agent publishes (its caches synced).
+func (a *Agent) Ready() <-chan struct{} { return a.ready }
+
 // Run publishes until ctx is done.
 func (a *Agent) Run(ctx context.Context, workers int) error {
 	defer utilruntime.HandleCrash()
@@ -225,6 +232,7 @@ func (a *Agent) Run(ctx context.Context, workers int) error {
 		return ctx.Err()
 	}
 	a.logger.Info("Publishing into the hub", "namespace", a.cfg.ClusterID)
+	close(a.ready)
 	a.queue.Add(memberClusterKey)
 	go a.renewLease(ctx)
 	for range workers {
@@ -434,7 +442,8 @@ func (a *Agent) syncSlices(ctx context.Context, ns, name string, want []*discove
 	if err != nil {
 		return err
 	}
-	return ApplySlices(ctx, a.cfg.Hub.DiscoveryV1().EndpointSlices(a.cfg.ClusterID), have, want, sliceUpToDate, a.write)
+	return ApplySlices(ctx, a.cfg.Hub.DiscoveryV1().EndpointSlices(a.cfg.ClusterID), have, want, sliceUpToDate,
+		func(_ *discoveryv1.EndpointSlice, err error) error { return a.write(err) })
 }
 
 // report says once per slice and reason, on the member's export, why a

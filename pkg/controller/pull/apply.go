@@ -14,36 +14,38 @@ import (
 // have is what a cache shows of them: it creates what is missing, updates
 // what upToDate says differs, replaces a slice whose address type changed
 // (the field is immutable) and deletes the rest, writing nothing that is
-// already right. Every write's result goes through written, which counts
-// it and returns its error. The agent's published slices and the
-// planner's plan are both written so.
+// already right. Every write's result goes through written (with the
+// slice as the apiserver stored it, nil for a deletion), which counts it
+// and returns its error. The agent's published slices and the planner's
+// plan are both written so.
 func ApplySlices(ctx context.Context, api discoveryclient.EndpointSliceInterface, have, want []*discoveryv1.EndpointSlice,
-	upToDate func(have, want *discoveryv1.EndpointSlice) bool, written func(error) error) error {
+	upToDate func(have, want *discoveryv1.EndpointSlice) bool, written func(*discoveryv1.EndpointSlice, error) error) error {
 	byName := map[string]*discoveryv1.EndpointSlice{}
 	for _, s := range have {
 		byName[s.Name] = s
 	}
 	remove := func(h *discoveryv1.EndpointSlice) error {
-		return IgnoreNotFound(written(api.Delete(ctx, h.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &h.UID}})))
+		return IgnoreNotFound(written(nil, api.Delete(ctx, h.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &h.UID}})))
 	}
 	for _, w := range want {
 		h := byName[w.Name]
 		delete(byName, w.Name)
+		var stored *discoveryv1.EndpointSlice
 		var err error
 		switch {
 		case h == nil:
-			_, err = api.Create(ctx, w, metav1.CreateOptions{})
+			stored, err = api.Create(ctx, w, metav1.CreateOptions{})
 		case upToDate(h, w):
 			continue
 		case h.AddressType != w.AddressType:
 			if err = remove(h); err == nil {
-				_, err = api.Create(ctx, w, metav1.CreateOptions{})
+				stored, err = api.Create(ctx, w, metav1.CreateOptions{})
 			}
 		default:
 			w.ResourceVersion = h.ResourceVersion
-			_, err = api.Update(ctx, w, metav1.UpdateOptions{})
+			stored, err = api.Update(ctx, w, metav1.UpdateOptions{})
 		}
-		if err := written(err); err != nil {
+		if err := written(stored, err); err != nil {
 			return err
 		}
 	}

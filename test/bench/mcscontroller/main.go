@@ -256,8 +256,11 @@ func run(mode string) (*result, error) {
 			return nil, err
 		}
 	case "pull":
+		// The planner serves the metrics printed below; the agents, as
+		// many as the members, serve nothing here.
 		plannerArgs := append(append([]string{"--secure-port=0"}, serving...), shared...)
-		if ours, hub, err = startPullMode(ctx, dir, etcd, members, apiserverArgs, plannerArgs, shared, logFile); err != nil {
+		agentArgs := append([]string{"--metrics-bind-address=0", "--healthz-bind-address=0", "--secure-port=0"}, shared...)
+		if ours, hub, err = startPullMode(ctx, dir, etcd, members, apiserverArgs, plannerArgs, agentArgs, logFile); err != nil {
 			return nil, err
 		}
 		defer hub.Stop()

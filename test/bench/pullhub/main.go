@@ -350,6 +350,7 @@ func measureMember(ctx context.Context, dir string, etcd *framework.Etcd, hub *f
 		return err
 	}
 	args := []string{"member-agent", "--kubeconfig=" + memberKubeconfig, "--hub-kubeconfig=" + hubKubeconfig, "--leader-elect=false",
+		"--metrics-bind-address=0", "--healthz-bind-address=0", "--secure-port=0",
 		fmt.Sprintf("--kube-api-qps=%d", *apiQPS), fmt.Sprintf("--kube-api-burst=%d", 2**apiQPS), fmt.Sprintf("--workers=%d", *workers)}
 	held := func() (int, int, error) {
 		imports, err := count(ctx, metadata.NewForConfigOrDie(cfg).Resource(mcsv1beta1.SchemeGroupVersion.WithResource("serviceimports")).Namespace(namespace), metav1.ListOptions{})
