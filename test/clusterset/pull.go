@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,8 +23,9 @@ import (
 )
 
 // PullMode is the clusterset run in pull mode (docs/architecture.md,
-// "Pull mode"): a hub (here the first cluster, a member doubling as hub,
-// as on kind), the planner in it, and one member agent per cluster.
+// "Pull mode"): a hub (here the last cluster, a member doubling as hub,
+// as on kind; the first is the exporter whose apiserver the outage case
+// stops), the planner in it, and one member agent per cluster.
 type PullMode struct {
 	Hub     *Cluster
 	Planner *process.Process
@@ -34,14 +36,14 @@ type PullMode struct {
 	agentArgs   map[string][]string
 }
 
-// StartPullMode lays out pull mode's hub in the first cluster as its
+// StartPullMode lays out pull mode's hub in the last cluster as its
 // operator does (the hub CRDs, deploy/hub-pull, each member's part as
 // kubectl mcs hub member prints it), then starts the planner with its
 // hub identity (the members' pod ranges stated as the operator states
 // them, plannerArgs added) and each cluster's agent with its own
 // cluster's controller identity and its hub identity (agentArgs added).
 func (cs *ClusterSet) StartPullMode(ctx context.Context, plannerArgs, agentArgs []string) (*PullMode, error) {
-	hub := cs.Clusters[0]
+	hub := cs.Clusters[len(cs.Clusters)-1]
 	var ids []string
 	for _, c := range cs.Clusters {
 		ids = append(ids, c.Name)
@@ -83,9 +85,10 @@ func (cs *ClusterSet) StartPullMode(ctx context.Context, plannerArgs, agentArgs 
 	return pm, nil
 }
 
-// StartPlanner starts the planner (again).
-func (pm *PullMode) StartPlanner() error {
-	p, err := pm.start("mcs-planner", pm.plannerArgs)
+// StartPlanner starts the planner (again), with extra flags beside
+// StartPullMode's, as an operator changing its configuration would.
+func (pm *PullMode) StartPlanner(extra ...string) error {
+	p, err := pm.start("mcs-planner", append(slices.Clone(pm.plannerArgs), extra...))
 	if err == nil {
 		pm.Planner = p
 	}
@@ -111,6 +114,14 @@ func (pm *PullMode) start(name string, args []string) (*process.Process, error) 
 		Argv: append([]string{binary, args[0], "--v=2"}, args[1:]...),
 		Log:  filepath.Join(pm.cs.Dir(), name+".log"),
 	})
+}
+
+// StopPlanner stops the planner.
+func (pm *PullMode) StopPlanner() {
+	if pm.Planner != nil {
+		pm.Planner.Stop(5 * time.Second)
+		pm.Planner = nil
+	}
 }
 
 // Stop stops the planner and every agent.

@@ -45,6 +45,11 @@ type local struct {
 	controllerArgs []string
 	// baseControllerArgs are the flags every controller of the suite gets.
 	baseControllerArgs []string
+	// pull is pull mode's planner and agents, where they stand in for
+	// the mcs-controller (upLocalPull), and pullExtra the planner's flags
+	// beside StartPullMode's.
+	pull      *clusterset.PullMode
+	pullExtra []string
 }
 
 func upLocal(t *testing.T, viaAPI bool) *local {
@@ -99,11 +104,16 @@ func upLocalPull(t *testing.T, opts clusterset.Options) *local {
 	if err != nil {
 		t.Fatal(err)
 	}
+	l.pull = pm
 	t.Cleanup(func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
 		pm.Stop()
 		if t.Failed() {
 			for _, p := range append([]*process.Process{pm.Planner}, slices.Collect(maps.Values(pm.Agents))...) {
-				t.Logf("last lines of %s:\n%s", p.LogFile(), process.Tail(p.LogFile(), 40))
+				if p != nil {
+					t.Logf("last lines of %s:\n%s", p.LogFile(), process.Tail(p.LogFile(), 40))
+				}
 			}
 		}
 	})
@@ -156,6 +166,9 @@ func upLocalClusters(t *testing.T, opts clusterset.Options, viaAPI bool) *local 
 
 func (l *local) stopController(t *testing.T) func(*testing.T) {
 	t.Helper()
+	if l.pull != nil {
+		return l.stopPull(t)
+	}
 	l.mu.Lock()
 	controller := l.controller
 	l.controller = nil
@@ -200,9 +213,62 @@ func (l *local) restartController(t *testing.T, extra ...string) {
 	l.mu.Unlock()
 }
 
-// configureController restarts the controller process with extra flags.
+// stopPull stops pull mode's planner and every agent (what writes into
+// the members), and returns what starts them again.
+func (l *local) stopPull(t *testing.T) func(*testing.T) {
+	t.Helper()
+	l.mu.Lock()
+	l.pull.Stop()
+	l.pull.Planner = nil
+	l.mu.Unlock()
+	start := func(t *testing.T) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.pull.Planner != nil {
+			return
+		}
+		if err := l.pull.StartPlanner(l.pullExtra...); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range l.clusters {
+			if err := l.pull.StartAgent(c.Name); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Cleanup(func() { start(t) })
+	return start
+}
+
+// configurePlanner restarts pull mode's planner with extra flags (the
+// controller's planning flags), and with its previous ones after the
+// test.
+func (l *local) configurePlanner(t *testing.T, extra ...string) {
+	t.Helper()
+	restart := func(t *testing.T, extra []string) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.pull.StopPlanner()
+		l.pullExtra = extra
+		if err := l.pull.StartPlanner(extra...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.mu.Lock()
+	before := slices.Clone(l.pullExtra)
+	l.mu.Unlock()
+	restart(t, extra)
+	t.Cleanup(func() { restart(t, before) })
+}
+
+// configureController restarts the controller process with extra flags;
+// in pull mode, the planner, which takes the controller's planning flags.
 func (l *local) configureController(t *testing.T, extra ...string) {
 	t.Helper()
+	if l.pull != nil {
+		l.configurePlanner(t, extra...)
+		return
+	}
 	l.mu.Lock()
 	before := slices.Clone(l.controllerArgs[len(l.baseControllerArgs):])
 	l.mu.Unlock()

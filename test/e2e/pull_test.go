@@ -7,9 +7,8 @@ import (
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/clusterset"
 )
 
-// TestMultiClusterServicesPullMode runs the KEP suite's cases that work in
-// namespaces of their own, and the data path's latency case, on a local
-// clusterset in pull mode (docs/architecture.md, "Pull mode"): the first
+// TestMultiClusterServicesPullMode runs the KEP suite's cases on a local
+// clusterset in pull mode (docs/architecture.md, "Pull mode"): the last
 // cluster doubles as the hub, where the planner plans from what every
 // member's agent publishes, and each agent writes its own cluster's part
 // with its own credentials. The same cases, the same checks as
@@ -31,6 +30,23 @@ func TestMultiClusterServicesPullMode(t *testing.T) {
 		namedCase{"7 headless export DNS per KEP", s.testHeadlessDNS},
 		namedCase{"8 session affinity ClientIP across clusters", s.testSessionAffinity},
 		namedCase{"12 internalTrafficPolicy Local: node-local endpoints of the own cluster", s.testInternalTrafficPolicyLocal},
+		namedCase{"17 diagnose --probe sends traffic from a pod of the importing member", s.testDiagnoseProbe},
 	)
+	// Alone from here, as in push mode: 13 and 15 take the admission
+	// policies away (the planner is what refuses then), 14 stops the
+	// planner and every agent, 10 restarts kube-proxy and deletes the
+	// CRD (the agent writes the imports again), 9 takes cluster-a's
+	// apiserver away (its agent cannot vouch for it and stops renewing
+	// its Lease: its endpoints leave B after the planner's TTL). Not
+	// here: 11, kube-proxy alone with the gate off, which no mode
+	// changes; 16, whose cluster-ID half is push mode's check (in pull
+	// mode a member's name is its hub namespace, and an agent whose
+	// ClusterProperty says otherwise does not start:
+	// TestPullAgentCommand, TestPullHubConfinesEachMember).
 	t.Run("5 scaling in A is followed by B's rules (latency)", s.testScaleLatency)
+	t.Run("13 a namespace admin cannot capture an exported Service's clusterset IP", s.testCaptureAttack)
+	t.Run("14 native names: RemoteAndLocal and LocalFirst by the cluster.local name", s.testNativeNames)
+	t.Run("15 an exporter cannot capture another Service's clusterset IP through exportedAnnotations", s.testExportedAnnotationsCapture)
+	t.Run("10 kube-proxy restart and ServiceImport CRD recreate", s.testRestartAndCRD)
+	t.Run("9 cluster outage and return", s.testOutage)
 }

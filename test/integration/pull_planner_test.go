@@ -45,10 +45,12 @@ import (
 // with the namespace, as their MemberCluster says), and each source's
 // endpoints. It follows a second exporter, a namespace that appears in
 // a member, endpoints outside the ranges the operator states for a
-// member (withheld, said on its MemberExport), a member whose agent
-// stops renewing its Lease (its endpoints leave the plan after the
-// TTL, the clusterset IP stays), a restarted planner (it writes
-// nothing) and the unexports (the plan goes).
+// member (withheld, said on its MemberExport), a restarted planner (it
+// writes nothing), a member whose apiserver goes down while its agent
+// runs (the agent cannot vouch for what it published: it stops renewing
+// its Lease, the member's endpoints leave the plan after the TTL, the
+// clusterset IP stays; back, they return) and the unexports (the plan
+// goes).
 func TestPullPlannerPlans(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -61,7 +63,7 @@ func TestPullPlannerPlans(t *testing.T) {
 	}
 	createNamespace(t, a, "solo")
 
-	stopA := startPullAgent(t, hub, a)
+	startPullAgent(t, hub, a)
 	startPullAgent(t, hub, b)
 
 	const ttl = 6 * time.Second
@@ -168,9 +170,10 @@ func TestPullPlannerPlans(t *testing.T) {
 	}
 	waitPlan("demo", "web", "ClusterSetIP ips=1 clusters=cluster-a,cluster-b in=cluster-a,cluster-b endpoints=cluster-a=10.1.0.1;cluster-b=10.2.0.1,10.2.0.2")
 
-	// cluster-a's agent stops: after the TTL its endpoints leave the
-	// plan; it still counts for the import, whose IP stays.
-	stopA()
+	// cluster-a's apiserver goes down, its agent running: after the TTL
+	// its endpoints leave the plan; it still counts for the import,
+	// whose IP stays.
+	a.cluster.Crash()
 	start := time.Now()
 	sp = waitPlan("demo", "web", "ClusterSetIP ips=1 clusters=cluster-a,cluster-b in=cluster-a,cluster-b endpoints=cluster-b=10.2.0.1,10.2.0.2")
 	if since := time.Since(start); since < ttl-2*time.Second {
@@ -207,7 +210,10 @@ mcs_planner_members{state="unsynced"} 0
 		strings.Contains(lines[1], "expired") || !strings.HasPrefix(lines[1], "cluster-b ") {
 		t.Errorf("kubectl mcs hub members with cluster-a expired:\n%s", out.String())
 	}
-	startPullAgent(t, hub, a)
+	// cluster-a's API back: its agent vouches again, its endpoints return.
+	if err := a.cluster.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
 	waitPlan("demo", "web", "ClusterSetIP ips=1 clusters=cluster-a,cluster-b in=cluster-a,cluster-b endpoints=cluster-a=10.1.0.1;cluster-b=10.2.0.1,10.2.0.2")
 
 	// The unexports: the plan goes.

@@ -81,6 +81,10 @@ type AgentConfig struct {
 	// (0: DefaultLeaseRenewal); the planner's endpoint TTL must be
 	// several of it.
 	LeaseRenewal time.Duration
+	// MemberReady asks this cluster's apiserver whether it is ready
+	// (nil: its /readyz through Member); the Lease is renewed only while
+	// it answers.
+	MemberReady func(context.Context) error
 }
 
 // Agent publishes a member's exports into its hub namespace.
@@ -381,16 +385,36 @@ func (a *Agent) syncMemberCluster(ctx context.Context) error {
 	return a.write(err)
 }
 
-// renewLease renews the member's Lease in the hub until ctx is done. A
-// renewal that fails is retried at the next period: the planner finds
-// the member expired only after its endpoint TTL, several periods.
+// renewLease renews the member's Lease in the hub until ctx is done,
+// while this cluster's apiserver answers its /readyz: the Lease vouches
+// that what the member published is its cluster's current state, which
+// an agent cut off from its own cluster cannot say. So a member whose
+// API is down expires at the others after the planner's endpoint TTL, as
+// push mode's controller withdraws a member whose /readyz it cannot
+// reach. A renewal that fails is retried at the next period: the planner
+// finds the member expired only after its endpoint TTL, several periods.
 func (a *Agent) renewLease(ctx context.Context) {
 	period := a.cfg.LeaseRenewal
 	if period <= 0 {
 		period = DefaultLeaseRenewal
 	}
 	leases := a.cfg.Hub.CoordinationV1().Leases(a.cfg.ClusterID)
+	reachable := true
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		pctx, cancel := context.WithTimeout(ctx, period)
+		err := a.memberReady(pctx)
+		cancel()
+		if err != nil {
+			if reachable && ctx.Err() == nil {
+				a.logger.Error(err, "This cluster's API does not answer: not renewing the member's Lease in the hub, so that its endpoints expire at the others after their TTL", "lease", AgentLeaseName)
+			}
+			reachable = false
+			return
+		}
+		if !reachable {
+			a.logger.Info("This cluster's API answers again: renewing the member's Lease in the hub", "lease", AgentLeaseName)
+		}
+		reachable = true
 		now := metav1.NewMicroTime(time.Now())
 		lease, err := leases.Get(ctx, AgentLeaseName, metav1.GetOptions{})
 		switch {
@@ -415,6 +439,15 @@ func (a *Agent) renewLease(ctx context.Context) {
 		}
 		a.renewals.Add(1)
 	}, period)
+}
+
+// memberReady asks this cluster's apiserver whether it is ready.
+func (a *Agent) memberReady(ctx context.Context) error {
+	if a.cfg.MemberReady != nil {
+		return a.cfg.MemberReady(ctx)
+	}
+	_, err := a.cfg.Member.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+	return err
 }
 
 // putExport creates want, or updates it from resourceVersion.

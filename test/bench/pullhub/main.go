@@ -148,6 +148,8 @@ func run() error {
 			Hub: mustKube(cfg), HubDynamic: dynamic.NewForConfigOrDie(cfg),
 			SourceManagers: []string{"endpointslice-controller.k8s.io"},
 			LeaseRenewal:   10 * time.Second,
+			// Their clusters are simulated: always ready.
+			MemberReady: func(context.Context) error { return nil },
 		})
 		if err != nil {
 			return err
