@@ -74,7 +74,8 @@ func TestChartCRDs(t *testing.T) {
 // chart's files/ are links to them), differences named: the chart keeps
 // the mcs-system Namespace at uninstall, names the kubeconfig Secret
 // without kustomize's content hash and rolls the controller out by a
-// digest of it instead, and leaves CoreDNS and kube-proxy to the
+// digest of it instead (the member agent's hub kubeconfig too), and
+// leaves CoreDNS and kube-proxy to the
 // distribution. Everything it renders applies, server-side dry-run, to a
 // real kube-apiserver with the CRDs.
 func TestChart(t *testing.T) {
@@ -117,6 +118,10 @@ func TestChart(t *testing.T) {
 		{"the hub's mcs-controller", []string{"--set", "member.enabled=false", "--set", "controller.enabled=true",
 			"--set-file", "controller.kubeconfig=" + kubeconfigFile, "--set", "controller.derivedMembers={cluster-c}"},
 			buildParsed(t, fsys, filepath.Join(root, "deploy", "overlays", "hub"))},
+		{"pull mode's hub and planner", []string{"--set", "member.enabled=false", "--set", "planner.enabled=true"},
+			buildParsed(t, fsys, filepath.Join(root, "deploy", "hub-pull"))},
+		{"pull mode's member agent", []string{"--set", "memberAgent.enabled=true", "--set", "memberAgent.existingSecret=mcs-member-agent-hub"},
+			buildParsed(t, fsys, filepath.Join(root, "deploy", "member-agent"))},
 		// deploy/monitoring assumes mcs-system exists (a member's or
 		// the hub's package made it); the chart makes it for any part.
 		{"monitoring", []string{"--set", "member.enabled=false", "--set", "monitoring.enabled=true"},
@@ -136,6 +141,8 @@ func TestChart(t *testing.T) {
 		for _, args := range [][]string{
 			{"--set", "member.mode=sideways"},
 			{"--set", "controller.enabled=true"},
+			{"--set", "memberAgent.enabled=true"},
+			{"--set", "member.enabled=false", "--set", "memberAgent.enabled=true", "--set", "memberAgent.existingSecret=hub"},
 		} {
 			if out, err := exec.Command(helm, append([]string{"template", "mcs", chart, "--kube-version", kubeVersion}, args...)...).CombinedOutput(); err == nil {
 				t.Errorf("helm template %v renders, want refused:\n%s", args, out)
@@ -147,7 +154,8 @@ func TestChart(t *testing.T) {
 		ctx := context.Background()
 		cluster := framework.StartTestCluster(t, framework.StartTestEtcd(t), framework.ClusterOptions{Name: "chart"})
 		dyn := dynamic.NewForConfigOrDie(cluster.RESTConfig())
-		all := helmTemplate(t, helm, chart, "--include-crds", "--set", "controller.enabled=true", "--set-file", "controller.kubeconfig="+kubeconfigFile)
+		all := helmTemplate(t, helm, chart, "--include-crds", "--set", "controller.enabled=true", "--set-file", "controller.kubeconfig="+kubeconfigFile,
+			"--set", "planner.enabled=true", "--set", "memberAgent.enabled=true", "--set-file", "memberAgent.hubKubeconfig="+kubeconfigFile)
 		// The CRDs first, for real, then the rest as a dry-run.
 		for _, pass := range []bool{true, false} {
 			mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cluster.Client().Discovery()))
