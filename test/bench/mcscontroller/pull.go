@@ -72,16 +72,12 @@ func (f *fleet) kill() {
 	}
 }
 
-// startPullMode starts pull mode over the members: one more apiserver, the
-// hub, laid out as its operator lays it out (clusterset.LayOutPullHub),
-// the planner with its hub identity, and in each member its agent, with
-// the member's admin credentials (as push mode's controller has them)
-// and its own hub identity. The planner gets plannerArgs, each agent
-// agentArgs: the controller's client settings and workers.
-func startPullMode(ctx context.Context, dir string, etcd *framework.Etcd, members []*member, apiserverArgs, plannerArgs, agentArgs []string, log io.Writer) (*fleet, *framework.Cluster, error) {
+// startPullHub starts one more apiserver, the hub, and lays it out for
+// the members as its operator does (clusterset.LayOutPullHub).
+func startPullHub(ctx context.Context, dir string, etcd *framework.Etcd, members []*member, apiserverArgs []string) (*framework.Cluster, error) {
 	hub, err := framework.StartCluster(ctx, framework.ClusterOptions{Name: "hub", Etcd: etcd, Dir: filepath.Join(dir, "hub"), ExtraArgs: apiserverArgs})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	var ids []string
 	for _, m := range members {
@@ -89,31 +85,37 @@ func startPullMode(ctx context.Context, dir string, etcd *framework.Etcd, member
 	}
 	if err := clusterset.LayOutPullHub(ctx, hub, ids); err != nil {
 		hub.Stop()
-		return nil, nil, err
+		return nil, err
 	}
+	return hub, nil
+}
+
+// startPullMode starts pull mode's processes over the members and hub:
+// the planner with its hub identity, and in each member its agent, with
+// the member's admin credentials (as push mode's controller has them)
+// and its own hub identity. The planner gets plannerArgs, each agent
+// agentArgs: the controller's client settings and workers.
+func startPullMode(hub *framework.Cluster, members []*member, plannerArgs, agentArgs []string, log io.Writer) (*fleet, error) {
 	plannerKubeconfig, err := hub.ImpersonatingKubeconfig(clusterset.PlannerIdentity())
 	if err != nil {
-		hub.Stop()
-		return nil, nil, err
+		return nil, err
 	}
 	f := newFleet()
-	fail := func(err error) (*fleet, *framework.Cluster, error) {
-		f.kill()
-		hub.Stop()
-		return nil, nil, err
-	}
 	if err := f.start("planner", *controller, append([]string{"planner", "--kubeconfig=" + plannerKubeconfig}, plannerArgs...), log); err != nil {
-		return fail(err)
+		f.kill()
+		return nil, err
 	}
 	for _, m := range members {
 		hubKubeconfig, err := hub.ImpersonatingKubeconfig(clusterset.AgentIdentity(m.id))
 		if err != nil {
-			return fail(err)
+			f.kill()
+			return nil, err
 		}
 		args := append([]string{"member-agent", "--kubeconfig=" + m.kubeconfig, "--hub-kubeconfig=" + hubKubeconfig}, agentArgs...)
 		if err := f.start("agent of "+m.id, *controller, slices.Clip(args), log); err != nil {
-			return fail(err)
+			f.kill()
+			return nil, err
 		}
 	}
-	return f, hub, nil
+	return f, nil
 }
