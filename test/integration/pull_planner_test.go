@@ -45,7 +45,8 @@ import (
 // with the namespace, as their MemberCluster says), and each source's
 // endpoints. It follows a second exporter, a namespace that appears in
 // a member, endpoints outside the ranges the operator states for a
-// member (withheld, said on its MemberExport), a restarted planner (it
+// member (withheld, said on its MemberExport and, by its agent, on its
+// ServiceExport), a restarted planner (it
 // writes nothing), a member whose apiserver goes down while its agent
 // runs (the agent cannot vouch for what it published: it stops renewing
 // its Lease, the member's endpoints leave the plan after the TTL, the
@@ -152,6 +153,22 @@ func TestPullPlannerPlans(t *testing.T) {
 				return true, ""
 			}
 			seen = append(seen, e.Reason+" "+e.Note)
+		}
+		return false, strings.Join(seen, "; ")
+	})
+	// And, relayed by its agent, on its ServiceExport in cluster-a, where
+	// the exporter looks.
+	eventually(t, 30*time.Second, "the same event on cluster-a's ServiceExport demo/web", func() (bool, string) {
+		list, err := a.kube.EventsV1().Events("demo").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, e := range list.Items {
+			if e.Regarding.Kind == "ServiceExport" && e.Regarding.Name == "web" && e.Reason == mcs.ReasonEndpointsOutsidePodRanges && strings.Contains(e.Note, "192.168.9.9") {
+				return true, ""
+			}
+			seen = append(seen, e.Regarding.Kind+" "+e.Reason+" "+e.Note)
 		}
 		return false, strings.Join(seen, "; ")
 	})
@@ -281,12 +298,15 @@ const pullManagedBy = "mcs-controller.test"
 func startPullAgent(t *testing.T, hub, m *testMember) func() {
 	t.Helper()
 	hubCfg := impersonateRESTConfig(t, hub.cluster, fmt.Sprintf("system:serviceaccount:%s:%s", m.id, pull.AgentServiceAccount), "system:serviceaccounts", "system:serviceaccounts:"+m.id)
+	recorder, stopRecorder := eventrecorder.New(m.kube)
+	t.Cleanup(stopRecorder)
 	agent, err := pull.NewAgent(pull.AgentConfig{
 		ClusterID: m.id,
 		Member:    m.kube, MemberDynamic: dynamic.NewForConfigOrDie(m.cluster.RESTConfig()),
 		Hub: kubernetes.NewForConfigOrDie(hubCfg), HubDynamic: dynamic.NewForConfigOrDie(hubCfg),
 		SourceManagers: []string{"endpointslice-controller.k8s.io"},
 		LeaseRenewal:   time.Second,
+		Recorder:       recorder,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package pull
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
@@ -111,6 +113,11 @@ type Agent struct {
 	// ready is closed once the agent's caches (this cluster's, the hub's)
 	// have synced and it publishes.
 	ready chan struct{}
+	// hubEvents watches the events of the member's hub namespace about
+	// its MemberExports; started is when the agent started, before which
+	// an event was relayed by the agent that ran then.
+	hubEvents informers.SharedInformerFactory
+	started   time.Time
 }
 
 // NewAgent returns the publishing half of clusterID's agent.
@@ -148,6 +155,15 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 	a.published = a.hubDynamic.ForResource(memberExports).Informer()
 	a.publishedMember = a.hubDynamic.ForResource(memberClusters).Informer()
 	a.publishedSlices = a.hubInformers.Discovery().V1().EndpointSlices().Lister()
+	// The planner's events about this member's MemberExports, said again
+	// on the member's ServiceExports (relayEvent).
+	a.hubEvents = informers.NewSharedInformerFactoryWithOptions(cfg.Hub, cfg.Resync, informers.WithNamespace(cfg.ClusterID),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("involvedObject.kind", "MemberExport").String()
+		}))
+	if _, err := a.hubEvents.Core().V1().Events().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: a.relayEvent}); err != nil {
+		return nil, err
+	}
 
 	byKey := func(key func(obj any) (string, bool)) cache.ResourceEventHandler {
 		enqueue := func(obj any) {
@@ -226,6 +242,7 @@ func (a *Agent) Run(ctx context.Context, workers int) error {
 	a.memberSlices.Start(ctx.Done())
 	a.hubInformers.Start(ctx.Done())
 	a.hubDynamic.Start(ctx.Done())
+	a.started = time.Now()
 	go a.exportInformer.Run(ctx.Done())
 	if !cache.WaitForNamedCacheSync("member-agent", ctx.Done(),
 		a.exportInformer.HasSynced, a.published.HasSynced, a.publishedMember.HasSynced,
@@ -236,6 +253,8 @@ func (a *Agent) Run(ctx context.Context, workers int) error {
 		return ctx.Err()
 	}
 	a.logger.Info("Publishing into the hub", "namespace", a.cfg.ClusterID)
+	// Events are relayed once the exports are known; none is waited for.
+	a.hubEvents.Start(ctx.Done())
 	close(a.ready)
 	a.queue.Add(memberClusterKey)
 	go a.renewLease(ctx)
@@ -439,6 +458,35 @@ func (a *Agent) renewLease(ctx context.Context) {
 		}
 		a.renewals.Add(1)
 	}, period)
+}
+
+// relayEvent says again, on the member's ServiceExport, an event the
+// planner gave the export's MemberExport in the hub (endpoints it did not
+// plan, and why): the member's users see their export, not the hub.
+// Events from before the agent started were relayed by the agent that ran
+// then; an event without a ServiceExport (unexported since) is dropped.
+func (a *Agent) relayEvent(obj any) {
+	e, ok := obj.(*v1.Event)
+	if !ok || a.cfg.Recorder == nil || e.CreationTimestamp.Time.Before(a.started.Add(-time.Second)) {
+		return
+	}
+	ns, name, ok := strings.Cut(e.InvolvedObject.Name, ".")
+	if !ok {
+		return
+	}
+	u, exists, err := a.exportInformer.GetStore().GetByKey(ns + "/" + name)
+	if err != nil || !exists {
+		return
+	}
+	se, ok := u.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	action := e.Action
+	if action == "" {
+		action = "Plan"
+	}
+	a.cfg.Recorder.Eventf(se, nil, e.Type, e.Reason, action, "%s", e.Message)
 }
 
 // memberReady asks this cluster's apiserver whether it is ready.
