@@ -59,6 +59,21 @@ type ServiceState struct {
 	Importers []string
 	// Now is when the state was read: lease ages are relative to it.
 	Now time.Time
+	// Hub is pull mode's hub as diagnose --hub-context read it: where a
+	// source's liveness is (its agent's Lease), not in the importers.
+	Hub *HubLiveness
+}
+
+// HubLiveness is what pull mode's hub says of the sources' liveness.
+type HubLiveness struct {
+	Context string
+	// Unreachable says why the hub did not answer; empty when it did.
+	Unreachable string
+	// Leases are the agents' Leases by cluster ID (the member namespace).
+	Leases map[string]coordinationv1.Lease
+	// TTL is the planner's --endpoint-ttl: a source whose Lease was
+	// renewed longer ago has left the plan.
+	TTL time.Duration
 }
 
 // MemberState is one member's view of the name.
@@ -168,6 +183,9 @@ func Diagnose(s ServiceState) []Check {
 			continue
 		}
 		out = append(out, importChecks(*m, s, ref)...)
+	}
+	if s.Hub != nil {
+		out = append(out, hubLeaseChecks(s)...)
 	}
 	return out
 }

@@ -71,6 +71,11 @@ func lease(source string, age time.Duration) coordinationv1.Lease {
 		Spec: coordinationv1.LeaseSpec{RenewTime: &metav1.MicroTime{Time: now.Add(-age)}, LeaseDurationSeconds: ptr.To[int32](40)}}
 }
 
+func hubLease(age time.Duration) coordinationv1.Lease {
+	return coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "member-agent"},
+		Spec: coordinationv1.LeaseSpec{RenewTime: &metav1.MicroTime{Time: now.Add(-age)}, LeaseDurationSeconds: ptr.To[int32](10)}}
+}
+
 // healthy is a clusterset where a exports web and b imports it, all well.
 func healthy() ServiceState {
 	return ServiceState{Namespace: "ns", Name: "web", Now: now, Importers: []string{"b"}, Members: []MemberState{
@@ -163,6 +168,19 @@ func TestDiagnose(t *testing.T) {
 			want: []string{"FAIL b Lease mcs-source-a: stale: renewed 3m ago, TTL 40s"}},
 		{name: "missing lease", mutate: func(s *ServiceState) { s.Members[1].Leases = nil }, failed: 1,
 			want: []string{"FAIL b Lease mcs-source-a: missing"}},
+		{name: "pull mode: the source's liveness is its agent's Lease in the hub", mutate: func(s *ServiceState) {
+			s.Members[1].Leases = nil
+			s.Hub = &HubLiveness{Context: "hub", TTL: 40 * time.Second, Leases: map[string]coordinationv1.Lease{"a": hubLease(5 * time.Second)}}
+		}, want: []string{"ok hub Lease a/member-agent: renewed 5s ago, endpoint TTL 40s"}},
+		{name: "pull mode: a source's agent past the TTL", mutate: func(s *ServiceState) {
+			s.Hub = &HubLiveness{Context: "hub", TTL: 40 * time.Second, Leases: map[string]coordinationv1.Lease{"a": hubLease(time.Minute)}}
+		}, failed: 1, want: []string{"FAIL hub Lease a/member-agent: stale: renewed 60s ago, endpoint TTL 40s"}},
+		{name: "pull mode: a source without its agent", mutate: func(s *ServiceState) {
+			s.Hub = &HubLiveness{Context: "hub", TTL: 40 * time.Second, Leases: map[string]coordinationv1.Lease{"b": hubLease(time.Second)}}
+		}, failed: 1, want: []string{"FAIL hub Lease a/member-agent: missing"}},
+		{name: "pull mode: the hub unreachable", mutate: func(s *ServiceState) {
+			s.Hub = &HubLiveness{Context: "hub", Unreachable: "connection refused"}
+		}, failed: 1, want: []string{"FAIL hub hub: unreachable: connection refused"}},
 		{name: "refused by kube-proxy", mutate: func(s *ServiceState) {
 			s.Members[1].Nodes[0].Last = &NodeEvent{Type: v1.EventTypeWarning, Reason: "UntrustedManager", Note: "label not trusted"}
 		}, failed: 1, want: []string{"FAIL b kube-proxy on b-node0: refused (UntrustedManager): label not trusted"}},

@@ -49,6 +49,12 @@ type options struct {
 	watch                bool
 	hub                  hubOptions
 	probe                probeOptions
+	// pullHub is diagnose's --hub-context: pull mode's hub, where the
+	// sources' Leases are, and the planner's endpoint TTL.
+	pullHub struct {
+		context string
+		ttl     time.Duration
+	}
 	// trust is what diagnose trusts of an import and its slices: what
 	// the members' kube-proxy trusts (its --multicluster-endpointslice-managers
 	// and --clusterset-ip-cidrs).
@@ -380,7 +386,8 @@ func (o *options) diagnoseCommand() *cobra.Command {
 conflicts and the field that conflicts), then in each importing member
 (--from, default every member) the ServiceImport (IPs, ports, source
 clusters), the MCS EndpointSlices of each source cluster and their ready
-endpoints, the source Leases, what kube-proxy on each node reported for
+endpoints, the source Leases (in pull mode, with --hub-context, each
+source agent's Lease in the hub), what kube-proxy on each node reported for
 the import (programmed, or refused and why), and what DNS answers for
 NAME.NAMESPACE.svc.clusterset.local: asked with dig from --dns-pod by pod
 exec, or else the objects CoreDNS serves from (labelled "objects only").
@@ -425,6 +432,9 @@ the label ` + LabelProbe + `.`,
 				}
 			}
 			state := gatherService(cmd.Context(), members, ns, name, importers, o)
+			if o.pullHub.context != "" {
+				state.Hub = o.gatherHubLiveness(cmd.Context())
+			}
 			if o.probe.enabled {
 				o.runProbes(cmd.Context(), members, &state)
 			}
@@ -453,7 +463,10 @@ the label ` + LabelProbe + `.`,
 	cmd.Flags().DurationVar(&o.probe.timeout, "probe-timeout", time.Minute, "How long the probe pod may run")
 	cmd.Flags().StringSliceVar(&o.trust.managers, "multicluster-endpointslice-managers", []string{mcsproxy.DefaultManagedBy}, "The managers whose imports and MCS EndpointSlices the members' kube-proxy trusts (its flag of the same name): diagnose checks and probes only those, and says what it ignored")
 	cmd.Flags().StringSliceVar(&o.trust.cidrs, "clusterset-ip-cidrs", mcsproxy.DefaultClusterSetIPCIDRs, "The clusterset IP ranges the members' kube-proxy admits (its flag of the same name)")
+	cmd.Flags().StringVar(&o.pullHub.context, "hub-context", "", "Kubeconfig context of pull mode's hub: the sources' liveness is read there (each agent's Lease in its member namespace) instead of the importers' source Leases")
+	cmd.Flags().DurationVar(&o.pullHub.ttl, "endpoint-ttl", 40*time.Second, "With --hub-context: the planner's --endpoint-ttl, past which a source's Lease has expired")
 	_ = cmd.RegisterFlagCompletionFunc("from", o.completeContexts)
+	_ = cmd.RegisterFlagCompletionFunc("hub-context", o.completeContexts)
 	o.addOutput(cmd, "json|yaml")
 	return cmd
 }

@@ -141,3 +141,29 @@ func printPullMembers(w io.Writer, members []PullMember, now time.Time, noHeader
 	}
 	return tw.Flush()
 }
+
+// gatherHubLiveness reads, in pull mode's hub (diagnose --hub-context),
+// every member namespace's agent Lease.
+func (o *options) gatherHubLiveness(ctx context.Context) *HubLiveness {
+	h := &HubLiveness{Context: o.pullHub.context, TTL: o.pullHub.ttl, Leases: map[string]coordinationv1.Lease{}}
+	hub, err := connect(ctx, o.flags, []string{o.pullHub.context}, o.timeout)
+	if err != nil {
+		h.Unreachable = err.Error()
+		return h
+	}
+	if hub[0].Err != nil {
+		h.Unreachable = hub[0].Err.Error()
+		return h
+	}
+	nsList, err := hub[0].Kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: pull.LabelMemberCluster})
+	if err != nil {
+		h.Unreachable = fmt.Sprintf("listing member namespaces (is this pull mode's hub? deploy/hub-pull): %v", err)
+		return h
+	}
+	for _, ns := range nsList.Items {
+		if l, err := hub[0].Kube.CoordinationV1().Leases(ns.Name).Get(ctx, pull.AgentLeaseName, metav1.GetOptions{}); err == nil {
+			h.Leases[ns.Name] = *l
+		}
+	}
+	return h
+}

@@ -17,6 +17,8 @@ import (
 	"k8s.io/multiclusterservices/export"
 	mcsproxy "k8s.io/multiclusterservices/proxy"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/pull"
 )
 
 func importChecks(m MemberState, s ServiceState, ref string) []Check {
@@ -57,7 +59,11 @@ func importChecks(m MemberState, s ServiceState, ref string) []Check {
 	out = append(out, ignoredChecks(m)...)
 	out = append(out, sliceChecks(m, sources)...)
 	out = append(out, selectionChecks(m)...)
-	out = append(out, leaseChecks(m, sources, s.Now)...)
+	if s.Hub == nil {
+		// In pull mode a source's liveness is its Lease in the hub
+		// (hubLeaseChecks), once for every importer.
+		out = append(out, leaseChecks(m, sources, s.Now)...)
+	}
 	if !headless {
 		out = append(out, nodeChecks(m)...)
 	}
@@ -165,7 +171,7 @@ func leaseChecks(m MemberState, sources []string, now time.Time) []Check {
 		i := slices.IndexFunc(m.Leases, func(l coordinationv1.Lease) bool { return l.Name == name })
 		if i < 0 {
 			c.Detail = "missing"
-			c.Fix = "the mcs-controller writes it while " + src + " answers: check both (kubectl mcs status)"
+			c.Fix = "the mcs-controller writes it while " + src + " answers: check both (kubectl mcs status); in pull mode a source's liveness is its agent's Lease in the hub: diagnose with --hub-context"
 			out = append(out, c)
 			continue
 		}
@@ -173,6 +179,52 @@ func leaseChecks(m MemberState, sources []string, now time.Time) []Check {
 		c.Passed, c.Detail = fresh, detail
 		if !fresh {
 			c.Fix = src + "'s API has not answered the mcs-controller: its endpoints are withdrawn (or kept if it is the only source)"
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// hubLeaseChecks are pull mode's source Leases: each source's agent
+// renews one in its hub namespace while its own cluster answers, and the
+// planner withdraws its endpoints from the plan once it is older than the
+// endpoint TTL. The sources are those of every importer checked.
+func hubLeaseChecks(s ServiceState) []Check {
+	h := s.Hub
+	if h.Unreachable != "" {
+		return []Check{{Cluster: h.Context, Subject: "hub", Detail: "unreachable: " + h.Unreachable,
+			Fix: "check the hub context's server and credentials; the sources' liveness is unknown"}}
+	}
+	var sources []string
+	for _, ctx := range s.Importers {
+		if m := s.member(ctx); m != nil && m.Import != nil {
+			for _, src := range importSources(m.Import) {
+				if !slices.Contains(sources, src) {
+					sources = append(sources, src)
+				}
+			}
+		}
+	}
+	sort.Strings(sources)
+	var out []Check
+	for _, src := range sources {
+		c := Check{Cluster: h.Context, Subject: "Lease " + src + "/" + pull.AgentLeaseName}
+		l, ok := h.Leases[src]
+		switch {
+		case !ok:
+			c.Detail = "missing"
+			c.Fix = src + "'s member agent renews it while " + src + "'s API answers: check the agent there (its /readyz) and kubectl mcs hub members"
+		case l.Spec.RenewTime == nil:
+			c.Detail = "never renewed"
+			c.Fix = src + "'s agent created it and has not renewed it: check the agent there (its /readyz and logs)"
+		default:
+			age := s.Now.Sub(l.Spec.RenewTime.Time)
+			c.Passed = age <= h.TTL
+			c.Detail = fmt.Sprintf("renewed %s ago, endpoint TTL %s", shortDuration(age), shortDuration(h.TTL))
+			if !c.Passed {
+				c.Detail = "stale: " + c.Detail
+				c.Fix = src + "'s agent has not renewed it within the planner's TTL: its endpoints are withdrawn from the plan (or kept if it is the only source)"
+			}
 		}
 		out = append(out, c)
 	}

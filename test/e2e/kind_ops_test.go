@@ -211,6 +211,9 @@ func (k *kind) kubeconfig() (string, []string) {
 	return os.Getenv("MCS_E2E_KUBECONFIG"), slices.Clone(k.contexts)
 }
 
+// diagnoseFlags are none: the kind clusterset runs push mode.
+func (k *kind) diagnoseFlags() []string { return nil }
+
 // configureController adds extra to the arguments of the mcs-controller
 // Deployment and waits until its pods run them; the clean-up puts the
 // arguments back.

@@ -284,6 +284,13 @@ func (l *local) kubeconfig() (string, []string) {
 	return l.cs.Kubeconfig(), contexts
 }
 
+func (l *local) diagnoseFlags() []string {
+	if l.pull == nil {
+		return nil
+	}
+	return []string{"--hub-context=" + l.pull.Hub.Name, "--endpoint-ttl=" + localEndpointTTL.String()}
+}
+
 func (l *local) members() []*member         { return l.ms }
 func (l *local) endpointTTL() time.Duration { return localEndpointTTL }
 

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/pull"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/kubectlmcs"
 )
 
@@ -40,8 +41,8 @@ func (s *suite) testDiagnoseProbe(t *testing.T) {
 	diagnose := func(ctx context.Context, name string) ([]kubectlmcs.Check, string, error) {
 		var out, errOut bytes.Buffer
 		cmd := kubectlmcs.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
-		cmd.SetArgs([]string{"--kubeconfig=" + kubeconfig, "--contexts=" + strings.Join(contexts, ","),
-			"diagnose", "service", sp.name + "/" + name, "--from=" + contexts[1], "--probe", "-o", "json"})
+		cmd.SetArgs(append([]string{"--kubeconfig=" + kubeconfig, "--contexts=" + strings.Join(contexts, ","),
+			"diagnose", "service", sp.name + "/" + name, "--from=" + contexts[1], "--probe", "-o", "json"}, s.p.diagnoseFlags()...))
 		err := cmd.ExecuteContext(ctx)
 		var checks []kubectlmcs.Check
 		if out.Len() > 0 {
@@ -93,6 +94,14 @@ func (s *suite) testDiagnoseProbe(t *testing.T) {
 		}
 		if c := find(checks, "DNS web."+sp.name+".svc.clusterset.local"); !c.Passed || !strings.Contains(c.Detail, "asked from probe pod") {
 			t.Errorf("DNS asked from the probe pod: %+v", c)
+		}
+		if len(s.p.diagnoseFlags()) > 0 {
+			// Pull mode: each source's liveness is read in the hub.
+			for _, m := range []*member{s.a, s.b} {
+				if c := find(checks, "Lease "+m.Name+"/"+pull.AgentLeaseName); !c.Passed {
+					t.Errorf("%s's agent Lease in the hub: %+v", m.Name, c)
+				}
+			}
 		}
 		noProbePods("after diagnose")
 	})

@@ -57,6 +57,10 @@ type provider interface {
 	// kubeconfig is a kubeconfig holding a context per member, and those
 	// contexts in the order of members(), for kubectl mcs.
 	kubeconfig() (path string, contexts []string)
+	// diagnoseFlags are what kubectl mcs diagnose needs besides the
+	// members' contexts: in pull mode, the hub (where the sources'
+	// Leases are) and the planner's endpoint TTL.
+	diagnoseFlags() []string
 }
 
 // member is one cluster of the clusterset, as the cases see it.
