@@ -88,7 +88,7 @@ func (o *AgentOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.SourceManagers, "source-endpointslice-managers", o.SourceManagers, "endpointslice.kubernetes.io/managed-by values of the exported Services' EndpointSlices that are published; slices anyone else wrote stay in this cluster.")
 	fs.StringVar(&o.ManagedBy, "managed-by", o.ManagedBy, "endpointslice.kubernetes.io/managed-by value of the EndpointSlices the agent writes into this cluster: the planner's --managed-by.")
 	fs.StringVar(&o.SourceLeaseNamespace, "source-lease-namespace", o.SourceLeaseNamespace, "Namespace of this cluster where the agent keeps the source clusters' Leases, as the mcs-controller's --lease-namespace in push mode.")
-	fs.DurationVar(&o.EndpointTTL, "endpoint-ttl", o.EndpointTTL, "How long this cluster keeps a source's endpoints while the hub cannot be reached; the planner's own --endpoint-ttl decides when a member that stopped renewing its Lease has expired.")
+	fs.DurationVar(&o.EndpointTTL, "endpoint-ttl", o.EndpointTTL, "The planner's --endpoint-ttl: this member's Lease in the hub is renewed at a third of it (at most every 10s), so that the planner finds it expired only once this cluster's API has not answered for most of the TTL.")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Exported names published, and planned names written, at once.")
 	fs.DurationVar(&o.ClusterIDWait, "cluster-id-wait", o.ClusterIDWait, "How long to wait for this cluster's ClusterProperty cluster.clusterset.k8s.io.")
 	fs.Float32Var(&o.APIQPS, "kube-api-qps", o.APIQPS, "Client QPS, to this cluster and to the hub each.")
@@ -188,6 +188,9 @@ func RunAgent(ctx context.Context, o *AgentOptions) error {
 		Member:    memberKube, MemberDynamic: dynamic.NewForConfigOrDie(member),
 		Hub: hubKube, HubDynamic: dynamic.NewForConfigOrDie(hub),
 		SourceManagers: o.SourceManagers, Recorder: recorder,
+		// The planner withdraws a member whose Lease is older than its
+		// endpoint TTL, which this agent's --endpoint-ttl repeats.
+		LeaseRenewal: mcs.RenewalPeriod(o.EndpointTTL),
 	})
 	if err != nil {
 		return err

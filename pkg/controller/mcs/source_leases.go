@@ -163,8 +163,15 @@ func laterRenewal(have, lease, now time.Time) time.Time {
 	return have
 }
 
-func (l *sourceLeases) period() time.Duration {
-	p := l.c.cfg.EndpointTTL / 3
+func (l *sourceLeases) period() time.Duration { return RenewalPeriod(l.c.cfg.EndpointTTL) }
+
+// RenewalPeriod is how often a source's liveness is renewed for an
+// endpoint TTL of ttl: a third of it (a source is withdrawn between
+// two-thirds of the TTL and the TTL after it went away, never on one late
+// renewal), at most 10s, at least 200ms. Push mode's probes and pull
+// mode's agents renew at this period alike.
+func RenewalPeriod(ttl time.Duration) time.Duration {
+	p := ttl / 3
 	if p > 10*time.Second {
 		p = 10 * time.Second
 	}

@@ -3,6 +3,7 @@ package pull
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -441,7 +442,7 @@ func (a *Agent) renewLease(ctx context.Context) {
 			_, err = leases.Create(ctx, &coordinationv1.Lease{
 				ObjectMeta: metav1.ObjectMeta{Name: AgentLeaseName},
 				Spec: coordinationv1.LeaseSpec{
-					HolderIdentity: &a.cfg.ClusterID, LeaseDurationSeconds: ptr.To(int32(period.Seconds())),
+					HolderIdentity: &a.cfg.ClusterID, LeaseDurationSeconds: ptr.To(int32(math.Ceil(period.Seconds()))),
 					AcquireTime: &now, RenewTime: &now,
 				},
 			}, metav1.CreateOptions{})
