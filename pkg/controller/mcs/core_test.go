@@ -442,8 +442,9 @@ func TestCoreLeaveWithdrawsAndCleans(t *testing.T) {
 // not delivered that write yet) when the import is synced again, as when
 // a member joined again is listed while its names are written. Writing
 // from that copy sends its old resourceVersion: refused as a conflict by
-// a real apiserver, and retried. The sync waits for the write's event
-// instead, and for no longer than cacheWait.
+// a real apiserver, and retried; a slice just created and not cached yet
+// would be created again. The sync waits for the write's event instead,
+// and for no longer than cacheWait.
 func TestCoreWaitsForItsOwnWriteInTheCache(t *testing.T) {
 	c, b, before, after := moveWrittenIntoB(t, false)
 	ctx := context.Background()
@@ -478,6 +479,17 @@ func TestCoreWaitsForItsOwnWriteInTheCache(t *testing.T) {
 	b.state.wroteSlices.Store("demo/"+after.name, sliceWrite{generation: 2, at: time.Now().Add(-cacheWait)})
 	if wrote := resync(); len(wrote) != 1 {
 		t.Errorf("a sync from a cache behind for longer than %v wrote %v, want the slice written again", cacheWait, wrote)
+	}
+	// A slice the controller created that the cache does not show yet is
+	// waited for too, not created again (a create refused as existing,
+	// then a read: pull mode's agent syncs a name again as each of its
+	// planned slices arrives).
+	if err := b.importedSlices.Delete(before); err != nil {
+		t.Fatal(err)
+	}
+	b.state.wroteSlice("demo/"+after.name, after.generation)
+	if wrote := resync(); len(wrote) != 0 {
+		t.Errorf("a sync from a cache that does not show the controller's own create yet wrote %v", wrote)
 	}
 }
 

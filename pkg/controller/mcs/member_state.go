@@ -76,16 +76,18 @@ func (s *memberState) forgetSlice(key string) { s.wroteSlices.Delete(key) }
 // cacheBehind tells whether cached, the member's cached copy of slice key,
 // is older than the controller's last write of it, and for how much longer
 // to wait for it. A copy that shows the write, or a wait past cacheWait,
-// ends it. A slice not cached is not waited for: the write that created
-// it is found by its name (writeSlices).
+// ends it. A slice written and not cached yet is the controller's create
+// still on its way to the cache: it is waited for too, rather than
+// created again and found by its name (writeSlices does that after the
+// wait, and for a slice someone else deleted, whose event forgets it).
 func (s *memberState) cacheBehind(key string, cached *writtenSlice) (bool, time.Duration) {
 	v, ok := s.wroteSlices.Load(key)
-	if !ok || cached == nil {
+	if !ok {
 		return false, 0
 	}
 	w := v.(sliceWrite)
 	left := cacheWait - time.Since(w.at)
-	if cached.generation >= w.generation || left <= 0 {
+	if left <= 0 || (cached != nil && cached.generation >= w.generation) {
 		s.wroteSlices.CompareAndDelete(key, v)
 		return false, 0
 	}
