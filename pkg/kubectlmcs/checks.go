@@ -70,7 +70,7 @@ type HubLiveness struct {
 	// Unreachable says why the hub did not answer; empty when it did.
 	Unreachable string
 	// Leases are the agents' Leases by cluster ID (the member namespace).
-	Leases map[string]coordinationv1.Lease
+	Leases map[string]*coordinationv1.Lease
 	// TTL is the planner's --endpoint-ttl: a source whose Lease was
 	// renewed longer ago has left the plan.
 	TTL time.Duration

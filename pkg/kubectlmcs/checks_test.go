@@ -71,8 +71,8 @@ func lease(source string, age time.Duration) coordinationv1.Lease {
 		Spec: coordinationv1.LeaseSpec{RenewTime: &metav1.MicroTime{Time: now.Add(-age)}, LeaseDurationSeconds: ptr.To[int32](40)}}
 }
 
-func hubLease(age time.Duration) coordinationv1.Lease {
-	return coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "member-agent"},
+func hubLease(age time.Duration) *coordinationv1.Lease {
+	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "member-agent"},
 		Spec: coordinationv1.LeaseSpec{RenewTime: &metav1.MicroTime{Time: now.Add(-age)}, LeaseDurationSeconds: ptr.To[int32](10)}}
 }
 
@@ -170,13 +170,13 @@ func TestDiagnose(t *testing.T) {
 			want: []string{"FAIL b Lease mcs-source-a: missing"}},
 		{name: "pull mode: the source's liveness is its agent's Lease in the hub", mutate: func(s *ServiceState) {
 			s.Members[1].Leases = nil
-			s.Hub = &HubLiveness{Context: "hub", TTL: 40 * time.Second, Leases: map[string]coordinationv1.Lease{"a": hubLease(5 * time.Second)}}
+			s.Hub = &HubLiveness{Context: "hub", TTL: 40 * time.Second, Leases: map[string]*coordinationv1.Lease{"a": hubLease(5 * time.Second)}}
 		}, want: []string{"ok hub Lease a/member-agent: renewed 5s ago, endpoint TTL 40s"}},
 		{name: "pull mode: a source's agent past the TTL", mutate: func(s *ServiceState) {
-			s.Hub = &HubLiveness{Context: "hub", TTL: 40 * time.Second, Leases: map[string]coordinationv1.Lease{"a": hubLease(time.Minute)}}
+			s.Hub = &HubLiveness{Context: "hub", TTL: 40 * time.Second, Leases: map[string]*coordinationv1.Lease{"a": hubLease(time.Minute)}}
 		}, failed: 1, want: []string{"FAIL hub Lease a/member-agent: stale: renewed 60s ago, endpoint TTL 40s"}},
 		{name: "pull mode: a source without its agent", mutate: func(s *ServiceState) {
-			s.Hub = &HubLiveness{Context: "hub", TTL: 40 * time.Second, Leases: map[string]coordinationv1.Lease{"b": hubLease(time.Second)}}
+			s.Hub = &HubLiveness{Context: "hub", TTL: 40 * time.Second, Leases: map[string]*coordinationv1.Lease{"b": hubLease(time.Second)}}
 		}, failed: 1, want: []string{"FAIL hub Lease a/member-agent: missing"}},
 		{name: "pull mode: the hub unreachable", mutate: func(s *ServiceState) {
 			s.Hub = &HubLiveness{Context: "hub", Unreachable: "connection refused"}

@@ -464,7 +464,7 @@ the label ` + LabelProbe + `.`,
 	cmd.Flags().StringSliceVar(&o.trust.managers, "multicluster-endpointslice-managers", []string{mcsproxy.DefaultManagedBy}, "The managers whose imports and MCS EndpointSlices the members' kube-proxy trusts (its flag of the same name): diagnose checks and probes only those, and says what it ignored")
 	cmd.Flags().StringSliceVar(&o.trust.cidrs, "clusterset-ip-cidrs", mcsproxy.DefaultClusterSetIPCIDRs, "The clusterset IP ranges the members' kube-proxy admits (its flag of the same name)")
 	cmd.Flags().StringVar(&o.pullHub.context, "hub-context", "", "Kubeconfig context of pull mode's hub: the sources' liveness is read there (each agent's Lease in its member namespace) instead of the importers' source Leases")
-	cmd.Flags().DurationVar(&o.pullHub.ttl, "endpoint-ttl", 40*time.Second, "With --hub-context: the planner's --endpoint-ttl, past which a source's Lease has expired")
+	cmd.Flags().DurationVar(&o.pullHub.ttl, "endpoint-ttl", plannerEndpointTTL, "With --hub-context: the planner's --endpoint-ttl, past which a source's Lease has expired")
 	_ = cmd.RegisterFlagCompletionFunc("from", o.completeContexts)
 	_ = cmd.RegisterFlagCompletionFunc("hub-context", o.completeContexts)
 	o.addOutput(cmd, "json|yaml")

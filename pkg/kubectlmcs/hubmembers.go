@@ -44,13 +44,13 @@ type PullMember struct {
 func pullMembers(namespaces []v1.Namespace, published map[string]bool, leases map[string]*coordinationv1.Lease, exports map[string]int, plans []hubv1alpha1.ServicePlan, ttl time.Duration, now time.Time) []PullMember {
 	var out []PullMember
 	for _, ns := range namespaces {
-		if ns.Labels[pull.LabelMemberCluster] != ns.Name {
+		if !isMemberNamespace(ns) {
 			continue
 		}
 		m := PullMember{Cluster: ns.Name, Published: published[ns.Name], Exports: exports[ns.Name]}
 		if l := leases[ns.Name]; l != nil && l.Spec.RenewTime != nil {
 			m.Renewed = &metav1.Time{Time: l.Spec.RenewTime.Time}
-			m.Alive = now.Sub(l.Spec.RenewTime.Time) < ttl
+			m.Alive = pull.AgentLeaseAlive(l, ttl, now)
 		}
 		for _, p := range plans {
 			if p.Spec.Import != nil && slices.Contains(p.Spec.ImportedIn, ns.Name) {
@@ -73,11 +73,11 @@ func pullMembers(namespaces []v1.Namespace, published map[string]bool, leases ma
 
 // gatherPullMembers reads the hub.
 func gatherPullMembers(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, ttl time.Duration) ([]PullMember, error) {
-	nsList, err := kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: pull.LabelMemberCluster})
+	namespaces, leases, err := agentLeases(ctx, kube)
 	if err != nil {
 		return nil, err
 	}
-	published, leases, exports := map[string]bool{}, map[string]*coordinationv1.Lease{}, map[string]int{}
+	published, exports := map[string]bool{}, map[string]int{}
 	mcs, err := dyn.Resource(hubv1alpha1.SchemeGroupVersion.WithResource("memberclusters")).Namespace("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("MemberClusters (is this pull mode's hub? deploy/hub-pull): %w", err)
@@ -92,11 +92,6 @@ func gatherPullMembers(ctx context.Context, kube kubernetes.Interface, dyn dynam
 	for _, u := range mes.Items {
 		exports[u.GetNamespace()]++
 	}
-	for _, ns := range nsList.Items {
-		if l, err := kube.CoordinationV1().Leases(ns.Name).Get(ctx, pull.AgentLeaseName, metav1.GetOptions{}); err == nil {
-			leases[ns.Name] = l
-		}
-	}
 	planList, err := dyn.Resource(hubv1alpha1.SchemeGroupVersion.WithResource("serviceplans")).Namespace(pull.PlanNamespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
@@ -108,7 +103,7 @@ func gatherPullMembers(ctx context.Context, kube kubernetes.Interface, dyn dynam
 			plans = append(plans, sp)
 		}
 	}
-	return pullMembers(nsList.Items, published, leases, exports, plans, ttl, time.Now()), nil
+	return pullMembers(namespaces, published, leases, exports, plans, ttl, time.Now()), nil
 }
 
 func fromUnstructured(u unstructured.Unstructured, out any) error {
@@ -142,10 +137,30 @@ func printPullMembers(w io.Writer, members []PullMember, now time.Time, noHeader
 	return tw.Flush()
 }
 
+// isMemberNamespace says whether ns is a member's namespace of the hub:
+// labelled with its own name, as the planner reads them.
+func isMemberNamespace(ns v1.Namespace) bool { return ns.Labels[pull.LabelMemberCluster] == ns.Name }
+
+// agentLeases reads the hub's namespaces labelled as a member's and the
+// agent's Lease in each, by namespace.
+func agentLeases(ctx context.Context, kube kubernetes.Interface) ([]v1.Namespace, map[string]*coordinationv1.Lease, error) {
+	nsList, err := kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: pull.LabelMemberCluster})
+	if err != nil {
+		return nil, nil, err
+	}
+	leases := map[string]*coordinationv1.Lease{}
+	for _, ns := range nsList.Items {
+		if l, err := kube.CoordinationV1().Leases(ns.Name).Get(ctx, pull.AgentLeaseName, metav1.GetOptions{}); err == nil {
+			leases[ns.Name] = l
+		}
+	}
+	return nsList.Items, leases, nil
+}
+
 // gatherHubLiveness reads, in pull mode's hub (diagnose --hub-context),
 // every member namespace's agent Lease.
 func (o *options) gatherHubLiveness(ctx context.Context) *HubLiveness {
-	h := &HubLiveness{Context: o.pullHub.context, TTL: o.pullHub.ttl, Leases: map[string]coordinationv1.Lease{}}
+	h := &HubLiveness{Context: o.pullHub.context, TTL: o.pullHub.ttl, Leases: map[string]*coordinationv1.Lease{}}
 	hub, err := connect(ctx, o.flags, []string{o.pullHub.context}, o.timeout)
 	if err != nil {
 		h.Unreachable = err.Error()
@@ -155,14 +170,14 @@ func (o *options) gatherHubLiveness(ctx context.Context) *HubLiveness {
 		h.Unreachable = hub[0].Err.Error()
 		return h
 	}
-	nsList, err := hub[0].Kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: pull.LabelMemberCluster})
+	namespaces, leases, err := agentLeases(ctx, hub[0].Kube)
 	if err != nil {
 		h.Unreachable = fmt.Sprintf("listing member namespaces (is this pull mode's hub? deploy/hub-pull): %v", err)
 		return h
 	}
-	for _, ns := range nsList.Items {
-		if l, err := hub[0].Kube.CoordinationV1().Leases(ns.Name).Get(ctx, pull.AgentLeaseName, metav1.GetOptions{}); err == nil {
-			h.Leases[ns.Name] = *l
+	for _, ns := range namespaces {
+		if l := leases[ns.Name]; l != nil && isMemberNamespace(ns) {
+			h.Leases[ns.Name] = l
 		}
 	}
 	return h

@@ -15,6 +15,10 @@ import (
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/pull"
 )
 
+// plannerEndpointTTL is the planner's default --endpoint-ttl (the
+// controller's), which kubectl mcs's --endpoint-ttl repeats.
+const plannerEndpointTTL = 40 * time.Second
+
 // hubCommand groups what the hub's operator runs for pull mode.
 func (o *options) hubCommand() *cobra.Command {
 	cmd := &cobra.Command{
@@ -82,7 +86,7 @@ names it exports and in how many planned names it is an importer.`,
 			}
 		},
 	}
-	members.Flags().DurationVar(&ttl, "endpoint-ttl", 40*time.Second, "the planner's --endpoint-ttl: a Lease renewed longer ago has expired")
+	members.Flags().DurationVar(&ttl, "endpoint-ttl", plannerEndpointTTL, "the planner's --endpoint-ttl: a Lease renewed longer ago has expired")
 	members.Flags().StringVarP(&o.output, "output", "o", "", "json, or a table when empty")
 	members.Flags().BoolVar(&o.noHeaders, "no-headers", false, "leave the table's header out")
 	cmd.AddCommand(member, members)

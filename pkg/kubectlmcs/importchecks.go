@@ -209,18 +209,17 @@ func hubLeaseChecks(s ServiceState) []Check {
 	var out []Check
 	for _, src := range sources {
 		c := Check{Cluster: h.Context, Subject: "Lease " + src + "/" + pull.AgentLeaseName}
-		l, ok := h.Leases[src]
+		l := h.Leases[src]
 		switch {
-		case !ok:
+		case l == nil:
 			c.Detail = "missing"
 			c.Fix = src + "'s member agent renews it while " + src + "'s API answers: check the agent there (its /readyz) and kubectl mcs hub members"
 		case l.Spec.RenewTime == nil:
 			c.Detail = "never renewed"
 			c.Fix = src + "'s agent created it and has not renewed it: check the agent there (its /readyz and logs)"
 		default:
-			age := s.Now.Sub(l.Spec.RenewTime.Time)
-			c.Passed = age <= h.TTL
-			c.Detail = fmt.Sprintf("renewed %s ago, endpoint TTL %s", shortDuration(age), shortDuration(h.TTL))
+			c.Passed = pull.AgentLeaseAlive(l, h.TTL, s.Now)
+			c.Detail = fmt.Sprintf("renewed %s ago, endpoint TTL %s", shortDuration(s.Now.Sub(l.Spec.RenewTime.Time)), shortDuration(h.TTL))
 			if !c.Passed {
 				c.Detail = "stale: " + c.Detail
 				c.Fix = src + "'s agent has not renewed it within the planner's TTL: its endpoints are withdrawn from the plan (or kept if it is the only source)"

@@ -472,11 +472,8 @@ func (p *HubPlanner) leaseAlive(id string, now time.Time) bool {
 	if !ok {
 		return false
 	}
-	l, ok := obj.(*coordinationv1.Lease)
-	if !ok || l.Spec.RenewTime == nil {
-		return false
-	}
-	return now.Sub(l.Spec.RenewTime.Time) < p.cfg.EndpointTTL
+	l, _ := obj.(*coordinationv1.Lease)
+	return pull.AgentLeaseAlive(l, p.cfg.EndpointTTL, now)
 }
 
 // checkLiveness records each member's liveness and plans every name

@@ -58,6 +58,13 @@ const memberClusterKey = "member"
 // per member, renewed by the member: members per period, not members²).
 const AgentLeaseName = "member-agent"
 
+// AgentLeaseAlive says whether an agent's Lease l was renewed within the
+// planner's endpoint TTL at now: the rule the planner withdraws a member
+// by, which kubectl mcs reports.
+func AgentLeaseAlive(l *coordinationv1.Lease, ttl time.Duration, now time.Time) bool {
+	return l != nil && l.Spec.RenewTime != nil && now.Sub(l.Spec.RenewTime.Time) < ttl
+}
+
 // DefaultLeaseRenewal is how often an agent renews its Lease in the hub.
 const DefaultLeaseRenewal = 10 * time.Second
 
