@@ -196,6 +196,10 @@ func runProbe(ctx context.Context, m *member, ns, ref, image string, spec ProbeS
 		select {
 		case <-wctx.Done():
 			out.Err = fmt.Sprintf("the probe pod did not finish in %v (phase %s)", deadline+30*time.Second, p.Status.Phase)
+			if err := ctx.Err(); err != nil {
+				// Interrupted, not timed out: both end wctx.
+				out.Err = "waiting for the probe pod: " + err.Error()
+			}
 			return out
 		case <-time.After(500 * time.Millisecond):
 		}
