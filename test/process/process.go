@@ -200,7 +200,30 @@ func (p *Process) WaitReady(parent context.Context, timeout time.Duration, probe
 
 // Failure wraps err with the process name and the tail of its log.
 func (p *Process) Failure(err error) error {
-	return fmt.Errorf("%s: %w\n--- last lines of %s ---\n%s", p.name, err, p.logPath, Tail(p.logPath, 20))
+	out := fmt.Errorf("%s: %w\n--- last lines of %s ---\n%s", p.name, err, p.logPath, Tail(p.logPath, 20))
+	if head := crashHead(p.logPath, 12); head != "" {
+		// A Go crash's reason is at its head, which a long trace pushes
+		// out of the last lines.
+		out = fmt.Errorf("%w\n--- how it crashed ---\n%s", out, head)
+	}
+	return out
+}
+
+// crashHead returns the first lines of a Go crash in the file at path
+// (from its "panic: " or "fatal error: " line), n of them; empty when it
+// holds none.
+func crashHead(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := bytes.Split(data, []byte("\n"))
+	for i, l := range lines {
+		if bytes.HasPrefix(l, []byte("panic: ")) || bytes.HasPrefix(l, []byte("fatal error: ")) {
+			return string(bytes.Join(lines[i:min(i+n, len(lines))], []byte("\n")))
+		}
+	}
+	return ""
 }
 
 // Tail returns the last n lines of the file at path.
