@@ -53,15 +53,48 @@ func TestClusterSelection(t *testing.T) {
 		t.Skipf("cluster selection runs on a local clusterset of its own, not on MCS_E2E_PROVIDER=%s", p)
 	}
 	started := time.Now()
-	opts := clusterset.Options{Clusters: 3, Prefix: "e2esel",
+	l := upLocalOpts(t, selectionClusterset(t, "e2esel"), false, selectionGate)
+	testClusterSelection(t, l)
+	t.Logf("TestClusterSelection took %v", time.Since(started).Round(10*time.Millisecond))
+}
+
+// TestClusterSelectionPullMode is TestClusterSelection in pull mode: each
+// member's agent publishes its ClusterProperties with its MemberCluster,
+// the planner resolves every importer's results from them (the cluster
+// ID being the member's hub namespace), and each agent writes its own
+// cluster's results. The same story, the same checks.
+func TestClusterSelectionPullMode(t *testing.T) {
+	runBeside(t)
+	if p := os.Getenv("MCS_E2E_PROVIDER"); p != "" && p != "local" {
+		t.Skipf("cluster selection runs on a local clusterset of its own, not on MCS_E2E_PROVIDER=%s", p)
+	}
+	started := time.Now()
+	l := upLocalPull(t, selectionClusterset(t, "e2eselp"), selectionGate)
+	testClusterSelection(t, l)
+	t.Logf("TestClusterSelectionPullMode took %v", time.Since(started).Round(10*time.Millisecond))
+}
+
+// selectionGate is the gate of cluster selection in the mcs-controller,
+// the planner and the member agents.
+const selectionGate = "--feature-gates=MultiClusterServiceClusterSelection=true"
+
+// selectionClusterset is the clusterset of the cluster selection story:
+// three clusters, a and b in eu and c in us, their kube-proxies with the
+// gate on.
+func selectionClusterset(t *testing.T, prefix string) clusterset.Options {
+	t.Helper()
+	opts := clusterset.Options{Clusters: 3, Prefix: prefix,
 		KubeProxyArgs: []string{"--feature-gates=MultiClusterServices=true,MultiClusterServiceClusterSelection=true"}}
 	for _, p := range []string{"cluster-a=" + regionProperty + "=eu", "cluster-b=" + regionProperty + "=eu", "cluster-c=" + regionProperty + "=us"} {
 		if err := opts.AddClusterProperty(p); err != nil {
 			t.Fatal(err)
 		}
 	}
-	controllerGate := "--feature-gates=MultiClusterServiceClusterSelection=true"
-	l := upLocalOpts(t, opts, false, controllerGate)
+	return opts
+}
+
+// testClusterSelection is the story on l, whichever mode writes it.
+func testClusterSelection(t *testing.T, l *local) {
 	ms := l.members()
 	a, b, c := ms[0], ms[1], ms[2]
 	s := &suite{p: l, a: a, b: b, top: t}
@@ -165,7 +198,6 @@ func TestClusterSelection(t *testing.T) {
 			return strings.Contains(got, "Valid=False/InvalidServiceType"), got
 		})
 	})
-	t.Logf("TestClusterSelection took %v", time.Since(started).Round(10*time.Millisecond))
 }
 
 // setProperty sets m's ClusterProperty key to value, as its admin would.
@@ -191,7 +223,8 @@ func setProperty(t *testing.T, m *member, key, value string) {
 // its checks as "subject: detail".
 func diagnoseFrom(t *testing.T, l *local, ref, importer string) []string {
 	t.Helper()
-	out := kubectlMCS(t, "--kubeconfig="+l.cs.Kubeconfig(), "diagnose", "service", ref, "--from="+importer, "-o", "json")
+	args := append([]string{"--kubeconfig=" + l.cs.Kubeconfig(), "diagnose", "service", ref, "--from=" + importer, "-o", "json"}, l.diagnoseFlags()...)
+	out := kubectlMCS(t, args...)
 	var checks []kubectlmcs.Check
 	if err := json.Unmarshal([]byte(out), &checks); err != nil {
 		t.Fatalf("kubectl mcs diagnose %s -o json: %v\n%s", ref, err, out)

@@ -94,13 +94,15 @@ func upLocalOpts(t *testing.T, opts clusterset.Options, viaAPI bool, controllerA
 }
 
 // upLocalPull brings up a local clusterset as opts say in pull mode: the
-// first cluster doubles as the hub, the planner runs there and every
+// last cluster doubles as the hub, the planner runs there and every
 // cluster has its member agent (clusterset.StartPullMode); no
-// mcs-controller writes into the members.
-func upLocalPull(t *testing.T, opts clusterset.Options) *local {
+// mcs-controller writes into the members. args go to the planner and
+// every agent (both take the controller's --feature-gates).
+func upLocalPull(t *testing.T, opts clusterset.Options, args ...string) *local {
 	t.Helper()
 	l := upLocalClusters(t, opts, false)
-	pm, err := l.cs.StartPullMode(t.Context(), []string{"--endpoint-ttl=" + localEndpointTTL.String()}, []string{"--endpoint-ttl=" + localEndpointTTL.String()})
+	common := append([]string{"--endpoint-ttl=" + localEndpointTTL.String()}, args...)
+	pm, err := l.cs.StartPullMode(t.Context(), common, slices.Clone(common))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/mcs"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/pull"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/topology"
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/features"
 )
 
 // agentLeaseName is the member agent's leader election Lease, in its own
@@ -61,6 +62,12 @@ type AgentOptions struct {
 	LeaderElectRenewDeadline time.Duration
 	LeaderElectRetryPeriod   time.Duration
 	Identity                 string
+	// FeatureGates are the controller's, with the same meaning for what
+	// the writing half writes: MultiClusterServiceClusterSelection (the
+	// import's clusterSelectors and this cluster's results, from the
+	// plan) and MultiClusterServiceExportClusters (the export's
+	// status.clusters). Set them as the planner's.
+	FeatureGates featuregate.MutableVersionedFeatureGate
 	// ServingOptions are what it serves, as the controller: its writing
 	// half's metrics (the controller's), health, profiles.
 	ServingOptions
@@ -77,6 +84,7 @@ func NewAgentOptions() *AgentOptions {
 		LeaderElect: true, LeaseNamespace: "mcs-system",
 		LeaderElectLeaseDuration: c.LeaderElectLeaseDuration, LeaderElectRenewDeadline: c.LeaderElectRenewDeadline,
 		LeaderElectRetryPeriod: c.LeaderElectRetryPeriod,
+		FeatureGates:           features.NewControllerFeatureGate(),
 		ServingOptions:         NewServingOptions(),
 	}
 }
@@ -106,9 +114,8 @@ func (o *AgentOptions) AddFlags(fs *pflag.FlagSet) {
 func NewMemberAgentCommand() *cobra.Command {
 	o := NewAgentOptions()
 	logging := logsapi.NewLoggingConfiguration()
-	// Logging's gates alone: what the agent publishes does not depend on
-	// the controller's (the planner decides with them).
-	gates := featuregate.NewFeatureGate()
+	// One --feature-gates, as the controller's: its gates and logging's.
+	gates := o.FeatureGates
 	utilruntime.Must(logsapi.AddFeatureGates(gates))
 	cmd := &cobra.Command{
 		Use:   "member-agent",
@@ -212,6 +219,10 @@ func RunAgent(ctx context.Context, o *AgentOptions) error {
 		Identity:       o.Identity,
 		Workers:        o.Workers,
 		HubPlan:        &mcs.HubPlanSource{Hub: hubKube, HubDynamic: dynamic.NewForConfigOrDie(hub)},
+		// What the plan asks of this cluster's objects, as push mode's
+		// writers with the same gates.
+		ClusterSelection: o.FeatureGates.Enabled(features.MultiClusterServiceClusterSelection),
+		ExportClusters:   o.FeatureGates.Enabled(features.MultiClusterServiceExportClusters),
 	}, mcs.NewMetrics(reg))
 	if err != nil {
 		return err

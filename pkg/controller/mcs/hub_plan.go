@@ -19,9 +19,10 @@ import (
 // hubPlanOf and desiredOfHubPlan are the two ways of that, as pure
 // functions; what the agents do with what they read is today's writers'.
 // They carry the part of a desired state every member shares: the import,
-// its slices, where it is imported. What differs per member (the
-// conditions of its own export, the cluster selector results it gets as
-// an importer, a catalog variant, ingress) is not in the shared plan.
+// its slices, where it is imported, and the cluster selector results of
+// every importer (one entry per outcome). What else differs per member
+// (the conditions of its own export, which go on its MemberExport's
+// status; a catalog variant, ingress) is not in the plan.
 
 // hubPlanOf is the plan of ns/name that d decides.
 func hubPlanOf(ns, name string, d *desiredState) (*hubv1alpha1.ServicePlan, []*discoveryv1.EndpointSlice) {
@@ -43,6 +44,7 @@ func hubPlanOf(ns, name string, d *desiredState) (*hubv1alpha1.ServicePlan, []*d
 			Clusters:         d.Clusters,
 			IPError:          d.IPError,
 			ClusterSelectors: d.ClusterSelectors,
+			SelectorResults:  plannedOutcomes(d.SelectorResults),
 		}
 	}
 	var planned []*discoveryv1.EndpointSlice
@@ -63,6 +65,14 @@ func desiredOfHubPlan(sp *hubv1alpha1.ServicePlan, planned []*discoveryv1.Endpoi
 			Spec:       in.Spec,
 		}
 		d.Clusters, d.IPError, d.ClusterSelectors = in.Clusters, in.IPError, in.ClusterSelectors
+		for _, o := range in.SelectorResults {
+			if d.SelectorResults == nil {
+				d.SelectorResults = map[string]selectorOutcome{}
+			}
+			for _, id := range o.Importers {
+				d.SelectorResults[id] = selectorOutcome{Results: o.Results, Failed: o.Failed}
+			}
+		}
 		d.Slices = map[string]*discoveryv1.EndpointSlice{}
 	}
 	for _, ps := range planned {
@@ -85,4 +95,25 @@ func desiredOfHubPlan(sp *hubv1alpha1.ServicePlan, planned []*discoveryv1.Endpoi
 		}
 	}
 	return d, nil
+}
+
+// plannedOutcomes are the selector outcomes of the importers, one entry
+// per outcome with the importers that get it, ordered by their first
+// importer: most importers share an outcome (results differ only by the
+// importer's properties the selectors name), so the plan holds each
+// source list once per outcome rather than once per member.
+func plannedOutcomes(byImporter map[string]selectorOutcome) []hubv1alpha1.PlannedSelectorOutcome {
+	var out []hubv1alpha1.PlannedSelectorOutcome
+	index := map[string]int{}
+	for _, id := range slices.Sorted(maps.Keys(byImporter)) {
+		o := byImporter[id]
+		key := o.Failed + "\x00" + fmt.Sprint(o.Results)
+		if i, ok := index[key]; ok {
+			out[i].Importers = append(out[i].Importers, id)
+			continue
+		}
+		index[key] = len(out)
+		out = append(out, hubv1alpha1.PlannedSelectorOutcome{Importers: []string{id}, Results: o.Results, Failed: o.Failed})
+	}
+	return out
 }

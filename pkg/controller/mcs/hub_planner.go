@@ -115,6 +115,9 @@ type HubPlanner struct {
 	// namespaces are, by member, the namespaces its MemberCluster names
 	// (read once per change of it, not per plan).
 	namespaces map[string]map[string]*v1.Namespace
+	// properties are, by member, the cluster properties its MemberCluster
+	// gives (pull.MemberProperties), which cluster selection matches.
+	properties map[string]map[string]string
 	// alive is each member's liveness at the last check.
 	alive map[string]bool
 	// reported are the reports already said, by slice UID and reason.
@@ -145,6 +148,7 @@ func NewHubPlanner(cfg HubPlannerConfig) (*HubPlanner, error) {
 		queue:      workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "planner"}),
 		ips:        clustersetip.New(cfg.Config.ClusterSetIPRanges),
 		namespaces: map[string]map[string]*v1.Namespace{},
+		properties: map[string]map[string]string{},
 		alive:      map[string]bool{},
 		reported:   map[string]bool{},
 		own:        newOwnWrites(),
@@ -406,9 +410,11 @@ func (p *HubPlanner) memberIDs() []string {
 	return out
 }
 
-// memberClusterChanged records a member's namespaces and plans again the
-// names of the namespaces that came or went (every name, when the member
-// is new or gone).
+// memberClusterChanged records a member's namespaces and properties and
+// plans again the names of the namespaces that came or went (every name,
+// when the member is new or gone, or its properties changed: it is a
+// source of some imports with cluster selectors and the importer of
+// others).
 func (p *HubPlanner) memberClusterChanged(obj any, deleted bool) {
 	mc := pull.ObjectOf[*hubv1alpha1.MemberCluster](obj)
 	if mc == nil {
@@ -416,18 +422,22 @@ func (p *HubPlanner) memberClusterChanged(obj any, deleted bool) {
 	}
 	id := mc.Namespace
 	var now map[string]*v1.Namespace
+	var props map[string]string
 	if !deleted {
-		now = pull.MemberNamespaces(mc)
+		now, props = pull.MemberNamespaces(mc), pull.MemberProperties(id, mc)
 	}
 	p.mu.Lock()
 	before, had := p.namespaces[id]
+	propsChanged := !maps.Equal(p.properties[id], props)
 	if deleted {
 		delete(p.namespaces, id)
+		delete(p.properties, id)
 	} else {
 		p.namespaces[id] = now
+		p.properties[id] = props
 	}
 	p.mu.Unlock()
-	if !had || deleted {
+	if !had || deleted || propsChanged && p.cfg.ClusterSelection {
 		p.enqueueAll()
 		return
 	}
@@ -541,7 +551,17 @@ func (p *HubPlanner) readHubSnapshot(ns, name string, planned *hubv1alpha1.Servi
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, id := range p.memberIDs() {
+	ids := p.memberIDs()
+	if p.cfg.ClusterSelection {
+		// Read only: memberClusterChanged replaces a member's map whole.
+		s.Properties = make(map[string]map[string]string, len(ids))
+		for _, id := range ids {
+			if props, ok := p.properties[id]; ok {
+				s.Properties[id] = props
+			}
+		}
+	}
+	for _, id := range ids {
 		ms := memberSnapshot{ID: id}
 		s.Alive[id] = p.alive[id]
 		namespaces, synced := p.namespaces[id]

@@ -414,12 +414,13 @@ func viaHubPlan(t *testing.T, d *desiredState, managedBy string) *desiredState {
 	return back
 }
 
-// sharedPart is what of d every member shares, which the hub's plan
-// carries.
+// sharedPart is what of d the hub's plan carries: what every member
+// shares, and each importer's cluster selector results.
 func sharedPart(d *desiredState) *desiredState {
 	return &desiredState{
 		Import: d.Import, Clusters: d.Clusters, IPError: d.IPError, Slices: d.Slices, ImportedIn: d.ImportedIn,
 		Retain: d.Retain, Triggers: d.Triggers, Stale: d.Stale, ClusterSelectors: d.ClusterSelectors,
+		SelectorResults: d.SelectorResults,
 	}
 }
 

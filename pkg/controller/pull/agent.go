@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
 	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
 	hubv1alpha1 "k8s.io/multiclusterservices/apis/hub/v1alpha1"
 	"k8s.io/utils/ptr"
@@ -106,6 +107,9 @@ type Agent struct {
 	memberInformers informers.SharedInformerFactory
 	memberSlices    informers.SharedInformerFactory
 	exportInformer  cache.SharedIndexInformer
+	// properties are this cluster's ClusterProperties, published in its
+	// MemberCluster for cluster selection.
+	properties      cache.SharedIndexInformer
 	hubInformers    informers.SharedInformerFactory
 	hubDynamic      dynamicinformer.DynamicSharedInformerFactory
 	published       cache.SharedIndexInformer
@@ -155,6 +159,7 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 			o.LabelSelector = labels.NewSelector().Add(*hasServiceName).String()
 		}))
 	a.exportInformer = dynamicinformer.NewFilteredDynamicInformer(cfg.MemberDynamic, serviceExports, metav1.NamespaceAll, cfg.Resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, nil).Informer()
+	a.properties = dynamicinformer.NewFilteredDynamicInformer(cfg.MemberDynamic, aboutv1alpha1.Resource, metav1.NamespaceAll, cfg.Resync, cache.Indexers{}, nil).Informer()
 	a.hubInformers = informers.NewSharedInformerFactoryWithOptions(cfg.Hub, cfg.Resync, informers.WithNamespace(cfg.ClusterID),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.LabelSelector = labels.SelectorFromSet(labels.Set{discoveryv1.LabelManagedBy: AgentManager}).String()
@@ -221,6 +226,7 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 		{a.memberInformers.Core().V1().Services().Informer(), byKey(ownKey)},
 		{a.memberSlices.Discovery().V1().EndpointSlices().Informer(), byKey(sliceKey)},
 		{a.memberInformers.Core().V1().Namespaces().Informer(), onNamespace},
+		{a.properties, always(memberClusterKey)},
 		{a.published, byKey(publishedKey)},
 		{a.publishedMember, always(memberClusterKey)},
 		{a.hubInformers.Discovery().V1().EndpointSlices().Informer(), byKey(publishedKey)},
@@ -252,8 +258,9 @@ func (a *Agent) Run(ctx context.Context, workers int) error {
 	a.hubDynamic.Start(ctx.Done())
 	a.started = time.Now()
 	go a.exportInformer.Run(ctx.Done())
+	go a.properties.Run(ctx.Done())
 	if !cache.WaitForNamedCacheSync("member-agent", ctx.Done(),
-		a.exportInformer.HasSynced, a.published.HasSynced, a.publishedMember.HasSynced,
+		a.exportInformer.HasSynced, a.properties.HasSynced, a.published.HasSynced, a.publishedMember.HasSynced,
 		a.memberInformers.Core().V1().Services().Informer().HasSynced,
 		a.memberInformers.Core().V1().Namespaces().Informer().HasSynced,
 		a.memberSlices.Discovery().V1().EndpointSlices().Informer().HasSynced,
@@ -379,14 +386,24 @@ func (a *Agent) sync(ctx context.Context, key string) error {
 	return a.syncSlices(ctx, ns, name, published)
 }
 
-// syncMemberCluster publishes the member's namespaces, writing only when
-// they differ from what the hub holds.
+// syncMemberCluster publishes the member's namespaces and properties,
+// writing only when they differ from what the hub holds.
 func (a *Agent) syncMemberCluster(ctx context.Context) error {
 	namespaces, err := a.memberInformers.Core().V1().Namespaces().Lister().List(labels.Everything())
 	if err != nil {
 		return err
 	}
-	want := PublishMemberCluster(namespaces)
+	properties := map[string]string{}
+	for _, obj := range a.properties.GetStore().List() {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		if value, found, _ := unstructured.NestedString(u.Object, "spec", "value"); found {
+			properties[u.GetName()] = value
+		}
+	}
+	want := PublishMemberCluster(namespaces, properties)
 	api := a.cfg.HubDynamic.Resource(memberClusters).Namespace(a.cfg.ClusterID)
 	obj, ok, err := a.publishedMember.GetStore().GetByKey(a.cfg.ClusterID + "/" + hubv1alpha1.MemberClusterName)
 	if err != nil {

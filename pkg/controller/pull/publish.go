@@ -12,6 +12,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
 	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
 	hubv1alpha1 "k8s.io/multiclusterservices/apis/hub/v1alpha1"
 	"k8s.io/multiclusterservices/export"
@@ -101,10 +102,11 @@ func PublishExport(src Source) *hubv1alpha1.MemberExport {
 }
 
 // PublishMemberCluster is the MemberCluster a member with namespaces
-// publishes: those not being deleted, sorted by name. A namespace that
-// is terminating counts as gone, as push mode's planner counts it: no
-// import is written into it.
-func PublishMemberCluster(namespaces []*v1.Namespace) *hubv1alpha1.MemberCluster {
+// and its own ClusterProperties (by name) publishes: the namespaces not
+// being deleted, sorted by name, and the properties. A namespace that is
+// terminating counts as gone, as push mode's planner counts it: no import
+// is written into it.
+func PublishMemberCluster(namespaces []*v1.Namespace, properties map[string]string) *hubv1alpha1.MemberCluster {
 	mc := &hubv1alpha1.MemberCluster{
 		TypeMeta:   metav1.TypeMeta{APIVersion: hubv1alpha1.SchemeGroupVersion.String(), Kind: "MemberCluster"},
 		ObjectMeta: metav1.ObjectMeta{Name: hubv1alpha1.MemberClusterName},
@@ -116,7 +118,21 @@ func PublishMemberCluster(namespaces []*v1.Namespace) *hubv1alpha1.MemberCluster
 		mc.Spec.Namespaces = append(mc.Spec.Namespaces, hubv1alpha1.MemberNamespace{Name: ns.Name, Created: ns.CreationTimestamp})
 	}
 	slices.SortFunc(mc.Spec.Namespaces, func(a, b hubv1alpha1.MemberNamespace) int { return strings.Compare(a.Name, b.Name) })
+	if len(properties) > 0 {
+		mc.Spec.Properties = maps.Clone(properties)
+	}
 	return mc
+}
+
+// MemberProperties reads the cluster properties member id published
+// (PublishMemberCluster), as the planner matches them: its cluster ID is
+// id, the hub namespace RBAC confines its agent to, whatever the member
+// says of it, so that no member can be selected, or select, as another.
+func MemberProperties(id string, mc *hubv1alpha1.MemberCluster) map[string]string {
+	out := make(map[string]string, len(mc.Spec.Properties)+1)
+	maps.Copy(out, mc.Spec.Properties)
+	out[aboutv1alpha1.ClusterIDProperty] = id
+	return out
 }
 
 // MemberNamespaces reads what a member published of its namespaces

@@ -1,6 +1,7 @@
 package pull
 
 import (
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
 	hubv1alpha1 "k8s.io/multiclusterservices/apis/hub/v1alpha1"
 	"k8s.io/multiclusterservices/export"
 	"k8s.io/utils/ptr"
@@ -112,7 +114,7 @@ func TestPublishMemberCluster(t *testing.T) {
 	}
 	going := ns("going", v1.NamespaceActive)
 	going.DeletionTimestamp = &created
-	mc := PublishMemberCluster([]*v1.Namespace{ns("web", v1.NamespaceActive), ns("demo", v1.NamespaceActive), ns("old", v1.NamespaceTerminating), going})
+	mc := PublishMemberCluster([]*v1.Namespace{ns("web", v1.NamespaceActive), ns("demo", v1.NamespaceActive), ns("old", v1.NamespaceTerminating), going}, nil)
 	if mc.Name != hubv1alpha1.MemberClusterName {
 		t.Errorf("MemberCluster named %q", mc.Name)
 	}
@@ -126,5 +128,31 @@ func TestPublishMemberCluster(t *testing.T) {
 	back := MemberNamespaces(mc)
 	if len(back) != 2 || back["demo"] == nil || !back["demo"].CreationTimestamp.Equal(&created) || back["old"] != nil {
 		t.Errorf("read back %v", back)
+	}
+	if mc.Spec.Properties != nil {
+		t.Errorf("a member without properties published %v", mc.Spec.Properties)
+	}
+}
+
+// TestMemberProperties: a member's properties reach the planner as it
+// published them, but for its cluster ID, which is its hub namespace: a
+// member that claims another's ID (to be selected as it, or to select as
+// it) is still itself.
+func TestMemberProperties(t *testing.T) {
+	own := map[string]string{"region.topology.k8s.io": "eu", aboutv1alpha1.ClusterIDProperty: "cluster-a"}
+	mc := PublishMemberCluster(nil, own)
+	own["region.topology.k8s.io"] = "changed after publishing"
+	got := MemberProperties("cluster-a", mc)
+	if want := map[string]string{"region.topology.k8s.io": "eu", aboutv1alpha1.ClusterIDProperty: "cluster-a"}; !maps.Equal(got, want) {
+		t.Errorf("read back %v, want %v", got, want)
+	}
+	// cluster-b's agent publishes cluster-a's ID and region.
+	claim := PublishMemberCluster(nil, map[string]string{"region.topology.k8s.io": "eu", aboutv1alpha1.ClusterIDProperty: "cluster-a"})
+	if got := MemberProperties("cluster-b", claim)[aboutv1alpha1.ClusterIDProperty]; got != "cluster-b" {
+		t.Errorf("cluster-b claiming cluster-a's ID is read as %q, want cluster-b", got)
+	}
+	// A member without ClusterProperties is still its ID.
+	if got := MemberProperties("cluster-c", PublishMemberCluster(nil, nil)); !maps.Equal(got, map[string]string{aboutv1alpha1.ClusterIDProperty: "cluster-c"}) {
+		t.Errorf("cluster-c without properties is read as %v", got)
 	}
 }

@@ -76,6 +76,8 @@ var (
 	timeout    = flag.Duration("timeout", 30*time.Minute, "how long a phase may take")
 	workDir    = flag.String("dir", "", "working directory (default: a temporary one, kept when a phase fails)")
 	member     = flag.Bool("member", true, "after convergence, join one more member with a real apiserver, importing every name from every source: its agent's writes, RSS and time, then its restart's writes")
+	cpuProfile = flag.String("cpu-profile", "", "write a CPU profile of the planner's first --cpu-profile-seconds to this file (go tool pprof reads it)")
+	profileFor = flag.Duration("cpu-profile-seconds", time.Minute, "how long the planner's CPU profile runs")
 	settleFor  = flag.Duration("restart-settle", 30*time.Second, "how long after a restarted agent is ready its writes are counted")
 )
 
@@ -213,11 +215,15 @@ func run() error {
 	}
 	cmd := exec.Command(*planner, "planner", "--kubeconfig="+kubeconfig, "--leader-elect=false",
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort), "--healthz-bind-address=0", "--secure-port=0",
-		fmt.Sprintf("--kube-api-qps=%d", *apiQPS), fmt.Sprintf("--kube-api-burst=%d", 2**apiQPS), fmt.Sprintf("--workers=%d", *workers))
+		fmt.Sprintf("--kube-api-qps=%d", *apiQPS), fmt.Sprintf("--kube-api-burst=%d", 2**apiQPS), fmt.Sprintf("--workers=%d", *workers),
+		fmt.Sprintf("--profiling=%t", *cpuProfile != ""))
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	start = time.Now()
 	if err := cmd.Start(); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		go profileCPU(ctx, metricsPort, *cpuProfile, *profileFor)
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	rss := &measure.PeakRSS{Pid: cmd.Process.Pid}
@@ -829,5 +835,27 @@ func repoFile(parts ...string) (string, error) {
 			return "", fmt.Errorf("no go.mod above the working directory")
 		}
 		dir = parent
+	}
+}
+
+// profileCPU writes the planner's CPU profile of the next d to path,
+// once its metrics port answers.
+func profileCPU(ctx context.Context, port int, path string, d time.Duration) {
+	url := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", port, int(d.Seconds()))
+	for ctx.Err() == nil {
+		resp, err := http.Get(url)
+		if err != nil {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		defer resp.Body.Close()
+		data, err := io.ReadAll(resp.Body)
+		if err == nil && resp.StatusCode == http.StatusOK {
+			err = os.WriteFile(path, data, 0o644)
+		}
+		if err != nil || resp.StatusCode != http.StatusOK {
+			fmt.Fprintf(os.Stderr, "the planner's CPU profile: %v (HTTP %d)\n", err, resp.StatusCode)
+		}
+		return
 	}
 }

@@ -115,8 +115,8 @@ const MemberClusterName = "member"
 
 // MemberCluster is what one member cluster publishes of itself, beside
 // its exports: the namespaces it has, which decide where a name is
-// imported (KEP-1645: only in the clusters with the name's namespace).
-// Its agent writes it, named MemberClusterName, in the member's hub
+// imported (KEP-1645: only in the clusters with the name's namespace),
+// and its cluster properties, which cluster selection matches. Its agent writes it, named MemberClusterName, in the member's hub
 // namespace; until it exists the planner knows nothing of the member
 // (not synced), as push mode of a member whose caches have not synced.
 //
@@ -141,6 +141,12 @@ type MemberClusterSpec struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=20000
 	Namespaces []MemberNamespace `json:"namespaces,omitempty"`
+	// Properties are the member's own ClusterProperties (KEP-2149), by
+	// name, which cluster selection (KEP-5939) matches. The planner takes
+	// the cluster ID from the namespace, whatever they say of it.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=256
+	Properties map[string]string `json:"properties,omitempty"`
 }
 
 // MemberNamespace is one namespace of a member.
@@ -232,6 +238,33 @@ type PlannedImport struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16
 	ClusterSelectors []csv1beta1.ClusterSelector `json:"clusterSelectors,omitempty"`
+	// SelectorResults are what ClusterSelectors give each member as the
+	// importing cluster: the members that get the same outcome share one
+	// entry (results depend on the importer only through the properties
+	// the selectors name, such as its region), so that a plan grows with
+	// members plus outcomes, not members × sources. A member in no entry
+	// was not planned as an importer.
+	// +optional
+	// +listType=atomic
+	SelectorResults []PlannedSelectorOutcome `json:"selectorResults,omitempty"`
+}
+
+// PlannedSelectorOutcome is what an import's clusterSelectors give the
+// importing members Importers: their status.clusterSelectorResults, or
+// why those cannot be evaluated now (KEP-5939: the import's previous
+// results then stay whole).
+type PlannedSelectorOutcome struct {
+	// Importers are the members this outcome is for, sorted.
+	// +listType=atomic
+	Importers []string `json:"importers"`
+	// Results are one per selector, in selector order.
+	// +optional
+	// +listType=atomic
+	Results []csv1beta1.ClusterSelectorResult `json:"results,omitempty"`
+	// Failed says why the selectors cannot be evaluated for Importers
+	// now; Results are then empty.
+	// +optional
+	Failed string `json:"failed,omitempty"`
 }
 
 // ServicePlanList is a list of ServicePlans.
