@@ -52,6 +52,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/klog/v2"
+	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
 	hubv1alpha1 "k8s.io/multiclusterservices/apis/hub/v1alpha1"
 	"k8s.io/multiclusterservices/crds"
 	"k8s.io/utils/ptr"
@@ -537,7 +538,8 @@ func simulatedMember(i int) kubernetes.Interface {
 	return kubefake.NewClientset(objs...)
 }
 
-// simulatedExports holds a simulated member's ServiceExports, one per name.
+// simulatedExports holds a simulated member's ServiceExports, one per name
+// (and no ClusterProperty, which its agent lists too).
 func simulatedExports() dynamic.Interface {
 	scheme := runtime.NewScheme()
 	var objs []runtime.Object
@@ -550,7 +552,9 @@ func simulatedExports() dynamic.Interface {
 		u.SetCreationTimestamp(metav1.NewTime(time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)))
 		objs = append(objs, u)
 	}
-	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{serviceExports: "ServiceExportList"}, objs...)
+	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{
+		serviceExports: "ServiceExportList", aboutv1alpha1.Resource: "ClusterPropertyList",
+	}, objs...)
 }
 
 // measureLimit writes, with the planner's client settings and into a
