@@ -125,6 +125,9 @@ type HubPlanner struct {
 
 	// own are the planner's writes its informers have not shown yet.
 	own *ownWrites
+	// slots bound the writes in flight to the workers: a name's writes go
+	// out at once, sharing them with every other name's.
+	slots pull.WriteSlots
 
 	writes  atomic.Int64
 	metrics *plannerMetrics
@@ -152,6 +155,7 @@ func NewHubPlanner(cfg HubPlannerConfig) (*HubPlanner, error) {
 		alive:      map[string]bool{},
 		reported:   map[string]bool{},
 		own:        newOwnWrites(),
+		slots:      pull.NewWriteSlots(cfg.Config.Workers),
 		ready:      make(chan struct{}),
 	}
 	p.ips.SetLimits(cfg.Config.MaxClusterSetIPsPerNamespace, cfg.Config.MaxForeignImportsPerMember)
@@ -673,7 +677,7 @@ func (p *HubPlanner) plannedOf(ns, name string) *hubv1alpha1.ServicePlan {
 // conditions the plan gives its export (the status, which only the
 // planner writes); its agent copies them onto the member's ServiceExport.
 func (p *HubPlanner) writeExportConditions(ctx context.Context, ns, name string, conditions map[string][]metav1.Condition) error {
-	var errs []error
+	var writes []func() error
 	for _, id := range slices.Sorted(maps.Keys(conditions)) {
 		obj, ok, _ := p.exports.GetStore().GetByKey(id + "/" + pull.MemberExportName(ns, name))
 		me, isExport := obj.(*hubv1alpha1.MemberExport)
@@ -694,14 +698,17 @@ func (p *HubPlanner) writeExportConditions(ctx context.Context, ns, name string,
 		if err != nil {
 			return err
 		}
-		stored, err := p.hubDyn.Resource(hubMemberExports).Namespace(id).UpdateStatus(ctx, &unstructured.Unstructured{Object: u}, metav1.UpdateOptions{})
-		if err := pull.IgnoreNotFound(p.write(resourceMemberExports, err)); err != nil {
-			errs = append(errs, fmt.Errorf("the conditions of %s's export of %s/%s: %w", id, ns, name, err))
-		} else if err == nil {
-			p.own.wrote(ns+"/"+name, resourceMemberExports, stored, p.exports.GetStore())
-		}
+		writes = append(writes, func() error {
+			stored, err := p.hubDyn.Resource(hubMemberExports).Namespace(id).UpdateStatus(ctx, &unstructured.Unstructured{Object: u}, metav1.UpdateOptions{})
+			if err := pull.IgnoreNotFound(p.write(resourceMemberExports, err)); err != nil {
+				return fmt.Errorf("the conditions of %s's export of %s/%s: %w", id, ns, name, err)
+			} else if err == nil {
+				p.own.wrote(ns+"/"+name, resourceMemberExports, stored, p.exports.GetStore())
+			}
+			return nil
+		})
 	}
-	return errors.Join(errs...)
+	return p.slots.Do(writes)
 }
 
 // writePlan makes the hub's ServicePlan want, writing nothing when have
@@ -748,7 +755,7 @@ func (p *HubPlanner) writePlanSlices(ctx context.Context, key string, want []*di
 				p.own.wrote(key, resourceEndpointSlices, stored, p.planSlices.GetStore())
 			}
 			return nil
-		})
+		}, p.slots)
 }
 
 // removePlan takes ns/name's plan away: no member exports it.

@@ -549,7 +549,7 @@ func (a *Agent) syncSlices(ctx context.Context, ns, name string, want []*discove
 		return err
 	}
 	return ApplySlices(ctx, a.cfg.Hub.DiscoveryV1().EndpointSlices(a.cfg.ClusterID), have, want, sliceUpToDate,
-		func(_ *discoveryv1.EndpointSlice, err error) error { return a.write(err) })
+		func(_ *discoveryv1.EndpointSlice, err error) error { return a.write(err) }, nil)
 }
 
 // report says once per slice and reason, on the member's export, why a

@@ -2,6 +2,8 @@ package pull
 
 import (
 	"context"
+	"errors"
+	"sync"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,10 +18,11 @@ import (
 // (the field is immutable) and deletes the rest, writing nothing that is
 // already right. Every write's result goes through written (with the
 // slice as the apiserver stored it, nil for a deletion), which counts it
-// and returns its error. The agent's published slices and the planner's
-// plan are both written so.
+// and returns its error; slots runs the writes (nil: one after the
+// other). The agent's published slices and the planner's plan are both
+// written so.
 func ApplySlices(ctx context.Context, api discoveryclient.EndpointSliceInterface, have, want []*discoveryv1.EndpointSlice,
-	upToDate func(have, want *discoveryv1.EndpointSlice) bool, written func(*discoveryv1.EndpointSlice, error) error) error {
+	upToDate func(have, want *discoveryv1.EndpointSlice) bool, written func(*discoveryv1.EndpointSlice, error) error, slots WriteSlots) error {
 	byName := map[string]*discoveryv1.EndpointSlice{}
 	for _, s := range have {
 		byName[s.Name] = s
@@ -27,34 +30,65 @@ func ApplySlices(ctx context.Context, api discoveryclient.EndpointSliceInterface
 	remove := func(h *discoveryv1.EndpointSlice) error {
 		return IgnoreNotFound(written(nil, api.Delete(ctx, h.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &h.UID}})))
 	}
+	var writes []func() error
 	for _, w := range want {
 		h := byName[w.Name]
 		delete(byName, w.Name)
-		var stored *discoveryv1.EndpointSlice
-		var err error
 		switch {
 		case h == nil:
-			stored, err = api.Create(ctx, w, metav1.CreateOptions{})
+			writes = append(writes, func() error { return written(api.Create(ctx, w, metav1.CreateOptions{})) })
 		case upToDate(h, w):
-			continue
 		case h.AddressType != w.AddressType:
-			if err = remove(h); err == nil {
-				stored, err = api.Create(ctx, w, metav1.CreateOptions{})
-			}
+			writes = append(writes, func() error {
+				if err := remove(h); err != nil {
+					return err
+				}
+				return written(api.Create(ctx, w, metav1.CreateOptions{}))
+			})
 		default:
 			w.ResourceVersion = h.ResourceVersion
-			stored, err = api.Update(ctx, w, metav1.UpdateOptions{})
-		}
-		if err := written(stored, err); err != nil {
-			return err
+			writes = append(writes, func() error { return written(api.Update(ctx, w, metav1.UpdateOptions{})) })
 		}
 	}
 	for _, h := range byName {
-		if err := remove(h); err != nil {
-			return err
-		}
+		writes = append(writes, func() error { return remove(h) })
 	}
-	return nil
+	return slots.Do(writes)
+}
+
+// WriteSlots bound the writes in flight of everyone who shares them: the
+// planner's workers share one set, so that while a worker plans, the
+// writes of the names others planned keep the hub busy, and no more are
+// in flight than it has workers. A name's writes are hundreds at hundreds
+// of members; one after the other, they would leave the hub idle between
+// each and the worker's next plan.
+type WriteSlots chan struct{}
+
+// NewWriteSlots returns n slots.
+func NewWriteSlots(n int) WriteSlots { return make(WriteSlots, max(n, 1)) }
+
+// Do runs writes, each in a slot as one frees (nil slots: one after the
+// other, stopping at the first error), and returns their errors joined.
+func (s WriteSlots) Do(writes []func() error) error {
+	if s == nil {
+		for _, w := range writes {
+			if err := w(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	errs := make([]error, len(writes))
+	var wg sync.WaitGroup
+	for i, w := range writes {
+		s <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-s }()
+			errs[i] = w()
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // IgnoreNotFound is err, but nil for NotFound: what was to go is gone.
