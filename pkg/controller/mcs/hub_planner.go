@@ -2,6 +2,9 @@ package mcs
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -186,6 +189,9 @@ func NewHubPlanner(cfg HubPlannerConfig) (*HubPlanner, error) {
 			o.LabelSelector = labels.SelectorFromSet(labels.Set{discoveryv1.LabelManagedBy: pull.PlannerManager}).String()
 		}))
 	p.planSlices = p.planned.Discovery().V1().EndpointSlices().Informer()
+	if err := p.planSlices.SetTransform(digestPlanSlice); err != nil {
+		return nil, err
+	}
 	p.dyn = dynamicinformer.NewDynamicSharedInformerFactory(cfg.HubDynamic, cfg.Resync)
 	p.exports = p.dyn.ForResource(hubMemberExports).Informer()
 	p.memberCluster = p.dyn.ForResource(hubMemberClusters).Informer()
@@ -805,11 +811,48 @@ func (p *HubPlanner) write(resource string, err error) error {
 	return err
 }
 
-// planSliceUpToDate says whether the plan's slice have already says what
-// want does.
+// planSliceUpToDate says whether the plan's slice have, as the planner
+// caches it (digestPlanSlice), already says what want does.
 func planSliceUpToDate(have, want *discoveryv1.EndpointSlice) bool {
-	return have.AddressType == want.AddressType && pull.HasLabels(have.Labels, want.Labels) &&
-		maps.Equal(have.Annotations, want.Annotations) &&
-		apiequality.Semantic.DeepEqual(have.Endpoints, want.Endpoints) &&
-		apiequality.Semantic.DeepEqual(have.Ports, want.Ports)
+	digest, ok := have.Annotations[annotationPlanDigest]
+	return ok && have.AddressType == want.AddressType && pull.HasLabels(have.Labels, want.Labels) &&
+		len(have.Annotations) == len(want.Annotations)+1 && pull.HasLabels(have.Annotations, want.Annotations) &&
+		digest == planSliceDigest(want)
+}
+
+// annotationPlanDigest, on a plan slice in the planner's cache only,
+// stands for its endpoints and ports (planSliceDigest).
+const annotationPlanDigest = "planner.hub.multiclusterservices.k8s.io/digest"
+
+// digestPlanSlice is the transform of the planner's cache of the plan's
+// slices: their endpoints and ports are replaced by their digest. The
+// planner reads them only to compare them with what it plans, and they
+// are a third of what it holds (every source's endpoints of every name,
+// as the members' published slices are another third).
+func digestPlanSlice(obj any) (any, error) {
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return obj, nil
+	}
+	if _, done := s.Annotations[annotationPlanDigest]; done && s.Endpoints == nil && s.Ports == nil {
+		// A transform may see an object again (client-go's contract):
+		// this one is digested already.
+		return s, nil
+	}
+	annotations := make(map[string]string, len(s.Annotations)+1)
+	maps.Copy(annotations, s.Annotations)
+	annotations[annotationPlanDigest] = planSliceDigest(s)
+	s.Annotations, s.Endpoints, s.Ports, s.ManagedFields = annotations, nil, nil, nil
+	return s, nil
+}
+
+// planSliceDigest is a digest of s's endpoints and ports, the same for
+// an empty list and none, as the apiserver keeps them.
+func planSliceDigest(s *discoveryv1.EndpointSlice) string {
+	h := sha256.New()
+	_ = json.NewEncoder(h).Encode(struct {
+		Endpoints []discoveryv1.Endpoint     `json:"e,omitempty"`
+		Ports     []discoveryv1.EndpointPort `json:"p,omitempty"`
+	}{s.Endpoints, s.Ports})
+	return hex.EncodeToString(h.Sum(nil))
 }
