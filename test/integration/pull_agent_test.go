@@ -320,6 +320,10 @@ func TestPullAgentCommand(t *testing.T) {
 	po.Kubeconfig = impersonateConfig(t, hub.cluster, "system:serviceaccount:mcs-system:mcs-planner", "system:serviceaccounts", "system:serviceaccounts:mcs-system")
 	po.LeaderElect, po.ClusterSetIPCIDRs = false, []string{"10.250.0.0/24"}
 	po.MetricsBindAddress, po.HealthzBindAddress, po.SecureServing.BindPort = "0", "0", 0
+	// cluster-b's agent never comes: the planner waits this long for its
+	// MemberCluster (as push mode's controller for a member's caches),
+	// then plans without it.
+	po.InitialSyncTimeout = 3 * time.Second
 	plannerDone := make(chan error, 1)
 	go func() { plannerDone <- app.RunPlanner(runCtx, po) }()
 	defer func() {

@@ -31,7 +31,7 @@ const plannerLeaseName = "mcs-planner"
 var plannerFlags = []string{
 	"kubeconfig", "hub-context", "managed-by", "clusterset-ip-cidrs", "refuse-namespaces", "export-namespaces",
 	"member-pod-cidrs", "endpoint-ttl", "max-clusterset-ips-per-namespace", "max-clusterset-ips-per-member",
-	"workers", "kube-api-qps", "kube-api-burst", "leader-elect", "lease-namespace",
+	"workers", "initial-sync-timeout", "kube-api-qps", "kube-api-burst", "leader-elect", "lease-namespace",
 	"leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period", "identity", "feature-gates",
 }
 
@@ -110,6 +110,7 @@ func RunPlanner(ctx context.Context, o *Options) error {
 			MaxClusterSetIPsPerNamespace: o.MaxClusterSetIPsPerNamespace,
 			MaxClusterSetIPsPerMember:    o.MaxClusterSetIPsPerMember,
 			Workers:                      o.Workers,
+			InitialSyncTimeout:           o.InitialSyncTimeout,
 			ClusterSelection:             o.FeatureGates.Enabled(features.MultiClusterServiceClusterSelection),
 		},
 		Hub: hubKube, HubDynamic: dynamic.NewForConfigOrDie(hub), Recorder: recorder, Registry: reg,

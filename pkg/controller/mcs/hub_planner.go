@@ -352,6 +352,7 @@ func (p *HubPlanner) Run(ctx context.Context) error {
 		p.leases.HasSynced, p.plans.HasSynced, p.planSlices.HasSynced) {
 		return ctx.Err()
 	}
+	p.waitForMembers(ctx)
 	p.restoreIPs()
 	p.checkLiveness()
 	p.logger.Info("Planning into the hub", "namespace", pull.PlanNamespace, "members", len(p.memberIDs()))
@@ -365,6 +366,49 @@ func (p *HubPlanner) Run(ctx context.Context) error {
 	go wait.UntilWithContext(ctx, func(context.Context) { p.checkLiveness() }, time.Second)
 	<-ctx.Done()
 	return nil
+}
+
+// waitForMembers waits, at most the initial sync timeout, until every
+// member namespace holds its MemberCluster, which its agent publishes
+// once it has published every export its cluster had (Agent): as push
+// mode's controller waits for every member's caches, so that a planner
+// that starts beside its agents plans each name once, with every
+// member's exports, rather than again (and every member's import again)
+// as each member's arrive. A restarted planner finds them all and waits
+// for nothing; a member whose agent does not come is planned without, as
+// a member that is not synced.
+func (p *HubPlanner) waitForMembers(ctx context.Context) {
+	timeout := p.cfg.InitialSyncTimeout
+	if timeout <= 0 {
+		return
+	}
+	unsynced := func() []string {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		var out []string
+		for _, id := range p.memberIDs() {
+			if _, ok := p.namespaces[id]; !ok {
+				out = append(out, id)
+			}
+		}
+		return out
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		missing := unsynced()
+		switch {
+		case len(missing) == 0:
+			return
+		case time.Now().After(deadline):
+			p.logger.Info("Planning without the members whose agent has not published them yet", "members", missing, "waited", timeout)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 func (p *HubPlanner) worker(ctx context.Context) {

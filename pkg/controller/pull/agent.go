@@ -118,6 +118,12 @@ type Agent struct {
 
 	// reported are the slice refusals already said, by slice UID and
 	// reason.
+	// initial are the exports the cluster had when the agent started whose
+	// publication has not been tried yet; until none is left, a member
+	// never published (no MemberCluster on the hub) is not published as
+	// a member (syncMemberCluster).
+	initialMu  sync.Mutex
+	initial    map[string]bool
 	reportedMu sync.Mutex
 	reported   map[string]bool
 	writes     atomic.Int64
@@ -270,6 +276,7 @@ func (a *Agent) Run(ctx context.Context, workers int) error {
 	a.logger.Info("Publishing into the hub", "namespace", a.cfg.ClusterID)
 	// Events are relayed once the exports are known; none is waited for.
 	a.hubEvents.Start(ctx.Done())
+	a.holdMemberCluster()
 	close(a.ready)
 	a.queue.Add(memberClusterKey)
 	go a.renewLease(ctx)
@@ -342,11 +349,61 @@ func (a *Agent) source(ns, name string) (Source, error) {
 	return src, err
 }
 
+// holdMemberCluster: a member whose MemberCluster is not on the hub yet
+// publishes it only once every export its cluster has now was published
+// (or tried) once. The MemberCluster is what makes the planner count a
+// member in, as push mode counts one once its caches synced: a planner
+// that starts beside its agents then plans each name once, with every
+// member's exports, not again as each member's arrive. A restarted agent
+// finds its MemberCluster there and holds nothing.
+func (a *Agent) holdMemberCluster() {
+	if _, ok, _ := a.publishedMember.GetStore().GetByKey(a.cfg.ClusterID + "/" + hubv1alpha1.MemberClusterName); ok {
+		return
+	}
+	initial := map[string]bool{}
+	for _, k := range a.exportInformer.GetStore().ListKeys() {
+		initial[k] = true
+	}
+	if len(initial) == 0 {
+		return
+	}
+	a.initialMu.Lock()
+	a.initial = initial
+	a.initialMu.Unlock()
+}
+
+// tried records a first try at publishing key; the last one of those
+// the MemberCluster waited for publishes it.
+func (a *Agent) tried(key string) {
+	a.initialMu.Lock()
+	defer a.initialMu.Unlock()
+	if a.initial == nil || !a.initial[key] {
+		return
+	}
+	delete(a.initial, key)
+	if len(a.initial) == 0 {
+		a.initial = nil
+		a.queue.Add(memberClusterKey)
+	}
+}
+
+// holding says whether the MemberCluster waits for the first tries.
+func (a *Agent) holding() bool {
+	a.initialMu.Lock()
+	defer a.initialMu.Unlock()
+	return a.initial != nil
+}
+
 // sync publishes what the member holds of key, writing only what differs.
 func (a *Agent) sync(ctx context.Context, key string) error {
 	if key == memberClusterKey {
+		if a.holding() {
+			// tried enqueues it again.
+			return nil
+		}
 		return a.syncMemberCluster(ctx)
 	}
+	defer a.tried(key)
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return nil
