@@ -25,7 +25,9 @@ done
 # Only the controller and the driver are built; both are small next to
 # kube-proxy, which this script leaves alone.
 mkdir -p _output/bin
-go build -o _output/bin/mcs-controller ./cmd/mcs-controller
+# The controller as hack/build.sh builds it (its flags), so that the
+# binary the suite and the images use is not replaced by another build.
+hack/build.sh mcs-controller
 go build -o _output/bin/bench-mcs-controller ./test/bench/mcscontroller
 
 exec _output/bin/bench-mcs-controller --controller=_output/bin/mcs-controller "$@"

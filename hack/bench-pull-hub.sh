@@ -22,7 +22,9 @@ for bin in etcd kube-apiserver; do
 done
 
 mkdir -p _output/bin
-go build -o _output/bin/mcs-controller ./cmd/mcs-controller
+# The controller as hack/build.sh builds it (its flags), so that the
+# binary the suite and the images use is not replaced by another build.
+hack/build.sh mcs-controller
 go build -o _output/bin/bench-pull-hub ./test/bench/pullhub
 
 exec _output/bin/bench-pull-hub --planner=_output/bin/mcs-controller "$@"
