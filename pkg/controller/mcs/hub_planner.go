@@ -382,24 +382,19 @@ func (p *HubPlanner) waitForMembers(ctx context.Context) {
 	if timeout <= 0 {
 		return
 	}
-	unsynced := func() []string {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		var out []string
-		for _, id := range p.memberIDs() {
-			if _, ok := p.namespaces[id]; !ok {
-				out = append(out, id)
-			}
-		}
-		return out
-	}
 	deadline := time.Now().Add(timeout)
 	for {
-		missing := unsynced()
+		var missing []string
+		for id, synced := range p.Synced() {
+			if !synced {
+				missing = append(missing, id)
+			}
+		}
 		switch {
 		case len(missing) == 0:
 			return
 		case time.Now().After(deadline):
+			slices.Sort(missing)
 			p.logger.Info("Planning without the members whose agent has not published them yet", "members", missing, "waited", timeout)
 			return
 		}

@@ -116,14 +116,14 @@ type Agent struct {
 	publishedSlices discoverylisters.EndpointSliceLister
 	publishedMember cache.SharedIndexInformer
 
-	// reported are the slice refusals already said, by slice UID and
-	// reason.
 	// initial are the exports the cluster had when the agent started whose
 	// publication has not been tried yet; until none is left, a member
 	// never published (no MemberCluster on the hub) is not published as
-	// a member (syncMemberCluster).
-	initialMu  sync.Mutex
-	initial    map[string]bool
+	// a member (holdMemberCluster).
+	initialMu sync.Mutex
+	initial   map[string]bool
+	// reported are the slice refusals already said, by slice UID and
+	// reason.
 	reportedMu sync.Mutex
 	reported   map[string]bool
 	writes     atomic.Int64
