@@ -17,7 +17,12 @@
 # here from the pinned k8s.io/kubernetes), which joins the running
 # controller by a member Secret (the controller names it in
 # --derived-members from the start), and runs the derived-mode suite
-# (TestDerivedMember) through the same provider. Last, with the
+# (TestDerivedMember) through the same provider. Then, mcs-c gone, it
+# switches mcs-a and mcs-b to pull mode (push mode's controller deleted,
+# the hub's part and the planner in mcs-a, an agent in each with a token
+# of its hub identity) and runs the KEP suite and the dual-stack cases
+# again in pull mode (TestMultiClusterServicesPullMode,
+# TestDualStackPullMode). Last, with the
 # clusterset's clusters gone, Kubernetes' own sig-network specs of the
 # pinned release (test/upstream; the Conformance-tagged ones by default)
 # run against mcs-upstream, a two-node cluster with this project's
@@ -26,6 +31,7 @@
 #
 # Usage: hack/kind-e2e.sh [--clusters N] [--keep] [--skip-tests] [--clean-images] [--no-build] [--run REGEX] [--upstream SET]
 #        hack/kind-e2e.sh --derived-only [--keep] [--no-build]
+#        hack/kind-e2e.sh --pull-only [--keep] [--no-build] [--run REGEX]
 #        hack/kind-e2e.sh --upstream-only SET [--keep] [--no-build]
 #        hack/kind-e2e.sh --rollout-only [--keep] [--no-build]
 #        hack/kind-e2e.sh --chart-only [--keep] [--no-build]
@@ -39,6 +45,8 @@
 #   --run REGEX       run only the suites' tests matching REGEX (go test -run)
 #   --derived-only    on the clusters a --keep run left: add mcs-c and run
 #                     the derived suite only
+#   --pull-only       on the clusters a --keep run left: switch them to
+#                     pull mode and run the pull-mode suite only
 #   --clean-images    also remove every image built (the next run is cold)
 #   --upstream SET    which of Kubernetes' sig-network specs run last:
 #                     conformance (default: the [Conformance] ones),
@@ -85,6 +93,7 @@ IMAGES_ARGS=()
 DOWN=false
 RUN=""
 DERIVED_ONLY=false
+PULL_ONLY=false
 UPSTREAM_SET=conformance
 UPSTREAM_ONLY=false
 ROLLOUT_ONLY=false
@@ -99,6 +108,7 @@ while [[ $# -gt 0 ]]; do
     --no-build) IMAGES_ARGS=(--no-build); shift ;;
     --run) RUN=$2; shift 2 ;;
     --derived-only) DERIVED_ONLY=true; shift ;;
+    --pull-only) PULL_ONLY=true; UPSTREAM_SET=none; shift ;;
     --upstream) UPSTREAM_SET=$2; shift 2 ;;
     --upstream-only) UPSTREAM_SET=$2; UPSTREAM_ONLY=true; shift 2 ;;
     --rollout-only) ROLLOUT_ONLY=true; UPSTREAM_SET=none; shift ;;
@@ -460,6 +470,76 @@ join_member() {
   echo "${name}: no MemberJoined event on its member Secret in ${hub} after 180s; the Secret's events:" >&2
   kc "${hub}" -n mcs-system get events --field-selector "involvedObject.kind=Secret,involvedObject.name=${name}" >&2 || true
   exit 1
+}
+
+# --- Pull mode -------------------------------------------------------------
+
+# deploy_pull: the clusterset switched to pull mode as an operator switches
+# it (docs/install.md): push mode's controller goes first (its Deployment
+# deleted: a member has one writer), then in mcs-a, the member doubling as
+# the hub, deploy/hub-pull with the planner's flags (the members' pod
+# ranges as the operator states them, clusterset IPs of both families) and
+# each native member's part (`kubectl mcs hub member ID`), then in each
+# native member its agent (deploy/member-agent: the member's
+# mcs-controller identity, RBAC and admission policies, which setup_member
+# installed already) with its hub kubeconfig: mcs-a by its node's address
+# and a token of the member's ServiceAccount in its hub namespace. It waits
+# until the planner and every agent have rolled out.
+PULL_HUB=mcs-a
+deploy_pull() {
+  local hub=${PULL_HUB} name cidrs=() file
+  step "Pull mode: push mode's controller gone, the hub in ${hub} with its planner, an agent in $(members | grep -vx "${DERIVED}" | tr '\n' ' ')"
+  kc "${hub}" -n mcs-system delete deployment mcs-controller --ignore-not-found --wait=true
+  for _ in $(seq 60); do
+    [[ -z "$(kc "${hub}" -n mcs-system get pods -l app=mcs-controller -o name)" ]] && break
+    sleep 2
+  done
+  for name in $(members); do
+    [[ "${name}" == "${DERIVED}" ]] && continue
+    cidrs+=("${name}=$(pod_subnet_of "${name}")")
+  done
+  # The planner's args are an atomic list, as the controller's: deploy/
+  # has them, with the members' ranges and the second family added.
+  local planner='--clusterset-ip-cidrs=10.250.0.0/16'
+  if ! grep -q -- "^        - ${planner}$" deploy/hub-pull/planner.yaml; then
+    echo "deploy/hub-pull/planner.yaml has no ${planner}: its shape changed" >&2
+    exit 1
+  fi
+  kubectl kustomize deploy/hub-pull |
+    sed -e "s|^        - ${planner}$|        - ${planner},fd00:10:250::/108\n        - --member-pod-cidrs=$(IFS=';'; echo "${cidrs[*]}")|" |
+    kc "${hub}" apply --server-side --force-conflicts -f - >/dev/null
+  kc "${hub}" config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}' | base64 -d >"${WORK}/${hub}-ca.crt"
+  for name in $(members); do
+    [[ "${name}" == "${DERIVED}" ]] && continue
+    _output/bin/kubectl-mcs hub member "${name}" | kc "${hub}" apply --server-side -f - >/dev/null
+    file="${WORK}/${name}.hub.kubeconfig"
+    rm -f "${file}"
+    kubectl --kubeconfig "${file}" config set-cluster hub --server "https://${NODE_IP[${hub}-control-plane]}:6443" \
+      --certificate-authority "${WORK}/${hub}-ca.crt" --embed-certs >/dev/null
+    kubectl --kubeconfig "${file}" config set-credentials "${name}" \
+      --token "$(kc "${hub}" -n "${name}" create token mcs-member-agent --duration 24h)" >/dev/null
+    kubectl --kubeconfig "${file}" config set-context hub --cluster hub --user "${name}" >/dev/null
+    kubectl --kubeconfig "${file}" config use-context hub >/dev/null
+    kc "${name}" -n mcs-system create secret generic mcs-member-agent-hub --from-file=kubeconfig="${file}" --dry-run=client -o yaml |
+      kc "${name}" apply --server-side --force-conflicts -f - >/dev/null
+    kubectl kustomize deploy/member-agent | kc "${name}" apply --server-side --force-conflicts -f - >/dev/null
+  done
+  kc "${hub}" -n mcs-system rollout status deployment/mcs-planner --timeout 180s
+  for name in $(members); do
+    [[ "${name}" == "${DERIVED}" ]] && continue
+    kc "${name}" -n mcs-system rollout status deployment/mcs-member-agent --timeout 180s
+  done
+}
+
+# pull_suite: the clusters switched to pull mode (deploy_pull), and the
+# KEP suite and the dual-stack cases run again, in pull mode
+# (TestMultiClusterServicesPullMode, TestDualStackPullMode: the same cases
+# and checks as push mode's; the planner and the agents stop and take
+# flags where push mode's cases do so to the controller).
+pull_suite() {
+  deploy_pull
+  step "Pull-mode suite (test/e2e TestMultiClusterServicesPullMode, TestDualStackPullMode): a = kind-mcs-b, b = kind-mcs-a (the hub)"
+  suite kind-mcs-b,kind-mcs-a '^TestMultiClusterServicesPullMode$|^TestDualStackPullMode$'
 }
 
 smoke_test() {
@@ -1010,6 +1090,15 @@ if [[ "${UPSTREAM_ONLY}" == true ]]; then
   exit 0
 fi
 
+if [[ "${PULL_ONLY}" == true ]]; then
+  for name in mcs-a mcs-b; do
+    exists "${name}" || { echo "--pull-only: cluster ${name} is missing (run hack/kind-e2e.sh --keep --skip-tests first)" >&2; exit 1; }
+  done
+  flat_routes
+  pull_suite
+  exit 0
+fi
+
 if [[ "${DERIVED_ONLY}" == true ]]; then
   for name in mcs-a mcs-b; do
     exists "${name}" || { echo "--derived-only: cluster ${name} is missing (run hack/kind-e2e.sh --keep --skip-tests first)" >&2; exit 1; }
@@ -1053,6 +1142,10 @@ if [[ "${TESTS}" == true ]]; then
   fi
   step "Derived-mode suite (test/e2e TestDerivedMember): a = kind-mcs-b, native b = kind-mcs-a, derived c = kind-mcs-c"
   suite kind-mcs-b,kind-mcs-a,kind-mcs-c '^TestDerivedMember$'
+  # The derived member goes (pull mode serves the native members here),
+  # and the same clusters run the KEP suite again in pull mode.
+  kind delete cluster --name "${DERIVED}" >/dev/null
+  pull_suite
 fi
 
 if [[ "${TESTS}" == true && "${UPSTREAM_SET}" != none ]]; then

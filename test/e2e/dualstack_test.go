@@ -31,6 +31,29 @@ func TestDualStack(t *testing.T) {
 	default:
 		t.Skipf("the dual-stack cases run on a dual-stack local clusterset or on kind, not on MCS_E2E_PROVIDER=%s", name)
 	}
+	dualStackCases(t, p)
+}
+
+// TestDualStackPullMode runs the dual-stack cases in pull mode: on a
+// dual-stack local clusterset whose last cluster doubles as the hub, or on
+// hack/kind-e2e.sh's kind clusters once switched to pull mode.
+func TestDualStackPullMode(t *testing.T) {
+	var p provider
+	switch name := os.Getenv("MCS_E2E_PROVIDER"); name {
+	case "", "local":
+		runBeside(t)
+		p = upLocalPull(t, clusterset.Options{Clusters: 2, Prefix: "e2edualp", IPFamily: clusterset.DualStack})
+	case "kind":
+		k := connectKindPull(t)
+		requireKindDualStack(t, k)
+		p = k
+	default:
+		t.Skipf("the dual-stack cases run in pull mode on a dual-stack local clusterset or on kind, not on MCS_E2E_PROVIDER=%s", name)
+	}
+	dualStackCases(t, p)
+}
+
+func dualStackCases(t *testing.T, p provider) {
 	ms := p.members()
 	s := &suite{p: p, a: ms[0], b: ms[1], top: t}
 	t.Run("a dual-stack export has a clusterset IP per family, A and AAAA records, and both reach every exporting pod", s.testDualStackExport)

@@ -160,22 +160,49 @@ func (k *kind) startGateOff(t *testing.T, m *member, ns, node string) (gateOff, 
 
 // stopController scales the mcs-controller Deployment (mcs-system, in the
 // member that runs it) to zero until its pods are gone, and returns what
-// scales it back and waits until it is available.
+// scales it back and waits until it is available. In pull mode it stops
+// what writes into the members: the planner in the hub and every member's
+// agent.
 func (k *kind) stopController(t *testing.T) func(*testing.T) {
 	t.Helper()
-	m, deployments, d := k.controllerDeployment(t)
+	if k.hub == nil {
+		m, _, _ := k.controllerDeployment(t)
+		return scaleToZero(t, m, "mcs-controller")
+	}
+	starts := []func(*testing.T){scaleToZero(t, k.hub, "mcs-planner")}
+	for _, m := range k.ms {
+		starts = append(starts, scaleToZero(t, m, "mcs-member-agent"))
+	}
+	return func(t *testing.T) {
+		for _, start := range starts {
+			start(t)
+		}
+	}
+}
+
+// scaleToZero scales the Deployment mcs-system/name of m to zero until its
+// pods (labelled app=name) are gone, and returns what scales it back and
+// waits until a replica is ready. The clean-up scales it back whatever
+// happens.
+func scaleToZero(t *testing.T, m *member, name string) func(*testing.T) {
+	t.Helper()
+	deployments := m.Client.AppsV1().Deployments("mcs-system")
+	d, err := deployments.Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("%s: %v", m.Name, err)
+	}
 	replicas := *d.Spec.Replicas
 	scale := func(ctx context.Context, n int32) error {
 		patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)
-		_, err := deployments.Patch(ctx, "mcs-controller", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+		_, err := deployments.Patch(ctx, name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
 		return err
 	}
 	if err := scale(t.Context(), 0); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = scale(context.Background(), replicas) })
-	eventually(t, 120*time.Second, "the mcs-controller's pods to go", func() (bool, string) {
-		pods, err := m.Client.CoreV1().Pods("mcs-system").List(t.Context(), metav1.ListOptions{LabelSelector: "app=mcs-controller"})
+	eventually(t, 120*time.Second, fmt.Sprintf("%s's %s pods to go", m.Name, name), func() (bool, string) {
+		pods, err := m.Client.CoreV1().Pods("mcs-system").List(t.Context(), metav1.ListOptions{LabelSelector: "app=" + name})
 		return err == nil && len(pods.Items) == 0, errString(err)
 	})
 	return func(t *testing.T) {
@@ -185,8 +212,8 @@ func (k *kind) stopController(t *testing.T) func(*testing.T) {
 		// The cases need a leader serving: a ready replica. Whether
 		// every replica becomes available is
 		// TestKindClusterControllerDeploymentAvailable's question.
-		eventually(t, 120*time.Second, "an mcs-controller replica to be ready", func() (bool, string) {
-			d, err := deployments.Get(t.Context(), "mcs-controller", metav1.GetOptions{})
+		eventually(t, 120*time.Second, fmt.Sprintf("a replica of %s's %s to be ready", m.Name, name), func() (bool, string) {
+			d, err := deployments.Get(t.Context(), name, metav1.GetOptions{})
 			return err == nil && d.Status.ReadyReplicas >= 1, errString(err)
 		})
 	}
@@ -211,19 +238,37 @@ func (k *kind) kubeconfig() (string, []string) {
 	return os.Getenv("MCS_E2E_KUBECONFIG"), slices.Clone(k.contexts)
 }
 
-// diagnoseFlags are none: the kind clusterset runs push mode.
-func (k *kind) diagnoseFlags() []string { return nil }
+// diagnoseFlags are, in pull mode, the hub's context (where the sources'
+// agent Leases are) and the planner's endpoint TTL; none in push mode.
+func (k *kind) diagnoseFlags() []string {
+	if k.hub == nil {
+		return nil
+	}
+	return []string{"--hub-context=" + k.hubContext, "--endpoint-ttl=" + k.ttl.String()}
+}
 
 // configureController adds extra to the arguments of the mcs-controller
-// Deployment and waits until its pods run them; the clean-up puts the
+// Deployment (in pull mode the planner's, which takes the controller's
+// planning flags) and waits until its pods run them; the clean-up puts the
 // arguments back.
 func (k *kind) configureController(t *testing.T, extra ...string) {
 	t.Helper()
-	_, deployments, d := k.controllerDeployment(t)
+	name := "mcs-controller"
+	var deployments appsv1client.DeploymentInterface
+	var d *appsv1.Deployment
+	if k.hub == nil {
+		_, deployments, d = k.controllerDeployment(t)
+	} else {
+		name, deployments = "mcs-planner", k.hub.Client.AppsV1().Deployments("mcs-system")
+		var err error
+		if d, err = deployments.Get(t.Context(), name, metav1.GetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	before := slices.Clone(d.Spec.Template.Spec.Containers[0].Args)
 	setArgs := func(ctx context.Context, args []string) {
-		eventually(t, 30*time.Second, "the mcs-controller Deployment's arguments set", func() (bool, string) {
-			d, err := deployments.Get(ctx, "mcs-controller", metav1.GetOptions{})
+		eventually(t, 30*time.Second, "the "+name+" Deployment's arguments set", func() (bool, string) {
+			d, err := deployments.Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
 			}
@@ -231,8 +276,8 @@ func (k *kind) configureController(t *testing.T, extra ...string) {
 			_, err = deployments.Update(ctx, d, metav1.UpdateOptions{})
 			return err == nil, errString(err)
 		})
-		eventually(t, 180*time.Second, "the mcs-controller Deployment rolled out", func() (bool, string) {
-			d, err := deployments.Get(ctx, "mcs-controller", metav1.GetOptions{})
+		eventually(t, 180*time.Second, "the "+name+" Deployment rolled out", func() (bool, string) {
+			d, err := deployments.Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
 			}

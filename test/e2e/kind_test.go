@@ -51,6 +51,11 @@ type kind struct {
 	kubeProxyImage, upstreamImage string
 	// contexts are the members' kubeconfig contexts, in their order.
 	contexts []string
+	// hub is, in pull mode (connectKindPull), the member doubling as the
+	// hub, which runs the planner (mcs-system/mcs-planner), and its
+	// context; nil in push mode.
+	hub        *member
+	hubContext string
 }
 
 func connectKind(t *testing.T) *kind {
@@ -83,7 +88,7 @@ func connectKind(t *testing.T) *kind {
 		}
 		k.ms = append(k.ms, m)
 		k.controlPlane[m] = controlPlane
-		if ttl, ok, err := controllerTTL(t.Context(), m.Client); err != nil {
+		if ttl, ok, err := deploymentTTL(t.Context(), m.Client, "mcs-controller"); err != nil {
 			t.Fatalf("context %s: %v", name, err)
 		} else if ok {
 			k.ttl = ttl
@@ -121,12 +126,58 @@ func connectKindDerived(t *testing.T) *kind {
 	return k
 }
 
+// connectKindPull connects to kind clusters run in pull mode
+// (hack/kind-e2e.sh's pull stage): one member doubles as the hub and runs
+// the planner (the Deployment mcs-system/mcs-planner), every member runs
+// its agent (mcs-system/mcs-member-agent), and no member runs the
+// mcs-controller, which would be a second writer. The endpoint TTL is the
+// planner's.
+func connectKindPull(t *testing.T) *kind {
+	t.Helper()
+	k := connectKind(t)
+	for i, m := range k.ms {
+		deployments := m.Client.AppsV1().Deployments("mcs-system")
+		if _, err := deployments.Get(t.Context(), "mcs-controller", metav1.GetOptions{}); err == nil {
+			t.Fatalf("%s runs the mcs-controller: pull mode's members are written by their agents alone", m.Name)
+		}
+		if _, err := deployments.Get(t.Context(), "mcs-member-agent", metav1.GetOptions{}); err != nil {
+			t.Fatalf("%s: its member agent mcs-system/mcs-member-agent: %v", m.Name, err)
+		}
+		ttl, ok, err := deploymentTTL(t.Context(), m.Client, "mcs-planner")
+		if err != nil {
+			t.Fatalf("%s: %v", m.Name, err)
+		}
+		if !ok {
+			continue
+		}
+		if k.hub != nil {
+			t.Fatalf("both %s and %s run the planner", k.hub.Name, m.Name)
+		}
+		k.hub, k.hubContext, k.ttl = m, k.contexts[i], ttl
+	}
+	if k.hub == nil {
+		t.Fatalf("no member of %v runs pull mode's planner mcs-system/mcs-planner with an --endpoint-ttl", k.contexts)
+	}
+	if k.hub == k.ms[0] {
+		t.Fatalf("cluster a (%s) is the hub: the outage case stops its apiserver, which would take the planner's hub away", k.hub.Name)
+	}
+	return k
+}
+
 // connectKindDualStack connects to kind clusters whose nodes have a pod
 // range of each family (hack/kind-e2e.sh's mcs-a and mcs-b are
 // dual-stack).
 func connectKindDualStack(t *testing.T) *kind {
 	t.Helper()
 	k := connectKind(t)
+	requireKindDualStack(t, k)
+	return k
+}
+
+// requireKindDualStack fails unless every member's node has a pod range of
+// each family.
+func requireKindDualStack(t *testing.T, k *kind) {
+	t.Helper()
 	for _, m := range k.ms {
 		node, err := m.Client.CoreV1().Nodes().Get(t.Context(), m.Node, metav1.GetOptions{})
 		if err != nil {
@@ -136,7 +187,6 @@ func connectKindDualStack(t *testing.T) *kind {
 			t.Fatalf("%s: node %s has pod ranges %v, want one per family (a dual-stack kind cluster)", m.Name, m.Node, node.Spec.PodCIDRs)
 		}
 	}
-	return k
 }
 
 // kubeProxyOf reads the image of m's kube-proxy DaemonSet and whether its
@@ -236,10 +286,10 @@ func kindMember(ctx context.Context, config *rest.Config) (*member, string, erro
 	return m, controlPlane, err
 }
 
-// controllerTTL reads --endpoint-ttl of the mcs-controller Deployment, if
-// this member runs it.
-func controllerTTL(ctx context.Context, client kubernetes.Interface) (time.Duration, bool, error) {
-	d, err := client.AppsV1().Deployments("mcs-system").Get(ctx, "mcs-controller", metav1.GetOptions{})
+// deploymentTTL reads --endpoint-ttl of the Deployment mcs-system/name
+// (the mcs-controller, or pull mode's planner), if this member runs it.
+func deploymentTTL(ctx context.Context, client kubernetes.Interface, name string) (time.Duration, bool, error) {
+	d, err := client.AppsV1().Deployments("mcs-system").Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return 0, false, nil
 	}

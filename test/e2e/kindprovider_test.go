@@ -100,7 +100,7 @@ func TestKindProviderAgainstAPIServer(t *testing.T) {
 	if controlPlane != "mcs-b-control-plane" {
 		t.Errorf("control-plane node %q, want mcs-b-control-plane", controlPlane)
 	}
-	if ttl, ok, err := controllerTTL(ctx, client); err != nil || !ok || ttl != 40*time.Second {
+	if ttl, ok, err := deploymentTTL(ctx, client, "mcs-controller"); err != nil || !ok || ttl != 40*time.Second {
 		t.Errorf("the controller Deployment's endpoint TTL: %v %v %v, want 40s", ttl, ok, err)
 	}
 

@@ -3,6 +3,7 @@ package e2e
 import (
 	"os"
 	"testing"
+	"time"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/test/clusterset"
 )
@@ -13,14 +14,24 @@ import (
 // member's agent publishes, and each agent writes its own cluster's part
 // with its own credentials. The same cases, the same checks as
 // TestMultiClusterServices: both modes must pass every case they share.
+// On kind (MCS_E2E_PROVIDER=kind) it runs against the clusters
+// hack/kind-e2e.sh has switched to pull mode: cluster b doubles as the hub,
+// the planner and the agents are Deployments (connectKindPull).
 func TestMultiClusterServicesPullMode(t *testing.T) {
-	if p := os.Getenv("MCS_E2E_PROVIDER"); p != "" && p != "local" {
-		t.Skipf("MCS_E2E_PROVIDER=%s: pull mode runs on the local clusterset", p)
+	var p provider
+	switch name := os.Getenv("MCS_E2E_PROVIDER"); name {
+	case "", "local":
+		runBeside(t)
+		p = upLocalPull(t, clusterset.Options{Clusters: 2, Prefix: "e2epull"})
+	case "kind":
+		p = connectKindPull(t)
+	default:
+		t.Skipf("pull mode runs on the local clusterset or on kind, not on MCS_E2E_PROVIDER=%s", name)
 	}
-	runBeside(t)
-	l := upLocalPull(t, clusterset.Options{Clusters: 2, Prefix: "e2epull"})
-	ms := l.members()
-	s := &suite{p: l, a: ms[0], b: ms[1], top: t}
+	started := time.Now()
+	ms := p.members()
+	s := &suite{p: p, a: ms[0], b: ms[1], top: t}
+	t.Logf("cluster a: %s, cluster b: %s (the hub)", s.a.Name, s.b.Name)
 	sideBySide(t, "namespaced cases side by side",
 		namedCase{"1 export from A is reachable from B by VIP and DNS on every port", s.testReachable},
 		namedCase{"2 export from A and B reaches endpoints in both", s.testBothClusters},
@@ -49,4 +60,5 @@ func TestMultiClusterServicesPullMode(t *testing.T) {
 	t.Run("15 an exporter cannot capture another Service's clusterset IP through exportedAnnotations", s.testExportedAnnotationsCapture)
 	t.Run("10 kube-proxy restart and ServiceImport CRD recreate", s.testRestartAndCRD)
 	t.Run("9 cluster outage and return", s.testOutage)
+	t.Logf("SUITE wall=%v", time.Since(started).Round(100*time.Millisecond))
 }

@@ -392,6 +392,14 @@ func admissionAttempts(ctx context.Context, t *testing.T, sc admissionScene) []a
 			_, err := sc.ctrlKube.CoordinationV1().Leases("kube-system").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "mcs-source-cluster-a"}}, metav1.CreateOptions{})
 			return err
 		}},
+		{what: "pull mode's member agent, as the member's mcs-controller, writes its leader election Lease", allowed: true, do: func() error {
+			_, err := sc.ctrlKube.CoordinationV1().Leases("kube-system").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "mcs-member-agent"}}, metav1.CreateOptions{})
+			return err
+		}},
+		{what: "the controller writes a Lease named after the member agent's", do: func() error {
+			_, err := sc.ctrlKube.CoordinationV1().Leases("kube-system").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "mcs-member-agent-x"}}, metav1.CreateOptions{})
+			return err
+		}},
 		{what: "a user named mcs-controller by an external identity provider writes a ServiceImport", do: func() error {
 			si := sc.evil.DeepCopy()
 			si.Name = "minted"
