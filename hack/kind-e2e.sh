@@ -17,11 +17,12 @@
 # here from the pinned k8s.io/kubernetes), which joins the running
 # controller by a member Secret (the controller names it in
 # --derived-members from the start), and runs the derived-mode suite
-# (TestDerivedMember) through the same provider. Then, mcs-c gone, it
-# switches mcs-a and mcs-b to pull mode (push mode's controller deleted,
-# the hub's part and the planner in mcs-a, an agent in each with a token
-# of its hub identity) and runs the KEP suite and the dual-stack cases
-# again in pull mode (TestMultiClusterServicesPullMode,
+# (TestDerivedMember) through the same provider. Then it switches the
+# three clusters to pull mode (push mode's controller deleted, the hub's
+# part and the planner in mcs-a, an agent in each with a token of its hub
+# identity, mcs-c's with --derived) and runs the derived suite again in
+# pull mode (TestDerivedMemberPullMode), then, mcs-c gone, the KEP suite
+# and the dual-stack cases (TestMultiClusterServicesPullMode,
 # TestDualStackPullMode). Last, with the
 # clusterset's clusters gone, Kubernetes' own sig-network specs of the
 # pinned release (test/upstream; the Conformance-tagged ones by default)
@@ -46,7 +47,8 @@
 #   --derived-only    on the clusters a --keep run left: add mcs-c and run
 #                     the derived suite only
 #   --pull-only       on the clusters a --keep run left: switch them to
-#                     pull mode and run the pull-mode suite only
+#                     pull mode and run the pull-mode suites only (the
+#                     derived one too where mcs-c is there)
 #   --clean-images    also remove every image built (the next run is cold)
 #   --upstream SET    which of Kubernetes' sig-network specs run last:
 #                     conformance (default: the [Conformance] ones),
@@ -479,25 +481,23 @@ join_member() {
 # deleted: a member has one writer), then in mcs-a, the member doubling as
 # the hub, deploy/hub-pull with the planner's flags (the members' pod
 # ranges as the operator states them, clusterset IPs of both families) and
-# each native member's part (`kubectl mcs hub member ID`), then in each
-# native member its agent (deploy/member-agent: the member's
-# mcs-controller identity, RBAC and admission policies, which setup_member
-# installed already) with its hub kubeconfig: mcs-a by its node's address
-# and a token of the member's ServiceAccount in its hub namespace. It waits
-# until the planner and every agent have rolled out.
+# each member's part (`kubectl mcs hub member ID`), then in each member
+# its agent (deploy/member-agent: the member's mcs-controller identity,
+# RBAC and admission policies, which setup_member installed already; in
+# the derived member deploy/overlays/derived-member-agent, whose agent
+# runs with --derived) with its hub kubeconfig: mcs-a by its node's
+# address and a token of the member's ServiceAccount in its hub
+# namespace. It waits until the planner and every agent have rolled out.
 PULL_HUB=mcs-a
 deploy_pull() {
-  local hub=${PULL_HUB} name cidrs=() file
-  step "Pull mode: push mode's controller gone, the hub in ${hub} with its planner, an agent in $(members | grep -vx "${DERIVED}" | tr '\n' ' ')"
+  local hub=${PULL_HUB} name cidrs=() file package
+  step "Pull mode: push mode's controller gone, the hub in ${hub} with its planner, an agent in $(members | tr '\n' ' ')"
   kc "${hub}" -n mcs-system delete deployment mcs-controller --ignore-not-found --wait=true
   for _ in $(seq 60); do
     [[ -z "$(kc "${hub}" -n mcs-system get pods -l app=mcs-controller -o name)" ]] && break
     sleep 2
   done
-  for name in $(members); do
-    [[ "${name}" == "${DERIVED}" ]] && continue
-    cidrs+=("${name}=$(pod_subnet_of "${name}")")
-  done
+  for name in $(members); do cidrs+=("${name}=$(pod_subnet_of "${name}")"); done
   # The planner's args are an atomic list, as the controller's: deploy/
   # has them, with the members' ranges and the second family added.
   local planner='--clusterset-ip-cidrs=10.250.0.0/16'
@@ -510,7 +510,6 @@ deploy_pull() {
     kc "${hub}" apply --server-side --force-conflicts -f - >/dev/null
   kc "${hub}" config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}' | base64 -d >"${WORK}/${hub}-ca.crt"
   for name in $(members); do
-    [[ "${name}" == "${DERIVED}" ]] && continue
     _output/bin/kubectl-mcs hub member "${name}" | kc "${hub}" apply --server-side -f - >/dev/null
     file="${WORK}/${name}.hub.kubeconfig"
     rm -f "${file}"
@@ -522,22 +521,32 @@ deploy_pull() {
     kubectl --kubeconfig "${file}" config use-context hub >/dev/null
     kc "${name}" -n mcs-system create secret generic mcs-member-agent-hub --from-file=kubeconfig="${file}" --dry-run=client -o yaml |
       kc "${name}" apply --server-side --force-conflicts -f - >/dev/null
-    kubectl kustomize deploy/member-agent | kc "${name}" apply --server-side --force-conflicts -f - >/dev/null
+    package=deploy/member-agent
+    [[ "${name}" == "${DERIVED}" ]] && package=deploy/overlays/derived-member-agent
+    kubectl kustomize "${package}" | kc "${name}" apply --server-side --force-conflicts -f - >/dev/null
   done
   kc "${hub}" -n mcs-system rollout status deployment/mcs-planner --timeout 180s
   for name in $(members); do
-    [[ "${name}" == "${DERIVED}" ]] && continue
     kc "${name}" -n mcs-system rollout status deployment/mcs-member-agent --timeout 180s
   done
 }
 
 # pull_suite: the clusters switched to pull mode (deploy_pull), and the
-# KEP suite and the dual-stack cases run again, in pull mode
-# (TestMultiClusterServicesPullMode, TestDualStackPullMode: the same cases
-# and checks as push mode's; the planner and the agents stop and take
-# flags where push mode's cases do so to the controller).
+# suites run again, in pull mode, with the same cases and checks as push
+# mode's (the planner and the agents stop and take flags where push
+# mode's cases do so to the controller): with mcs-c there, the derived
+# cases (TestDerivedMemberPullMode), after which mcs-c leaves the
+# clusterset (its part of the hub deleted, as an operator removes a
+# member, and the cluster); then the KEP suite and the dual-stack cases
+# (TestMultiClusterServicesPullMode, TestDualStackPullMode).
 pull_suite() {
   deploy_pull
+  if exists "${DERIVED}"; then
+    step "Derived-mode suite in pull mode (test/e2e TestDerivedMemberPullMode): a = kind-mcs-b, native b = kind-mcs-a (the hub), derived c = kind-mcs-c"
+    suite kind-mcs-b,kind-mcs-a,kind-mcs-c '^TestDerivedMemberPullMode$'
+    _output/bin/kubectl-mcs hub member "${DERIVED}" | kc "${PULL_HUB}" delete -f - --ignore-not-found --wait=false >/dev/null
+    kind delete cluster --name "${DERIVED}" >/dev/null
+  fi
   step "Pull-mode suite (test/e2e TestMultiClusterServicesPullMode, TestDualStackPullMode): a = kind-mcs-b, b = kind-mcs-a (the hub)"
   suite kind-mcs-b,kind-mcs-a '^TestMultiClusterServicesPullMode$|^TestDualStackPullMode$'
 }
@@ -1142,9 +1151,7 @@ if [[ "${TESTS}" == true ]]; then
   fi
   step "Derived-mode suite (test/e2e TestDerivedMember): a = kind-mcs-b, native b = kind-mcs-a, derived c = kind-mcs-c"
   suite kind-mcs-b,kind-mcs-a,kind-mcs-c '^TestDerivedMember$'
-  # The derived member goes (pull mode serves the native members here),
-  # and the same clusters run the KEP suite again in pull mode.
-  kind delete cluster --name "${DERIVED}" >/dev/null
+  # The same clusters run the suites again in pull mode.
   pull_suite
 fi
 

@@ -41,8 +41,9 @@ type PullMode struct {
 // kubectl mcs hub member prints it), then starts the planner with its
 // hub identity (the members' pod ranges stated as the operator states
 // them, plannerArgs added) and each cluster's agent with its own
-// cluster's controller identity and its hub identity (agentArgs added).
-func (cs *ClusterSet) StartPullMode(ctx context.Context, plannerArgs, agentArgs []string) (*PullMode, error) {
+// cluster's controller identity and its hub identity (agentArgs added, and
+// agentArgsOf[cluster name]: a derived member's --derived).
+func (cs *ClusterSet) StartPullMode(ctx context.Context, plannerArgs, agentArgs []string, agentArgsOf map[string][]string) (*PullMode, error) {
 	hub := cs.Clusters[len(cs.Clusters)-1]
 	var ids []string
 	for _, c := range cs.Clusters {
@@ -78,6 +79,7 @@ func (cs *ClusterSet) StartPullMode(ctx context.Context, plannerArgs, agentArgs 
 		}
 		pm.agentArgs[c.Name] = append([]string{"member-agent", "--kubeconfig=" + memberKubeconfig, "--hub-kubeconfig=" + hubKubeconfig, "--leader-elect=false",
 			"--metrics-bind-address=0", "--healthz-bind-address=0", "--secure-port=0"}, agentArgs...)
+		pm.agentArgs[c.Name] = append(pm.agentArgs[c.Name], agentArgsOf[c.Name]...)
 		if err := pm.StartAgent(c.Name); err != nil {
 			return nil, err
 		}

@@ -46,6 +46,38 @@ func TestDerivedMember(t *testing.T) {
 	default:
 		t.Skipf("the derived-mode cases run on a local clusterset or on kind, not on MCS_E2E_PROVIDER=%s", p)
 	}
+	derivedCases(t, d)
+}
+
+// TestDerivedMemberPullMode runs the derived-mode cases in pull mode:
+// cluster-c's agent runs with --derived (its own operator's word that its
+// proxies do not program imports) and writes the plan into it as derived
+// Services, as push mode's controller does for a member in
+// --derived-members. On a local clusterset of its own (the derived member
+// doubles as the hub), or on kind once hack/kind-e2e.sh has switched
+// mcs-b, mcs-a (the hub) and mcs-c to pull mode.
+func TestDerivedMemberPullMode(t *testing.T) {
+	runBeside(t)
+	var d *derivedSuite
+	switch p := os.Getenv("MCS_E2E_PROVIDER"); p {
+	case "", "local":
+		l := upLocalPullAgents(t, clusterset.Options{Clusters: 3, NodesPerCluster: 2, Prefix: "e2ederp", UpstreamKubeProxy: []string{"cluster-c"}},
+			map[string][]string{"cluster-c": {"--derived", "--derived-grace=" + derivedGrace.String()}})
+		ms := l.members()
+		d = &derivedSuite{suite: &suite{p: l, a: ms[0], b: ms[2], top: t}, l: l, nativeB: ms[1]}
+	case "kind":
+		k := connectKindPull(t)
+		requireKindDerived(t, k)
+		ms := k.members()
+		d = &derivedSuite{suite: &suite{p: k, a: ms[0], b: ms[2], top: t}, nativeB: ms[1]}
+	default:
+		t.Skipf("the derived-mode cases run on a local clusterset or on kind, not on MCS_E2E_PROVIDER=%s", p)
+	}
+	derivedCases(t, d)
+}
+
+// derivedCases are the derived-mode cases both modes share.
+func derivedCases(t *testing.T, d *derivedSuite) {
 	sideBySide(t, "namespaced cases side by side",
 		namedCase{"c reaches the exports of a and b by clusterset name and by its derived Service", d.testReach},
 		namedCase{"a headless export answers in both DNS zones of c", d.testHeadless},

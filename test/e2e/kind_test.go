@@ -109,6 +109,14 @@ func connectKind(t *testing.T) *kind {
 func connectKindDerived(t *testing.T) *kind {
 	t.Helper()
 	k := connectKind(t)
+	requireKindDerived(t, k)
+	return k
+}
+
+// requireKindDerived fails unless the third of three members, and only it,
+// runs kubeadm's kube-proxy with the stock image and without the gate.
+func requireKindDerived(t *testing.T, k *kind) {
+	t.Helper()
 	if len(k.ms) != 3 {
 		t.Fatalf("MCS_E2E_CONTEXTS=%q: the derived suite wants three contexts, the third the derived member", os.Getenv("MCS_E2E_CONTEXTS"))
 	}
@@ -123,7 +131,6 @@ func connectKindDerived(t *testing.T) *kind {
 		}
 		t.Logf("%s: kube-proxy %s, MultiClusterServices gate %v", m.Name, image, gate)
 	}
-	return k
 }
 
 // connectKindPull connects to kind clusters run in pull mode

@@ -100,9 +100,16 @@ func upLocalOpts(t *testing.T, opts clusterset.Options, viaAPI bool, controllerA
 // every agent (both take the controller's --feature-gates).
 func upLocalPull(t *testing.T, opts clusterset.Options, args ...string) *local {
 	t.Helper()
+	return upLocalPullAgents(t, opts, nil, args...)
+}
+
+// upLocalPullAgents is upLocalPull with further flags for some clusters'
+// agents, by cluster name (a derived member's --derived).
+func upLocalPullAgents(t *testing.T, opts clusterset.Options, agentArgsOf map[string][]string, args ...string) *local {
+	t.Helper()
 	l := upLocalClusters(t, opts, false)
 	common := append([]string{"--endpoint-ttl=" + localEndpointTTL.String()}, args...)
-	pm, err := l.cs.StartPullMode(t.Context(), common, slices.Clone(common))
+	pm, err := l.cs.StartPullMode(t.Context(), common, slices.Clone(common), agentArgsOf)
 	if err != nil {
 		t.Fatal(err)
 	}

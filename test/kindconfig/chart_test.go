@@ -122,6 +122,8 @@ func TestChart(t *testing.T) {
 			buildParsed(t, fsys, filepath.Join(root, "deploy", "hub-pull"))},
 		{"pull mode's member agent", []string{"--set", "memberAgent.enabled=true", "--set", "memberAgent.existingSecret=mcs-member-agent-hub"},
 			buildParsed(t, fsys, filepath.Join(root, "deploy", "member-agent"))},
+		{"pull mode's member agent in a derived member", []string{"--set", "member.mode=derived", "--set", "memberAgent.enabled=true", "--set", "memberAgent.existingSecret=mcs-member-agent-hub"},
+			buildParsed(t, fsys, filepath.Join(root, "deploy", "overlays", "derived-member-agent"))},
 		// deploy/monitoring assumes mcs-system exists (a member's or
 		// the hub's package made it); the chart makes it for any part.
 		{"monitoring", []string{"--set", "member.enabled=false", "--set", "monitoring.enabled=true"},

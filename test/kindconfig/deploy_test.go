@@ -160,6 +160,24 @@ func TestDeployPackages(t *testing.T) {
 		}
 	}
 	apply("deploy/member-agent", agentObjs)
+	// In a member that keeps its stock kube-proxy: the agent writes derived
+	// Services, and the native-member binding is left out.
+	derivedAgent := build(t, fsys, filepath.Join(root, "deploy", "overlays", "derived-member-agent"))
+	if slices.Contains(names(derivedAgent), "ValidatingAdmissionPolicyBinding/multicluster.x-k8s.io-controller-native-member") {
+		t.Errorf("deploy/overlays/derived-member-agent binds the native-member policy: %v", names(derivedAgent))
+	}
+	for _, o := range derivedAgent {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		var args []string
+		if c, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers"); len(c) > 0 {
+			args, _, _ = unstructured.NestedStringSlice(c[0].(map[string]any), "args")
+		}
+		if !slices.Contains(args, "--derived") {
+			t.Errorf("deploy/overlays/derived-member-agent's agent runs %v, without --derived", args)
+		}
+	}
 
 	// The hub, with a kubeconfig next to it as its README says.
 	hub := filepath.Join(root, "deploy", "overlays", "hub")

@@ -51,10 +51,17 @@ type AgentOptions struct {
 	// --lease-namespace in push mode.
 	SourceLeaseNamespace string
 	EndpointTTL          time.Duration
-	Workers              int
-	ClusterIDWait        time.Duration
-	APIQPS               float32
-	APIBurst             int
+	// Derived serves this cluster in derived mode, as the controller's
+	// --derived-members serves a member in push mode: its proxies do not
+	// program ServiceImports, and the writing half writes a derived
+	// Service per import. DerivedGrace is the controller's
+	// --derived-grace.
+	Derived       bool
+	DerivedGrace  time.Duration
+	Workers       int
+	ClusterIDWait time.Duration
+	APIQPS        float32
+	APIBurst      int
 	// Leader election in the agent's own cluster: one replica publishes.
 	LeaderElect              bool
 	LeaseNamespace           string
@@ -79,7 +86,8 @@ func NewAgentOptions() *AgentOptions {
 	c := NewOptions()
 	return &AgentOptions{
 		SourceManagers: c.SourceManagers, ManagedBy: c.ManagedBy, SourceLeaseNamespace: c.LeaseNamespace, EndpointTTL: c.EndpointTTL,
-		Workers: 4, ClusterIDWait: 2 * time.Minute,
+		DerivedGrace: c.DerivedGrace,
+		Workers:      4, ClusterIDWait: 2 * time.Minute,
 		APIQPS: c.APIQPS, APIBurst: c.APIBurst,
 		LeaderElect: true, LeaseNamespace: "mcs-system",
 		LeaderElectLeaseDuration: c.LeaderElectLeaseDuration, LeaderElectRenewDeadline: c.LeaderElectRenewDeadline,
@@ -97,6 +105,8 @@ func (o *AgentOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ManagedBy, "managed-by", o.ManagedBy, "endpointslice.kubernetes.io/managed-by value of the EndpointSlices the agent writes into this cluster: the planner's --managed-by.")
 	fs.StringVar(&o.SourceLeaseNamespace, "source-lease-namespace", o.SourceLeaseNamespace, "Namespace of this cluster where the agent keeps the source clusters' Leases, as the mcs-controller's --lease-namespace in push mode.")
 	fs.DurationVar(&o.EndpointTTL, "endpoint-ttl", o.EndpointTTL, "The planner's --endpoint-ttl: this member's Lease in the hub is renewed at a third of it (at most every 10s), so that the planner finds it expired only once this cluster's API has not answered for most of the TTL.")
+	fs.BoolVar(&o.Derived, "derived", o.Derived, "Serve this cluster in derived mode, as the mcs-controller's --derived-members serves a member in push mode: its proxies do not program ServiceImports (upstream kube-proxy, a kube-proxy-free network plugin), so each import gets a derived Service (derived-<hash>, with EndpointSlices per source cluster) and its ips are that Service's cluster IPs.")
+	fs.DurationVar(&o.DerivedGrace, "derived-grace", o.DerivedGrace, "How long a derived Service keeps serving after this cluster is switched to native mode (the agent restarted without --derived), for clients that still hold its IPs from earlier DNS answers (at least the DNS TTL of clusterset.local).")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Exported names published, and planned names written, at once.")
 	fs.DurationVar(&o.ClusterIDWait, "cluster-id-wait", o.ClusterIDWait, "How long to wait for this cluster's ClusterProperty cluster.clusterset.k8s.io.")
 	fs.Float32Var(&o.APIQPS, "kube-api-qps", o.APIQPS, "Client QPS, to this cluster and to the hub each.")
@@ -153,6 +163,9 @@ func RunAgent(ctx context.Context, o *AgentOptions) error {
 	}
 	if len(o.SourceManagers) == 0 {
 		return fmt.Errorf("--source-endpointslice-managers is empty: no slice would be published")
+	}
+	if o.DerivedGrace < 0 {
+		return fmt.Errorf("--derived-grace %s is negative", o.DerivedGrace)
 	}
 	if errs := o.ServingOptions.Validate(); len(errs) > 0 {
 		return errors.Join(errs...)
@@ -223,6 +236,11 @@ func RunAgent(ctx context.Context, o *AgentOptions) error {
 		// writers with the same gates.
 		ClusterSelection: o.FeatureGates.Enabled(features.MultiClusterServiceClusterSelection),
 		ExportClusters:   o.FeatureGates.Enabled(features.MultiClusterServiceExportClusters),
+		// Whether this cluster's proxies program imports is its own
+		// operator's word, as push mode's --derived-members is the hub
+		// operator's: it decides only how this cluster is written.
+		DerivedMembers: map[string]bool{clusterID: o.Derived},
+		DerivedGrace:   o.DerivedGrace,
 	}, mcs.NewMetrics(reg))
 	if err != nil {
 		return err
