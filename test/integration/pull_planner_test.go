@@ -14,10 +14,12 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/dynamic"
@@ -25,7 +27,10 @@ import (
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2"
+	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
 	hubv1alpha1 "k8s.io/multiclusterservices/apis/hub/v1alpha1"
+	inventoryv1alpha1 "k8s.io/multiclusterservices/apis/inventory/v1alpha1"
+	"k8s.io/multiclusterservices/crds"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
@@ -256,11 +261,18 @@ mcs_planner_members{state="unsynced"} 0
 // word); the returned func stops it.
 func startPullPlanner(t *testing.T, hub *testMember, ttl time.Duration) (*mcs.HubPlanner, func(), metrics.KubeRegistry) {
 	t.Helper()
+	return startPullPlannerWith(t, hub, ttl, nil)
+}
+
+// startPullPlannerWith is startPullPlanner with its configuration changed
+// by configure.
+func startPullPlannerWith(t *testing.T, hub *testMember, ttl time.Duration, configure func(*mcs.HubPlannerConfig)) (*mcs.HubPlanner, func(), metrics.KubeRegistry) {
+	t.Helper()
 	plannerCfg := impersonateRESTConfig(t, hub.cluster, "system:serviceaccount:mcs-system:mcs-planner", "system:serviceaccounts", "system:serviceaccounts:mcs-system")
 	hubKube := kubernetes.NewForConfigOrDie(plannerCfg)
 	recorder, stopRecorder := eventrecorder.New(hubKube)
 	reg := metrics.NewKubeRegistry()
-	planner, err := mcs.NewHubPlanner(mcs.HubPlannerConfig{
+	cfg := mcs.HubPlannerConfig{
 		Config: mcs.Config{
 			ManagedBy:          pullManagedBy,
 			ClusterSetIPRanges: []netip.Prefix{netip.MustParsePrefix("10.250.0.0/24")},
@@ -272,7 +284,11 @@ func startPullPlanner(t *testing.T, hub *testMember, ttl time.Duration) (*mcs.Hu
 		},
 		Hub: hubKube, HubDynamic: dynamic.NewForConfigOrDie(plannerCfg),
 		Recorder: recorder, Registry: reg,
-	})
+	}
+	if configure != nil {
+		configure(&cfg)
+	}
+	planner, err := mcs.NewHubPlanner(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,6 +303,106 @@ func startPullPlanner(t *testing.T, hub *testMember, ttl time.Duration) (*mcs.Hu
 	stop := sync.OnceFunc(func() { cancel(); <-done; stopRecorder() })
 	t.Cleanup(stop)
 	return planner, stop, reg
+}
+
+// TestPullPlannerProfiles: with the hub's Cluster Inventory
+// (--inventory-namespace), the region a ClusterProfile states for a member
+// (its cluster manager's word) is what cluster selection matches in the
+// plan, whatever the member's administrator publishes; a change of the
+// profile moves the results; of two profiles of one member the oldest is
+// taken, and the next one once it goes; with no profile left the member's
+// own word counts. The planner reads the profiles with deploy/hub-pull's
+// identity and RBAC.
+func TestPullPlannerProfiles(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	etcd := framework.StartTestEtcd(t)
+	hub := startPullHub(t, etcd, "cluster-a", "cluster-b")
+	crd, err := crds.ClusterProfile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := crds.Install(ctx, apiextensionsclient.NewForConfigOrDie(hub.cluster.RESTConfig()), crd); err != nil {
+		t.Fatal(err)
+	}
+	applyRBAC(t, hub.kube, repoPath(t, "deploy", "hub-pull", "planner-profiles-rbac.yaml"))
+	a := prepareMember(t, framework.StartTestCluster(t, etcd, framework.ClusterOptions{Name: "cluster-a"}), "cluster-a")
+	b := prepareMember(t, framework.StartTestCluster(t, etcd, framework.ClusterOptions{Name: "cluster-b"}), "cluster-b")
+	for i, m := range []*testMember{a, b} {
+		createNamespace(t, m, "demo")
+		// Both administrators say their cluster is in eu.
+		setProperty(t, m, regionKey, "eu")
+		exportService(t, m, "demo", "web", servicePorts("http", 80), endpoints("http", 8080, fmt.Sprintf("10.%d.0.1", i+1)))
+		setSelectors(t, m, "demo", "web", storySelectors)
+		startPullAgent(t, hub, m)
+	}
+	profiles := dynamic.NewForConfigOrDie(hub.cluster.RESTConfig()).Resource(inventoryv1alpha1.Resource).Namespace("fleet")
+	profile := func(name, id, region string) {
+		t.Helper()
+		putProfileAt(t, profiles, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": inventoryv1alpha1.SchemeGroupVersion.String(), "kind": "ClusterProfile",
+			"metadata": map[string]any{"name": name, "namespace": "fleet"},
+			"spec":     map[string]any{"displayName": id, "clusterManager": map[string]any{"name": "ocm"}},
+			"status": map[string]any{"properties": []any{
+				map[string]any{"name": aboutv1alpha1.ClusterIDProperty, "value": id},
+				map[string]any{"name": regionKey, "value": region},
+			}},
+		}})
+	}
+	// cluster-a's cluster manager says us.
+	profile("ocm-a", "cluster-a", "us")
+	startPullPlannerWith(t, hub, time.Minute, func(c *mcs.HubPlannerConfig) {
+		c.Config.ClusterSelection = true
+		c.Profiles = &mcs.HubProfiles{Resource: inventoryv1alpha1.Resource, Namespace: "fleet", Selector: labels.Everything()}
+	})
+	hubDyn := dynamic.NewForConfigOrDie(hub.cluster.RESTConfig())
+	// waitResults waits until the plan of demo/web gives importer its
+	// results (each selector's clusters, space separated).
+	waitResults := func(importer, want string) {
+		t.Helper()
+		eventually(t, 30*time.Second, "demo/web's selector results for "+importer+": "+want, func() (bool, string) {
+			u, err := hubDyn.Resource(hubv1alpha1.SchemeGroupVersion.WithResource("serviceplans")).Namespace(pull.PlanNamespace).Get(ctx, pull.PlanName("demo", "web"), metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			sp := &hubv1alpha1.ServicePlan{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, sp); err != nil || sp.Spec.Import == nil {
+				return false, fmt.Sprint("no import ", err)
+			}
+			for _, o := range sp.Spec.Import.SelectorResults {
+				if slices.Contains(o.Importers, importer) {
+					var got []string
+					for _, r := range o.Results {
+						got = append(got, fmt.Sprint(r.Clusters))
+					}
+					return strings.Join(got, " ") == want, strings.Join(got, " ") + o.Failed
+				}
+			}
+			return false, "no outcome for " + importer
+		})
+	}
+
+	// My cluster, then my region: cluster-a is in us by its profile,
+	// however its administrator says eu.
+	waitResults("cluster-b", "[cluster-b] [cluster-b]")
+	waitResults("cluster-a", "[cluster-a] [cluster-a]")
+	// The cluster manager moves it to eu.
+	profile("ocm-a", "cluster-a", "eu")
+	waitResults("cluster-b", "[cluster-b] [cluster-a cluster-b]")
+	// A second manager's newer profile says us: the first one's word
+	// stands until it goes.
+	time.Sleep(1100 * time.Millisecond) // creation timestamps have a resolution of a second
+	profile("second-a", "cluster-a", "us")
+	waitResults("cluster-b", "[cluster-b] [cluster-a cluster-b]")
+	if err := profiles.Delete(ctx, "ocm-a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitResults("cluster-b", "[cluster-b] [cluster-b]")
+	// No profile left: the administrator's eu counts.
+	if err := profiles.Delete(ctx, "second-a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitResults("cluster-b", "[cluster-b] [cluster-a cluster-b]")
 }
 
 // pullManagedBy is the manager the planner labels imports with, and the

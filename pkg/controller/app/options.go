@@ -256,11 +256,18 @@ func (o *Options) Validate() error {
 	if _, err := labels.Parse(o.InventorySelector); err != nil {
 		return fmt.Errorf("--inventory-selector: %w", err)
 	}
-	if (o.InventoryNamespace == "") != (o.InventoryAccessProviders == "") {
-		return fmt.Errorf("--inventory-namespace and --inventory-access-providers go together: the profiles say where each cluster is, the operator's file how to get its credentials")
-	}
 	if len(o.SourceManagers) == 0 {
 		return fmt.Errorf("--source-endpointslice-managers must name at least one manager")
+	}
+	return nil
+}
+
+// validateInventory checks what the controller's member inventory needs
+// of the flags; the planner reads profiles for their properties only, and
+// reaches no member.
+func (o *Options) validateInventory() error {
+	if (o.InventoryNamespace == "") != (o.InventoryAccessProviders == "") {
+		return fmt.Errorf("--inventory-namespace and --inventory-access-providers go together: the profiles say where each cluster is, the operator's file how to get its credentials")
 	}
 	return nil
 }

@@ -8,13 +8,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 	cliflag "k8s.io/component-base/cli/flag"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	compmetrics "k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
+	inventoryv1alpha1 "k8s.io/multiclusterservices/apis/inventory/v1alpha1"
+	"k8s.io/multiclusterservices/crdgate"
 	"k8s.io/multiclusterservices/proxy"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/eventrecorder"
@@ -33,6 +37,14 @@ var plannerFlags = []string{
 	"member-pod-cidrs", "endpoint-ttl", "max-clusterset-ips-per-namespace", "max-clusterset-ips-per-member",
 	"workers", "initial-sync-timeout", "kube-api-qps", "kube-api-burst", "leader-elect", "lease-namespace",
 	"leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period", "identity", "feature-gates",
+	"inventory-namespace", "inventory-selector",
+}
+
+// plannerUsage are the planner's words for the flags it takes in a sense
+// of its own.
+var plannerUsage = map[string]string{
+	"inventory-namespace": "Namespace of the hub holding a Cluster Inventory (ClusterProfiles, multicluster.x-k8s.io, KEP-4322). The properties a profile states in its status (the cluster manager's word) win over what the member it names by its cluster.clusterset.k8s.io property publishes for every name both give, as in push mode; of two profiles naming one member, the oldest one's. Without it, the members' own word is matched. The hub must serve ClusterProfiles.",
+	"inventory-selector":  "Label selector of the ClusterProfiles of --inventory-namespace that are read (default: every one).",
 }
 
 // NewPlannerCommand is `mcs-controller planner`.
@@ -65,6 +77,12 @@ holds no credential of any member.`,
 	fs := sections.FlagSet("planner")
 	all.VisitAll(func(f *pflag.Flag) {
 		if slices.Contains(plannerFlags, f.Name) || serving.Lookup(f.Name) != nil {
+			if usage, ok := plannerUsage[f.Name]; ok {
+				// The same value, with the planner's words.
+				g := *f
+				g.Usage = usage
+				f = &g
+			}
 			fs.AddFlag(f)
 		}
 	})
@@ -96,6 +114,14 @@ func RunPlanner(ctx context.Context, o *Options) error {
 	}
 	recorder, stopRecorder := eventrecorder.New(hubKube)
 	defer stopRecorder()
+	hubDiscovery, err := discovery.NewDiscoveryClientForConfig(hub)
+	if err != nil {
+		return err
+	}
+	profiles, err := plannerProfiles(o, hubDiscovery)
+	if err != nil {
+		return err
+	}
 	reg := compmetrics.NewKubeRegistry()
 	reg.RawMustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(leaderGauge)
@@ -114,6 +140,7 @@ func RunPlanner(ctx context.Context, o *Options) error {
 			ClusterSelection:             o.FeatureGates.Enabled(features.MultiClusterServiceClusterSelection),
 		},
 		Hub: hubKube, HubDynamic: dynamic.NewForConfigOrDie(hub), Recorder: recorder, Registry: reg,
+		Profiles: profiles,
 	})
 	if err != nil {
 		return err
@@ -136,4 +163,28 @@ func RunPlanner(ctx context.Context, o *Options) error {
 		name: plannerLeaseName, namespace: o.LeaseNamespace, identity: o.Identity,
 		leaseDuration: o.LeaderElectLeaseDuration, renewDeadline: o.LeaderElectRenewDeadline, retryPeriod: o.LeaderElectRetryPeriod,
 	}, hub, h, run)
+}
+
+// plannerProfiles is where the planner reads ClusterProfiles
+// (--inventory-namespace), or nil. A hub that serves no ClusterProfile
+// version the planner reads is an error at start, not a planner that waits
+// unready: without the profiles, members' own word would decide what
+// selection matches.
+func plannerProfiles(o *Options, client discovery.DiscoveryInterface) (*mcs.HubProfiles, error) {
+	if o.InventoryNamespace == "" {
+		return nil, nil
+	}
+	selector, err := labels.Parse(o.InventorySelector)
+	if err != nil {
+		return nil, fmt.Errorf("--inventory-selector: %w", err)
+	}
+	v, err := crdgate.Discover(client, inventoryv1alpha1.Resource.GroupResource(), inventoryv1alpha1.Versions)
+	if err != nil {
+		return nil, fmt.Errorf("--inventory-namespace: %w", err)
+	}
+	if v == "" {
+		return nil, fmt.Errorf("--inventory-namespace=%s: the hub serves no ClusterProfiles (%s, versions %v): install the Cluster Inventory API's CRD, or leave the flag out",
+			o.InventoryNamespace, inventoryv1alpha1.Resource.GroupResource(), inventoryv1alpha1.Versions)
+	}
+	return &mcs.HubProfiles{Resource: inventoryv1alpha1.ResourceOf(v), Namespace: o.InventoryNamespace, Selector: selector}, nil
 }

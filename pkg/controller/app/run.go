@@ -36,6 +36,9 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
+	if err := o.validateInventory(); err != nil {
+		return err
+	}
 	logger := klog.FromContext(ctx)
 	if o.Identity == "" {
 		o.Identity = defaultIdentity()

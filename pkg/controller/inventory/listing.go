@@ -140,7 +140,7 @@ func (inv *Inventory) profileListing(u *unstructured.Unstructured) listing {
 	if ok, why := ProfileSaysServe(cp, inv.cfg.RequireJoined); !ok {
 		l.notNow = why
 	}
-	l.wantID = profileClusterID(cp)
+	l.wantID = ProfileClusterID(cp)
 	l.memberID = u.GetLabels()[inventoryv1alpha1.LabelInventoryMemberID]
 	inv.mu.Lock()
 	nsClusterSet := inv.nsClusterSet

@@ -343,9 +343,9 @@ func ProfileSaysServe(cp *inventoryv1alpha1.ClusterProfile, requireJoined bool) 
 	return true, ""
 }
 
-// profileClusterID is the cluster ID a profile states in its properties
+// ProfileClusterID is the cluster ID a profile states in its properties
 // (KEP-2149's cluster.clusterset.k8s.io), or "".
-func profileClusterID(cp *inventoryv1alpha1.ClusterProfile) string {
+func ProfileClusterID(cp *inventoryv1alpha1.ClusterProfile) string {
 	for _, p := range cp.Status.Properties {
 		if p.Name == clusterIDProperty {
 			return p.Value

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -36,6 +37,7 @@ import (
 	"k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
 	hubv1alpha1 "k8s.io/multiclusterservices/apis/hub/v1alpha1"
+	inventoryv1alpha1 "k8s.io/multiclusterservices/apis/inventory/v1alpha1"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/clustersetip"
@@ -88,6 +90,19 @@ type HubPlannerConfig struct {
 	Resync time.Duration
 	// Registry, when set, gets the planner's metrics.
 	Registry metrics.KubeRegistry
+	// Profiles, when set, is the hub's Cluster Inventory: the
+	// ClusterProfiles whose status.properties win over what members
+	// publish of theirs (pull.MemberProperties).
+	Profiles *HubProfiles
+}
+
+// HubProfiles is where the planner reads ClusterProfiles in the hub.
+type HubProfiles struct {
+	// Resource is the ClusterProfile version the hub serves.
+	Resource schema.GroupVersionResource
+	// Namespace is the inventory namespace, Selector picks its profiles.
+	Namespace string
+	Selector  labels.Selector
 }
 
 // HubPlanner is pull mode's planner.
@@ -113,14 +128,23 @@ type HubPlanner struct {
 	leases        cache.SharedIndexInformer
 	plans         cache.SharedIndexInformer
 	planSlices    cache.SharedIndexInformer
+	// profileInf and profiles read the hub's ClusterProfiles (nil without
+	// HubPlannerConfig.Profiles).
+	profileInf   dynamicinformer.DynamicSharedInformerFactory
+	profiles     cache.SharedIndexInformer
+	profilesRead cache.InformerSynced
 
 	mu sync.Mutex
 	// namespaces are, by member, the namespaces its MemberCluster names
 	// (read once per change of it, not per plan).
 	namespaces map[string]map[string]*v1.Namespace
-	// properties are, by member, the cluster properties its MemberCluster
-	// gives (pull.MemberProperties), which cluster selection matches.
-	properties map[string]map[string]string
+	// properties are, by member, the cluster properties cluster selection
+	// matches (pull.MemberProperties): what its MemberCluster published
+	// (publishedProps) under what its ClusterProfile says
+	// (profileProps).
+	properties     map[string]map[string]string
+	publishedProps map[string]map[string]string
+	profileProps   map[string][]inventoryv1alpha1.Property
 	// alive is each member's liveness at the last check.
 	alive map[string]bool
 	// reported are the reports already said, by slice UID and reason.
@@ -155,11 +179,14 @@ func NewHubPlanner(cfg HubPlannerConfig) (*HubPlanner, error) {
 		ips:        clustersetip.New(cfg.Config.ClusterSetIPRanges),
 		namespaces: map[string]map[string]*v1.Namespace{},
 		properties: map[string]map[string]string{},
-		alive:      map[string]bool{},
-		reported:   map[string]bool{},
-		own:        newOwnWrites(),
-		slots:      pull.NewWriteSlots(cfg.Config.Workers),
-		ready:      make(chan struct{}),
+
+		publishedProps: map[string]map[string]string{},
+		profileProps:   map[string][]inventoryv1alpha1.Property{},
+		alive:          map[string]bool{},
+		reported:       map[string]bool{},
+		own:            newOwnWrites(),
+		slots:          pull.NewWriteSlots(cfg.Config.Workers),
+		ready:          make(chan struct{}),
 	}
 	p.ips.SetLimits(cfg.Config.MaxClusterSetIPsPerNamespace, cfg.Config.MaxForeignImportsPerMember)
 	p.ips.SetMemberLimit(cfg.Config.MaxClusterSetIPsPerMember)
@@ -197,6 +224,24 @@ func NewHubPlanner(cfg HubPlannerConfig) (*HubPlanner, error) {
 	p.memberCluster = p.dyn.ForResource(hubMemberClusters).Informer()
 	p.planDyn = dynamicinformer.NewFilteredDynamicSharedInformerFactory(cfg.HubDynamic, cfg.Resync, pull.PlanNamespace, nil)
 	p.plans = p.planDyn.ForResource(hubServicePlans).Informer()
+	if pr := cfg.Profiles; pr != nil {
+		p.profileInf = dynamicinformer.NewFilteredDynamicSharedInformerFactory(cfg.HubDynamic, cfg.Resync, pr.Namespace,
+			func(o *metav1.ListOptions) { o.LabelSelector = pr.Selector.String() })
+		p.profiles = p.profileInf.ForResource(pr.Resource).Informer()
+		if err := p.profiles.SetTransform(typedFrom(func() runtime.Object { return &inventoryv1alpha1.ClusterProfile{} })); err != nil {
+			return nil, err
+		}
+		profilesChanged := func(any) { p.profilesChanged() }
+		reg, err := p.profiles.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: profilesChanged, UpdateFunc: func(_, obj any) { profilesChanged(obj) }, DeleteFunc: profilesChanged,
+		})
+		if err != nil {
+			return nil, err
+		}
+		// Synced once the handler has read every profile, not only the
+		// cache.
+		p.profilesRead = reg.HasSynced
+	}
 
 	// The hub's objects are converted once, as they arrive, not at every
 	// plan that reads them.
@@ -347,9 +392,15 @@ func (p *HubPlanner) Run(ctx context.Context) error {
 	for _, f := range []interface{ Start(<-chan struct{}) }{p.hubInformers, p.published, p.leaseInf, p.planned, p.dyn, p.planDyn} {
 		f.Start(ctx.Done())
 	}
-	if !cache.WaitForNamedCacheSync("planner", ctx.Done(),
-		p.memberNS.HasSynced, p.exports.HasSynced, p.memberCluster.HasSynced, p.slices.HasSynced,
-		p.leases.HasSynced, p.plans.HasSynced, p.planSlices.HasSynced) {
+	synced := []cache.InformerSynced{p.memberNS.HasSynced, p.exports.HasSynced, p.memberCluster.HasSynced, p.slices.HasSynced,
+		p.leases.HasSynced, p.plans.HasSynced, p.planSlices.HasSynced}
+	if p.profiles != nil {
+		// Nothing is planned before the profiles are read: a member's
+		// own word on a property its profile gives is never matched.
+		p.profileInf.Start(ctx.Done())
+		synced = append(synced, p.profilesRead)
+	}
+	if !cache.WaitForNamedCacheSync("planner", ctx.Done(), synced...) {
 		return ctx.Err()
 	}
 	p.waitForMembers(ctx)
@@ -471,19 +522,20 @@ func (p *HubPlanner) memberClusterChanged(obj any, deleted bool) {
 	}
 	id := mc.Namespace
 	var now map[string]*v1.Namespace
-	var props map[string]string
 	if !deleted {
-		now, props = pull.MemberNamespaces(mc), pull.MemberProperties(id, mc)
+		now = pull.MemberNamespaces(mc)
 	}
 	p.mu.Lock()
 	before, had := p.namespaces[id]
-	propsChanged := !maps.Equal(p.properties[id], props)
+	var propsChanged bool
 	if deleted {
 		delete(p.namespaces, id)
+		delete(p.publishedProps, id)
 		delete(p.properties, id)
 	} else {
 		p.namespaces[id] = now
-		p.properties[id] = props
+		p.publishedProps[id] = mc.Spec.Properties
+		propsChanged = p.mergeProperties(id)
 	}
 	p.mu.Unlock()
 	if !had || deleted || propsChanged && p.cfg.ClusterSelection {
@@ -512,6 +564,52 @@ func (p *HubPlanner) memberClusterChanged(obj any, deleted bool) {
 				}
 			}
 		}
+	}
+}
+
+// mergeProperties sets member id's properties from what it published and
+// what its profile says, and tells whether they changed. Called with p.mu
+// held, for a member whose MemberCluster is known.
+func (p *HubPlanner) mergeProperties(id string) bool {
+	props := pull.MemberProperties(id, &hubv1alpha1.MemberCluster{Spec: hubv1alpha1.MemberClusterSpec{Properties: p.publishedProps[id]}}, p.profileProps[id])
+	if maps.Equal(p.properties[id], props) {
+		return false
+	}
+	p.properties[id] = props
+	return true
+}
+
+// profilesChanged reads the hub's ClusterProfiles again and, where a
+// member's properties change by them, plans every name again (as a
+// member's own change of them does: it is a source of some imports with
+// cluster selectors and the importer of others).
+func (p *HubPlanner) profilesChanged() {
+	var profiles []*inventoryv1alpha1.ClusterProfile
+	for _, obj := range p.profiles.GetStore().List() {
+		if cp, ok := obj.(*inventoryv1alpha1.ClusterProfile); ok {
+			profiles = append(profiles, cp)
+		}
+	}
+	byID := pull.ProfileProperties(profiles)
+	p.mu.Lock()
+	changed := false
+	for _, id := range slices.Collect(maps.Keys(p.profileProps)) {
+		if _, ok := byID[id]; !ok {
+			delete(p.profileProps, id)
+			if _, known := p.publishedProps[id]; known {
+				changed = p.mergeProperties(id) || changed
+			}
+		}
+	}
+	for id, props := range byID {
+		p.profileProps[id] = props
+		if _, known := p.publishedProps[id]; known {
+			changed = p.mergeProperties(id) || changed
+		}
+	}
+	p.mu.Unlock()
+	if changed && p.cfg.ClusterSelection {
+		p.enqueueAll()
 	}
 }
 

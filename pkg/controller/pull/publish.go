@@ -15,8 +15,11 @@ import (
 	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
 	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
 	hubv1alpha1 "k8s.io/multiclusterservices/apis/hub/v1alpha1"
+	inventoryv1alpha1 "k8s.io/multiclusterservices/apis/inventory/v1alpha1"
 	"k8s.io/multiclusterservices/export"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/inventory"
 )
 
 // The agent's publishing half, as pure functions: what a member publishes
@@ -125,14 +128,52 @@ func PublishMemberCluster(namespaces []*v1.Namespace, properties map[string]stri
 }
 
 // MemberProperties reads the cluster properties member id published
-// (PublishMemberCluster), as the planner matches them: its cluster ID is
-// id, the hub namespace RBAC confines its agent to, whatever the member
-// says of it, so that no member can be selected, or select, as another.
-func MemberProperties(id string, mc *hubv1alpha1.MemberCluster) map[string]string {
-	out := make(map[string]string, len(mc.Spec.Properties)+1)
-	maps.Copy(out, mc.Spec.Properties)
+// (PublishMemberCluster), as the planner matches them: profile, the
+// status.properties of the member's ClusterProfile in the hub's inventory
+// (ProfileProperties), win over the member's own for every name both give,
+// as in push mode (inventory.MergeProperties: the cluster manager's word
+// against the member administrator's, who could otherwise claim a region
+// to draw the traffic selection sends by it); and its cluster ID is id,
+// the hub namespace RBAC confines its agent to, whatever the member or a
+// profile says of it, so that no member can be selected, or select, as
+// another.
+func MemberProperties(id string, mc *hubv1alpha1.MemberCluster, profile []inventoryv1alpha1.Property) map[string]string {
+	out := inventory.MergeProperties(profile, mc.Spec.Properties)
 	out[aboutv1alpha1.ClusterIDProperty] = id
 	return out
+}
+
+// ProfileProperties returns, by cluster ID, the status.properties of the
+// ClusterProfiles that state one (KEP-2149's cluster.clusterset.k8s.io
+// among them): in pull mode the planner reaches no member, so a profile
+// names its member by that property only, and one that states none says
+// nothing of any member. Where several profiles state the same ID (two
+// cluster managers listing one cluster), the oldest one's are taken (the
+// lower name on a tie), as push mode serves a cluster through its first
+// profile while a second one waits.
+func ProfileProperties(profiles []*inventoryv1alpha1.ClusterProfile) map[string][]inventoryv1alpha1.Property {
+	by := map[string]*inventoryv1alpha1.ClusterProfile{}
+	for _, cp := range profiles {
+		id := inventory.ProfileClusterID(cp)
+		if id == "" {
+			continue
+		}
+		if have := by[id]; have == nil || olderProfile(cp, have) {
+			by[id] = cp
+		}
+	}
+	out := make(map[string][]inventoryv1alpha1.Property, len(by))
+	for id, cp := range by {
+		out[id] = cp.Status.Properties
+	}
+	return out
+}
+
+func olderProfile(a, b *inventoryv1alpha1.ClusterProfile) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
 }
 
 // MemberNamespaces reads what a member published of its namespaces

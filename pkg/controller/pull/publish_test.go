@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
 	hubv1alpha1 "k8s.io/multiclusterservices/apis/hub/v1alpha1"
+	inventoryv1alpha1 "k8s.io/multiclusterservices/apis/inventory/v1alpha1"
 	"k8s.io/multiclusterservices/export"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
@@ -142,17 +143,69 @@ func TestMemberProperties(t *testing.T) {
 	own := map[string]string{"region.topology.k8s.io": "eu", aboutv1alpha1.ClusterIDProperty: "cluster-a"}
 	mc := PublishMemberCluster(nil, own)
 	own["region.topology.k8s.io"] = "changed after publishing"
-	got := MemberProperties("cluster-a", mc)
+	got := MemberProperties("cluster-a", mc, nil)
 	if want := map[string]string{"region.topology.k8s.io": "eu", aboutv1alpha1.ClusterIDProperty: "cluster-a"}; !maps.Equal(got, want) {
 		t.Errorf("read back %v, want %v", got, want)
 	}
 	// cluster-b's agent publishes cluster-a's ID and region.
 	claim := PublishMemberCluster(nil, map[string]string{"region.topology.k8s.io": "eu", aboutv1alpha1.ClusterIDProperty: "cluster-a"})
-	if got := MemberProperties("cluster-b", claim)[aboutv1alpha1.ClusterIDProperty]; got != "cluster-b" {
+	if got := MemberProperties("cluster-b", claim, nil)[aboutv1alpha1.ClusterIDProperty]; got != "cluster-b" {
 		t.Errorf("cluster-b claiming cluster-a's ID is read as %q, want cluster-b", got)
 	}
 	// A member without ClusterProperties is still its ID.
-	if got := MemberProperties("cluster-c", PublishMemberCluster(nil, nil)); !maps.Equal(got, map[string]string{aboutv1alpha1.ClusterIDProperty: "cluster-c"}) {
+	if got := MemberProperties("cluster-c", PublishMemberCluster(nil, nil), nil); !maps.Equal(got, map[string]string{aboutv1alpha1.ClusterIDProperty: "cluster-c"}) {
 		t.Errorf("cluster-c without properties is read as %v", got)
+	}
+}
+
+// TestMemberPropertiesUnderAProfile: where the hub's inventory has a
+// ClusterProfile of the member, the cluster manager's word wins over what
+// the member's administrator publishes for every name both give; the
+// member only adds names the profile does not give, and neither can make
+// it another cluster.
+func TestMemberPropertiesUnderAProfile(t *testing.T) {
+	const region = "region.topology.k8s.io"
+	// cluster-a's administrator claims eu, to be selected by eu's
+	// importers; its cluster manager says us.
+	mc := PublishMemberCluster(nil, map[string]string{region: "eu", "zone.example": "z1"})
+	profile := []inventoryv1alpha1.Property{{Name: region, Value: "us"}, {Name: aboutv1alpha1.ClusterIDProperty, Value: "cluster-b"}}
+	got := MemberProperties("cluster-a", mc, profile)
+	want := map[string]string{region: "us", "zone.example": "z1", aboutv1alpha1.ClusterIDProperty: "cluster-a"}
+	if !maps.Equal(got, want) {
+		t.Errorf("cluster-a under its profile reads %v, want %v", got, want)
+	}
+}
+
+// TestProfileProperties: profiles name their member by the cluster ID
+// they state; one that states none names no member; of two profiles of
+// one member, the oldest one's properties are taken.
+func TestProfileProperties(t *testing.T) {
+	const region = "region.topology.k8s.io"
+	at := func(sec int) metav1.Time { return metav1.NewTime(time.Date(2026, 1, 1, 0, 0, sec, 0, time.UTC)) }
+	profile := func(name string, created metav1.Time, props ...string) *inventoryv1alpha1.ClusterProfile {
+		cp := &inventoryv1alpha1.ClusterProfile{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "fleet", CreationTimestamp: created}}
+		for i := 0; i+1 < len(props); i += 2 {
+			cp.Status.Properties = append(cp.Status.Properties, inventoryv1alpha1.Property{Name: props[i], Value: props[i+1]})
+		}
+		return cp
+	}
+	id := aboutv1alpha1.ClusterIDProperty
+	got := ProfileProperties([]*inventoryv1alpha1.ClusterProfile{
+		profile("second-manager-a", at(2), id, "cluster-a", region, "eu"),
+		profile("ocm-a", at(1), id, "cluster-a", region, "us"),
+		profile("nameless", at(0), region, "eu"),
+		profile("b-tie-z", at(3), id, "cluster-b", region, "us"),
+		profile("b-tie-a", at(3), id, "cluster-b", region, "ap"),
+	})
+	says := map[string]string{}
+	for id, props := range got {
+		for _, p := range props {
+			if p.Name == region {
+				says[id] = p.Value
+			}
+		}
+	}
+	if want := map[string]string{"cluster-a": "us", "cluster-b": "ap"}; !maps.Equal(says, want) {
+		t.Errorf("regions by member %v, want %v (the oldest profile's, the lower name on a tie; none for a profile that states no ID)", says, want)
 	}
 }
