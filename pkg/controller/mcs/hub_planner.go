@@ -151,7 +151,7 @@ type HubPlanner struct {
 	reported map[string]bool
 
 	// own are the planner's writes its informers have not shown yet.
-	own *ownWrites
+	own *pull.OwnWrites
 	// slots bound the writes in flight to the workers: a name's writes go
 	// out at once, sharing them with every other name's.
 	slots pull.WriteSlots
@@ -184,7 +184,7 @@ func NewHubPlanner(cfg HubPlannerConfig) (*HubPlanner, error) {
 		profileProps:   map[string][]inventoryv1alpha1.Property{},
 		alive:          map[string]bool{},
 		reported:       map[string]bool{},
-		own:            newOwnWrites(),
+		own:            pull.NewOwnWrites(cacheWait),
 		slots:          pull.NewWriteSlots(cfg.Config.Workers),
 		ready:          make(chan struct{}),
 	}
@@ -304,7 +304,7 @@ func NewHubPlanner(cfg HubPlannerConfig) (*HubPlanner, error) {
 	byKey := func(key func(obj any) (string, bool), resource string) cache.ResourceEventHandler {
 		enqueue := func(obj any, deleted bool) {
 			if o := pull.ObjectOf[metav1.Object](obj); resource != "" && o != nil {
-				p.own.seen(resource, o, deleted)
+				p.own.Seen(resource, o, deleted)
 			}
 			if k, ok := key(obj); ok {
 				p.queue.Add(k)
@@ -769,7 +769,7 @@ func (p *HubPlanner) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return nil
 	}
-	if wait := p.own.behind(key); wait > 0 {
+	if wait := p.own.Behind(key); wait > 0 {
 		// Its own writes' events bring it back (or the wait ends).
 		p.queue.AddAfter(key, wait)
 		return nil
@@ -846,7 +846,7 @@ func (p *HubPlanner) writeExportConditions(ctx context.Context, ns, name string,
 			if err := pull.IgnoreNotFound(p.write(resourceMemberExports, err)); err != nil {
 				return fmt.Errorf("the conditions of %s's export of %s/%s: %w", id, ns, name, err)
 			} else if err == nil {
-				p.own.wrote(ns+"/"+name, resourceMemberExports, stored, p.exports.GetStore())
+				p.own.Wrote(ns+"/"+name, resourceMemberExports, stored, p.exports.GetStore())
 			}
 			return nil
 		})
@@ -882,7 +882,7 @@ func (p *HubPlanner) writePlan(ctx context.Context, want, have *hubv1alpha1.Serv
 	if err := p.write(resourceServicePlans, err); err != nil {
 		return err
 	}
-	p.own.wrote(want.Spec.Service.Namespace+"/"+want.Spec.Service.Name, resourceServicePlans, stored, p.plans.GetStore())
+	p.own.Wrote(want.Spec.Service.Namespace+"/"+want.Spec.Service.Name, resourceServicePlans, stored, p.plans.GetStore())
 	return nil
 }
 
@@ -895,7 +895,7 @@ func (p *HubPlanner) writePlanSlices(ctx context.Context, key string, want []*di
 				return err
 			}
 			if stored != nil {
-				p.own.wrote(key, resourceEndpointSlices, stored, p.planSlices.GetStore())
+				p.own.Wrote(key, resourceEndpointSlices, stored, p.planSlices.GetStore())
 			}
 			return nil
 		}, p.slots)

@@ -54,6 +54,18 @@ var (
 // namespace/name key is without a slash.
 const memberClusterKey = "member"
 
+// The resources the agent writes in the hub, as OwnWrites names them.
+const (
+	resourceMemberExports  = "memberexports"
+	resourceMemberClusters = "memberclusters"
+	resourceEndpointSlices = "endpointslices"
+)
+
+// cacheWait is how long the agent waits at most for its informers to show
+// its own writes (OwnWrites), as push mode's writers and the planner
+// wait.
+const cacheWait = 10 * time.Second
+
 // AgentLeaseName is the Lease a member's agent renews in its hub
 // namespace: the member's liveness, which the planner reads (one Lease
 // per member, renewed by the member: members per period, not members²).
@@ -122,6 +134,9 @@ type Agent struct {
 	// a member (holdMemberCluster).
 	initialMu sync.Mutex
 	initial   map[string]bool
+	// own are the agent's writes into the hub its informers have not
+	// shown yet, by the key they were synced for.
+	own *OwnWrites
 	// reported are the slice refusals already said, by slice UID and
 	// reason.
 	reportedMu sync.Mutex
@@ -152,6 +167,7 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 		queue:    workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "member-agent"}),
 		reported: map[string]bool{},
 		ready:    make(chan struct{}),
+		own:      NewOwnWrites(cacheWait),
 	}
 	hasServiceName, err := labels.NewRequirement(discoveryv1.LabelServiceName, selection.Exists, nil)
 	if err != nil {
@@ -224,6 +240,20 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 	always := func(key string) cache.ResourceEventHandler {
 		return byKey(func(any) (string, bool) { return key, true })
 	}
+	// ownSeen passes an event of what the agent writes in the hub to h,
+	// once it has ended any wait for that write (OwnWrites).
+	ownSeen := func(resource string, h cache.ResourceEventHandler) cache.ResourceEventHandler {
+		seen := func(obj any, deleted bool) {
+			if o := ObjectOf[metav1.Object](obj); o != nil {
+				a.own.Seen(resource, o, deleted)
+			}
+		}
+		return cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { seen(obj, false); h.OnAdd(obj, false) },
+			UpdateFunc: func(old, obj any) { seen(obj, false); h.OnUpdate(old, obj) },
+			DeleteFunc: func(obj any) { seen(obj, true); h.OnDelete(obj) },
+		}
+	}
 	for _, h := range []struct {
 		informer cache.SharedIndexInformer
 		handler  cache.ResourceEventHandler
@@ -233,9 +263,9 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 		{a.memberSlices.Discovery().V1().EndpointSlices().Informer(), byKey(sliceKey)},
 		{a.memberInformers.Core().V1().Namespaces().Informer(), onNamespace},
 		{a.properties, always(memberClusterKey)},
-		{a.published, byKey(publishedKey)},
-		{a.publishedMember, always(memberClusterKey)},
-		{a.hubInformers.Discovery().V1().EndpointSlices().Informer(), byKey(publishedKey)},
+		{a.published, ownSeen(resourceMemberExports, byKey(publishedKey))},
+		{a.publishedMember, ownSeen(resourceMemberClusters, always(memberClusterKey))},
+		{a.hubInformers.Discovery().V1().EndpointSlices().Informer(), ownSeen(resourceEndpointSlices, byKey(publishedKey))},
 	} {
 		if _, err := h.informer.AddEventHandler(h.handler); err != nil {
 			return nil, err
@@ -396,6 +426,13 @@ func (a *Agent) holding() bool {
 
 // sync publishes what the member holds of key, writing only what differs.
 func (a *Agent) sync(ctx context.Context, key string) error {
+	if wait := a.own.Behind(key); wait > 0 {
+		// Synced from a cache that does not show its last writes yet, it
+		// would create again what it has just created: their events
+		// bring it back (or the wait ends).
+		a.queue.AddAfter(key, wait)
+		return nil
+	}
 	if key == memberClusterKey {
 		if a.holding() {
 			// tried enqueues it again.
@@ -478,12 +515,17 @@ func (a *Agent) syncMemberCluster(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var stored *unstructured.Unstructured
 	if ok {
-		_, err = api.Update(ctx, &unstructured.Unstructured{Object: u}, metav1.UpdateOptions{})
+		stored, err = api.Update(ctx, &unstructured.Unstructured{Object: u}, metav1.UpdateOptions{})
 	} else {
-		_, err = api.Create(ctx, &unstructured.Unstructured{Object: u}, metav1.CreateOptions{})
+		stored, err = api.Create(ctx, &unstructured.Unstructured{Object: u}, metav1.CreateOptions{})
 	}
-	return a.write(err)
+	if err := a.write(err); err != nil {
+		return err
+	}
+	a.own.Wrote(memberClusterKey, resourceMemberClusters, stored, a.publishedMember.GetStore())
+	return nil
 }
 
 // renewLease renews the member's Lease in the hub until ctx is done,
@@ -596,6 +638,7 @@ func (a *Agent) putExport(ctx context.Context, want *hubv1alpha1.MemberExport, r
 	if err := a.write(err); err != nil {
 		return nil, err
 	}
+	a.own.Wrote(want.Spec.Service.Namespace+"/"+want.Spec.Service.Name, resourceMemberExports, out, a.published.GetStore())
 	return memberExportOf(out)
 }
 
@@ -605,8 +648,17 @@ func (a *Agent) syncSlices(ctx context.Context, ns, name string, want []*discove
 	if err != nil {
 		return err
 	}
+	store := a.hubInformers.Discovery().V1().EndpointSlices().Informer().GetStore()
 	return ApplySlices(ctx, a.cfg.Hub.DiscoveryV1().EndpointSlices(a.cfg.ClusterID), have, want, sliceUpToDate,
-		func(_ *discoveryv1.EndpointSlice, err error) error { return a.write(err) }, nil)
+		func(stored *discoveryv1.EndpointSlice, err error) error {
+			if err := a.write(err); err != nil {
+				return err
+			}
+			if stored != nil {
+				a.own.Wrote(ns+"/"+name, resourceEndpointSlices, stored, store)
+			}
+			return nil
+		}, nil)
 }
 
 // report says once per slice and reason, on the member's export, why a
