@@ -522,13 +522,32 @@ deploy_pull() {
     kc "${name}" -n mcs-system create secret generic mcs-member-agent-hub --from-file=kubeconfig="${file}" --dry-run=client -o yaml |
       kc "${name}" apply --server-side --force-conflicts -f - >/dev/null
     package=deploy/member-agent
-    [[ "${name}" == "${DERIVED}" ]] && package=deploy/overlays/derived-member-agent
+    if [[ "${name}" == "${DERIVED}" ]]; then
+      package=deploy/overlays/derived-member-agent
+      # Its agent runs the controller's image, which a derived member
+      # was not given (create_cluster).
+      kind load docker-image mcs-controller:dev --name "${name}" >/dev/null
+    fi
     kubectl kustomize "${package}" | kc "${name}" apply --server-side --force-conflicts -f - >/dev/null
   done
-  kc "${hub}" -n mcs-system rollout status deployment/mcs-planner --timeout 180s
-  for name in $(members); do
-    kc "${name}" -n mcs-system rollout status deployment/mcs-member-agent --timeout 180s
+  rolled_out "${hub}" mcs-planner
+  for name in $(members); do rolled_out "${name}" mcs-member-agent; done
+}
+
+# rolled_out CLUSTER DEPLOYMENT waits for mcs-system/DEPLOYMENT of CLUSTER
+# to roll out, or fails showing its pods and their last log lines.
+rolled_out() {
+  if kc "$1" -n mcs-system rollout status "deployment/$2" --timeout 180s; then
+    return 0
+  fi
+  echo "$1: deployment $2 did not roll out; its pods and their last log lines:" >&2
+  kc "$1" -n mcs-system get pods -l "app=$2" -o wide >&2 || true
+  local pod
+  for pod in $(kc "$1" -n mcs-system get pods -l "app=$2" -o name); do
+    echo "--- $1 ${pod}" >&2
+    kc "$1" -n mcs-system logs "${pod}" --tail 30 >&2 || true
   done
+  exit 1
 }
 
 # pull_suite: the clusters switched to pull mode (deploy_pull), and the

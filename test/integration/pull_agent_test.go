@@ -319,7 +319,8 @@ func TestPullAgentCommand(t *testing.T) {
 	po := app.NewOptions()
 	po.Kubeconfig = impersonateConfig(t, hub.cluster, "system:serviceaccount:mcs-system:mcs-planner", "system:serviceaccounts", "system:serviceaccounts:mcs-system")
 	po.LeaderElect, po.ClusterSetIPCIDRs = false, []string{"10.250.0.0/24"}
-	po.MetricsBindAddress, po.HealthzBindAddress, po.SecureServing.BindPort = "0", "0", 0
+	plannerHealthPort := mustFreePort(t)
+	po.MetricsBindAddress, po.HealthzBindAddress, po.SecureServing.BindPort = "0", fmt.Sprintf("127.0.0.1:%d", plannerHealthPort), 0
 	// cluster-b's agent never comes: the planner waits this long for its
 	// MemberCluster (as push mode's controller for a member's caches),
 	// then plans without it.
@@ -338,6 +339,13 @@ func TestPullAgentCommand(t *testing.T) {
 			return false, err.Error()
 		}
 		return len(si.Spec.IPs) == 1 && strings.HasPrefix(si.Spec.IPs[0], "10.250.0."), fmt.Sprint(si.Spec.IPs)
+	})
+	// The planner is ready once it plans: a member whose agent never came
+	// (cluster-b) does not hold its rollouts (mcs_planner_members says it
+	// is unsynced, and MCSPlannerMemberUnsynced alerts).
+	eventually(t, 30*time.Second, "the planner's /readyz without cluster-b's agent", func() (bool, string) {
+		out, err := httpGet(fmt.Sprintf("http://127.0.0.1:%d/readyz", plannerHealthPort))
+		return err == nil && strings.TrimSpace(out) == "ok", out + errString(err)
 	})
 	// Its health and its writing half's metrics, as an operator's probes
 	// and Prometheus read them: ready with both halves synced, and the

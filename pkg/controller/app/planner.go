@@ -146,7 +146,7 @@ func RunPlanner(ctx context.Context, o *Options) error {
 		return err
 	}
 	h := &health{}
-	h.set(planner)
+	h.set(plannerReadiness{planner})
 	if err := serveEndpoints(ctx, &o.ServingOptions, reg, h); err != nil {
 		return err
 	}
@@ -188,3 +188,14 @@ func plannerProfiles(o *Options, client discovery.DiscoveryInterface) (*mcs.HubP
 	}
 	return &mcs.HubProfiles{Resource: inventoryv1alpha1.ResourceOf(v), Namespace: o.InventoryNamespace, Selector: selector}, nil
 }
+
+// plannerReadiness is the planner's /readyz: ready once it plans. A
+// member whose agent has not published yet is planned without, after
+// --initial-sync-timeout, as a member that is not synced: it must not
+// hold the planner's rollouts (one member's agent would hold the whole
+// clusterset's planning), and mcs_planner_members{state="unsynced"} and
+// the alert MCSPlannerMemberUnsynced say it.
+type plannerReadiness struct{ p *mcs.HubPlanner }
+
+func (r plannerReadiness) Ready() <-chan struct{}  { return r.p.Ready() }
+func (r plannerReadiness) Synced() map[string]bool { return nil }
