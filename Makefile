@@ -54,7 +54,7 @@ test: deps binaries
 	# KEP-1645 suite in push and pull mode, the dual-stack cases and the
 	# derived member's cases on kind (hack/kind-e2e.sh, the same cases and
 	# checks; `go test ./test/e2e` runs them on the local clusterset).
-	go test $(GO_TEST_FLAGS) -skip '^(TestMCSController.*|TestMultiClusterServices|TestMultiClusterServicesPullMode|TestDualStack|TestDualStackPullMode|TestDerivedMember|TestDerivedMemberPullMode)$$' ./...
+	go test $(GO_TEST_FLAGS) -skip '^(TestMCSController.*|TestMultiClusterServices|TestMultiClusterServicesPullMode|TestDualStack|TestDualStackPullMode|TestDerivedMember)$$' ./...
 	# The controller's workers share its state: its tests run under the
 	# race detector, beside the kube-proxy of every other supported
 	# Kubernetes release (built and tested by hack/test-minors.sh); each
