@@ -174,12 +174,11 @@ func NewHubPlanner(cfg HubPlannerConfig) (*HubPlanner, error) {
 	}
 	p := &HubPlanner{
 		cfg: cfg.Config, hub: cfg.Hub, hubDyn: cfg.HubDynamic, recorder: cfg.Recorder,
-		logger:     klog.Background().WithName("planner"),
-		queue:      workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "planner"}),
-		ips:        clustersetip.New(cfg.Config.ClusterSetIPRanges),
-		namespaces: map[string]map[string]*v1.Namespace{},
-		properties: map[string]map[string]string{},
-
+		logger:         klog.Background().WithName("planner"),
+		queue:          workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "planner"}),
+		ips:            clustersetip.New(cfg.Config.ClusterSetIPRanges),
+		namespaces:     map[string]map[string]*v1.Namespace{},
+		properties:     map[string]map[string]string{},
 		publishedProps: map[string]map[string]string{},
 		profileProps:   map[string][]inventoryv1alpha1.Property{},
 		alive:          map[string]bool{},
