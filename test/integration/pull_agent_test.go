@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -203,6 +205,62 @@ func TestPullAgentPublishes(t *testing.T) {
 		got := publishedSlices("demo", "web")
 		return apierrors.IsNotFound(err) && got == "", fmt.Sprintf("%v, slices %q", err, got)
 	})
+}
+
+// TestPullAgentPublishesMemberClusterLast: a new member's agent publishes
+// its MemberCluster, which makes the planner count the member in, only
+// once it has published every export its cluster had when it started, so
+// that a planner starting beside it plans each name once with all of them.
+// As many workers as exports (as many as the member's quota admits)
+// publish them at once; the MemberCluster, taken from the queue right
+// after them by the first worker free, would otherwise be written while
+// the others are still publishing. The order is read from the hub's resourceVersions: opaque to
+// clients, but one etcd revision counter here, and nothing else writes
+// these objects in this test.
+func TestPullAgentPublishesMemberClusterLast(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	etcd := framework.StartTestEtcd(t)
+	hub := startPullHub(t, etcd, "cluster-a")
+	a := prepareMember(t, framework.StartTestCluster(t, etcd, framework.ClusterOptions{Name: "cluster-a"}), "cluster-a")
+	createNamespace(t, a, "demo")
+	exports := int(testMemberLimits.Exports)
+	for i := range exports {
+		name := fmt.Sprintf("web%d", i)
+		svc := createSelectedService(t, a, "demo", name)
+		endpointsOf(t, a, svc, fmt.Sprintf("10.1.0.%d", i+1))
+		if _, err := a.mcs.MulticlusterV1beta1().ServiceExports("demo").Create(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startPullAgentWorkers(t, hub, a, exports)
+	hubDyn := dynamic.NewForConfigOrDie(hub.cluster.RESTConfig())
+	var member *unstructured.Unstructured
+	eventually(t, 60*time.Second, "cluster-a's MemberCluster", func() (bool, string) {
+		var err error
+		member, err = hubDyn.Resource(hubv1alpha1.SchemeGroupVersion.WithResource("memberclusters")).Namespace("cluster-a").Get(ctx, hubv1alpha1.MemberClusterName, metav1.GetOptions{})
+		return err == nil, errString(err)
+	})
+	list, err := hubDyn.Resource(hubv1alpha1.SchemeGroupVersion.WithResource("memberexports")).Namespace("cluster-a").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != exports {
+		t.Fatalf("%d MemberExports when the MemberCluster was published, want every one of the %d exports", len(list.Items), exports)
+	}
+	memberRV, err := strconv.ParseUint(member.GetResourceVersion(), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, me := range list.Items {
+		rv, err := strconv.ParseUint(me.GetResourceVersion(), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rv > memberRV {
+			t.Errorf("MemberExport %s written at %d, after the MemberCluster (%d)", me.GetName(), rv, memberRV)
+		}
+	}
 }
 
 // createSelectedService creates a Service with a selector, port 80 to

@@ -413,6 +413,12 @@ const pullManagedBy = "mcs-controller.test"
 // identity, its Lease renewed every second; the returned func stops it.
 func startPullAgent(t *testing.T, hub, m *testMember) func() {
 	t.Helper()
+	return startPullAgentWorkers(t, hub, m, 2)
+}
+
+// startPullAgentWorkers is startPullAgent with workers publishing at once.
+func startPullAgentWorkers(t *testing.T, hub, m *testMember, workers int) func() {
+	t.Helper()
 	hubCfg := impersonateRESTConfig(t, hub.cluster, fmt.Sprintf("system:serviceaccount:%s:%s", m.id, pull.AgentServiceAccount), "system:serviceaccounts", "system:serviceaccounts:"+m.id)
 	recorder, stopRecorder := eventrecorder.New(m.kube)
 	t.Cleanup(stopRecorder)
@@ -431,7 +437,7 @@ func startPullAgent(t *testing.T, hub, m *testMember) func() {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := agent.Run(ctx, 2); err != nil && ctx.Err() == nil {
+		if err := agent.Run(ctx, workers); err != nil && ctx.Err() == nil {
 			t.Error(err)
 		}
 	}()
