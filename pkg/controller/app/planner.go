@@ -37,7 +37,7 @@ var plannerFlags = []string{
 	"member-pod-cidrs", "endpoint-ttl", "max-clusterset-ips-per-namespace", "max-clusterset-ips-per-member",
 	"workers", "initial-sync-timeout", "kube-api-qps", "kube-api-burst", "leader-elect", "lease-namespace",
 	"leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period", "identity", "feature-gates",
-	"inventory-namespace", "inventory-selector",
+	"inventory-namespace", "inventory-selector", "clusterset",
 }
 
 // plannerUsage are the planner's words for the flags it takes in a sense
@@ -45,6 +45,7 @@ var plannerFlags = []string{
 var plannerUsage = map[string]string{
 	"inventory-namespace": "Namespace of the hub holding a Cluster Inventory (ClusterProfiles, multicluster.x-k8s.io, KEP-4322). The properties a profile states in its status (the cluster manager's word) win over what the member it names by its cluster.clusterset.k8s.io property publishes for every name both give, as in push mode; of two profiles naming one member, the oldest one's. Without it, the members' own word is matched. The hub must serve ClusterProfiles.",
 	"inventory-selector":  "Label selector of the ClusterProfiles of --inventory-namespace that are read (default: every one).",
+	"clusterset":          "Name of the clusterset planned: a ClusterProfile whose status.properties name another in clusterset.k8s.io is about another clusterset's cluster and is not read (default: every profile is read).",
 }
 
 // NewPlannerCommand is `mcs-controller planner`.
@@ -186,7 +187,7 @@ func plannerProfiles(o *Options, client discovery.DiscoveryInterface) (*mcs.HubP
 		return nil, fmt.Errorf("--inventory-namespace=%s: the hub serves no ClusterProfiles (%s, versions %v): install the Cluster Inventory API's CRD, or leave the flag out",
 			o.InventoryNamespace, inventoryv1alpha1.Resource.GroupResource(), inventoryv1alpha1.Versions)
 	}
-	return &mcs.HubProfiles{Resource: inventoryv1alpha1.ResourceOf(v), Namespace: o.InventoryNamespace, Selector: selector}, nil
+	return &mcs.HubProfiles{Resource: inventoryv1alpha1.ResourceOf(v), Namespace: o.InventoryNamespace, Selector: selector, ClusterSet: o.ClusterSet}, nil
 }
 
 // plannerReadiness is the planner's /readyz: ready once it plans. A

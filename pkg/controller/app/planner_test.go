@@ -30,13 +30,13 @@ func TestPlannerProfiles(t *testing.T) {
 	if p, err := plannerProfiles(o, serving()); p != nil || err != nil {
 		t.Errorf("without --inventory-namespace: %+v, %v; want none read", p, err)
 	}
-	o.InventoryNamespace, o.InventorySelector = "fleet", "x-k8s.io/cluster-manager=ocm"
+	o.InventoryNamespace, o.InventorySelector, o.ClusterSet = "fleet", "x-k8s.io/cluster-manager=ocm", "prod"
 	p, err := plannerProfiles(o, serving("v1alpha1", "v1alpha2"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Resource != inventoryv1alpha1.ResourceOf("v1alpha2") || p.Namespace != "fleet" || p.Selector.String() != "x-k8s.io/cluster-manager=ocm" {
-		t.Errorf("profiles read as %+v, want v1alpha2 (the newest served) in fleet, selected", p)
+	if p.Resource != inventoryv1alpha1.ResourceOf("v1alpha2") || p.Namespace != "fleet" || p.Selector.String() != "x-k8s.io/cluster-manager=ocm" || p.ClusterSet != "prod" {
+		t.Errorf("profiles read as %+v, want v1alpha2 (the newest served) in fleet, selected, of clusterset prod", p)
 	}
 	_, err = plannerProfiles(o, serving())
 	if err == nil || !strings.Contains(err.Error(), "serves no ClusterProfiles") || !strings.Contains(err.Error(), "install") {

@@ -145,7 +145,7 @@ func (inv *Inventory) profileListing(u *unstructured.Unstructured) listing {
 	inv.mu.Lock()
 	nsClusterSet := inv.nsClusterSet
 	inv.mu.Unlock()
-	if err := checkClusterSet(profileClusterSet(cp), nsClusterSet, inv.cfg.ClusterSet); err != nil {
+	if err := checkClusterSet(ProfileClusterSet(cp), nsClusterSet, inv.cfg.ClusterSet); err != nil {
 		l.config = func() (*rest.Config, error) { return nil, err }
 		return l
 	}

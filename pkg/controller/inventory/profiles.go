@@ -354,9 +354,9 @@ func ProfileClusterID(cp *inventoryv1alpha1.ClusterProfile) string {
 	return ""
 }
 
-// profileClusterSet is the clusterset a profile's properties say its
+// ProfileClusterSet is the clusterset a profile's properties say its
 // cluster is in (KEP-2149's clusterset.k8s.io), or "".
-func profileClusterSet(cp *inventoryv1alpha1.ClusterProfile) string {
+func ProfileClusterSet(cp *inventoryv1alpha1.ClusterProfile) string {
 	for _, p := range cp.Status.Properties {
 		if p.Name == aboutv1alpha1.ClusterSetProperty {
 			return p.Value

@@ -103,6 +103,9 @@ type HubProfiles struct {
 	// Namespace is the inventory namespace, Selector picks its profiles.
 	Namespace string
 	Selector  labels.Selector
+	// ClusterSet, when set, is the clusterset planned: a profile that
+	// names another is not read.
+	ClusterSet string
 }
 
 // HubPlanner is pull mode's planner.
@@ -130,6 +133,7 @@ type HubPlanner struct {
 	planSlices    cache.SharedIndexInformer
 	// profileInf and profiles read the hub's ClusterProfiles (nil without
 	// HubPlannerConfig.Profiles).
+	profilesOf   HubProfiles
 	profileInf   dynamicinformer.DynamicSharedInformerFactory
 	profiles     cache.SharedIndexInformer
 	profilesRead cache.InformerSynced
@@ -224,6 +228,7 @@ func NewHubPlanner(cfg HubPlannerConfig) (*HubPlanner, error) {
 	p.planDyn = dynamicinformer.NewFilteredDynamicSharedInformerFactory(cfg.HubDynamic, cfg.Resync, pull.PlanNamespace, nil)
 	p.plans = p.planDyn.ForResource(hubServicePlans).Informer()
 	if pr := cfg.Profiles; pr != nil {
+		p.profilesOf = *pr
 		p.profileInf = dynamicinformer.NewFilteredDynamicSharedInformerFactory(cfg.HubDynamic, cfg.Resync, pr.Namespace,
 			func(o *metav1.ListOptions) { o.LabelSelector = pr.Selector.String() })
 		p.profiles = p.profileInf.ForResource(pr.Resource).Informer()
@@ -589,7 +594,7 @@ func (p *HubPlanner) profilesChanged() {
 			profiles = append(profiles, cp)
 		}
 	}
-	byID := pull.ProfileProperties(profiles)
+	byID := pull.ProfileProperties(profiles, p.profilesOf.ClusterSet)
 	p.mu.Lock()
 	changed := false
 	for _, id := range slices.Collect(maps.Keys(p.profileProps)) {

@@ -147,15 +147,21 @@ func MemberProperties(id string, mc *hubv1alpha1.MemberCluster, profile []invent
 // ClusterProfiles that state one (KEP-2149's cluster.clusterset.k8s.io
 // among them): in pull mode the planner reaches no member, so a profile
 // names its member by that property only, and one that states none says
-// nothing of any member. Where several profiles state the same ID (two
-// cluster managers listing one cluster), the oldest one's are taken (the
-// lower name on a tie), as push mode serves a cluster through its first
-// profile while a second one waits.
-func ProfileProperties(profiles []*inventoryv1alpha1.ClusterProfile) map[string][]inventoryv1alpha1.Property {
+// nothing of any member. With clusterset set (the planner's --clusterset),
+// a profile whose clusterset.k8s.io property names another clusterset is
+// about another clusterset's cluster, whose ID may be a member's here,
+// and is not read, as push mode refuses it. Where several profiles state
+// the same ID (two cluster managers listing one cluster), the oldest
+// one's are taken (the lower name on a tie), as push mode serves a
+// cluster through its first profile while a second one waits.
+func ProfileProperties(profiles []*inventoryv1alpha1.ClusterProfile, clusterset string) map[string][]inventoryv1alpha1.Property {
 	by := map[string]*inventoryv1alpha1.ClusterProfile{}
 	for _, cp := range profiles {
 		id := inventory.ProfileClusterID(cp)
 		if id == "" {
+			continue
+		}
+		if in := inventory.ProfileClusterSet(cp); clusterset != "" && in != "" && in != clusterset {
 			continue
 		}
 		if have := by[id]; have == nil || olderProfile(cp, have) {

@@ -177,8 +177,9 @@ func TestMemberPropertiesUnderAProfile(t *testing.T) {
 }
 
 // TestProfileProperties: profiles name their member by the cluster ID
-// they state; one that states none names no member; of two profiles of
-// one member, the oldest one's properties are taken.
+// they state; one that states none names no member, nor one of another
+// clusterset; of two profiles of one member, the oldest one's properties
+// are taken.
 func TestProfileProperties(t *testing.T) {
 	const region = "region.topology.k8s.io"
 	at := func(sec int) metav1.Time { return metav1.NewTime(time.Date(2026, 1, 1, 0, 0, sec, 0, time.UTC)) }
@@ -190,13 +191,17 @@ func TestProfileProperties(t *testing.T) {
 		return cp
 	}
 	id := aboutv1alpha1.ClusterIDProperty
+	cs := aboutv1alpha1.ClusterSetProperty
 	got := ProfileProperties([]*inventoryv1alpha1.ClusterProfile{
 		profile("second-manager-a", at(2), id, "cluster-a", region, "eu"),
-		profile("ocm-a", at(1), id, "cluster-a", region, "us"),
+		profile("ocm-a", at(1), id, "cluster-a", region, "us", cs, "prod"),
 		profile("nameless", at(0), region, "eu"),
 		profile("b-tie-z", at(3), id, "cluster-b", region, "us"),
 		profile("b-tie-a", at(3), id, "cluster-b", region, "ap"),
-	})
+		// Another clusterset's cluster-c, older than ours.
+		profile("staging-c", at(0), id, "cluster-c", region, "us", cs, "staging"),
+		profile("prod-c", at(5), id, "cluster-c", region, "eu"),
+	}, "prod")
 	says := map[string]string{}
 	for id, props := range got {
 		for _, p := range props {
@@ -205,7 +210,7 @@ func TestProfileProperties(t *testing.T) {
 			}
 		}
 	}
-	if want := map[string]string{"cluster-a": "us", "cluster-b": "ap"}; !maps.Equal(says, want) {
-		t.Errorf("regions by member %v, want %v (the oldest profile's, the lower name on a tie; none for a profile that states no ID)", says, want)
+	if want := map[string]string{"cluster-a": "us", "cluster-b": "ap", "cluster-c": "eu"}; !maps.Equal(says, want) {
+		t.Errorf("regions by member %v, want %v (the oldest profile's, the lower name on a tie; none for a profile that states no ID, nor of another clusterset)", says, want)
 	}
 }
