@@ -1119,19 +1119,24 @@ if [[ "${UPSTREAM_ONLY}" == true ]]; then
   exit 0
 fi
 
-if [[ "${PULL_ONLY}" == true ]]; then
+# require_kept FLAG: mcs-a and mcs-b exist, as a --keep run left them, or
+# FLAG fails saying so.
+require_kept() {
+  local name
   for name in mcs-a mcs-b; do
-    exists "${name}" || { echo "--pull-only: cluster ${name} is missing (run hack/kind-e2e.sh --keep --skip-tests first)" >&2; exit 1; }
+    exists "${name}" || { echo "$1: cluster ${name} is missing (run hack/kind-e2e.sh --keep --skip-tests first)" >&2; exit 1; }
   done
+}
+
+if [[ "${PULL_ONLY}" == true ]]; then
+  require_kept --pull-only
   flat_routes
   pull_suite
   exit 0
 fi
 
 if [[ "${DERIVED_ONLY}" == true ]]; then
-  for name in mcs-a mcs-b; do
-    exists "${name}" || { echo "--derived-only: cluster ${name} is missing (run hack/kind-e2e.sh --keep --skip-tests first)" >&2; exit 1; }
-  done
+  require_kept --derived-only
   flat_routes
   deploy_controller
   add_derived_member

@@ -214,9 +214,9 @@ func TestPullAgentPublishes(t *testing.T) {
 // As many workers as exports (as many as the member's quota admits)
 // publish them at once; the MemberCluster, taken from the queue right
 // after them by the first worker free, would otherwise be written while
-// the others are still publishing. The order is read from the hub's resourceVersions: opaque to
-// clients, but one etcd revision counter here, and nothing else writes
-// these objects in this test.
+// the others are still publishing. The order is read from the hub's
+// resourceVersions: opaque to clients, but one etcd revision counter
+// here, and nothing else writes these objects in this test.
 func TestPullAgentPublishesMemberClusterLast(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

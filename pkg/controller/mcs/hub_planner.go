@@ -131,12 +131,13 @@ type HubPlanner struct {
 	leases        cache.SharedIndexInformer
 	plans         cache.SharedIndexInformer
 	planSlices    cache.SharedIndexInformer
-	// profileInf and profiles read the hub's ClusterProfiles (nil without
-	// HubPlannerConfig.Profiles).
-	profilesOf   HubProfiles
-	profileInf   dynamicinformer.DynamicSharedInformerFactory
-	profiles     cache.SharedIndexInformer
-	profilesRead cache.InformerSynced
+	// profileInf and profiles read the hub's ClusterProfiles, those of
+	// profileClusterSet (HubProfiles.ClusterSet); nil without
+	// HubPlannerConfig.Profiles.
+	profileInf        dynamicinformer.DynamicSharedInformerFactory
+	profiles          cache.SharedIndexInformer
+	profilesRead      cache.InformerSynced
+	profileClusterSet string
 
 	mu sync.Mutex
 	// namespaces are, by member, the namespaces its MemberCluster names
@@ -228,7 +229,7 @@ func NewHubPlanner(cfg HubPlannerConfig) (*HubPlanner, error) {
 	p.planDyn = dynamicinformer.NewFilteredDynamicSharedInformerFactory(cfg.HubDynamic, cfg.Resync, pull.PlanNamespace, nil)
 	p.plans = p.planDyn.ForResource(hubServicePlans).Informer()
 	if pr := cfg.Profiles; pr != nil {
-		p.profilesOf = *pr
+		p.profileClusterSet = pr.ClusterSet
 		p.profileInf = dynamicinformer.NewFilteredDynamicSharedInformerFactory(cfg.HubDynamic, cfg.Resync, pr.Namespace,
 			func(o *metav1.ListOptions) { o.LabelSelector = pr.Selector.String() })
 		p.profiles = p.profileInf.ForResource(pr.Resource).Informer()
@@ -575,7 +576,7 @@ func (p *HubPlanner) memberClusterChanged(obj any, deleted bool) {
 // what its profile says, and tells whether they changed. Called with p.mu
 // held, for a member whose MemberCluster is known.
 func (p *HubPlanner) mergeProperties(id string) bool {
-	props := pull.MemberProperties(id, &hubv1alpha1.MemberCluster{Spec: hubv1alpha1.MemberClusterSpec{Properties: p.publishedProps[id]}}, p.profileProps[id])
+	props := pull.MemberProperties(id, p.publishedProps[id], p.profileProps[id])
 	if maps.Equal(p.properties[id], props) {
 		return false
 	}
@@ -594,20 +595,17 @@ func (p *HubPlanner) profilesChanged() {
 			profiles = append(profiles, cp)
 		}
 	}
-	byID := pull.ProfileProperties(profiles, p.profilesOf.ClusterSet)
+	byID := pull.ProfileProperties(profiles, p.profileClusterSet)
 	p.mu.Lock()
+	before := p.profileProps
+	p.profileProps = byID
 	changed := false
-	for _, id := range slices.Collect(maps.Keys(p.profileProps)) {
-		if _, ok := byID[id]; !ok {
-			delete(p.profileProps, id)
-			if _, known := p.publishedProps[id]; known {
-				changed = p.mergeProperties(id) || changed
-			}
-		}
-	}
-	for id, props := range byID {
-		p.profileProps[id] = props
-		if _, known := p.publishedProps[id]; known {
+	// The members whose profile came, changed or went, and whose
+	// MemberCluster is known.
+	for id := range p.publishedProps {
+		_, had := before[id]
+		_, has := byID[id]
+		if had || has {
 			changed = p.mergeProperties(id) || changed
 		}
 	}

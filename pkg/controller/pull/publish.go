@@ -128,7 +128,8 @@ func PublishMemberCluster(namespaces []*v1.Namespace, properties map[string]stri
 }
 
 // MemberProperties reads the cluster properties member id published
-// (PublishMemberCluster), as the planner matches them: profile, the
+// (its MemberCluster's spec.properties, PublishMemberCluster), as the
+// planner matches them: profile, the
 // status.properties of the member's ClusterProfile in the hub's inventory
 // (ProfileProperties), win over the member's own for every name both give,
 // as in push mode (inventory.MergeProperties: the cluster manager's word
@@ -137,8 +138,8 @@ func PublishMemberCluster(namespaces []*v1.Namespace, properties map[string]stri
 // the hub namespace RBAC confines its agent to, whatever the member or a
 // profile says of it, so that no member can be selected, or select, as
 // another.
-func MemberProperties(id string, mc *hubv1alpha1.MemberCluster, profile []inventoryv1alpha1.Property) map[string]string {
-	out := inventory.MergeProperties(profile, mc.Spec.Properties)
+func MemberProperties(id string, published map[string]string, profile []inventoryv1alpha1.Property) map[string]string {
+	out := inventory.MergeProperties(profile, published)
 	out[aboutv1alpha1.ClusterIDProperty] = id
 	return out
 }

@@ -143,17 +143,17 @@ func TestMemberProperties(t *testing.T) {
 	own := map[string]string{"region.topology.k8s.io": "eu", aboutv1alpha1.ClusterIDProperty: "cluster-a"}
 	mc := PublishMemberCluster(nil, own)
 	own["region.topology.k8s.io"] = "changed after publishing"
-	got := MemberProperties("cluster-a", mc, nil)
+	got := MemberProperties("cluster-a", mc.Spec.Properties, nil)
 	if want := map[string]string{"region.topology.k8s.io": "eu", aboutv1alpha1.ClusterIDProperty: "cluster-a"}; !maps.Equal(got, want) {
 		t.Errorf("read back %v, want %v", got, want)
 	}
 	// cluster-b's agent publishes cluster-a's ID and region.
 	claim := PublishMemberCluster(nil, map[string]string{"region.topology.k8s.io": "eu", aboutv1alpha1.ClusterIDProperty: "cluster-a"})
-	if got := MemberProperties("cluster-b", claim, nil)[aboutv1alpha1.ClusterIDProperty]; got != "cluster-b" {
+	if got := MemberProperties("cluster-b", claim.Spec.Properties, nil)[aboutv1alpha1.ClusterIDProperty]; got != "cluster-b" {
 		t.Errorf("cluster-b claiming cluster-a's ID is read as %q, want cluster-b", got)
 	}
 	// A member without ClusterProperties is still its ID.
-	if got := MemberProperties("cluster-c", PublishMemberCluster(nil, nil), nil); !maps.Equal(got, map[string]string{aboutv1alpha1.ClusterIDProperty: "cluster-c"}) {
+	if got := MemberProperties("cluster-c", PublishMemberCluster(nil, nil).Spec.Properties, nil); !maps.Equal(got, map[string]string{aboutv1alpha1.ClusterIDProperty: "cluster-c"}) {
 		t.Errorf("cluster-c without properties is read as %v", got)
 	}
 }
@@ -169,7 +169,7 @@ func TestMemberPropertiesUnderAProfile(t *testing.T) {
 	// importers; its cluster manager says us.
 	mc := PublishMemberCluster(nil, map[string]string{region: "eu", "zone.example": "z1"})
 	profile := []inventoryv1alpha1.Property{{Name: region, Value: "us"}, {Name: aboutv1alpha1.ClusterIDProperty, Value: "cluster-b"}}
-	got := MemberProperties("cluster-a", mc, profile)
+	got := MemberProperties("cluster-a", mc.Spec.Properties, profile)
 	want := map[string]string{region: "us", "zone.example": "z1", aboutv1alpha1.ClusterIDProperty: "cluster-a"}
 	if !maps.Equal(got, want) {
 		t.Errorf("cluster-a under its profile reads %v, want %v", got, want)
