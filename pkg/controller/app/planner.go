@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/discovery"
@@ -37,15 +38,17 @@ var plannerFlags = []string{
 	"member-pod-cidrs", "endpoint-ttl", "max-clusterset-ips-per-namespace", "max-clusterset-ips-per-member",
 	"workers", "initial-sync-timeout", "kube-api-qps", "kube-api-burst", "leader-elect", "lease-namespace",
 	"leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period", "identity", "feature-gates",
-	"inventory-namespace", "inventory-selector", "clusterset",
+	"inventory-namespace", "inventory-selector", "clusterset", "ingress-members", "ingress-service-type",
 }
 
 // plannerUsage are the planner's words for the flags it takes in a sense
 // of its own.
 var plannerUsage = map[string]string{
-	"inventory-namespace": "Namespace of the hub holding a Cluster Inventory (ClusterProfiles, multicluster.x-k8s.io, KEP-4322). The properties a profile states in its status (the cluster manager's word) win over what the member it names by its cluster.clusterset.k8s.io property publishes for every name both give, as in push mode; of two profiles naming one member, the oldest one's. Without it, the members' own word is matched. The hub must serve ClusterProfiles.",
-	"inventory-selector":  "Label selector of the ClusterProfiles of --inventory-namespace that are read (default: every one).",
-	"clusterset":          "Name of the clusterset planned: a ClusterProfile whose status.properties name another in clusterset.k8s.io is about another clusterset's cluster and is not read (default: every profile is read).",
+	"inventory-namespace":  "Namespace of the hub holding a Cluster Inventory (ClusterProfiles, multicluster.x-k8s.io, KEP-4322). The properties a profile states in its status (the cluster manager's word) win over what the member it names by its cluster.clusterset.k8s.io property publishes for every name both give, as in push mode; of two profiles naming one member, the oldest one's. Without it, the members' own word is matched. The hub must serve ClusterProfiles.",
+	"inventory-selector":   "Label selector of the ClusterProfiles of --inventory-namespace that are read (default: every one).",
+	"ingress-members":      "Cluster IDs (hub namespaces) of the members whose pods the other members cannot reach, nor they the others' (private or overlapping pod networks), comma separated. Between such a member and any other, an export is reached through its cluster's ingress: the exported Service itself when it is a NodePort or LoadBalancer Service, otherwise a Service of --ingress-service-type that the exporting member's agent creates for it as the plan asks (ingress-<hash>); the plan gives the other side the ingress's entry points (the addresses the member publishes of its ready nodes, or the load balancer's) instead of pod IPs.",
+	"ingress-service-type": "Type of the ingress Services the plan asks the members' agents to create: NodePort (every ready node is an entry point) or LoadBalancer (the load balancer's address is).",
+	"clusterset":           "Name of the clusterset planned: a ClusterProfile whose status.properties name another in clusterset.k8s.io is about another clusterset's cluster and is not read (default: every profile is read).",
 }
 
 // NewPlannerCommand is `mcs-controller planner`.
@@ -126,6 +129,10 @@ func RunPlanner(ctx context.Context, o *Options) error {
 	reg := compmetrics.NewKubeRegistry()
 	reg.RawMustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(leaderGauge)
+	ingressMembers := map[string]bool{}
+	for _, id := range o.IngressMembers {
+		ingressMembers[id] = true
+	}
 	planner, err := mcs.NewHubPlanner(mcs.HubPlannerConfig{
 		Config: mcs.Config{
 			ManagedBy:                    o.ManagedBy,
@@ -139,6 +146,9 @@ func RunPlanner(ctx context.Context, o *Options) error {
 			Workers:                      o.Workers,
 			InitialSyncTimeout:           o.InitialSyncTimeout,
 			ClusterSelection:             o.FeatureGates.Enabled(features.MultiClusterServiceClusterSelection),
+			// Members come and go as hub namespaces: the IDs as given.
+			IngressMembers:     ingressMembers,
+			IngressServiceType: v1.ServiceType(o.IngressServiceType),
 		},
 		Hub: hubKube, HubDynamic: dynamic.NewForConfigOrDie(hub), Recorder: recorder, Registry: reg,
 		Profiles: profiles,

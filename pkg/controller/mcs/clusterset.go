@@ -45,6 +45,10 @@ type desiredState struct {
 	// the ingress Services to create, by exporting cluster.
 	Ingress         map[string]*discoveryv1.EndpointSlice
 	IngressServices map[string]*v1.Service
+	// IngressMembers are the members reached only through their ingress
+	// (ingressMembers), sorted: a member imports the pods' slices of the
+	// sources it reaches (reaches), the entry points of the others.
+	IngressMembers []string
 	// Stale are the source clusters whose endpoints are kept although
 	// their leases expired, because no source of the name is alive.
 	Stale []string

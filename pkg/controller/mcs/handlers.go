@@ -124,7 +124,8 @@ func (c *Controller) addHandlers(m *member) {
 			if ok1 && ok2 && slices.Equal(o.Spec.PodCIDRs, n.Spec.PodCIDRs) && apiequality.Semantic.DeepEqual(o.Status.Addresses, n.Status.Addresses) {
 				// A node's readiness makes it an entry point of its
 				// cluster's ingresses, or not.
-				if nodeReadyChanged(o, n) && needsIngress(&c.cfg, m.id, memberIDs(c.members.all())) {
+				ids := memberIDs(c.members.all())
+				if nodeReadyChanged(o, n) && needsIngress(ingressMembers(&c.cfg, ids), m.id, ids) {
 					for _, k := range m.exportKeys() {
 						c.queue.Add(k)
 					}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	hubv1alpha1 "k8s.io/multiclusterservices/apis/hub/v1alpha1"
@@ -20,9 +21,12 @@ import (
 // functions; what the agents do with what they read is today's writers'.
 // They carry the part of a desired state every member shares: the import,
 // its slices, where it is imported, and the cluster selector results of
-// every importer (one entry per outcome). What else differs per member
-// (the conditions of its own export, which go on its MemberExport's
-// status; a catalog variant, ingress) is not in the plan.
+// every importer (one entry per outcome), and where pod networks do not
+// reach each other, the sources' entry points and which members import
+// them (PlannedIngress). What else differs per member (the conditions of
+// its own export, which go on its MemberExport's status; the ingress
+// Service a source makes from its own Service; a catalog variant) is not
+// in the plan.
 
 // hubPlanOf is the plan of ns/name that d decides.
 func hubPlanOf(ns, name string, d *desiredState) (*hubv1alpha1.ServicePlan, []*discoveryv1.EndpointSlice) {
@@ -35,6 +39,13 @@ func hubPlanOf(ns, name string, d *desiredState) (*hubv1alpha1.ServicePlan, []*d
 			Retain:     d.Retain,
 			Stale:      d.Stale,
 		},
+	}
+	if len(d.IngressMembers) > 0 || len(d.IngressServices) > 0 {
+		in := &hubv1alpha1.PlannedIngress{Members: d.IngressMembers, ServiceIn: slices.Sorted(maps.Keys(d.IngressServices))}
+		for _, id := range in.ServiceIn {
+			in.ServiceType = d.IngressServices[id].Spec.Type
+		}
+		sp.Spec.Ingress = in
 	}
 	if d.Import != nil {
 		sp.Spec.Import = &hubv1alpha1.PlannedImport{
@@ -49,16 +60,36 @@ func hubPlanOf(ns, name string, d *desiredState) (*hubv1alpha1.ServicePlan, []*d
 	}
 	var planned []*discoveryv1.EndpointSlice
 	for _, k := range slices.Sorted(maps.Keys(d.Slices)) {
-		planned = append(planned, pull.PlanSlice(d.Slices[k], d.Triggers[k]))
+		planned = append(planned, pull.PlanSlice(d.Slices[k], d.Triggers[k], false))
+	}
+	for _, k := range slices.Sorted(maps.Keys(d.Ingress)) {
+		planned = append(planned, pull.PlanSlice(d.Ingress[k], time.Time{}, true))
 	}
 	return sp, planned
 }
 
+// ingressServiceOf is the ingress Service cluster makes for its export of
+// a name, of type typ (export.IngressService of its own Service and
+// ServiceExport), nil when it cannot: a member's agent makes its own.
+type ingressServiceOf func(cluster string, typ v1.ServiceType) *v1.Service
+
 // desiredOfHubPlan is the desired state a member's agent reads from sp and
-// its slices, to be written by managedBy.
-func desiredOfHubPlan(sp *hubv1alpha1.ServicePlan, planned []*discoveryv1.EndpointSlice, managedBy string) (*desiredState, error) {
+// its slices, to be written by managedBy, with the ingress Services
+// ingress makes where the plan asks for them.
+func desiredOfHubPlan(sp *hubv1alpha1.ServicePlan, planned []*discoveryv1.EndpointSlice, managedBy string, ingress ingressServiceOf) (*desiredState, error) {
 	ns, name := sp.Spec.Service.Namespace, sp.Spec.Service.Name
 	d := &desiredState{ImportedIn: sp.Spec.ImportedIn, Retain: sp.Spec.Retain, Stale: sp.Spec.Stale}
+	if in := sp.Spec.Ingress; in != nil {
+		d.IngressMembers = in.Members
+		for _, id := range in.ServiceIn {
+			if svc := ingress(id, in.ServiceType); svc != nil {
+				if d.IngressServices == nil {
+					d.IngressServices = map[string]*v1.Service{}
+				}
+				d.IngressServices[id] = svc
+			}
+		}
+	}
 	if in := sp.Spec.Import; in != nil {
 		d.Import = &mcsv1beta1.ServiceImport{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: maps.Clone(in.Labels), Annotations: maps.Clone(in.Annotations)},
@@ -85,6 +116,13 @@ func desiredOfHubPlan(sp *hubv1alpha1.ServicePlan, planned []*discoveryv1.Endpoi
 		}
 		if is.Namespace != ns || is.Labels[mcsv1beta1.LabelServiceName] != name {
 			return nil, fmt.Errorf("the plan's EndpointSlice %s is of %s/%s, not of %s/%s", ps.Name, is.Namespace, is.Labels[mcsv1beta1.LabelServiceName], ns, name)
+		}
+		if pull.IsEntryPoints(ps) {
+			if d.Ingress == nil {
+				d.Ingress = map[string]*discoveryv1.EndpointSlice{}
+			}
+			d.Ingress[is.Name] = is
+			continue
 		}
 		d.Slices[is.Name] = is
 		if !trigger.IsZero() {

@@ -3,8 +3,10 @@ package mcs
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -15,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	hubv1alpha1 "k8s.io/multiclusterservices/apis/hub/v1alpha1"
+	"k8s.io/multiclusterservices/export"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/pull"
@@ -126,15 +129,11 @@ func (s *hubPlanModel) plan(ctx context.Context, key string) error {
 	if err != nil {
 		return nil
 	}
-	_, membership := s.c.members.at()
+	members, membership := s.c.members.at()
 	d := &desiredState{}
-	if obj, ok, _ := s.plans.GetStore().GetByKey(pull.PlanNamespace + "/" + pull.PlanName(ns, name)); ok {
-		sp, isPlan := obj.(*hubv1alpha1.ServicePlan)
-		if !isPlan || sp.Spec.Service.Namespace != ns || sp.Spec.Service.Name != name {
-			return nil
-		}
+	if sp := s.planOf(ns, name); sp != nil {
 		planned := indexed[*discoveryv1.EndpointSlice](s.planSlices.GetIndexer(), byPlannedService, key)
-		if d, err = desiredOfHubPlan(sp, planned, s.c.cfg.ManagedBy); err != nil {
+		if d, err = desiredOfHubPlan(sp, planned, s.c.cfg.ManagedBy, s.ingressService(members[0], ns, name)); err != nil {
 			s.c.logger.Error(err, "The hub's plan cannot be read; what this cluster holds of it stays as it is", "key", key)
 			return nil
 		}
@@ -154,8 +153,52 @@ func (s *hubPlanModel) plan(ctx context.Context, key string) error {
 	return nil
 }
 
-// The plan decides: no change in the member plans anything again.
-func (*hubPlanModel) readsService(*member, string) bool         { return false }
+// planOf is the plan of ns/name the hub holds, nil when none.
+func (s *hubPlanModel) planOf(ns, name string) *hubv1alpha1.ServicePlan {
+	obj, ok, _ := s.plans.GetStore().GetByKey(pull.PlanNamespace + "/" + pull.PlanName(ns, name))
+	if !ok {
+		return nil
+	}
+	sp, isPlan := obj.(*hubv1alpha1.ServicePlan)
+	if !isPlan || sp.Spec.Service.Namespace != ns || sp.Spec.Service.Name != name {
+		return nil
+	}
+	return sp
+}
+
+// ingressService makes, where the plan asks this member for an ingress
+// Service of ns/name, the one its own Service and ServiceExport call for,
+// as push mode's planIngress makes it (which decides, in the planner,
+// whether there is to be one): none while the member has either not.
+func (s *hubPlanModel) ingressService(m *member, ns, name string) ingressServiceOf {
+	return func(cluster string, typ v1.ServiceType) *v1.Service {
+		if cluster != s.member {
+			return nil
+		}
+		svc, err := m.services.Services(ns).Get(name)
+		if err != nil || svc.DeletionTimestamp != nil {
+			return nil
+		}
+		se, err := m.exports.ServiceExports(ns).Get(name)
+		if err != nil || se.DeletionTimestamp != nil {
+			return nil
+		}
+		return export.IngressService(svc, se, typ, s.c.cfg.ManagedBy)
+	}
+}
+
+// readsService: the plan decides, but where it asks this member for an
+// ingress Service, that Service follows the member's own exported one.
+func (s *hubPlanModel) readsService(m *member, key string) bool {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil || m.id != s.member {
+		return false
+	}
+	sp := s.planOf(ns, name)
+	return sp != nil && sp.Spec.Ingress != nil && slices.Contains(sp.Spec.Ingress.ServiceIn, s.member)
+}
+
+// The plan decides: no slice of the member plans anything again.
 func (*hubPlanModel) readsSlicesOf(*member, string) bool        { return false }
 func (*hubPlanModel) importChanged(*mcsv1beta1.ServiceImport)   {}
 func (*hubPlanModel) ipKey(si *mcsv1beta1.ServiceImport) string { return si.Namespace + "/" + si.Name }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
 	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
@@ -41,7 +42,7 @@ func TestPlanHoldsEachSelectorOutcomeOnce(t *testing.T) {
 	if got := len(sp.Spec.Import.SelectorResults); got != 3 {
 		t.Fatalf("the plan holds %d selector outcomes for 251 importers, want 3 (eu, us, unknown)", got)
 	}
-	back, err := desiredOfHubPlan(sp, nil, "m")
+	back, err := desiredOfHubPlan(sp, nil, "m", func(string, v1.ServiceType) *v1.Service { return nil })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -143,6 +143,9 @@ type HubPlanner struct {
 	// namespaces are, by member, the namespaces its MemberCluster names
 	// (read once per change of it, not per plan).
 	namespaces map[string]map[string]*v1.Namespace
+	// entryPoints are, by member, the addresses its MemberCluster gives
+	// of its nodes that serve node ports.
+	entryPoints map[string][]string
 	// properties are, by member, the cluster properties cluster selection
 	// matches (pull.MemberProperties): what its MemberCluster published
 	// (publishedProps) under what its ClusterProfile says
@@ -183,6 +186,7 @@ func NewHubPlanner(cfg HubPlannerConfig) (*HubPlanner, error) {
 		queue:          workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "planner"}),
 		ips:            clustersetip.New(cfg.Config.ClusterSetIPRanges),
 		namespaces:     map[string]map[string]*v1.Namespace{},
+		entryPoints:    map[string][]string{},
 		properties:     map[string]map[string]string{},
 		publishedProps: map[string]map[string]string{},
 		profileProps:   map[string][]inventoryv1alpha1.Property{},
@@ -532,20 +536,33 @@ func (p *HubPlanner) memberClusterChanged(obj any, deleted bool) {
 	}
 	p.mu.Lock()
 	before, had := p.namespaces[id]
-	var propsChanged bool
+	var propsChanged, entryPointsChanged bool
 	if deleted {
 		delete(p.namespaces, id)
 		delete(p.publishedProps, id)
 		delete(p.properties, id)
+		delete(p.entryPoints, id)
 	} else {
 		p.namespaces[id] = now
 		p.publishedProps[id] = mc.Spec.Properties
 		propsChanged = p.mergeProperties(id)
+		entryPointsChanged = !slices.Equal(p.entryPoints[id], mc.Spec.EntryPoints)
+		p.entryPoints[id] = mc.Spec.EntryPoints
 	}
 	p.mu.Unlock()
 	if !had || deleted || propsChanged && p.cfg.ClusterSelection {
 		p.enqueueAll()
 		return
+	}
+	if entryPointsChanged && len(p.cfg.IngressMembers) > 0 {
+		// The member's NodePort ingresses are entered there: its
+		// exports are planned again.
+		objs, _ := p.exports.GetIndexer().ByIndex(cache.NamespaceIndex, id)
+		for _, o := range objs {
+			if me, ok := o.(*hubv1alpha1.MemberExport); ok {
+				p.queue.Add(me.Spec.Service.Namespace + "/" + me.Spec.Service.Name)
+			}
+		}
 	}
 	changed := map[string]bool{}
 	for ns, n := range now {
@@ -727,6 +744,7 @@ func (p *HubPlanner) readHubSnapshot(ns, name string, planned *hubv1alpha1.Servi
 		if me := exports[id]; me != nil {
 			src := pull.Read(me, ownedBy(published[id], me))
 			ms.Export, ms.Service, ms.Slices, ms.SlicesChecked = src.Export, src.Service, src.Slices, true
+			ms.IngressService, ms.EntryPoints = src.Ingress, p.entryPoints[id]
 			if p.cfg.ClusterSelection {
 				ms.ClusterSelectors = src.ClusterSelectors
 			} else {

@@ -28,16 +28,32 @@ import (
 // pods: whether they reach the export through its ingress, and why not.
 const ConditionIngressReady = "IngressReady"
 
+// ingressMembers are those of members (cluster IDs) reached only through
+// their ingress (Config.IngressMembers), sorted; nil when none is. A plan
+// carries them (desiredState.IngressMembers), so that whoever writes it,
+// push mode's controller or a member's agent, decides reach the same way.
+func ingressMembers(cfg *Config, members []string) []string {
+	var out []string
+	for _, id := range members {
+		if cfg.IngressMembers[id] {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
 // reaches tells whether the nodes of member consumer can reach the pods of
-// source cluster source.
-func reaches(cfg *Config, consumer, source string) bool {
-	return consumer == source || !cfg.IngressMembers[consumer] && !cfg.IngressMembers[source]
+// source cluster source, ingress being the members reached only through
+// their ingress.
+func reaches(ingress []string, consumer, source string) bool {
+	return consumer == source || !slices.Contains(ingress, consumer) && !slices.Contains(ingress, source)
 }
 
 // needsIngress tells whether any of members (cluster IDs) other than
 // source cannot reach source's pods.
-func needsIngress(cfg *Config, source string, members []string) bool {
-	return slices.ContainsFunc(members, func(id string) bool { return !reaches(cfg, id, source) })
+func needsIngress(ingress []string, source string, members []string) bool {
+	return slices.ContainsFunc(members, func(id string) bool { return !reaches(ingress, id, source) })
 }
 
 // ingressType is the type of the ingress Services the controller creates.
@@ -87,7 +103,7 @@ func planIngress(cfg *Config, m *memberSnapshot, e export.Export, r export.Resul
 		}
 		ingress = have
 	}
-	out, st := export.IngressSlices(ingress, m.Nodes, name, e.Cluster, cfg.ManagedBy, r.ServedPorts[e.Cluster], export.ReadyEndpoints(own) > 0)
+	out, st := export.IngressSlices(ingress, m.EntryPoints, name, e.Cluster, cfg.ManagedBy, r.ServedPorts[e.Cluster], export.ReadyEndpoints(own) > 0)
 	cond.Reason, cond.Message = st.Reason, st.Message
 	if st.Serving {
 		cond.Status = metav1.ConditionTrue
@@ -149,7 +165,7 @@ func (w writes) memberView(d *desiredState) []*discoveryv1.EndpointSlice {
 	m := w.m
 	out := make([]*discoveryv1.EndpointSlice, 0, len(d.Slices))
 	for _, name := range slices.Sorted(maps.Keys(d.Slices)) {
-		if !reaches(w.cfg, m.id, d.Slices[name].Labels[mcsv1beta1.LabelSourceCluster]) {
+		if !reaches(d.IngressMembers, m.id, d.Slices[name].Labels[mcsv1beta1.LabelSourceCluster]) {
 			continue
 		}
 		s := d.Slices[name].DeepCopy()
@@ -157,7 +173,7 @@ func (w writes) memberView(d *desiredState) []*discoveryv1.EndpointSlice {
 		out = append(out, s)
 	}
 	for _, name := range slices.Sorted(maps.Keys(d.Ingress)) {
-		if reaches(w.cfg, m.id, d.Ingress[name].Labels[mcsv1beta1.LabelSourceCluster]) {
+		if reaches(d.IngressMembers, m.id, d.Ingress[name].Labels[mcsv1beta1.LabelSourceCluster]) {
 			continue
 		}
 		out = append(out, d.Ingress[name].DeepCopy())

@@ -76,9 +76,10 @@ type memberSnapshot struct {
 	RangesKnown    bool
 	RangesSource   string
 	// IngressService is the Service of the name's ingress name in the
-	// member, nil when none; Nodes are its nodes, nil when not listed.
+	// member, nil when none; EntryPoints are the addresses of its nodes
+	// that serve node ports (export.EntryPoints), nil when not listed.
 	IngressService *v1.Service
-	Nodes          []*v1.Node
+	EntryPoints    []string
 	// ImportClusters are the status.clusters of the member's import of
 	// the name, when this controller wrote one.
 	ImportClusters []string
@@ -282,6 +283,8 @@ func planSlices(cfg *Config, s snapshot, byID map[string]*memberSnapshot, m merg
 	if len(alive) == 0 {
 		d.Stale = m.result.Clusters
 	}
+	ids := s.memberIDs()
+	d.IngressMembers = ingressMembers(cfg, ids)
 	var reports []sourceReport
 	for _, e := range m.exports {
 		if len(alive) > 0 && !slices.Contains(alive, e.Cluster) {
@@ -314,7 +317,7 @@ func planSlices(cfg *Config, s snapshot, byID map[string]*memberSnapshot, m merg
 				d.Triggers[is.Name] = t
 			}
 		}
-		if needsIngress(cfg, e.Cluster, s.memberIDs()) {
+		if needsIngress(d.IngressMembers, e.Cluster, ids) {
 			planIngress(cfg, src, e, m.result, own, d)
 		}
 	}

@@ -97,6 +97,9 @@ type planSummary struct {
 	// ("[a b] [c]") or why they cannot be evaluated.
 	Results map[string]string
 	Ingress []string
+	// EntryPoints are, per source cluster, the addresses of its
+	// entry-point slices.
+	EntryPoints map[string][]string
 }
 
 func summarize(p plan) planSummary {
@@ -146,7 +149,26 @@ func summarize(p plan) planSummary {
 		out.Ingress = append(out.Ingress, id)
 	}
 	slices.Sort(out.Ingress)
+	for _, s := range d.Ingress {
+		if out.EntryPoints == nil {
+			out.EntryPoints = map[string][]string{}
+		}
+		c := s.Labels[mcsv1beta1.LabelSourceCluster]
+		for _, ep := range s.Endpoints {
+			out.EntryPoints[c] = append(out.EntryPoints[c], ep.Addresses...)
+		}
+		slices.Sort(out.EntryPoints[c])
+	}
 	return out
+}
+
+// ingressOf is member m with its export's ingress Service made as the
+// controller makes it, its node port allocated, and entry points.
+func ingressOf(m memberSnapshot, entryPoints ...string) memberSnapshot {
+	in := export.IngressService(m.Service, m.Export, v1.ServiceTypeNodePort, mcsproxy.DefaultManagedBy)
+	in.Spec.Ports[0].NodePort = 30080
+	m.IngressService, m.EntryPoints = in, entryPoints
+	return m
 }
 
 // TestPlan runs the planner over snapshots of plain values. Every case is
@@ -290,6 +312,24 @@ func TestPlan(t *testing.T) {
 			Conditions: map[string][]string{"cluster-a": {"Conflict=False/NoConflicts", "IngressReady=False/" + export.IngressReasonPending, "Ready=True/Exported", "Valid=True/Valid"}},
 			Ingress:    []string{"cluster-a"}},
 	}, {
+		name: "an exporter the others cannot reach, its ingress made: the others get its ready entry points, it reaches theirs through theirs",
+		cfg:  Config{IngressMembers: map[string]bool{"cluster-a": true}},
+		members: []memberSnapshot{
+			// What a member's nodes give as entry points is checked:
+			// a loopback or link-local address is never one.
+			ingressOf(exporting("cluster-a", 0, httpPort, "10.1.0.1"), "127.0.0.1", "169.254.169.254", "172.30.0.1", "172.30.0.2"),
+			ingressOf(exporting("cluster-b", 1, httpPort, "10.2.0.1"), "172.30.1.1"),
+			bystander("cluster-c"),
+		},
+		want: planSummary{Imported: true, Type: mcsv1beta1.ClusterSetIP, Clusters: []string{"cluster-a", "cluster-b"},
+			Addresses:   map[string][]string{"cluster-a": {"10.1.0.1"}, "cluster-b": {"10.2.0.1"}},
+			EntryPoints: map[string][]string{"cluster-a": {"172.30.0.1", "172.30.0.2"}, "cluster-b": {"172.30.1.1"}},
+			Conditions: map[string][]string{
+				"cluster-a": {"Conflict=False/NoConflicts", "IngressReady=True/" + export.IngressReasonServing, "Ready=True/Exported", "Valid=True/Valid"},
+				"cluster-b": {"Conflict=False/NoConflicts", "IngressReady=True/" + export.IngressReasonServing, "Ready=True/Exported", "Valid=True/Valid"},
+			},
+			Ingress: []string{"cluster-a", "cluster-b"}},
+	}, {
 		name: "cluster selection: the oldest export's selectors go on the import; others differing say Conflict",
 		cfg:  Config{ClusterSelection: true},
 		members: []memberSnapshot{
@@ -377,7 +417,7 @@ func TestPlan(t *testing.T) {
 			// Pull mode, the other way: the plan as the planner writes it
 			// into the hub and an agent reads it back holds what push mode
 			// writes into every member of the import and its slices.
-			if diff := cmp.Diff(sharedPart(first.Desired), viaHubPlan(t, first.Desired, cfg.ManagedBy), cmp.AllowUnexported(desiredState{})); diff != "" {
+			if diff := cmp.Diff(sharedPart(first.Desired), viaHubPlan(t, first.Desired, cfg.ManagedBy, tc.members), cmp.AllowUnexported(desiredState{})); diff != "" {
 				t.Errorf("the plan read back from the hub differs (-planned +read):\n%s", diff)
 			}
 		})
@@ -387,7 +427,7 @@ func TestPlan(t *testing.T) {
 // viaHubPlan returns d as an agent reads it from the hub: written as the
 // planner writes it (hubPlanOf), through JSON as the apiserver keeps it,
 // and read back (desiredOfHubPlan).
-func viaHubPlan(t *testing.T, d *desiredState, managedBy string) *desiredState {
+func viaHubPlan(t *testing.T, d *desiredState, managedBy string, members []memberSnapshot) *desiredState {
 	t.Helper()
 	sp, planned := hubPlanOf("demo", "web", d)
 	through := func(in, out any) {
@@ -407,7 +447,17 @@ func viaHubPlan(t *testing.T, d *desiredState, managedBy string) *desiredState {
 		through(ps, k)
 		keptSlices = append(keptSlices, k)
 	}
-	back, err := desiredOfHubPlan(kept, keptSlices, managedBy)
+	// Each source makes its own ingress Service, from its own Service
+	// and export.
+	ingress := func(cluster string, typ v1.ServiceType) *v1.Service {
+		for _, m := range members {
+			if m.ID == cluster && m.Service != nil && m.Export != nil {
+				return export.IngressService(m.Service, m.Export, typ, managedBy)
+			}
+		}
+		return nil
+	}
+	back, err := desiredOfHubPlan(kept, keptSlices, managedBy, ingress)
 	if err != nil {
 		t.Fatalf("reading the plan back: %v", err)
 	}
@@ -415,12 +465,15 @@ func viaHubPlan(t *testing.T, d *desiredState, managedBy string) *desiredState {
 }
 
 // sharedPart is what of d the hub's plan carries: what every member
-// shares, and each importer's cluster selector results.
+// shares, each importer's cluster selector results, and the ingresses
+// (the sources' entry points, who imports them, which sources make an
+// ingress Service).
 func sharedPart(d *desiredState) *desiredState {
 	return &desiredState{
 		Import: d.Import, Clusters: d.Clusters, IPError: d.IPError, Slices: d.Slices, ImportedIn: d.ImportedIn,
 		Retain: d.Retain, Triggers: d.Triggers, Stale: d.Stale, ClusterSelectors: d.ClusterSelectors,
 		SelectorResults: d.SelectorResults,
+		Ingress:         d.Ingress, IngressServices: d.IngressServices, IngressMembers: d.IngressMembers,
 	}
 }
 
@@ -435,7 +488,7 @@ func viaHub(t *testing.T, members []memberSnapshot, managers []string) []memberS
 			out = append(out, m)
 			continue
 		}
-		src := pull.Source{Export: m.Export, ClusterSelectors: m.ClusterSelectors, Namespace: m.Namespace, Service: m.Service, Slices: m.Slices}
+		src := pull.Source{Export: m.Export, ClusterSelectors: m.ClusterSelectors, Namespace: m.Namespace, Service: m.Service, Slices: m.Slices, Ingress: m.IngressService}
 		me := pull.PublishExport(src)
 		if me != nil {
 			me.UID = types.UID("published-" + m.ID)
@@ -444,6 +497,7 @@ func viaHub(t *testing.T, members []memberSnapshot, managers []string) []memberS
 		back := pull.Read(me, published)
 		p := m
 		p.Export, p.ClusterSelectors, p.Service, p.Slices, p.SlicesChecked = back.Export, back.ClusterSelectors, back.Service, back.Slices, true
+		p.IngressService = back.Ingress
 		if me != nil {
 			// What the planner reads of the namespace is when it was
 			// made; its phase (the whole namespace going) comes with

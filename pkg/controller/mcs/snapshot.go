@@ -67,12 +67,13 @@ func (c *Controller) readSnapshot(ns, name string) (snapshot, error) {
 		ms.Slices = indexed[*discoveryv1.EndpointSlice](m.localSlices, byService, key)
 		r := m.endpointRanges(c.cfg.MemberPodCIDRs)
 		ms.EndpointRanges, ms.RangesKnown, ms.RangesSource = r.Prefixes, r.Known, r.Source
-		if needsIngress(&c.cfg, m.id, ids) {
+		if needsIngress(ingressMembers(&c.cfg, ids), m.id, ids) {
 			if in, err := m.services.Services(ns).Get(export.IngressName(ns, name)); err == nil {
 				ms.IngressService = in
 			}
 			if m.inf.nodes.HasSynced() {
-				ms.Nodes, _ = m.nodes.List(labels.Everything())
+				nodes, _ := m.nodes.List(labels.Everything())
+				ms.EntryPoints = export.EntryPoints(nodes)
 			}
 		}
 		s.Members = append(s.Members, ms)

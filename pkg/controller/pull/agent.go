@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -34,6 +35,7 @@ import (
 	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
 	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
 	hubv1alpha1 "k8s.io/multiclusterservices/apis/hub/v1alpha1"
+	"k8s.io/multiclusterservices/export"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
@@ -240,6 +242,25 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 	always := func(key string) cache.ResourceEventHandler {
 		return byKey(func(any) (string, bool) { return key, true })
 	}
+	// A Service is published with the export of its name, and, under an
+	// ingress name, with the export it is the ingress of.
+	onService := cache.ResourceEventHandlerFuncs{
+		AddFunc:    a.enqueueService,
+		UpdateFunc: func(_, obj any) { a.enqueueService(obj) },
+		DeleteFunc: a.enqueueService,
+	}
+	// A node that becomes an entry point, or stops being one, changes
+	// the MemberCluster's entry points.
+	onNode := cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { a.queue.Add(memberClusterKey) },
+		UpdateFunc: func(old, obj any) {
+			o, n := ObjectOf[*v1.Node](old), ObjectOf[*v1.Node](obj)
+			if o == nil || n == nil || !slices.Equal(export.EntryPoints([]*v1.Node{o}), export.EntryPoints([]*v1.Node{n})) {
+				a.queue.Add(memberClusterKey)
+			}
+		},
+		DeleteFunc: func(any) { a.queue.Add(memberClusterKey) },
+	}
 	// ownSeen passes an event of what the agent writes in the hub to h,
 	// once it has ended any wait for that write (OwnWrites).
 	ownSeen := func(resource string, h cache.ResourceEventHandler) cache.ResourceEventHandler {
@@ -259,7 +280,8 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 		handler  cache.ResourceEventHandler
 	}{
 		{a.exportInformer, byKey(ownKey)},
-		{a.memberInformers.Core().V1().Services().Informer(), byKey(ownKey)},
+		{a.memberInformers.Core().V1().Services().Informer(), onService},
+		{a.memberInformers.Core().V1().Nodes().Informer(), onNode},
 		{a.memberSlices.Discovery().V1().EndpointSlices().Informer(), byKey(sliceKey)},
 		{a.memberInformers.Core().V1().Namespaces().Informer(), onNamespace},
 		{a.properties, always(memberClusterKey)},
@@ -299,6 +321,7 @@ func (a *Agent) Run(ctx context.Context, workers int) error {
 		a.exportInformer.HasSynced, a.properties.HasSynced, a.published.HasSynced, a.publishedMember.HasSynced,
 		a.memberInformers.Core().V1().Services().Informer().HasSynced,
 		a.memberInformers.Core().V1().Namespaces().Informer().HasSynced,
+		a.memberInformers.Core().V1().Nodes().Informer().HasSynced,
 		a.memberSlices.Discovery().V1().EndpointSlices().Informer().HasSynced,
 		a.hubInformers.Discovery().V1().EndpointSlices().Informer().HasSynced) {
 		return ctx.Err()
@@ -346,6 +369,27 @@ func (a *Agent) enqueueNamespace(obj any) {
 	}
 }
 
+// enqueueService syncs the export of a Service's name and, when the
+// Service has an ingress name (which its labels may not say: a Service
+// of that name someone else made is published too, and the planner does
+// not use it), the export in its namespace whose ingress name it is.
+func (a *Agent) enqueueService(obj any) {
+	svc := ObjectOf[*v1.Service](obj)
+	if svc == nil {
+		return
+	}
+	a.queue.Add(svc.Namespace + "/" + svc.Name)
+	if !strings.HasPrefix(svc.Name, "ingress-") {
+		return
+	}
+	exports, _ := a.exportInformer.GetIndexer().ByIndex(cache.NamespaceIndex, svc.Namespace)
+	for _, e := range exports {
+		if o, ok := e.(metav1.Object); ok && export.IngressName(o.GetNamespace(), o.GetName()) == svc.Name {
+			a.queue.Add(o.GetNamespace() + "/" + o.GetName())
+		}
+	}
+}
+
 // source reads what the member holds of ns/name.
 func (a *Agent) source(ns, name string) (Source, error) {
 	var src Source
@@ -367,10 +411,18 @@ func (a *Agent) source(ns, name string) (Source, error) {
 	if n, err := a.memberInformers.Core().V1().Namespaces().Lister().Get(ns); err == nil {
 		src.Namespace = n
 	}
-	svc, err := a.memberInformers.Core().V1().Services().Lister().Services(ns).Get(name)
+	services := a.memberInformers.Core().V1().Services().Lister().Services(ns)
+	svc, err := services.Get(name)
 	switch {
 	case err == nil:
 		src.Service = svc
+	case !apierrors.IsNotFound(err):
+		return src, err
+	}
+	in, err := services.Get(export.IngressName(ns, name))
+	switch {
+	case err == nil:
+		src.Ingress = in
 	case !apierrors.IsNotFound(err):
 		return src, err
 	}
@@ -497,7 +549,11 @@ func (a *Agent) syncMemberCluster(ctx context.Context) error {
 			properties[u.GetName()] = value
 		}
 	}
-	want := PublishMemberCluster(namespaces, properties)
+	nodes, err := a.memberInformers.Core().V1().Nodes().Lister().List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	want := PublishMemberCluster(namespaces, properties, nodes)
 	api := a.cfg.HubDynamic.Resource(memberClusters).Namespace(a.cfg.ClusterID)
 	obj, ok, err := a.publishedMember.GetStore().GetByKey(a.cfg.ClusterID + "/" + hubv1alpha1.MemberClusterName)
 	if err != nil {

@@ -30,9 +30,10 @@ const PlannerManager = "planner.hub.multiclusterservices.k8s.io"
 func PlanName(namespace, name string) string { return MemberExportName(namespace, name) }
 
 // PlanSlice is the plan's EndpointSlice of imported, a slice members are
-// to hold (export.ImportedSlice), whose source's change happened at
+// to hold (export.ImportedSlice, or with entryPoints its source's entry
+// points, export.IngressSlices), whose source's change happened at
 // trigger (zero: unknown).
-func PlanSlice(imported *discoveryv1.EndpointSlice, trigger time.Time) *discoveryv1.EndpointSlice {
+func PlanSlice(imported *discoveryv1.EndpointSlice, trigger time.Time, entryPoints bool) *discoveryv1.EndpointSlice {
 	annotations := maps.Clone(imported.Annotations)
 	if annotations == nil {
 		annotations = map[string]string{}
@@ -41,7 +42,7 @@ func PlanSlice(imported *discoveryv1.EndpointSlice, trigger time.Time) *discover
 	if !trigger.IsZero() {
 		annotations[v1.EndpointsLastChangeTriggerTime] = trigger.UTC().Format(time.RFC3339Nano)
 	}
-	return &discoveryv1.EndpointSlice{
+	ps := &discoveryv1.EndpointSlice{
 		TypeMeta: metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSlice"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      PublishedSliceName(imported.Namespace, imported.Name),
@@ -58,6 +59,16 @@ func PlanSlice(imported *discoveryv1.EndpointSlice, trigger time.Time) *discover
 		Endpoints:   imported.Endpoints,
 		Ports:       imported.Ports,
 	}
+	if entryPoints {
+		ps.Labels[hubv1alpha1.LabelEntryPoints] = "true"
+	}
+	return ps
+}
+
+// IsEntryPoints tells whether ps, a slice of the plan, holds its source
+// cluster's entry points rather than its pods (PlanSlice).
+func IsEntryPoints(ps *discoveryv1.EndpointSlice) bool {
+	return ps.Labels[hubv1alpha1.LabelEntryPoints] == "true"
 }
 
 // SliceOfPlan is the EndpointSlice a member holds of ps, a slice of the

@@ -17,10 +17,12 @@ import (
 // TestPlanSlice: a slice members are to hold goes into the plan without
 // a label of KEP-1645's (a hub that is a member would take it for an
 // import of its own) and comes back, under the agent's own manager, as
-// it was planned, with when its source changed.
+// it was planned, with when its source changed, and whether it holds its
+// source's entry points.
 func TestPlanSlice(t *testing.T) {
 	trigger := time.Date(2026, 12, 2, 10, 0, 0, 123456789, time.UTC)
-	for _, name := range []string{"web-cluster-a-abcde", strings.Repeat("x", 250)} {
+	for i, name := range []string{"web-cluster-a-abcde", strings.Repeat("x", 250), "web-cluster-a-ingress-ipv4"} {
+		entryPoints := i == 2
 		imported := &discoveryv1.EndpointSlice{
 			ObjectMeta: metav1.ObjectMeta{
 				Name: name, Namespace: "demo",
@@ -30,7 +32,10 @@ func TestPlanSlice(t *testing.T) {
 			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.1.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
 			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080)}},
 		}
-		ps := PlanSlice(imported, trigger)
+		ps := PlanSlice(imported, trigger, entryPoints)
+		if IsEntryPoints(ps) != entryPoints {
+			t.Errorf("%s read back as entry points: %v, want %v", name, IsEntryPoints(ps), entryPoints)
+		}
 		if ps.Namespace != PlanNamespace || len(ps.Name) > 253 {
 			t.Errorf("planned as %s/%s, want a name of at most 253 characters in %s", ps.Namespace, ps.Name, PlanNamespace)
 		}
@@ -52,10 +57,10 @@ func TestPlanSlice(t *testing.T) {
 			t.Errorf("the source's change read back at %v, want %v", when, trigger)
 		}
 	}
-	if _, when, err := SliceOfPlan(PlanSlice(&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "demo", Labels: export.ImportedSliceLabels("web", "a", "m")}}, time.Time{}), "m"); err != nil || !when.IsZero() {
+	if _, when, err := SliceOfPlan(PlanSlice(&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "demo", Labels: export.ImportedSliceLabels("web", "a", "m")}}, time.Time{}, false), "m"); err != nil || !when.IsZero() {
 		t.Errorf("a slice of unknown change: %v at %v, want none known", err, when)
 	}
-	broken := PlanSlice(&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "demo", Labels: export.ImportedSliceLabels("web", "a", "m")}}, time.Time{})
+	broken := PlanSlice(&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "demo", Labels: export.ImportedSliceLabels("web", "a", "m")}}, time.Time{}, false)
 	delete(broken.Labels, hubv1alpha1.LabelSourceCluster)
 	if _, _, err := SliceOfPlan(broken, "m"); err == nil {
 		t.Error("a plan's slice without its source cluster was read")

@@ -47,6 +47,11 @@ type Source struct {
 	Service *v1.Service
 	// Slices are the EndpointSlices labelled with the Service's name.
 	Slices []*discoveryv1.EndpointSlice
+	// Ingress is the Service of the export's ingress name
+	// (export.IngressName), nil when none: where the member's pods are
+	// out of other members' reach, they enter the export through it
+	// (unless the exported Service is its own ingress).
+	Ingress *v1.Service
 }
 
 // Refusal is a slice of the exported Service that is not published, and
@@ -100,16 +105,56 @@ func PublishExport(src Source) *hubv1alpha1.MemberExport {
 	}
 	if svc := src.Service; svc != nil && svc.DeletionTimestamp == nil {
 		me.Spec.ServiceSpec = svc.Spec.DeepCopy()
+		if export.IsIngress(svc) {
+			me.Spec.Ingress = publishIngress(svc)
+		}
+	}
+	if me.Spec.Ingress == nil && src.Ingress != nil && src.Ingress.DeletionTimestamp == nil {
+		me.Spec.Ingress = publishIngress(src.Ingress)
 	}
 	return me
 }
 
-// PublishMemberCluster is the MemberCluster a member with namespaces
-// and its own ClusterProperties (by name) publishes: the namespaces not
-// being deleted, sorted by name, and the properties. A namespace that is
-// terminating counts as gone, as push mode's planner counts it: no import
-// is written into it.
-func PublishMemberCluster(namespaces []*v1.Namespace, properties map[string]string) *hubv1alpha1.MemberCluster {
+// publishIngress is what the planner reads of ingress Service svc: what
+// export.IngressSlices takes of it, and the labels that say whether the
+// agent made it.
+func publishIngress(svc *v1.Service) *hubv1alpha1.MemberIngress {
+	in := &hubv1alpha1.MemberIngress{Name: svc.Name, Type: svc.Spec.Type, Ports: slices.Clone(svc.Spec.Ports)}
+	for _, k := range []string{export.LabelManagedBy, export.LabelIngressFor} {
+		if v, ok := svc.Labels[k]; ok {
+			if in.Labels == nil {
+				in.Labels = map[string]string{}
+			}
+			in.Labels[k] = v
+		}
+	}
+	for _, lb := range svc.Status.LoadBalancer.Ingress {
+		if lb.IP != "" {
+			in.LoadBalancerIPs = append(in.LoadBalancerIPs, lb.IP)
+		}
+	}
+	return in
+}
+
+// readIngress is the Service in namespace ns that in describes, as
+// export.IngressSlices reads it.
+func readIngress(ns string, in *hubv1alpha1.MemberIngress) *v1.Service {
+	svc := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: in.Name, Labels: maps.Clone(in.Labels)},
+		Spec:       v1.ServiceSpec{Type: in.Type, Ports: slices.Clone(in.Ports)},
+	}
+	for _, ip := range in.LoadBalancerIPs {
+		svc.Status.LoadBalancer.Ingress = append(svc.Status.LoadBalancer.Ingress, v1.LoadBalancerIngress{IP: ip})
+	}
+	return svc
+}
+
+// PublishMemberCluster is the MemberCluster a member with namespaces,
+// its own ClusterProperties (by name) and nodes publishes: the namespaces
+// not being deleted, sorted by name, the properties, and the nodes' entry
+// points (export.EntryPoints). A namespace that is terminating counts as
+// gone, as push mode's planner counts it: no import is written into it.
+func PublishMemberCluster(namespaces []*v1.Namespace, properties map[string]string, nodes []*v1.Node) *hubv1alpha1.MemberCluster {
 	mc := &hubv1alpha1.MemberCluster{
 		TypeMeta:   metav1.TypeMeta{APIVersion: hubv1alpha1.SchemeGroupVersion.String(), Kind: "MemberCluster"},
 		ObjectMeta: metav1.ObjectMeta{Name: hubv1alpha1.MemberClusterName},
@@ -124,6 +169,7 @@ func PublishMemberCluster(namespaces []*v1.Namespace, properties map[string]stri
 	if len(properties) > 0 {
 		mc.Spec.Properties = maps.Clone(properties)
 	}
+	mc.Spec.EntryPoints = export.EntryPoints(nodes)
 	return mc
 }
 
@@ -274,6 +320,16 @@ func Read(me *hubv1alpha1.MemberExport, published []*discoveryv1.EndpointSlice) 
 	}
 	if me.Spec.ServiceSpec != nil {
 		src.Service = &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: *me.Spec.ServiceSpec.DeepCopy()}
+	}
+	if in := me.Spec.Ingress; in != nil {
+		switch {
+		case src.Service != nil && in.Name == name:
+			// The exported Service is its own ingress: its load
+			// balancer's addresses.
+			src.Service.Status = readIngress(ns, in).Status
+		case in.Name == export.IngressName(ns, name):
+			src.Ingress = readIngress(ns, in)
+		}
 	}
 	for _, p := range published {
 		if p.Labels[hubv1alpha1.LabelServiceNamespace] != ns || p.Labels[hubv1alpha1.LabelServiceName] != name {

@@ -115,7 +115,7 @@ func TestPublishMemberCluster(t *testing.T) {
 	}
 	going := ns("going", v1.NamespaceActive)
 	going.DeletionTimestamp = &created
-	mc := PublishMemberCluster([]*v1.Namespace{ns("web", v1.NamespaceActive), ns("demo", v1.NamespaceActive), ns("old", v1.NamespaceTerminating), going}, nil)
+	mc := PublishMemberCluster([]*v1.Namespace{ns("web", v1.NamespaceActive), ns("demo", v1.NamespaceActive), ns("old", v1.NamespaceTerminating), going}, nil, nil)
 	if mc.Name != hubv1alpha1.MemberClusterName {
 		t.Errorf("MemberCluster named %q", mc.Name)
 	}
@@ -133,6 +133,60 @@ func TestPublishMemberCluster(t *testing.T) {
 	if mc.Spec.Properties != nil {
 		t.Errorf("a member without properties published %v", mc.Spec.Properties)
 	}
+	// Its entry points: the ready nodes' addresses, whatever order the
+	// nodes are listed in.
+	node := func(name string, ready v1.ConditionStatus, addrs ...string) *v1.Node {
+		n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: v1.NodeStatus{Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: ready}}}}
+		for _, a := range addrs {
+			n.Status.Addresses = append(n.Status.Addresses, v1.NodeAddress{Type: v1.NodeInternalIP, Address: a})
+		}
+		return n
+	}
+	nodes := []*v1.Node{node("n2", v1.ConditionTrue, "10.0.0.2"), node("n1", v1.ConditionTrue, "10.0.0.1", "fd00::1"), node("n3", v1.ConditionFalse, "10.0.0.3")}
+	if got := PublishMemberCluster(nil, nil, nodes).Spec.EntryPoints; strings.Join(got, ",") != "10.0.0.1,10.0.0.2,fd00::1" {
+		t.Errorf("entry points %v, want the ready nodes' addresses, sorted", got)
+	}
+}
+
+// TestPublishIngress: what a member holds of an export's ingress reaches
+// the planner as export.IngressSlices reads it: an ingress Service's node
+// ports and whether the agent made it; an exported LoadBalancer Service's
+// load-balancer addresses; a Service of another name is not taken for
+// the ingress.
+func TestPublishIngress(t *testing.T) {
+	se := &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web", UID: "se-uid"}}
+	svc := &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web"}, Spec: v1.ServiceSpec{
+		Selector: map[string]string{"app": "web"},
+		Ports:    []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}},
+	}}
+	ingress := export.IngressService(svc, se, v1.ServiceTypeNodePort, "mcs-controller")
+	ingress.Spec.Ports[0].NodePort = 30080
+	ingress.Labels["unrelated"] = "x"
+	back := Read(PublishExport(Source{Export: se, Service: svc, Ingress: ingress}), nil)
+	if back.Ingress == nil || back.Ingress.Name != ingress.Name || back.Ingress.Spec.Type != v1.ServiceTypeNodePort ||
+		back.Ingress.Spec.Ports[0].NodePort != 30080 || back.Ingress.Labels[export.LabelManagedBy] != "mcs-controller" ||
+		back.Ingress.Labels[export.LabelIngressFor] != "web" || back.Ingress.Labels["unrelated"] != "" {
+		t.Errorf("the ingress Service read back as %+v", back.Ingress)
+	}
+	// A Service of the ingress name someone else made: read back
+	// without the agent's labels, so that the planner does not use it.
+	squatter := ingress.DeepCopy()
+	squatter.Labels = nil
+	if back := Read(PublishExport(Source{Export: se, Service: svc, Ingress: squatter}), nil); back.Ingress == nil || len(back.Ingress.Labels) != 0 {
+		t.Errorf("a squatted ingress name read back as %+v", back.Ingress)
+	}
+	lb := svc.DeepCopy()
+	lb.Spec.Type = v1.ServiceTypeLoadBalancer
+	lb.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "192.0.2.10"}, {Hostname: "lb.example"}}
+	back = Read(PublishExport(Source{Export: se, Service: lb, Ingress: ingress}), nil)
+	if back.Ingress != nil || back.Service == nil || len(back.Service.Status.LoadBalancer.Ingress) != 1 || back.Service.Status.LoadBalancer.Ingress[0].IP != "192.0.2.10" {
+		t.Errorf("an exported LoadBalancer Service read back as %+v, ingress %+v: want its own address, no other ingress", back.Service, back.Ingress)
+	}
+	other := ingress.DeepCopy()
+	other.Name = "ingress-other"
+	if back := Read(PublishExport(Source{Export: se, Service: svc, Ingress: other}), nil); back.Ingress != nil {
+		t.Errorf("a Service not of the export's ingress name read back as its ingress: %+v", back.Ingress)
+	}
 }
 
 // TestMemberProperties: a member's properties reach the planner as it
@@ -141,19 +195,19 @@ func TestPublishMemberCluster(t *testing.T) {
 // it) is still itself.
 func TestMemberProperties(t *testing.T) {
 	own := map[string]string{"region.topology.k8s.io": "eu", aboutv1alpha1.ClusterIDProperty: "cluster-a"}
-	mc := PublishMemberCluster(nil, own)
+	mc := PublishMemberCluster(nil, own, nil)
 	own["region.topology.k8s.io"] = "changed after publishing"
 	got := MemberProperties("cluster-a", mc.Spec.Properties, nil)
 	if want := map[string]string{"region.topology.k8s.io": "eu", aboutv1alpha1.ClusterIDProperty: "cluster-a"}; !maps.Equal(got, want) {
 		t.Errorf("read back %v, want %v", got, want)
 	}
 	// cluster-b's agent publishes cluster-a's ID and region.
-	claim := PublishMemberCluster(nil, map[string]string{"region.topology.k8s.io": "eu", aboutv1alpha1.ClusterIDProperty: "cluster-a"})
+	claim := PublishMemberCluster(nil, map[string]string{"region.topology.k8s.io": "eu", aboutv1alpha1.ClusterIDProperty: "cluster-a"}, nil)
 	if got := MemberProperties("cluster-b", claim.Spec.Properties, nil)[aboutv1alpha1.ClusterIDProperty]; got != "cluster-b" {
 		t.Errorf("cluster-b claiming cluster-a's ID is read as %q, want cluster-b", got)
 	}
 	// A member without ClusterProperties is still its ID.
-	if got := MemberProperties("cluster-c", PublishMemberCluster(nil, nil).Spec.Properties, nil); !maps.Equal(got, map[string]string{aboutv1alpha1.ClusterIDProperty: "cluster-c"}) {
+	if got := MemberProperties("cluster-c", PublishMemberCluster(nil, nil, nil).Spec.Properties, nil); !maps.Equal(got, map[string]string{aboutv1alpha1.ClusterIDProperty: "cluster-c"}) {
 		t.Errorf("cluster-c without properties is read as %v", got)
 	}
 }
@@ -167,7 +221,7 @@ func TestMemberPropertiesUnderAProfile(t *testing.T) {
 	const region = "region.topology.k8s.io"
 	// cluster-a's administrator claims eu, to be selected by eu's
 	// importers; its cluster manager says us.
-	mc := PublishMemberCluster(nil, map[string]string{region: "eu", "zone.example": "z1"})
+	mc := PublishMemberCluster(nil, map[string]string{region: "eu", "zone.example": "z1"}, nil)
 	profile := []inventoryv1alpha1.Property{{Name: region, Value: "us"}, {Name: aboutv1alpha1.ClusterIDProperty, Value: "cluster-b"}}
 	got := MemberProperties("cluster-a", mc.Spec.Properties, profile)
 	want := map[string]string{region: "us", "zone.example": "z1", aboutv1alpha1.ClusterIDProperty: "cluster-a"}

@@ -158,9 +158,8 @@ const (
 //
 //   - A LoadBalancer Service is entered at its load-balancer IP addresses,
 //     on the Service's own ports (none until the load balancer has one).
-//   - A NodePort Service: every ready node (Ready condition True, not being deleted)
-//     is an entry point, at its InternalIP (its ExternalIP where it has no
-//     internal one), on the node ports.
+//   - A NodePort Service is entered at entryPoints, the addresses of the
+//     cluster's ready nodes (EntryPoints), on the node ports.
 //
 // Only the ports served (Result.ServedPorts) are listed, by the import's
 // port names, so that the proxies match them to the import's ports as
@@ -176,7 +175,7 @@ const (
 // metadata, loopback), are never entry points. One slice per address
 // family, named after the cluster and the family, labelled as
 // ImportedSlice labels; the caller sets the owner reference.
-func IngressSlices(ingress *v1.Service, nodes []*v1.Node, service, cluster, managedBy string, served map[string]bool, backendsReady bool) ([]*discoveryv1.EndpointSlice, IngressState) {
+func IngressSlices(ingress *v1.Service, entryPoints []string, service, cluster, managedBy string, served map[string]bool, backendsReady bool) ([]*discoveryv1.EndpointSlice, IngressState) {
 	byFamily := map[discoveryv1.AddressType][]string{}
 	add := func(s string) {
 		ip, err := netip.ParseAddr(s)
@@ -229,24 +228,8 @@ func IngressSlices(ingress *v1.Service, nodes []*v1.Node, service, cluster, mana
 		if len(ports) == 0 {
 			return nil, IngressState{Reason: IngressReasonPending, Message: fmt.Sprintf("Service %s has no node ports yet", ingress.Name)}
 		}
-		for _, n := range nodes {
-			if !IsEntryPoint(n) {
-				continue
-			}
-			internal := false
-			for _, a := range n.Status.Addresses {
-				if a.Type == v1.NodeInternalIP {
-					add(a.Address)
-					internal = true
-				}
-			}
-			if !internal {
-				for _, a := range n.Status.Addresses {
-					if a.Type == v1.NodeExternalIP {
-						add(a.Address)
-					}
-				}
-			}
+		for _, a := range entryPoints {
+			add(a)
 		}
 	}
 	if len(byFamily) == 0 {
@@ -289,6 +272,37 @@ func IngressSlices(ingress *v1.Service, nodes []*v1.Node, service, cluster, mana
 		st.Message += "; no endpoint is ready behind it, so its entry points are not ready"
 	}
 	return out, st
+}
+
+// EntryPoints are the addresses at which nodes serve node ports to other
+// clusters: every entry-point node's (IsEntryPoint) InternalIP addresses,
+// its ExternalIP ones where it has no internal one, sorted and each once.
+// Which of them may carry traffic (global unicast, not special-purpose)
+// IngressSlices decides, where the plan is made: in pull mode a member
+// publishes its EntryPoints and the planner checks them.
+func EntryPoints(nodes []*v1.Node) []string {
+	var out []string
+	for _, n := range nodes {
+		if !IsEntryPoint(n) {
+			continue
+		}
+		internal := false
+		for _, a := range n.Status.Addresses {
+			if a.Type == v1.NodeInternalIP {
+				out = append(out, a.Address)
+				internal = true
+			}
+		}
+		if !internal {
+			for _, a := range n.Status.Addresses {
+				if a.Type == v1.NodeExternalIP {
+					out = append(out, a.Address)
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // IsEntryPoint tells whether node n serves node ports to other clusters:

@@ -73,14 +73,25 @@ func TestIngressSlices(t *testing.T) {
 		name     string
 		ingress  *v1.Service
 		nodes    []*v1.Node
-		ready    bool
+		// entryPoints, when set, are given as they are (as a member
+		// publishes them in pull mode) instead of EntryPoints(nodes).
+		entryPoints []string
+		ready       bool
 		want     map[discoveryv1.AddressType]family
 		reason   string
 		readyEPs bool
 	}{{
 		name: "node ports on ready nodes, internal address first, per family", ingress: nodePortService(v1.ServiceTypeNodePort), nodes: nodes, ready: true,
 		want: map[discoveryv1.AddressType]family{
-			discoveryv1.AddressTypeIPv4: {[]string{"172.30.2.1", "203.0.113.2", "172.30.2.5"}, nodePorts},
+			discoveryv1.AddressTypeIPv4: {[]string{"172.30.2.1", "172.30.2.5", "203.0.113.2"}, nodePorts},
+			discoveryv1.AddressTypeIPv6: {[]string{"fd00:172:30::2:5"}, nodePorts},
+		},
+		reason: IngressReasonServing, readyEPs: true,
+	}, {
+		name: "published entry points: only global unicast, not special-purpose, addresses are taken", ingress: nodePortService(v1.ServiceTypeNodePort),
+		entryPoints: []string{"172.30.2.1", "not-an-address", "127.0.0.1", "169.254.169.254", "0.0.0.0", "::ffff:172.30.2.9", "fe80::1", "224.0.0.1", "172.30.2.1", "fd00:172:30::2:5"}, ready: true,
+		want: map[discoveryv1.AddressType]family{
+			discoveryv1.AddressTypeIPv4: {[]string{"172.30.2.1"}, nodePorts},
 			discoveryv1.AddressTypeIPv6: {[]string{"fd00:172:30::2:5"}, nodePorts},
 		},
 		reason: IngressReasonServing, readyEPs: true,
@@ -111,7 +122,11 @@ func TestIngressSlices(t *testing.T) {
 		}(), nodes: nodes, ready: true, reason: IngressReasonPending,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, st := IngressSlices(tc.ingress, tc.nodes, "web", "cluster-c", "mcs-controller", served, tc.ready)
+			entryPoints := tc.entryPoints
+			if entryPoints == nil {
+				entryPoints = EntryPoints(tc.nodes)
+			}
+			got, st := IngressSlices(tc.ingress, entryPoints, "web", "cluster-c", "mcs-controller", served, tc.ready)
 			if st.Reason != tc.reason || st.Serving != (tc.reason == IngressReasonServing) || st.Message == "" {
 				t.Errorf("state %+v, want reason %s", st, tc.reason)
 			}

@@ -25,6 +25,11 @@ const (
 	// AnnotationImportedSlice, on an EndpointSlice of the plan, is the
 	// name the slice has in the members (the plan's name may be hashed).
 	AnnotationImportedSlice = "hub.multiclusterservices.k8s.io/imported-slice"
+	// LabelEntryPoints, "true" on an EndpointSlice of the plan, says it
+	// holds its source cluster's entry points (its ingress's addresses
+	// and ports), which the members that cannot reach that cluster's
+	// pods import instead of its pods' slices (PlannedIngress).
+	LabelEntryPoints = "hub.multiclusterservices.k8s.io/entry-points"
 )
 
 // MemberExport is what one member cluster exports of one Service: its
@@ -98,6 +103,43 @@ type MemberExportSpec struct {
 	// then invalid, as KEP-1645 says.
 	// +optional
 	ServiceSpec *v1.ServiceSpec `json:"serviceSpec,omitempty"`
+	// Ingress is the Service through which clusters that cannot reach
+	// the member's pods reach the export, as the member holds it: the
+	// exported Service itself when it is a NodePort or LoadBalancer
+	// Service, else the Service of the export's ingress name
+	// (ingress-<hash>), which the agent creates when the plan asks for
+	// one; none when there is neither.
+	// +optional
+	Ingress *MemberIngress `json:"ingress,omitempty"`
+}
+
+// MemberIngress is what the planner reads of a member's ingress Service:
+// with the member's entry points (MemberCluster), the addresses and
+// ports other clusters enter it at.
+type MemberIngress struct {
+	// Name is the Service's name.
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+	// Labels are the Service's labels that say who made it and for which
+	// export (multiclusterservices.k8s.io/managed-by and ingress-for): a
+	// Service of the ingress name that the agent did not create is not
+	// used.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=2
+	Labels map[string]string `json:"labels,omitempty"`
+	// Type is the Service's type.
+	Type v1.ServiceType `json:"type"`
+	// Ports are the Service's ports, their node ports allocated.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=100
+	Ports []v1.ServicePort `json:"ports,omitempty"`
+	// LoadBalancerIPs are the IP addresses of a LoadBalancer Service's
+	// load balancer (status.loadBalancer.ingress).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	LoadBalancerIPs []string `json:"loadBalancerIPs,omitempty"`
 }
 
 // MemberExportList is a list of MemberExports.
@@ -147,6 +189,15 @@ type MemberClusterSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxProperties=256
 	Properties map[string]string `json:"properties,omitempty"`
+	// EntryPoints are the addresses at which the member's nodes serve
+	// node ports to other clusters (each Ready node's InternalIP, its
+	// ExternalIP where it has none), sorted: where clusters that cannot
+	// reach its pods enter its NodePort ingress Services. The planner
+	// takes only global unicast addresses that are not special-purpose.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=10000
+	EntryPoints []string `json:"entryPoints,omitempty"`
 }
 
 // MemberNamespace is one namespace of a member.
@@ -212,8 +263,35 @@ type ServicePlanSpec struct {
 	// +optional
 	// +listType=atomic
 	Stale []string `json:"stale,omitempty"`
+	// Ingress, when some member cannot reach some source's pods, says
+	// which members are reached only through their ingress and which
+	// sources create an ingress Service for the name.
+	// +optional
+	Ingress *PlannedIngress `json:"ingress,omitempty"`
 }
 
+// PlannedIngress is how a name is reached where pod networks do not
+// reach each other (the planner's --ingress-members).
+type PlannedIngress struct {
+	// Members are the members whose pods no other member reaches, nor
+	// they the others' (those of the planner's --ingress-members that
+	// are members), sorted. A member reaches a source cluster's pods
+	// unless either is one of them (or they are the same cluster); for a
+	// source it does not reach, it imports the source's entry-point
+	// slices (LabelEntryPoints) instead of its pods' slices.
+	// +optional
+	// +listType=atomic
+	Members []string `json:"members,omitempty"`
+	// ServiceIn are the source clusters that create an ingress Service
+	// (ingress-<hash>) for their export of the name, of ServiceType.
+	// +optional
+	// +listType=atomic
+	ServiceIn []string `json:"serviceIn,omitempty"`
+	// ServiceType is the type of those Services: NodePort or
+	// LoadBalancer.
+	// +optional
+	ServiceType v1.ServiceType `json:"serviceType,omitempty"`
+}
 // PlannedImport is the ServiceImport members hold of a name.
 type PlannedImport struct {
 	// Labels and Annotations are the import's (the exports' merged
