@@ -61,8 +61,8 @@ func TestDerivedMemberPullMode(t *testing.T) {
 	var d *derivedSuite
 	switch p := os.Getenv("MCS_E2E_PROVIDER"); p {
 	case "", "local":
-		l := upLocalPullAgents(t, clusterset.Options{Clusters: 3, NodesPerCluster: 2, Prefix: "e2ederp", UpstreamKubeProxy: []string{"cluster-c"}},
-			map[string][]string{"cluster-c": {"--derived", "--derived-grace=" + derivedGrace.String()}})
+		l := upLocalPullWith(t, clusterset.Options{Clusters: 3, NodesPerCluster: 2, Prefix: "e2ederp", UpstreamKubeProxy: []string{"cluster-c"}},
+			pullFlags{agentsOf: map[string][]string{"cluster-c": {"--derived", "--derived-grace=" + derivedGrace.String()}}})
 		ms := l.members()
 		d = &derivedSuite{suite: &suite{p: l, a: ms[0], b: ms[2], top: t}, l: l, nativeB: ms[1]}
 	case "kind":

@@ -30,8 +30,30 @@ func TestIngressMember(t *testing.T) {
 	if p := os.Getenv("MCS_E2E_PROVIDER"); p != "" && p != "local" {
 		t.Skipf("the ingress cases run on a local clusterset with an overlapping pod network, not on MCS_E2E_PROVIDER=%s", p)
 	}
-	l := upLocalOpts(t, clusterset.Options{Clusters: 3, NodesPerCluster: 2, Prefix: "e2eing", PrivatePods: map[string]string{"cluster-c": "cluster-a"}}, false,
-		"--ingress-members=cluster-c")
+	ingressCases(t, upLocalOpts(t, ingressClusterset("e2eing"), false, "--ingress-members=cluster-c"))
+}
+
+// TestIngressMemberPullMode runs TestIngressMember's cases in pull mode:
+// the planner takes --ingress-members, c's agent publishes its nodes'
+// entry points and its exports' ingress Services and makes those the plan
+// asks of it, and each agent imports c's entry points or pods as the plan
+// says it reaches c. c doubles as the hub.
+func TestIngressMemberPullMode(t *testing.T) {
+	runBeside(t)
+	if p := os.Getenv("MCS_E2E_PROVIDER"); p != "" && p != "local" {
+		t.Skipf("the ingress cases run on a local clusterset with an overlapping pod network, not on MCS_E2E_PROVIDER=%s", p)
+	}
+	ingressCases(t, upLocalPullWith(t, ingressClusterset("e2eingp"), pullFlags{planner: []string{"--ingress-members=cluster-c"}}))
+}
+
+// ingressClusterset is the ingress cases' clusterset: three clusters of
+// two nodes, c's pods with a's pod CIDR, routed only among c's nodes.
+func ingressClusterset(prefix string) clusterset.Options {
+	return clusterset.Options{Clusters: 3, NodesPerCluster: 2, Prefix: prefix, PrivatePods: map[string]string{"cluster-c": "cluster-a"}}
+}
+
+// ingressCases are the ingress cases both modes share, on l.
+func ingressCases(t *testing.T, l *local) {
 	ms := l.members()
 	s := &ingressSuite{suite: &suite{p: l, a: ms[0], b: ms[1], top: t}, l: l, c: ms[2]}
 	if l.cluster(s.a).PodCIDR != l.cluster(s.c).PodCIDR {

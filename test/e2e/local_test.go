@@ -100,16 +100,23 @@ func upLocalOpts(t *testing.T, opts clusterset.Options, viaAPI bool, controllerA
 // every agent (both take the controller's --feature-gates).
 func upLocalPull(t *testing.T, opts clusterset.Options, args ...string) *local {
 	t.Helper()
-	return upLocalPullAgents(t, opts, nil, args...)
+	return upLocalPullWith(t, opts, pullFlags{}, args...)
 }
 
-// upLocalPullAgents is upLocalPull with further flags for some clusters'
-// agents, by cluster name (a derived member's --derived).
-func upLocalPullAgents(t *testing.T, opts clusterset.Options, agentArgsOf map[string][]string, args ...string) *local {
+// pullFlags are flags of the planner alone (--ingress-members), and of
+// some clusters' agents, by cluster name (a derived member's --derived).
+type pullFlags struct {
+	planner  []string
+	agentsOf map[string][]string
+}
+
+// upLocalPullWith is upLocalPull with further flags for the planner or
+// some agents.
+func upLocalPullWith(t *testing.T, opts clusterset.Options, flags pullFlags, args ...string) *local {
 	t.Helper()
 	l := upLocalClusters(t, opts, false)
 	common := append([]string{"--endpoint-ttl=" + localEndpointTTL.String()}, args...)
-	pm, err := l.cs.StartPullMode(t.Context(), common, slices.Clone(common), agentArgsOf)
+	pm, err := l.cs.StartPullMode(t.Context(), append(slices.Clone(common), flags.planner...), slices.Clone(common), flags.agentsOf)
 	if err != nil {
 		t.Fatal(err)
 	}
