@@ -164,8 +164,8 @@ func RunAgent(ctx context.Context, o *AgentOptions) error {
 	if len(o.SourceManagers) == 0 {
 		return fmt.Errorf("--source-endpointslice-managers is empty: no slice would be published")
 	}
-	if o.DerivedGrace < 0 {
-		return fmt.Errorf("--derived-grace %s is negative", o.DerivedGrace)
+	if err := checkDerivedGrace(o.DerivedGrace); err != nil {
+		return err
 	}
 	if errs := o.ServingOptions.Validate(); len(errs) > 0 {
 		return errors.Join(errs...)

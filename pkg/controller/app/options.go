@@ -241,8 +241,8 @@ func (o *Options) Validate() error {
 	if o.ServiceModel != ModelNamespaceSameness && o.ServiceModel != ModelCatalog {
 		return fmt.Errorf("--service-model %q: want %s or %s", o.ServiceModel, ModelNamespaceSameness, ModelCatalog)
 	}
-	if o.DerivedGrace < 0 {
-		return fmt.Errorf("--derived-grace %s is negative", o.DerivedGrace)
+	if err := checkDerivedGrace(o.DerivedGrace); err != nil {
+		return err
 	}
 	if o.MemberRecheckPeriod <= 0 {
 		return fmt.Errorf("--member-recheck-period must be positive")
@@ -380,4 +380,13 @@ func (o *Options) memberPodCIDRs() (map[string][]netip.Prefix, error) {
 		}
 	}
 	return out, nil
+}
+
+// checkDerivedGrace says why --derived-grace cannot be d, the controller's
+// and the member agent's alike.
+func checkDerivedGrace(d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("--derived-grace %s is negative", d)
+	}
+	return nil
 }

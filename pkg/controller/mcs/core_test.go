@@ -28,6 +28,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 	mcsfake "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned/fake"
 
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/pull"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/topology"
 )
 
@@ -444,7 +445,7 @@ func TestCoreLeaveWithdrawsAndCleans(t *testing.T) {
 // from that copy sends its old resourceVersion: refused as a conflict by
 // a real apiserver, and retried; a slice just created and not cached yet
 // would be created again. The sync waits for the write's event instead,
-// and for no longer than cacheWait.
+// and for no longer than pull.CacheWait.
 func TestCoreWaitsForItsOwnWriteInTheCache(t *testing.T) {
 	c, b, before, after := moveWrittenIntoB(t, false)
 	ctx := context.Background()
@@ -472,13 +473,13 @@ func TestCoreWaitsForItsOwnWriteInTheCache(t *testing.T) {
 	if wrote := resync(); len(wrote) != 0 {
 		t.Errorf("a sync from a cache showing the write wrote %v", wrote)
 	}
-	// A cache that does not catch up within cacheWait is written from.
+	// A cache that does not catch up within pull.CacheWait is written from.
 	if err := b.importedSlices.Update(before); err != nil {
 		t.Fatal(err)
 	}
-	b.state.wroteSlices.Store("demo/"+after.name, sliceWrite{generation: 2, at: time.Now().Add(-cacheWait)})
+	b.state.wroteSlices.Store("demo/"+after.name, sliceWrite{generation: 2, at: time.Now().Add(-pull.CacheWait)})
 	if wrote := resync(); len(wrote) != 1 {
-		t.Errorf("a sync from a cache behind for longer than %v wrote %v, want the slice written again", cacheWait, wrote)
+		t.Errorf("a sync from a cache behind for longer than %v wrote %v, want the slice written again", pull.CacheWait, wrote)
 	}
 	// A slice the controller created that the cache does not show yet is
 	// waited for too, not created again (a create refused as existing,

@@ -192,7 +192,7 @@ func NewHubPlanner(cfg HubPlannerConfig) (*HubPlanner, error) {
 		profileProps:   map[string][]inventoryv1alpha1.Property{},
 		alive:          map[string]bool{},
 		reported:       map[string]bool{},
-		own:            pull.NewOwnWrites(cacheWait),
+		own:            pull.NewOwnWrites(pull.CacheWait),
 		slots:          pull.NewWriteSlots(cfg.Config.Workers),
 		ready:          make(chan struct{}),
 	}

@@ -3,6 +3,8 @@ package mcs
 import (
 	"sync"
 	"time"
+
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/pull"
 )
 
 // memberState is what the controller remembers of one member between
@@ -55,14 +57,6 @@ type sliceWrite struct {
 	at         time.Time
 }
 
-// cacheWait bounds how long a slice's write waits for the member's cache
-// to show the controller's previous write of it: a watch delivers its
-// event in milliseconds, seconds when the member's apiserver is loaded;
-// past that the cache is not trusted to catch up by itself (its watch is
-// broken, or the event was missed), and the write goes ahead as before,
-// from the cached resourceVersion.
-const cacheWait = 10 * time.Second
-
 // wroteSlice records the controller's write of slice key, which the
 // member's apiserver stored at generation.
 func (s *memberState) wroteSlice(key string, generation int64) {
@@ -75,7 +69,8 @@ func (s *memberState) forgetSlice(key string) { s.wroteSlices.Delete(key) }
 
 // cacheBehind tells whether cached, the member's cached copy of slice key,
 // is older than the controller's last write of it, and for how much longer
-// to wait for it. A copy that shows the write, or a wait past cacheWait,
+// to wait for it. A copy that shows the write, or a wait past
+// pull.CacheWait,
 // ends it. A slice written and not cached yet is the controller's create
 // still on its way to the cache: it is waited for too, rather than
 // created again and found by its name (writeSlices does that after the
@@ -86,7 +81,7 @@ func (s *memberState) cacheBehind(key string, cached *writtenSlice) (bool, time.
 		return false, 0
 	}
 	w := v.(sliceWrite)
-	left := cacheWait - time.Since(w.at)
+	left := pull.CacheWait - time.Since(w.at)
 	if left <= 0 || (cached != nil && cached.generation >= w.generation) {
 		s.wroteSlices.CompareAndDelete(key, v)
 		return false, 0

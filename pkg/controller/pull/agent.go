@@ -63,10 +63,14 @@ const (
 	resourceEndpointSlices = "endpointslices"
 )
 
-// cacheWait is how long the agent waits at most for its informers to show
-// its own writes (OwnWrites), as push mode's writers and the planner
-// wait.
-const cacheWait = 10 * time.Second
+// CacheWait bounds how long a writer waits for its cache to show its
+// own last write before it writes again from that cache (OwnWrites): a
+// watch delivers its event in milliseconds, seconds when the apiserver is
+// loaded; past that the cache is not trusted to catch up by itself (its
+// watch is broken, or the event was missed), and the write goes ahead
+// from what the cache holds. The agent, the planner and push mode's
+// member writers wait the same.
+const CacheWait = 10 * time.Second
 
 // AgentLeaseName is the Lease a member's agent renews in its hub
 // namespace: the member's liveness, which the planner reads (one Lease
@@ -169,7 +173,7 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 		queue:    workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "member-agent"}),
 		reported: map[string]bool{},
 		ready:    make(chan struct{}),
-		own:      NewOwnWrites(cacheWait),
+		own:      NewOwnWrites(CacheWait),
 	}
 	hasServiceName, err := labels.NewRequirement(discoveryv1.LabelServiceName, selection.Exists, nil)
 	if err != nil {

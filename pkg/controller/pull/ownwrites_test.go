@@ -19,15 +19,15 @@ func TestOwnWrites(t *testing.T) {
 		return &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "mcs-plan", Name: name, ResourceVersion: rv}}
 	}
 	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
-	w := NewOwnWrites(cacheWait)
+	w := NewOwnWrites(CacheWait)
 	if wait := w.Behind("demo/web"); wait != 0 {
 		t.Fatalf("a name never written waits %v", wait)
 	}
 
 	w.Wrote("demo/web", "endpointslices", slice("web-a", "10"), store)
 	w.Wrote("demo/web", "endpointslices", slice("web-b", "11"), store)
-	if wait := w.Behind("demo/web"); wait <= 0 || wait > cacheWait {
-		t.Fatalf("after two writes the cache has not shown: waits %v, want (0, %v]", wait, cacheWait)
+	if wait := w.Behind("demo/web"); wait <= 0 || wait > CacheWait {
+		t.Fatalf("after two writes the cache has not shown: waits %v, want (0, %v]", wait, CacheWait)
 	}
 	if wait := w.Behind("demo/db"); wait != 0 {
 		t.Errorf("another name waits %v for web's writes", wait)
@@ -58,13 +58,13 @@ func TestOwnWrites(t *testing.T) {
 		t.Fatalf("a write the cache showed when it returned: waits %v", wait)
 	}
 
-	// A write whose event never comes is waited for cacheWait at most.
+	// A write whose event never comes is waited for CacheWait at most.
 	w.Wrote("demo/web", "endpointslices", slice("web-d", "13"), store)
 	w.mu.Lock()
-	w.byService["demo/web"]["endpointslices/mcs-plan/web-d"] = ownWrite{resourceVersion: "13", at: time.Now().Add(-cacheWait)}
+	w.byService["demo/web"]["endpointslices/mcs-plan/web-d"] = ownWrite{resourceVersion: "13", at: time.Now().Add(-CacheWait)}
 	w.mu.Unlock()
 	if wait := w.Behind("demo/web"); wait != 0 {
-		t.Fatalf("a write waited for cacheWait is still waited for: %v", wait)
+		t.Fatalf("a write waited for CacheWait is still waited for: %v", wait)
 	}
 	if len(w.byService) != 0 || len(w.service) != 0 {
 		t.Errorf("writes still remembered once none is waited for: %v %v", w.byService, w.service)
