@@ -50,6 +50,9 @@ func TestPullHubConfinesEachMember(t *testing.T) {
 	memberExports := func(d dynamic.Interface, ns string) dynamic.ResourceInterface {
 		return d.Resource(hubv1alpha1.SchemeGroupVersion.WithResource("memberexports")).Namespace(ns)
 	}
+	memberClusters := func(d dynamic.Interface, ns string) dynamic.ResourceInterface {
+		return d.Resource(hubv1alpha1.SchemeGroupVersion.WithResource("memberclusters")).Namespace(ns)
+	}
 	servicePlans := func(d dynamic.Interface) dynamic.ResourceInterface {
 		return d.Resource(hubv1alpha1.SchemeGroupVersion.WithResource("serviceplans")).Namespace(pull.PlanNamespace)
 	}
@@ -81,6 +84,11 @@ func TestPullHubConfinesEachMember(t *testing.T) {
 	must("publishes its endpoints", err)
 	_, err = kubeA.CoordinationV1().Leases("cluster-a").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "cluster-a"}}, metav1.CreateOptions{})
 	must("renews its Lease", err)
+	_, err = memberClusters(dynA, "cluster-a").Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": hubv1alpha1.SchemeGroupVersion.String(), "kind": "MemberCluster",
+		"metadata": map[string]any{"name": hubv1alpha1.MemberClusterName}, "spec": map[string]any{},
+	}}, metav1.CreateOptions{})
+	must("publishes its MemberCluster", err)
 	_, err = servicePlans(dynA).List(ctx, metav1.ListOptions{})
 	must("reads the plan's ServicePlans", err)
 	_, err = kubeA.DiscoveryV1().EndpointSlices(pull.PlanNamespace).List(ctx, metav1.ListOptions{})
@@ -97,6 +105,11 @@ func TestPullHubConfinesEachMember(t *testing.T) {
 		"sets the conditions of its own export (the planner's)": func() error {
 			_, err := memberExports(dynA, "cluster-a").Patch(ctx, "demo.web", types.MergePatchType,
 				[]byte(`{"status":{"conditions":[{"type":"Valid","status":"True","reason":"Forged","message":"","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`), metav1.PatchOptions{}, "status")
+			return err
+		},
+		"names the Services the catalog binds in its own MemberCluster (the planner's status), to publish Services nobody bound": func() error {
+			_, err := memberClusters(dynA, "cluster-a").Patch(ctx, hubv1alpha1.MemberClusterName, types.MergePatchType,
+				[]byte(`{"status":{"boundServices":[{"namespace":"kube-system","name":"kube-dns"}]}}`), metav1.PatchOptions{}, "status")
 			return err
 		},
 		"rewrites cluster-b's export": func() error {

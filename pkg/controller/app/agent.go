@@ -211,6 +211,8 @@ func RunAgent(ctx context.Context, o *AgentOptions) error {
 		// The planner withdraws a member whose Lease is older than its
 		// endpoint TTL, which this agent's --endpoint-ttl repeats.
 		LeaseRenewal: mcs.RenewalPeriod(o.EndpointTTL),
+		ManagedBy:    o.ManagedBy,
+		Derived:      o.Derived,
 	})
 	if err != nil {
 		return err

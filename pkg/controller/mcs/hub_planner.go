@@ -741,7 +741,8 @@ func (p *HubPlanner) readHubSnapshot(ns, name string, planned *hubv1alpha1.Servi
 			// What the member holds: the last plan it was given.
 			ms.ImportClusters = slices.Clone(planned.Spec.Import.Clusters)
 		}
-		if me := exports[id]; me != nil {
+		// A Service only the catalog binds is no export.
+		if me := exports[id]; me != nil && !me.Spec.CatalogOnly {
 			src := pull.Read(me, ownedBy(published[id], me))
 			ms.Export, ms.Service, ms.Slices, ms.SlicesChecked = src.Export, src.Service, src.Slices, true
 			ms.IngressService, ms.EntryPoints = src.Ingress, p.entryPoints[id]

@@ -35,6 +35,7 @@ import (
 	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
 	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
 	hubv1alpha1 "k8s.io/multiclusterservices/apis/hub/v1alpha1"
+	"k8s.io/multiclusterservices/catalog"
 	"k8s.io/multiclusterservices/export"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
@@ -48,6 +49,7 @@ import (
 
 var (
 	serviceExports = mcsv1beta1.SchemeGroupVersion.WithResource("serviceexports")
+	serviceImports = mcsv1beta1.SchemeGroupVersion.WithResource("serviceimports")
 	memberExports  = hubv1alpha1.SchemeGroupVersion.WithResource("memberexports")
 	memberClusters = hubv1alpha1.SchemeGroupVersion.WithResource("memberclusters")
 )
@@ -114,6 +116,12 @@ type AgentConfig struct {
 	// (nil: its /readyz through Member); the Lease is renewed only while
 	// it answers.
 	MemberReady func(context.Context) error
+	// ManagedBy is the manager the agent's writing half writes imports
+	// as; Derived, whether it serves this cluster in derived mode. The
+	// MemberCluster says which of the catalog's imports the cluster
+	// holds, and whether their IPs are its own.
+	ManagedBy string
+	Derived   bool
 }
 
 // Agent publishes a member's exports into its hub namespace.
@@ -127,7 +135,10 @@ type Agent struct {
 	exportInformer  cache.SharedIndexInformer
 	// properties are this cluster's ClusterProperties, published in its
 	// MemberCluster for cluster selection.
-	properties      cache.SharedIndexInformer
+	properties cache.SharedIndexInformer
+	// imports are this cluster's ServiceImports: those the catalog
+	// placed are published in its MemberCluster.
+	imports         cache.SharedIndexInformer
 	hubInformers    informers.SharedInformerFactory
 	hubDynamic      dynamicinformer.DynamicSharedInformerFactory
 	published       cache.SharedIndexInformer
@@ -188,6 +199,7 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 		}))
 	a.exportInformer = dynamicinformer.NewFilteredDynamicInformer(cfg.MemberDynamic, serviceExports, metav1.NamespaceAll, cfg.Resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, nil).Informer()
 	a.properties = dynamicinformer.NewFilteredDynamicInformer(cfg.MemberDynamic, aboutv1alpha1.Resource, metav1.NamespaceAll, cfg.Resync, cache.Indexers{}, nil).Informer()
+	a.imports = dynamicinformer.NewFilteredDynamicInformer(cfg.MemberDynamic, serviceImports, metav1.NamespaceAll, cfg.Resync, cache.Indexers{}, nil).Informer()
 	a.hubInformers = informers.NewSharedInformerFactoryWithOptions(cfg.Hub, cfg.Resync, informers.WithNamespace(cfg.ClusterID),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.LabelSelector = labels.SelectorFromSet(labels.Set{discoveryv1.LabelManagedBy: AgentManager}).String()
@@ -253,6 +265,45 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 		UpdateFunc: func(_, obj any) { a.enqueueService(obj) },
 		DeleteFunc: a.enqueueService,
 	}
+	// The catalog's imports are published in the MemberCluster; others
+	// are not read.
+	catalogImport := func(obj any) bool {
+		o := ObjectOf[metav1.Object](obj)
+		return o != nil && o.GetAnnotations()[catalog.AnnotationGlobalService] != ""
+	}
+	onCatalogImport := cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if catalogImport(obj) {
+				a.queue.Add(memberClusterKey)
+			}
+		},
+		UpdateFunc: func(old, obj any) {
+			if catalogImport(old) || catalogImport(obj) {
+				a.queue.Add(memberClusterKey)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if catalogImport(obj) {
+				a.queue.Add(memberClusterKey)
+			}
+		},
+	}
+	// The MemberCluster's status is the planner's: the Services the
+	// catalog binds, each published whether exported or not.
+	onMemberCluster := cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			a.queue.Add(memberClusterKey)
+			a.boundChanged(nil, obj)
+		},
+		UpdateFunc: func(old, obj any) {
+			a.queue.Add(memberClusterKey)
+			a.boundChanged(old, obj)
+		},
+		DeleteFunc: func(obj any) {
+			a.queue.Add(memberClusterKey)
+			a.boundChanged(obj, nil)
+		},
+	}
 	// A node that becomes an entry point, or stops being one, changes
 	// the MemberCluster's entry points.
 	onNode := cache.ResourceEventHandlerFuncs{
@@ -289,8 +340,10 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 		{a.memberSlices.Discovery().V1().EndpointSlices().Informer(), byKey(sliceKey)},
 		{a.memberInformers.Core().V1().Namespaces().Informer(), onNamespace},
 		{a.properties, always(memberClusterKey)},
+		{a.memberInformers.Networking().V1().ServiceCIDRs().Informer(), always(memberClusterKey)},
+		{a.imports, onCatalogImport},
 		{a.published, ownSeen(resourceMemberExports, byKey(publishedKey))},
-		{a.publishedMember, ownSeen(resourceMemberClusters, always(memberClusterKey))},
+		{a.publishedMember, ownSeen(resourceMemberClusters, onMemberCluster)},
 		{a.hubInformers.Discovery().V1().EndpointSlices().Informer(), ownSeen(resourceEndpointSlices, byKey(publishedKey))},
 	} {
 		if _, err := h.informer.AddEventHandler(h.handler); err != nil {
@@ -321,8 +374,10 @@ func (a *Agent) Run(ctx context.Context, workers int) error {
 	a.started = time.Now()
 	go a.exportInformer.Run(ctx.Done())
 	go a.properties.Run(ctx.Done())
+	go a.imports.Run(ctx.Done())
 	if !cache.WaitForNamedCacheSync("member-agent", ctx.Done(),
-		a.exportInformer.HasSynced, a.properties.HasSynced, a.published.HasSynced, a.publishedMember.HasSynced,
+		a.exportInformer.HasSynced, a.properties.HasSynced, a.imports.HasSynced, a.published.HasSynced, a.publishedMember.HasSynced,
+		a.memberInformers.Networking().V1().ServiceCIDRs().Informer().HasSynced,
 		a.memberInformers.Core().V1().Services().Informer().HasSynced,
 		a.memberInformers.Core().V1().Namespaces().Informer().HasSynced,
 		a.memberInformers.Core().V1().Nodes().Informer().HasSynced,
@@ -394,9 +449,49 @@ func (a *Agent) enqueueService(obj any) {
 	}
 }
 
+// boundChanged enqueues the Services whose binding by the catalog
+// changed between MemberClusters old and cur (either nil).
+func (a *Agent) boundChanged(old, cur any) {
+	before, after := boundOf(old), boundOf(cur)
+	for k := range before {
+		if !after[k] {
+			a.queue.Add(k)
+		}
+	}
+	for k := range after {
+		if !before[k] {
+			a.queue.Add(k)
+		}
+	}
+}
+
+// boundOf are the Services the MemberCluster obj says the catalog binds,
+// as namespace/name.
+func boundOf(obj any) map[string]bool {
+	out := map[string]bool{}
+	u := ObjectOf[*unstructured.Unstructured](obj)
+	if u == nil {
+		return out
+	}
+	mc := &hubv1alpha1.MemberCluster{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, mc); err != nil {
+		return out
+	}
+	for _, s := range mc.Status.BoundServices {
+		out[s.Namespace+"/"+s.Name] = true
+	}
+	return out
+}
+
+// bound says whether the catalog binds Service ns/name of this cluster.
+func (a *Agent) bound(ns, name string) bool {
+	obj, ok, _ := a.publishedMember.GetStore().GetByKey(a.cfg.ClusterID + "/" + hubv1alpha1.MemberClusterName)
+	return ok && boundOf(obj)[ns+"/"+name]
+}
+
 // source reads what the member holds of ns/name.
 func (a *Agent) source(ns, name string) (Source, error) {
-	var src Source
+	src := Source{Bound: a.bound(ns, name)}
 	obj, ok, err := a.exportInformer.GetStore().GetByKey(ns + "/" + name)
 	if err != nil {
 		return src, err
@@ -557,7 +652,25 @@ func (a *Agent) syncMemberCluster(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	want := PublishMemberCluster(namespaces, properties, nodes)
+	serviceCIDRs, err := a.memberInformers.Networking().V1().ServiceCIDRs().Lister().List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	var imports []*mcsv1beta1.ServiceImport
+	for _, obj := range a.imports.GetStore().List() {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok || u.GetAnnotations()[catalog.AnnotationGlobalService] == "" {
+			continue
+		}
+		si := &mcsv1beta1.ServiceImport{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, si); err == nil {
+			imports = append(imports, si)
+		}
+	}
+	want := PublishMemberCluster(Member{
+		Namespaces: namespaces, Properties: properties, Nodes: nodes, ServiceCIDRs: serviceCIDRs,
+		Derived: a.cfg.Derived, Imports: imports, ManagedBy: a.cfg.ManagedBy,
+	})
 	api := a.cfg.HubDynamic.Resource(memberClusters).Namespace(a.cfg.ClusterID)
 	obj, ok, err := a.publishedMember.GetStore().GetByKey(a.cfg.ClusterID + "/" + hubv1alpha1.MemberClusterName)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -16,7 +17,9 @@ import (
 	csv1beta1 "k8s.io/multiclusterservices/apis/clusterselection/v1beta1"
 	hubv1alpha1 "k8s.io/multiclusterservices/apis/hub/v1alpha1"
 	inventoryv1alpha1 "k8s.io/multiclusterservices/apis/inventory/v1alpha1"
+	"k8s.io/multiclusterservices/catalog"
 	"k8s.io/multiclusterservices/export"
+	mcsproxy "k8s.io/multiclusterservices/proxy"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/inventory"
@@ -52,6 +55,10 @@ type Source struct {
 	// out of other members' reach, they enter the export through it
 	// (unless the exported Service is its own ingress).
 	Ingress *v1.Service
+	// Bound says the hub's service catalog binds the Service
+	// (MemberCluster's status.boundServices): it is published even
+	// without an export.
+	Bound bool
 }
 
 // Refusal is a slice of the exported Service that is not published, and
@@ -78,13 +85,25 @@ func PublishedSliceName(namespace, sliceName string) string {
 }
 
 // PublishExport is the MemberExport of src, nil when src's export is not
-// to be published (none, or being deleted). A Service that is missing or
-// being deleted publishes no spec: the planner finds the export invalid,
-// as push mode does.
+// to be published (none, or being deleted) and the catalog does not bind
+// its Service. A Service that is missing or being deleted publishes no
+// spec: the planner finds the export invalid, as push mode does. A
+// Service only the catalog binds is published as CatalogOnly, created
+// when the Service was.
 func PublishExport(src Source) *hubv1alpha1.MemberExport {
 	se := src.Export
 	if se == nil || se.DeletionTimestamp != nil {
-		return nil
+		svc := src.Service
+		if !src.Bound || svc == nil || svc.DeletionTimestamp != nil {
+			return nil
+		}
+		// What the catalog reads of a Service it binds.
+		me := PublishExport(Source{
+			Export:    &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: svc.Namespace, Name: svc.Name, CreationTimestamp: svc.CreationTimestamp}},
+			Namespace: src.Namespace, Service: svc, Ingress: src.Ingress,
+		})
+		me.Spec.CatalogOnly = true
+		return me
 	}
 	me := &hubv1alpha1.MemberExport{
 		TypeMeta: metav1.TypeMeta{APIVersion: hubv1alpha1.SchemeGroupVersion.String(), Kind: "MemberExport"},
@@ -149,12 +168,31 @@ func readIngress(ns string, in *hubv1alpha1.MemberIngress) *v1.Service {
 	return svc
 }
 
-// PublishMemberCluster is the MemberCluster a member with namespaces,
-// its own ClusterProperties (by name) and nodes publishes: the namespaces
-// not being deleted, sorted by name, the properties, and the nodes' entry
-// points (export.EntryPoints). A namespace that is terminating counts as
-// gone, as push mode's planner counts it: no import is written into it.
-func PublishMemberCluster(namespaces []*v1.Namespace, properties map[string]string, nodes []*v1.Node) *hubv1alpha1.MemberCluster {
+// Member is what a member's agent reads of its cluster beside its
+// exports, for its MemberCluster.
+type Member struct {
+	Namespaces []*v1.Namespace
+	// Properties are its own ClusterProperties, by name.
+	Properties   map[string]string
+	Nodes        []*v1.Node
+	ServiceCIDRs []*networkingv1.ServiceCIDR
+	// Derived: the agent serves the cluster in derived mode.
+	Derived bool
+	// Imports are the ServiceImports in the cluster that a global service
+	// of the catalog placed (catalog.AnnotationGlobalService), written
+	// by managedBy.
+	Imports   []*mcsv1beta1.ServiceImport
+	ManagedBy string
+}
+
+// PublishMemberCluster is the MemberCluster member m publishes: its
+// namespaces not being deleted, sorted by name, its properties, its
+// nodes' entry points (export.EntryPoints), its Service ranges, whether
+// it is derived, and the catalog's imports it holds, sorted. A namespace
+// that is terminating counts as gone, as push mode's planner counts it:
+// no import is written into it.
+func PublishMemberCluster(m Member) *hubv1alpha1.MemberCluster {
+	namespaces, properties := m.Namespaces, m.Properties
 	mc := &hubv1alpha1.MemberCluster{
 		TypeMeta:   metav1.TypeMeta{APIVersion: hubv1alpha1.SchemeGroupVersion.String(), Kind: "MemberCluster"},
 		ObjectMeta: metav1.ObjectMeta{Name: hubv1alpha1.MemberClusterName},
@@ -169,7 +207,27 @@ func PublishMemberCluster(namespaces []*v1.Namespace, properties map[string]stri
 	if len(properties) > 0 {
 		mc.Spec.Properties = maps.Clone(properties)
 	}
-	mc.Spec.EntryPoints = export.EntryPoints(nodes)
+	mc.Spec.EntryPoints = export.EntryPoints(m.Nodes)
+	for _, sc := range m.ServiceCIDRs {
+		if sc.DeletionTimestamp == nil {
+			mc.Spec.ServiceCIDRs = append(mc.Spec.ServiceCIDRs, sc.Spec.CIDRs...)
+		}
+	}
+	slices.Sort(mc.Spec.ServiceCIDRs)
+	mc.Spec.ServiceCIDRs = slices.Compact(mc.Spec.ServiceCIDRs)
+	mc.Spec.Derived = m.Derived
+	for _, si := range m.Imports {
+		g := si.Annotations[catalog.AnnotationGlobalService]
+		if g == "" || si.DeletionTimestamp != nil || si.Labels[mcsproxy.LabelImportManagedBy] != m.ManagedBy {
+			continue
+		}
+		mc.Spec.CatalogImports = append(mc.Spec.CatalogImports, hubv1alpha1.MemberCatalogImport{
+			Service: hubv1alpha1.ServiceName{Namespace: si.Namespace, Name: si.Name}, GlobalService: g, IPs: slices.Clone(si.Spec.IPs),
+		})
+	}
+	slices.SortFunc(mc.Spec.CatalogImports, func(a, b hubv1alpha1.MemberCatalogImport) int {
+		return strings.Compare(a.Service.Namespace+"/"+a.Service.Name, b.Service.Namespace+"/"+b.Service.Name)
+	})
 	return mc
 }
 
@@ -300,10 +358,21 @@ func publishedAnnotations(s *discoveryv1.EndpointSlice) map[string]string {
 // PublishSlices read back: what the planner reads of a member in push
 // mode, but for what the agent checked already (the slices' managers and
 // owners, which Read's slices no longer carry).
+//
+// A Service published only because the catalog binds it (CatalogOnly)
+// reads as Bound, without an export.
 func Read(me *hubv1alpha1.MemberExport, published []*discoveryv1.EndpointSlice) Source {
 	if me == nil {
 		return Source{}
 	}
+	src := readExport(me, published)
+	if me.Spec.CatalogOnly {
+		src.Export, src.ClusterSelectors, src.Bound = nil, nil, true
+	}
+	return src
+}
+
+func readExport(me *hubv1alpha1.MemberExport, published []*discoveryv1.EndpointSlice) Source {
 	ns, name := me.Spec.Service.Namespace, me.Spec.Service.Name
 	src := Source{
 		Export: &mcsv1beta1.ServiceExport{

@@ -8,13 +8,16 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
 	hubv1alpha1 "k8s.io/multiclusterservices/apis/hub/v1alpha1"
 	inventoryv1alpha1 "k8s.io/multiclusterservices/apis/inventory/v1alpha1"
+	"k8s.io/multiclusterservices/catalog"
 	"k8s.io/multiclusterservices/export"
+	mcsproxy "k8s.io/multiclusterservices/proxy"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
@@ -115,7 +118,7 @@ func TestPublishMemberCluster(t *testing.T) {
 	}
 	going := ns("going", v1.NamespaceActive)
 	going.DeletionTimestamp = &created
-	mc := PublishMemberCluster([]*v1.Namespace{ns("web", v1.NamespaceActive), ns("demo", v1.NamespaceActive), ns("old", v1.NamespaceTerminating), going}, nil, nil)
+	mc := PublishMemberCluster(Member{Namespaces: []*v1.Namespace{ns("web", v1.NamespaceActive), ns("demo", v1.NamespaceActive), ns("old", v1.NamespaceTerminating), going}})
 	if mc.Name != hubv1alpha1.MemberClusterName {
 		t.Errorf("MemberCluster named %q", mc.Name)
 	}
@@ -143,8 +146,69 @@ func TestPublishMemberCluster(t *testing.T) {
 		return n
 	}
 	nodes := []*v1.Node{node("n2", v1.ConditionTrue, "10.0.0.2"), node("n1", v1.ConditionTrue, "10.0.0.1", "fd00::1"), node("n3", v1.ConditionFalse, "10.0.0.3")}
-	if got := PublishMemberCluster(nil, nil, nodes).Spec.EntryPoints; strings.Join(got, ",") != "10.0.0.1,10.0.0.2,fd00::1" {
+	if got := PublishMemberCluster(Member{Nodes: nodes}).Spec.EntryPoints; strings.Join(got, ",") != "10.0.0.1,10.0.0.2,fd00::1" {
 		t.Errorf("entry points %v, want the ready nodes' addresses, sorted", got)
+	}
+	// Its Service ranges, and the catalog's imports it holds: those its
+	// agent wrote, not an import of the export model nor one someone else
+	// labelled.
+	cidr := func(name string, cidrs ...string) *networkingv1.ServiceCIDR {
+		return &networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: networkingv1.ServiceCIDRSpec{CIDRs: cidrs}}
+	}
+	imp := func(ns, name, global, manager string) *mcsv1beta1.ServiceImport {
+		si := &mcsv1beta1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{mcsproxy.LabelImportManagedBy: manager}},
+			Spec: mcsv1beta1.ServiceImportSpec{IPs: []string{"10.42.0.1"}}}
+		if global != "" {
+			si.Annotations = map[string]string{catalog.AnnotationGlobalService: global}
+		}
+		return si
+	}
+	mc = PublishMemberCluster(Member{
+		ServiceCIDRs: []*networkingv1.ServiceCIDR{cidr("kubernetes", "10.96.0.0/16", "fd00:96::/112"), cidr("extra", "10.97.0.0/16")},
+		Derived:      true, ManagedBy: "mine",
+		Imports: []*mcsv1beta1.ServiceImport{
+			imp("shop", "authz-a", "team-a/authz", "mine"), imp("demo", "web", "", "mine"),
+			imp("shop", "forged", "team-a/authz", "someone"), imp("app", "authz", "team-b/authz", "mine"),
+		},
+	})
+	if got := strings.Join(mc.Spec.ServiceCIDRs, ","); got != "10.96.0.0/16,10.97.0.0/16,fd00:96::/112" || !mc.Spec.Derived {
+		t.Errorf("Service ranges %s, derived %v", got, mc.Spec.Derived)
+	}
+	var held []string
+	for _, ci := range mc.Spec.CatalogImports {
+		held = append(held, ci.Service.Namespace+"/"+ci.Service.Name+"="+ci.GlobalService+strings.Join(ci.IPs, ","))
+	}
+	if got := strings.Join(held, " "); got != "app/authz=team-b/authz10.42.0.1 shop/authz-a=team-a/authz10.42.0.1" {
+		t.Errorf("catalog imports %s", got)
+	}
+}
+
+// TestPublishBoundService: a Service the catalog binds is published
+// without an export, read back as bound and not exported (the export
+// model does not take it for an export); not bound, it is not published.
+func TestPublishBoundService(t *testing.T) {
+	created := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	svc := &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "frontend", Name: "authz", CreationTimestamp: created}, Spec: v1.ServiceSpec{ClusterIP: "10.96.0.9"}}
+	if me := PublishExport(Source{Service: svc}); me != nil {
+		t.Errorf("a Service neither exported nor bound published as %+v", me)
+	}
+	me := PublishExport(Source{Service: svc, Bound: true})
+	if me == nil || !me.Spec.CatalogOnly || me.Name != "frontend.authz" || me.Spec.ServiceSpec == nil || !me.Spec.ExportCreated.Equal(&created) {
+		t.Fatalf("a bound Service published as %+v", me)
+	}
+	back := Read(me, nil)
+	if back.Export != nil || !back.Bound || back.Service == nil || back.Service.Spec.ClusterIP != "10.96.0.9" {
+		t.Errorf("read back as export %v, bound %v, Service %v", back.Export, back.Bound, back.Service)
+	}
+	// Exported and bound: an export, as the export model reads it.
+	se := &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: "frontend", Name: "authz", CreationTimestamp: metav1.Now()}}
+	if me := PublishExport(Source{Export: se, Service: svc, Bound: true}); me.Spec.CatalogOnly || Read(me, nil).Export == nil {
+		t.Errorf("an exported Service the catalog binds published as catalog-only")
+	}
+	going := svc.DeepCopy()
+	going.DeletionTimestamp = &created
+	if me := PublishExport(Source{Service: going, Bound: true}); me != nil {
+		t.Errorf("a bound Service being deleted published as %+v", me)
 	}
 }
 
@@ -195,19 +259,19 @@ func TestPublishIngress(t *testing.T) {
 // it) is still itself.
 func TestMemberProperties(t *testing.T) {
 	own := map[string]string{"region.topology.k8s.io": "eu", aboutv1alpha1.ClusterIDProperty: "cluster-a"}
-	mc := PublishMemberCluster(nil, own, nil)
+	mc := PublishMemberCluster(Member{Properties: own})
 	own["region.topology.k8s.io"] = "changed after publishing"
 	got := MemberProperties("cluster-a", mc.Spec.Properties, nil)
 	if want := map[string]string{"region.topology.k8s.io": "eu", aboutv1alpha1.ClusterIDProperty: "cluster-a"}; !maps.Equal(got, want) {
 		t.Errorf("read back %v, want %v", got, want)
 	}
 	// cluster-b's agent publishes cluster-a's ID and region.
-	claim := PublishMemberCluster(nil, map[string]string{"region.topology.k8s.io": "eu", aboutv1alpha1.ClusterIDProperty: "cluster-a"}, nil)
+	claim := PublishMemberCluster(Member{Properties: map[string]string{"region.topology.k8s.io": "eu", aboutv1alpha1.ClusterIDProperty: "cluster-a"}})
 	if got := MemberProperties("cluster-b", claim.Spec.Properties, nil)[aboutv1alpha1.ClusterIDProperty]; got != "cluster-b" {
 		t.Errorf("cluster-b claiming cluster-a's ID is read as %q, want cluster-b", got)
 	}
 	// A member without ClusterProperties is still its ID.
-	if got := MemberProperties("cluster-c", PublishMemberCluster(nil, nil, nil).Spec.Properties, nil); !maps.Equal(got, map[string]string{aboutv1alpha1.ClusterIDProperty: "cluster-c"}) {
+	if got := MemberProperties("cluster-c", PublishMemberCluster(Member{}).Spec.Properties, nil); !maps.Equal(got, map[string]string{aboutv1alpha1.ClusterIDProperty: "cluster-c"}) {
 		t.Errorf("cluster-c without properties is read as %v", got)
 	}
 }
@@ -221,7 +285,7 @@ func TestMemberPropertiesUnderAProfile(t *testing.T) {
 	const region = "region.topology.k8s.io"
 	// cluster-a's administrator claims eu, to be selected by eu's
 	// importers; its cluster manager says us.
-	mc := PublishMemberCluster(nil, map[string]string{region: "eu", "zone.example": "z1"}, nil)
+	mc := PublishMemberCluster(Member{Properties: map[string]string{region: "eu", "zone.example": "z1"}})
 	profile := []inventoryv1alpha1.Property{{Name: region, Value: "us"}, {Name: aboutv1alpha1.ClusterIDProperty, Value: "cluster-b"}}
 	got := MemberProperties("cluster-a", mc.Spec.Properties, profile)
 	want := map[string]string{region: "us", "zone.example": "z1", aboutv1alpha1.ClusterIDProperty: "cluster-a"}

@@ -554,6 +554,7 @@ func simulatedExports() dynamic.Interface {
 	}
 	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{
 		serviceExports: "ServiceExportList", aboutv1alpha1.Resource: "ClusterPropertyList",
+		mcsv1beta1.SchemeGroupVersion.WithResource("serviceimports"): "ServiceImportList",
 	}, objs...)
 }
 

@@ -30,6 +30,11 @@ const (
 	// and ports), which the members that cannot reach that cluster's
 	// pods import instead of its pods' slices (PlannedIngress).
 	LabelEntryPoints = "hub.multiclusterservices.k8s.io/entry-points"
+	// LabelGlobalService, on a ServicePlan of the service catalog and on
+	// its EndpointSlices, is a digest of the global service it places
+	// (PlannedImport's GlobalService): one local name may hold different
+	// global services in different members, each its own plan.
+	LabelGlobalService = "hub.multiclusterservices.k8s.io/global-service"
 )
 
 // MemberExport is what one member cluster exports of one Service: its
@@ -82,8 +87,16 @@ type MemberExportSpec struct {
 	// Service is the exported Service's namespace and name in the member.
 	Service ServiceName `json:"service"`
 	// ExportCreated is the creation time of the member's ServiceExport:
-	// the oldest export's fields win a conflict (KEP-1645).
+	// the oldest export's fields win a conflict (KEP-1645); for a Service
+	// published only because the catalog binds it (CatalogOnly), the
+	// Service's creation time.
 	ExportCreated metav1.Time `json:"exportCreated"`
+	// CatalogOnly says the member has no ServiceExport of the Service:
+	// it is published because the hub's service catalog binds it
+	// (MemberCluster's status.boundServices), and the export model does
+	// not read it.
+	// +optional
+	CatalogOnly bool `json:"catalogOnly,omitempty"`
 	// NamespaceCreated is the creation time of the Service's namespace in
 	// the member: an export is never taken to be older than it.
 	// +optional
@@ -163,6 +176,7 @@ const MemberClusterName = "member"
 // (not synced), as push mode of a member whose caches have not synced.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
 // +kubebuilder:metadata:annotations="api-approved.kubernetes.io=unapproved, experimental: pull mode of k8s.io/multiclusterservices"
 // +kubebuilder:resource:shortName=mcm,categories=multicluster
 // +kubebuilder:validation:XValidation:rule="self.metadata.name == 'member'",message="a member's hub namespace holds one MemberCluster, named member"
@@ -171,6 +185,20 @@ type MemberCluster struct {
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	Spec MemberClusterSpec `json:"spec"`
+	// +optional
+	Status MemberClusterStatus `json:"status,omitempty"`
+}
+
+// MemberClusterStatus is the planner's word to a member beside the plan.
+type MemberClusterStatus struct {
+	// BoundServices are the member's Services that the hub's service
+	// catalog binds (ServiceBindings naming this cluster), sorted: its
+	// agent publishes each as a MemberExport (CatalogOnly where it has
+	// no ServiceExport of it).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=10000
+	BoundServices []ServiceName `json:"boundServices,omitempty"`
 }
 
 // MemberClusterSpec is what the planner reads of a member beside its
@@ -198,6 +226,39 @@ type MemberClusterSpec struct {
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=10000
 	EntryPoints []string `json:"entryPoints,omitempty"`
+	// ServiceCIDRs are the member's Service ranges (its ServiceCIDRs):
+	// the service catalog binds no address there.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	ServiceCIDRs []string `json:"serviceCIDRs,omitempty"`
+	// Derived says the member's agent serves it in derived mode: its
+	// imports carry clusterset IPs of their own (derived Services').
+	// +optional
+	Derived bool `json:"derived,omitempty"`
+	// CatalogImports are the ServiceImports the agent wrote where the
+	// service catalog places a global service, sorted: the catalog's
+	// GlobalServiceImports are Ready once their member holds them.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=10000
+	CatalogImports []MemberCatalogImport `json:"catalogImports,omitempty"`
+}
+
+// MemberCatalogImport is a ServiceImport a member holds of a global
+// service of the catalog.
+type MemberCatalogImport struct {
+	// Service is the import's namespace and name in the member.
+	Service ServiceName `json:"service"`
+	// GlobalService is the global service it holds (namespace/name in
+	// the hub).
+	// +kubebuilder:validation:MaxLength=127
+	GlobalService string `json:"globalService"`
+	// IPs are the import's clusterset IPs.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=2
+	IPs []string `json:"ips,omitempty"`
 }
 
 // MemberNamespace is one namespace of a member.
@@ -245,6 +306,13 @@ type ServicePlan struct {
 type ServicePlanSpec struct {
 	// Service is the name's namespace and name in the members.
 	Service ServiceName `json:"service"`
+	// GlobalService, in the service catalog, is the global service the
+	// plan places under the name (namespace/name in the hub), in the
+	// members ImportedIn only: other members may hold another global
+	// service under the same name, each its own plan.
+	// +optional
+	// +kubebuilder:validation:MaxLength=127
+	GlobalService string `json:"globalService,omitempty"`
 	// Import is what every member in ImportedIn holds; none when no
 	// member is to hold an import of the name.
 	// +optional
