@@ -38,7 +38,27 @@ func TestCatalog(t *testing.T) {
 	}
 	l := upLocalOpts(t, clusterset.Options{Clusters: 3, Prefix: "e2ecat"}, false)
 	ms := l.members()
-	s := &catalogSuite{suite: &suite{p: l, a: ms[0], b: ms[1], top: t}, l: l, c: ms[2]}
+	catalogCases(t, &catalogSuite{suite: &suite{p: l, a: ms[0], b: ms[1], top: t}, l: l, c: ms[2], hubMember: ms[0]})
+}
+
+// TestCatalogPullMode runs TestCatalog's cases in pull mode, the catalog
+// in the hub (cluster-c, doubling as a member): the planner switches to
+// the catalog's model and back (--service-model), names in each member's
+// MemberCluster the Services bindings name there, which its agent
+// publishes, and plans each global service under each local name it is
+// placed at; each agent writes its own cluster's part.
+func TestCatalogPullMode(t *testing.T) {
+	runBeside(t)
+	if p := os.Getenv("MCS_E2E_PROVIDER"); p != "" && p != "local" {
+		t.Skipf("the catalog cases run on a local clusterset, not on MCS_E2E_PROVIDER=%s", p)
+	}
+	l := upLocalPull(t, clusterset.Options{Clusters: 3, Prefix: "e2ecatp"})
+	ms := l.members()
+	catalogCases(t, &catalogSuite{suite: &suite{p: l, a: ms[0], b: ms[1], top: t}, l: l, c: ms[2], hubMember: ms[2]})
+}
+
+// catalogCases are the catalog's cases both modes share.
+func catalogCases(t *testing.T, s *catalogSuite) {
 	s.setUpHub(t)
 	t.Run("the export model, then a switch to the catalog: the clusterset IP and the traffic stay", s.testSwitch)
 	t.Run("independent names: team A's and team B's frontend/authz, each only where imported", s.testIndependentNames)
@@ -51,10 +71,13 @@ func TestCatalog(t *testing.T) {
 
 type catalogSuite struct {
 	*suite
-	l       *local
-	c       *member
-	hub     catalogclient.CatalogV1alpha1Interface
-	clients map[*member]*pod
+	l *local
+	c *member
+	// hubMember is the member that holds the catalog: cluster-a, or in
+	// pull mode the hub.
+	hubMember *member
+	hub       catalogclient.CatalogV1alpha1Interface
+	clients   map[*member]*pod
 	// exportLatencies are the export model's, measured before the switch.
 	exportLatencies []time.Duration
 }
@@ -63,7 +86,7 @@ type catalogSuite struct {
 // teams' namespaces) and the namespaces the teams own in the members.
 func (s *catalogSuite) setUpHub(t *testing.T) {
 	ctx := t.Context()
-	hubCfg := s.l.cluster(s.a).API.RESTConfig()
+	hubCfg := s.l.cluster(s.hubMember).API.RESTConfig()
 	all, err := crds.Catalog()
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +98,7 @@ func (s *catalogSuite) setUpHub(t *testing.T) {
 	applyManifest(t, hubCfg, filepath.Join("..", "..", "deploy", "catalog", "catalog-rbac.yaml"), nil, nil)
 	for team, owns := range map[string]string{"team-a": "cluster-a/frontend,cluster-b/apps,e2e-cat-switch", "team-b": "cluster-b/frontend,cluster-c/shop"} {
 		ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: team, Annotations: map[string]string{catalogv1alpha1.AnnotationMemberNamespaces: owns}}}
-		if _, err := s.a.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		if _, err := s.hubMember.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -90,6 +113,26 @@ func (s *catalogSuite) setUpHub(t *testing.T) {
 	for _, m := range []*member{s.a, s.b, s.c} {
 		s.clients[m] = sp.client(m, "client")
 	}
+}
+
+// switchModel restarts what plans the clusterset in the catalog's model
+// (catalog) or the exports': the controller, with the hub as
+// --hub-context, or in pull mode the planner, whose kubeconfig is the
+// hub's.
+func (s *catalogSuite) switchModel(t *testing.T, catalog bool) {
+	t.Helper()
+	var args []string
+	if catalog {
+		args = append(args, "--service-model=catalog")
+	}
+	if s.l.pull != nil {
+		s.l.restartPlanner(t, args...)
+		return
+	}
+	if catalog {
+		args = append(args, "--hub-context="+s.hubMember.Name)
+	}
+	s.l.restartController(t, args...)
 }
 
 // createGlobal, createBinding and createImport write a catalog object
@@ -217,7 +260,7 @@ func (s *catalogSuite) testSwitch(t *testing.T) {
 	s.createGlobal(t, "team-a", "web", catalogv1alpha1.GlobalServiceSpec{
 		ImportPolicy: catalogv1alpha1.ImportAll, DefaultName: &catalogv1alpha1.LocalName{Namespace: sp.name, Name: "web"}})
 	s.createBinding(t, "team-a", "web-a", bindService("cluster-a", sp.name, "web"))
-	s.l.restartController(t, "--service-model=catalog", "--hub-context="+s.a.Name)
+	s.switchModel(t, true)
 	if ip := s.importIn(t, s.b, sp.name, "web", "team-a/web"); ip != vip {
 		t.Errorf("the clusterset IP changed with the switch: %s, was %s", ip, vip)
 	}
@@ -357,7 +400,7 @@ func (s *catalogSuite) testDenied(t *testing.T) {
 		return b == "False/"+catalog.ReasonNamespaceNotOwned && i == "False/"+catalog.ReasonNamespaceNotOwned, b + " " + i
 	})
 	s.noImport(t, s.a, "frontend", "steal")
-	events, err := s.a.Client.CoreV1().Events("team-b").List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=steal"})
+	events, err := s.hubMember.Client.CoreV1().Events("team-b").List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=steal"})
 	if err != nil || len(events.Items) == 0 {
 		t.Errorf("no event on team B's refused objects (%v)", err)
 	}
@@ -406,7 +449,7 @@ func (s *catalogSuite) untilRules(t *testing.T, m *member, ns, name string, star
 
 func (s *catalogSuite) testSwitchBack(t *testing.T) {
 	vip := s.importIn(t, s.b, "e2e-cat-switch", "web", "team-a/web")
-	s.l.restartController(t)
+	s.switchModel(t, false)
 	eventually(t, 60*time.Second, "b's import e2e-cat-switch/web written by the export model", func() (bool, string) {
 		si, err := s.b.MCS.MulticlusterV1beta1().ServiceImports("e2e-cat-switch").Get(t.Context(), "web", metav1.GetOptions{})
 		if err != nil {

@@ -261,20 +261,24 @@ func (l *local) stopPull(t *testing.T) func(*testing.T) {
 // test.
 func (l *local) configurePlanner(t *testing.T, extra ...string) {
 	t.Helper()
-	restart := func(t *testing.T, extra []string) {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		l.pull.StopPlanner()
-		l.pullExtra = extra
-		if err := l.pull.StartPlanner(extra...); err != nil {
-			t.Fatal(err)
-		}
-	}
 	l.mu.Lock()
 	before := slices.Clone(l.pullExtra)
 	l.mu.Unlock()
-	restart(t, extra)
-	t.Cleanup(func() { restart(t, before) })
+	l.restartPlanner(t, extra...)
+	t.Cleanup(func() { l.restartPlanner(t, before...) })
+}
+
+// restartPlanner restarts pull mode's planner with extra flags, which it
+// keeps.
+func (l *local) restartPlanner(t *testing.T, extra ...string) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.pull.StopPlanner()
+	l.pullExtra = extra
+	if err := l.pull.StartPlanner(extra...); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // configureController restarts the controller process with extra flags;

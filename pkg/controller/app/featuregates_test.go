@@ -61,7 +61,7 @@ func TestPlannerCommandFlags(t *testing.T) {
 	if err := cmd.ParseFlags([]string{"--feature-gates=MultiClusterServiceClusterSelection=true,ContextualLogging=true", "--clusterset-ip-cidrs=10.250.0.0/24", "--endpoint-ttl=30s"}); err != nil {
 		t.Fatalf("the planner's flags: %v", err)
 	}
-	for _, name := range []string{"contexts", "derived-members", "service-model"} {
+	for _, name := range []string{"contexts", "derived-members", "member-secrets-namespace"} {
 		if cmd.Flags().Lookup(name) != nil {
 			t.Errorf("the planner takes --%s, which plans nothing in pull mode", name)
 		}

@@ -39,6 +39,7 @@ var plannerFlags = []string{
 	"workers", "initial-sync-timeout", "kube-api-qps", "kube-api-burst", "leader-elect", "lease-namespace",
 	"leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period", "identity", "feature-gates",
 	"inventory-namespace", "inventory-selector", "clusterset", "ingress-members", "ingress-service-type",
+	"service-model", "catalog-health-probes-per-team", "catalog-objects-per-team", "catalog-health-probes",
 }
 
 // plannerUsage are the planner's words for the flags it takes in a sense
@@ -47,6 +48,7 @@ var plannerUsage = map[string]string{
 	"inventory-namespace":  "Namespace of the hub holding a Cluster Inventory (ClusterProfiles, multicluster.x-k8s.io, KEP-4322). The properties a profile states in its status (the cluster manager's word) win over what the member it names by its cluster.clusterset.k8s.io property publishes for every name both give, as in push mode; of two profiles naming one member, the oldest one's. Without it, the members' own word is matched. The hub must serve ClusterProfiles.",
 	"inventory-selector":   "Label selector of the ClusterProfiles of --inventory-namespace that are read (default: every one).",
 	"ingress-members":      "Cluster IDs (hub namespaces) of the members whose pods the other members cannot reach, nor they the others' (private or overlapping pod networks), comma separated. Between such a member and any other, an export is reached through its cluster's ingress: the exported Service itself when it is a NodePort or LoadBalancer Service, otherwise a Service of --ingress-service-type that the exporting member's agent creates for it as the plan asks (ingress-<hash>); the plan gives the other side the ingress's entry points (the addresses the member publishes of its ready nodes, or the load balancer's) instead of pod IPs.",
+	"service-model":        "How the clusterset says what it serves: " + ModelNamespaceSameness + " (KEP-1645: the members' ServiceExports, as their agents publish them) or " + ModelCatalog + " (the service catalog in the hub: GlobalServices, ServiceBindings and GlobalServiceImports of catalog.multiclusterservices.k8s.io; the planner names in each member's MemberCluster the Services bindings name there, which its agent publishes, and plans each global service under each local name it is placed at). ServiceExports are not planned in catalog mode.",
 	"ingress-service-type": "Type of the ingress Services the plan asks the members' agents to create: NodePort (every ready node is an entry point) or LoadBalancer (the load balancer's address is).",
 	"clusterset":           "Name of the clusterset planned: a ClusterProfile whose status.properties name another in clusterset.k8s.io is about another clusterset's cluster and is not read (default: every profile is read).",
 }
@@ -126,6 +128,10 @@ func RunPlanner(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
+	catalog, err := catalogConfig(klog.FromContext(ctx), o, hub)
+	if err != nil {
+		return err
+	}
 	reg := compmetrics.NewKubeRegistry()
 	reg.RawMustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(leaderGauge)
@@ -152,6 +158,7 @@ func RunPlanner(ctx context.Context, o *Options) error {
 		},
 		Hub: hubKube, HubDynamic: dynamic.NewForConfigOrDie(hub), Recorder: recorder, Registry: reg,
 		Profiles: profiles,
+		Catalog:  catalog,
 	})
 	if err != nil {
 		return err

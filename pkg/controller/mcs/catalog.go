@@ -92,7 +92,10 @@ type catalogState struct {
 
 const catalogQueueKey = "catalog"
 
-func newCatalogState(cfg CatalogConfig) *catalogState {
+// newCatalogState returns the catalog's state; changed is called when a
+// health check's answer changes (nil: the catalog's queue is given the
+// catalog's key).
+func newCatalogState(cfg CatalogConfig, changed func()) *catalogState {
 	if cfg.HealthProbesPerTeam <= 0 {
 		cfg.HealthProbesPerTeam = catalogmodel.DefaultHealthProbesPerTeam
 	}
@@ -105,7 +108,10 @@ func newCatalogState(cfg CatalogConfig) *catalogState {
 		bound:  map[string]bool{},
 		placed: map[string]bool{},
 	}
-	s.health = catalogmodel.NewChecker(func() { s.queue.Add(catalogQueueKey) })
+	if changed == nil {
+		changed = func() { s.queue.Add(catalogQueueKey) }
+	}
+	s.health = catalogmodel.NewChecker(changed)
 	return s
 }
 
@@ -135,12 +141,20 @@ func (cm catalogModel) runCatalog(ctx context.Context, run func(func(context.Con
 // stops its event recorder.
 func (cm catalogModel) startCatalog(ctx context.Context) (shutdown func(), err error) {
 	s := cm.c.catalog
+	return s.start(ctx, cm.c.cfg.InitialSyncTimeout+time.Minute, func() { s.queue.Add(catalogQueueKey) })
+}
+
+// start starts the hub's informers of the catalog, waits for them at most
+// timeout, and calls changed at every change of what a resolution reads
+// there; shutdown stops its event recorder. The controller and pull
+// mode's planner read the catalog so.
+func (s *catalogState) start(ctx context.Context, timeout time.Duration, changed func()) (shutdown func(), err error) {
 	hub := cataloginformers.NewSharedInformerFactory(s.cfg.Hub, 0)
 	kube := informers.NewSharedInformerFactory(s.cfg.HubKube, 0)
 	enqueue := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { s.queue.Add(catalogQueueKey) },
-		UpdateFunc: func(old, cur any) { s.queue.Add(catalogQueueKey) },
-		DeleteFunc: func(any) { s.queue.Add(catalogQueueKey) },
+		AddFunc:    func(any) { changed() },
+		UpdateFunc: func(old, cur any) { changed() },
+		DeleteFunc: func(any) { changed() },
 	}
 	catalogObjects := cache.ResourceEventHandlerFuncs{
 		AddFunc: enqueue.AddFunc, DeleteFunc: enqueue.DeleteFunc,
@@ -151,7 +165,7 @@ func (cm catalogModel) startCatalog(ctx context.Context) (shutdown func(), err e
 			if ok1 && ok2 && o.GetGeneration() == n.GetGeneration() && apiequality.Semantic.DeepEqual(o.GetLabels(), n.GetLabels()) {
 				return
 			}
-			s.queue.Add(catalogQueueKey)
+			changed()
 		},
 	}
 	objs := hub.Catalog().V1alpha1()
@@ -168,11 +182,11 @@ func (cm catalogModel) startCatalog(ctx context.Context) (shutdown func(), err e
 	s.recorder, stopEvents = eventrecorder.New(s.cfg.HubKube)
 	hub.Start(ctx.Done())
 	kube.Start(ctx.Done())
-	wctx, cancel := context.WithTimeout(ctx, cm.c.cfg.InitialSyncTimeout+time.Minute)
+	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if !cache.WaitForCacheSync(wctx.Done(), s.synced...) {
 		stopEvents()
-		return nil, errors.New("the hub's catalog caches did not sync (are the catalog CRDs installed in the hub, and the controller allowed to read them?)")
+		return nil, errors.New("the hub's catalog caches did not sync (are the catalog CRDs installed in the hub, and this identity allowed to read them?)")
 	}
 	return stopEvents, nil
 }

@@ -65,8 +65,22 @@ func (cm catalogModel) syncCatalog(ctx context.Context) error {
 // members and the configuration add to it.
 func (cm catalogModel) readCatalog() catalog.Catalog {
 	c := cm.c
-	s := c.catalog
-	cat := catalog.Catalog{Teams: map[string][]string{}}
+	var members []string
+	var ranges []catalog.KubernetesRange
+	for _, m := range c.members.all() {
+		if m.hasSynced() {
+			members = append(members, m.id)
+			ranges = append(ranges, kubernetesRanges(m, c.cfg.MemberPodCIDRs[m.id])...)
+		}
+	}
+	return c.catalog.read(&c.cfg, members, ranges)
+}
+
+// read reads the catalog from the hub's caches, of the synced members,
+// with the addresses they hand out (ranges) and what the configuration
+// adds to it.
+func (s *catalogState) read(cfg *Config, members []string, ranges []catalog.KubernetesRange) catalog.Catalog {
+	cat := catalog.Catalog{Teams: map[string][]string{}, Members: members, KubernetesRanges: ranges}
 	cat.GlobalServices, _ = s.globals.List(labels.Everything())
 	cat.Bindings, _ = s.bindings.List(labels.Everything())
 	cat.Imports, _ = s.imports.List(labels.Everything())
@@ -76,19 +90,13 @@ func (cm catalogModel) readCatalog() catalog.Catalog {
 			cat.Teams[ns.Name] = owned
 		}
 	}
-	for _, m := range c.members.all() {
-		if m.hasSynced() {
-			cat.Members = append(cat.Members, m.id)
-			cat.KubernetesRanges = append(cat.KubernetesRanges, kubernetesRanges(m, c.cfg.MemberPodCIDRs[m.id])...)
-		}
-	}
-	for _, p := range slices.Concat(c.cfg.ClusterSetIPRanges, s.cfg.OwnNetworks) {
+	for _, p := range slices.Concat(cfg.ClusterSetIPRanges, s.cfg.OwnNetworks) {
 		cat.KubernetesRanges = append(cat.KubernetesRanges, catalog.KubernetesRange{Prefix: p})
 	}
 	// What the configuration refuses in the export model it refuses in
 	// the catalog: a team that owns every namespace still binds no
 	// Service of kube-system and imports nothing there.
-	cat.RefusedNamespaces, cat.ExportNamespaces = c.cfg.RefusedNamespaces, c.cfg.ExportNamespaces
+	cat.RefusedNamespaces, cat.ExportNamespaces = cfg.RefusedNamespaces, cfg.ExportNamespaces
 	cat.MaxObjectsPerTeam = s.cfg.ObjectsPerTeam
 	return cat
 }

@@ -216,7 +216,7 @@ func newController(cfg Config, metrics *Metrics, members []*member) *Controller 
 	c.view = clustersetView{retainedSource: c.retainedSource, serviceRangeOverlaps: c.reservations.serviceRangeOverlaps}
 	c.source = exportModel{c}
 	if cfg.Catalog != nil {
-		c.catalog = newCatalogState(*cfg.Catalog)
+		c.catalog = newCatalogState(*cfg.Catalog, nil)
 		c.source = catalogModel{c}
 	}
 	return c

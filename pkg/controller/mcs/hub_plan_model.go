@@ -69,6 +69,14 @@ func newHubPlanModel(c *Controller, src HubPlanSource) (*hubPlanModel, error) {
 	if err := s.plans.SetTransform(typedFrom(func() runtime.Object { return &hubv1alpha1.ServicePlan{} })); err != nil {
 		return nil, err
 	}
+	if err := s.plans.AddIndexers(cache.Indexers{byPlannedService: func(obj any) ([]string, error) {
+		if sp, ok := obj.(*hubv1alpha1.ServicePlan); ok {
+			return []string{sp.Spec.Service.Namespace + "/" + sp.Spec.Service.Name}, nil
+		}
+		return nil, nil
+	}}); err != nil {
+		return nil, err
+	}
 	if err := s.planSlices.AddIndexers(cache.Indexers{byPlannedService: func(obj any) ([]string, error) {
 		o, ok := obj.(metav1.Object)
 		if !ok {
@@ -132,10 +140,24 @@ func (s *hubPlanModel) plan(ctx context.Context, key string) error {
 	members, membership := s.c.members.at()
 	d := &desiredState{}
 	if sp := s.planOf(ns, name); sp != nil {
-		planned := indexed[*discoveryv1.EndpointSlice](s.planSlices.GetIndexer(), byPlannedService, key)
+		digest := ""
+		if sp.Spec.GlobalService != "" {
+			digest = pull.GlobalServiceDigest(sp.Spec.GlobalService)
+		}
+		var planned []*discoveryv1.EndpointSlice
+		for _, ps := range indexed[*discoveryv1.EndpointSlice](s.planSlices.GetIndexer(), byPlannedService, key) {
+			if ps.Labels[hubv1alpha1.LabelGlobalService] == digest {
+				planned = append(planned, ps)
+			}
+		}
 		if d, err = desiredOfHubPlan(sp, planned, s.c.cfg.ManagedBy, s.ingressService(members[0], ns, name)); err != nil {
 			s.c.logger.Error(err, "The hub's plan cannot be read; what this cluster holds of it stays as it is", "key", key)
 			return nil
+		}
+		if digest != "" {
+			// The catalog's variant of this member, as push mode's
+			// catalog model gives it.
+			d = &desiredState{Variants: map[string]*desiredState{s.member: {Import: d.Import, Clusters: d.Clusters, IPError: d.IPError, Slices: d.Slices}}}
 		}
 	}
 	if obj, ok, _ := s.exports.GetStore().GetByKey(s.member + "/" + pull.MemberExportName(ns, name)); ok {
@@ -153,8 +175,15 @@ func (s *hubPlanModel) plan(ctx context.Context, key string) error {
 	return nil
 }
 
-// planOf is the plan of ns/name the hub holds, nil when none.
+// planOf is the plan of ns/name the hub holds for this member, nil when
+// none: the catalog's plan placing a global service here under the name,
+// else the exports' plan of the name.
 func (s *hubPlanModel) planOf(ns, name string) *hubv1alpha1.ServicePlan {
+	for _, sp := range indexed[*hubv1alpha1.ServicePlan](s.plans.GetIndexer(), byPlannedService, ns+"/"+name) {
+		if sp.Spec.GlobalService != "" && slices.Contains(sp.Spec.ImportedIn, s.member) {
+			return sp
+		}
+	}
 	obj, ok, _ := s.plans.GetStore().GetByKey(pull.PlanNamespace + "/" + pull.PlanName(ns, name))
 	if !ok {
 		return nil

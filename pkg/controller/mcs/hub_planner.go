@@ -40,6 +40,7 @@ import (
 	inventoryv1alpha1 "k8s.io/multiclusterservices/apis/inventory/v1alpha1"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
+	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/catalogmodel"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/clustersetip"
 	"github.com/mcs-kube-proxy/mcs-kube-proxy/pkg/controller/pull"
 )
@@ -68,6 +69,7 @@ const (
 	resourceServicePlans   = "serviceplans"
 	resourceEndpointSlices = "endpointslices"
 	resourceMemberExports  = "memberexports/status"
+	resourceMemberClusters = "memberclusters/status"
 	byPlannedNamespace     = "plannedNamespace"
 )
 
@@ -94,6 +96,9 @@ type HubPlannerConfig struct {
 	// ClusterProfiles whose status.properties win over what members
 	// publish of theirs (pull.MemberProperties).
 	Profiles *HubProfiles
+	// Catalog, when set, plans the hub's service catalog
+	// (--service-model=catalog) instead of the members' exports.
+	Catalog *CatalogConfig
 }
 
 // HubProfiles is where the planner reads ClusterProfiles in the hub.
@@ -164,6 +169,10 @@ type HubPlanner struct {
 	// out at once, sharing them with every other name's.
 	slots pull.WriteSlots
 
+	// catalog is the hub's service catalog, in its model; nil in the
+	// export model.
+	catalog *catalogState
+
 	writes  atomic.Int64
 	metrics *plannerMetrics
 	ready   chan struct{}
@@ -199,6 +208,9 @@ func NewHubPlanner(cfg HubPlannerConfig) (*HubPlanner, error) {
 	p.ips.SetLimits(cfg.Config.MaxClusterSetIPsPerNamespace, cfg.Config.MaxForeignImportsPerMember)
 	p.ips.SetMemberLimit(cfg.Config.MaxClusterSetIPsPerMember)
 	p.metrics = newPlannerMetrics(cfg.Registry, p)
+	if cfg.Catalog != nil {
+		p.catalog = newCatalogState(*cfg.Catalog, func() { p.queue.Add(catalogQueueKey) })
+	}
 
 	isMember, err := labels.NewRequirement(pull.LabelMemberCluster, selection.Exists, nil)
 	if err != nil {
@@ -316,7 +328,7 @@ func NewHubPlanner(cfg HubPlannerConfig) (*HubPlanner, error) {
 				p.own.Seen(resource, o, deleted)
 			}
 			if k, ok := key(obj); ok {
-				p.queue.Add(k)
+				p.enqueue(k)
 			}
 		}
 		return cache.ResourceEventHandlerFuncs{
@@ -413,6 +425,11 @@ func (p *HubPlanner) Run(ctx context.Context) error {
 		return ctx.Err()
 	}
 	p.waitForMembers(ctx)
+	if p.catalog != nil {
+		if err := p.startCatalog(ctx); err != nil {
+			return err
+		}
+	}
 	p.restoreIPs()
 	p.checkLiveness()
 	p.logger.Info("Planning into the hub", "namespace", pull.PlanNamespace, "members", len(p.memberIDs()))
@@ -489,13 +506,27 @@ func (p *HubPlanner) worker(ctx context.Context) {
 // holds: a restarted planner moves none.
 func (p *HubPlanner) restoreIPs() {
 	var claims []clustersetip.Claim
+	claimed := map[string]bool{}
 	for _, obj := range p.plans.GetStore().List() {
 		sp, ok := obj.(*hubv1alpha1.ServicePlan)
 		if !ok || sp.Spec.Import == nil || len(sp.Spec.Import.Spec.IPs) == 0 {
 			continue
 		}
+		// In the catalog's model a global service holds its IPs under
+		// its own key, however many local names it is placed under; in
+		// the exports', a name keeps the IPs the catalog gave what its
+		// members hold of it (a switch back), as push mode keeps what
+		// the members' imports carry.
+		key := sp.Spec.Service.Namespace + "/" + sp.Spec.Service.Name
+		if g := sp.Spec.GlobalService; g != "" && p.catalog != nil {
+			key = catalogmodel.KeyPrefix + g
+		}
+		if claimed[key] {
+			continue
+		}
+		claimed[key] = true
 		claims = append(claims, clustersetip.Claim{
-			Key: sp.Spec.Service.Namespace + "/" + sp.Spec.Service.Name, IPs: sp.Spec.Import.Spec.IPs,
+			Key: key, IPs: sp.Spec.Import.Spec.IPs,
 			Created: sp.CreationTimestamp.Time, Member: pull.PlanNamespace,
 		})
 	}
@@ -529,6 +560,11 @@ func (p *HubPlanner) memberClusterChanged(obj any, deleted bool) {
 	if mc == nil {
 		return
 	}
+	if p.catalog != nil {
+		// Its Service ranges, entry points and the catalog's imports it
+		// holds are read by the catalog's resolution.
+		p.queue.Add(catalogQueueKey)
+	}
 	id := mc.Namespace
 	var now map[string]*v1.Namespace
 	if !deleted {
@@ -560,7 +596,7 @@ func (p *HubPlanner) memberClusterChanged(obj any, deleted bool) {
 		objs, _ := p.exports.GetIndexer().ByIndex(cache.NamespaceIndex, id)
 		for _, o := range objs {
 			if me, ok := o.(*hubv1alpha1.MemberExport); ok {
-				p.queue.Add(me.Spec.Service.Namespace + "/" + me.Spec.Service.Name)
+				p.enqueue(me.Spec.Service.Namespace + "/" + me.Spec.Service.Name)
 			}
 		}
 	}
@@ -580,9 +616,9 @@ func (p *HubPlanner) memberClusterChanged(obj any, deleted bool) {
 			objs, _ := inf.GetIndexer().ByIndex(byPlannedNamespace, ns)
 			for _, o := range objs {
 				if sp, ok := o.(*hubv1alpha1.ServicePlan); ok {
-					p.queue.Add(sp.Spec.Service.Namespace + "/" + sp.Spec.Service.Name)
+					p.enqueue(sp.Spec.Service.Namespace + "/" + sp.Spec.Service.Name)
 				} else if me, ok := o.(*hubv1alpha1.MemberExport); ok {
-					p.queue.Add(me.Spec.Service.Namespace + "/" + me.Spec.Service.Name)
+					p.enqueue(me.Spec.Service.Namespace + "/" + me.Spec.Service.Name)
 				}
 			}
 		}
@@ -636,7 +672,7 @@ func (p *HubPlanner) profilesChanged() {
 func (p *HubPlanner) enqueueAll() {
 	for _, inf := range []cache.SharedIndexInformer{p.exports, p.plans} {
 		for _, k := range inf.GetIndexer().ListIndexFuncValues(byPlannedService) {
-			p.queue.Add(k)
+			p.enqueue(k)
 		}
 	}
 }
@@ -795,6 +831,14 @@ func (p *HubPlanner) sync(ctx context.Context, key string) error {
 		p.queue.AddAfter(key, wait)
 		return nil
 	}
+	if p.catalog != nil {
+		return p.syncCatalog(ctx)
+	}
+	// The catalog's plans of the name, left by a planner in the
+	// catalog's model: the exports plan it now.
+	if err := p.removeCatalogPlans(ctx, ns, name); err != nil {
+		return err
+	}
 	planned := p.plannedOf(ns, name)
 	s := p.readHubSnapshot(ns, name, planned)
 	pl := planName(&p.cfg, s)
@@ -822,10 +866,10 @@ func (p *HubPlanner) sync(ctx context.Context, key string) error {
 		return p.removePlan(ctx, ns, name, planned)
 	}
 	want, wantSlices := hubPlanOf(ns, name, d)
-	if err := p.writePlan(ctx, want, planned); err != nil {
+	if err := p.writePlan(ctx, key, want, planned); err != nil {
 		return err
 	}
-	return p.writePlanSlices(ctx, key, wantSlices)
+	return p.writePlanSlices(ctx, key, p.planSlicesOf(ns, name, ""), wantSlices)
 }
 
 func (p *HubPlanner) plannedOf(ns, name string) *hubv1alpha1.ServicePlan {
@@ -876,11 +920,14 @@ func (p *HubPlanner) writeExportConditions(ctx context.Context, ns, name string,
 }
 
 // writePlan makes the hub's ServicePlan want, writing nothing when have
-// says the same already.
-func (p *HubPlanner) writePlan(ctx context.Context, want, have *hubv1alpha1.ServicePlan) error {
+// says the same already; its write is waited for under key.
+func (p *HubPlanner) writePlan(ctx context.Context, key string, want, have *hubv1alpha1.ServicePlan) error {
 	want.Labels = map[string]string{
 		hubv1alpha1.LabelServiceNamespace: want.Spec.Service.Namespace,
 		hubv1alpha1.LabelServiceName:      want.Spec.Service.Name,
+	}
+	if g := want.Spec.GlobalService; g != "" {
+		want.Labels[hubv1alpha1.LabelGlobalService] = pull.GlobalServiceDigest(g)
 	}
 	if have != nil && apiequality.Semantic.DeepEqual(have.Spec, want.Spec) && pull.HasLabels(have.Labels, want.Labels) {
 		return nil
@@ -903,13 +950,29 @@ func (p *HubPlanner) writePlan(ctx context.Context, want, have *hubv1alpha1.Serv
 	if err := p.write(resourceServicePlans, err); err != nil {
 		return err
 	}
-	p.own.Wrote(want.Spec.Service.Namespace+"/"+want.Spec.Service.Name, resourceServicePlans, stored, p.plans.GetStore())
+	p.own.Wrote(key, resourceServicePlans, stored, p.plans.GetStore())
 	return nil
 }
 
-// writePlanSlices makes the plan's slices of key want.
-func (p *HubPlanner) writePlanSlices(ctx context.Context, key string, want []*discoveryv1.EndpointSlice) error {
-	have := indexed[*discoveryv1.EndpointSlice](p.planSlices.GetIndexer(), byPlannedService, key)
+// planSlicesOf are the plan's slices of ns/name that place global
+// service global there ("": the export model's).
+func (p *HubPlanner) planSlicesOf(ns, name, global string) []*discoveryv1.EndpointSlice {
+	var out []*discoveryv1.EndpointSlice
+	digest := ""
+	if global != "" {
+		digest = pull.GlobalServiceDigest(global)
+	}
+	for _, s := range indexed[*discoveryv1.EndpointSlice](p.planSlices.GetIndexer(), byPlannedService, ns+"/"+name) {
+		if s.Labels[hubv1alpha1.LabelGlobalService] == digest {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// writePlanSlices makes the plan's slices have want; their writes are
+// waited for under key.
+func (p *HubPlanner) writePlanSlices(ctx context.Context, key string, have, want []*discoveryv1.EndpointSlice) error {
 	return pull.ApplySlices(ctx, p.hub.DiscoveryV1().EndpointSlices(pull.PlanNamespace), have, want, planSliceUpToDate,
 		func(stored *discoveryv1.EndpointSlice, err error) error {
 			if err := p.write(resourceEndpointSlices, err); err != nil {
@@ -924,13 +987,37 @@ func (p *HubPlanner) writePlanSlices(ctx context.Context, key string, want []*di
 
 // removePlan takes ns/name's plan away: no member exports it.
 func (p *HubPlanner) removePlan(ctx context.Context, ns, name string, planned *hubv1alpha1.ServicePlan) error {
-	if err := p.writePlanSlices(ctx, ns+"/"+name, nil); err != nil {
+	if err := p.writePlanSlices(ctx, ns+"/"+name, p.planSlicesOf(ns, name, ""), nil); err != nil {
 		return err
 	}
+	return p.deletePlan(ctx, ns+"/"+name, planned)
+}
+
+// removeCatalogPlans removes the catalog's plans of ns/name, and their
+// slices.
+func (p *HubPlanner) removeCatalogPlans(ctx context.Context, ns, name string) error {
+	objs, _ := p.plans.GetIndexer().ByIndex(byPlannedService, ns+"/"+name)
+	for _, o := range objs {
+		sp, ok := o.(*hubv1alpha1.ServicePlan)
+		if !ok || sp.Spec.GlobalService == "" {
+			continue
+		}
+		if err := p.writePlanSlices(ctx, ns+"/"+name, p.planSlicesOf(ns, name, sp.Spec.GlobalService), nil); err != nil {
+			return err
+		}
+		if err := p.deletePlan(ctx, ns+"/"+name, sp); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deletePlan deletes plan planned (nil: none).
+func (p *HubPlanner) deletePlan(ctx context.Context, key string, planned *hubv1alpha1.ServicePlan) error {
 	if planned == nil {
 		return nil
 	}
-	p.logger.V(2).Info("Removing a name's plan", "service", ns+"/"+name)
+	p.logger.V(2).Info("Removing a plan", "service", key, "plan", planned.Name)
 	return pull.IgnoreNotFound(p.write(resourceServicePlans, p.hubDyn.Resource(hubServicePlans).Namespace(pull.PlanNamespace).Delete(ctx, planned.Name,
 		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &planned.UID}})))
 }

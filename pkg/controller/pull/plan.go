@@ -1,6 +1,8 @@
 package pull
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"time"
@@ -28,6 +30,21 @@ const PlannerManager = "planner.hub.multiclusterservices.k8s.io"
 // PlanName is the name of the ServicePlan of namespace/name, and the
 // prefix of its slices' names.
 func PlanName(namespace, name string) string { return MemberExportName(namespace, name) }
+
+// GlobalServiceDigest stands for global service key (the hub's
+// namespace/name of a GlobalService of the service catalog) in the
+// plan's names and labels, which its key may be too long for.
+func GlobalServiceDigest(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:8])
+}
+
+// CatalogPlanName is the name of the ServicePlan placing global service
+// global under namespace/name: PlanName and the global service's digest
+// (no Service name holds a dot, so no export's plan has such a name).
+func CatalogPlanName(namespace, name, global string) string {
+	return PlanName(namespace, name) + "." + GlobalServiceDigest(global)
+}
 
 // PlanSlice is the plan's EndpointSlice of imported, a slice members are
 // to hold (export.ImportedSlice, or with entryPoints its source's entry
