@@ -102,9 +102,9 @@ func TestPullHubConfinesEachMember(t *testing.T) {
 			_, err := memberExports(dynA, "cluster-b").Create(ctx, publishedExport(t, "demo", "evil"), metav1.CreateOptions{})
 			return err
 		},
-		"sets the conditions of its own export (the planner's)": func() error {
-			_, err := memberExports(dynA, "cluster-a").Patch(ctx, "demo.web", types.MergePatchType,
-				[]byte(`{"status":{"conditions":[{"type":"Valid","status":"True","reason":"Forged","message":"","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`), metav1.PatchOptions{}, "status")
+		"sets the conditions of its own export (the planner's, in the plan)": func() error {
+			_, err := servicePlans(dynA).Patch(ctx, pull.PlanName("demo", "web"), types.MergePatchType,
+				[]byte(`{"spec":{"exportConditions":[{"clusters":["cluster-a"],"conditions":[{"type":"Valid","status":"True","reason":"Forged"}]}]}}`), metav1.PatchOptions{})
 			return err
 		},
 		"names the Services the catalog binds in its own MemberCluster (the planner's status), to publish Services nobody bound": func() error {

@@ -23,10 +23,9 @@ import (
 // its slices, where it is imported, and the cluster selector results of
 // every importer (one entry per outcome), and where pod networks do not
 // reach each other, the sources' entry points and which members import
-// them (PlannedIngress). What else differs per member (the conditions of
-// its own export, which go on its MemberExport's status; the ingress
-// Service a source makes from its own Service; a catalog variant) is not
-// in the plan.
+// them (PlannedIngress), and every member's export's conditions, one
+// entry per outcome. What else differs per member (the ingress Service a
+// source makes from its own Service) is not in the plan.
 
 // hubPlanOf is the plan of ns/name that d decides.
 func hubPlanOf(ns, name string, d *desiredState) (*hubv1alpha1.ServicePlan, []*discoveryv1.EndpointSlice) {
@@ -38,6 +37,8 @@ func hubPlanOf(ns, name string, d *desiredState) (*hubv1alpha1.ServicePlan, []*d
 			ImportedIn: d.ImportedIn,
 			Retain:     d.Retain,
 			Stale:      d.Stale,
+			// Every member's export's, in one write per name.
+			ExportConditions: plannedConditions(d.ExportConditions),
 		},
 	}
 	if len(d.IngressMembers) > 0 || len(d.IngressServices) > 0 {
@@ -78,7 +79,7 @@ type ingressServiceOf func(cluster string, typ v1.ServiceType) *v1.Service
 // ingress makes where the plan asks for them.
 func desiredOfHubPlan(sp *hubv1alpha1.ServicePlan, planned []*discoveryv1.EndpointSlice, managedBy string, ingress ingressServiceOf) (*desiredState, error) {
 	ns, name := sp.Spec.Service.Namespace, sp.Spec.Service.Name
-	d := &desiredState{ImportedIn: sp.Spec.ImportedIn, Retain: sp.Spec.Retain, Stale: sp.Spec.Stale}
+	d := &desiredState{ImportedIn: sp.Spec.ImportedIn, Retain: sp.Spec.Retain, Stale: sp.Spec.Stale, ExportConditions: exportConditionsOf(sp.Spec.ExportConditions)}
 	if in := sp.Spec.Ingress; in != nil {
 		d.IngressMembers = in.Members
 		for _, id := range in.ServiceIn {
@@ -152,6 +153,49 @@ func plannedOutcomes(byImporter map[string]selectorOutcome) []hubv1alpha1.Planne
 		}
 		index[key] = len(out)
 		out = append(out, hubv1alpha1.PlannedSelectorOutcome{Importers: []string{id}, Results: o.Results, Failed: o.Failed})
+	}
+	return out
+}
+
+// plannedConditions are the export conditions of each member, by
+// cluster ID, one entry per outcome with its members (sorted, the entries
+// ordered by their first member): most exports of a name share theirs,
+// so the plan holds them once rather than once per member. Transition
+// times and generations are the members' own (writeExportStatus).
+func plannedConditions(byCluster map[string][]metav1.Condition) []hubv1alpha1.PlannedExportConditions {
+	var out []hubv1alpha1.PlannedExportConditions
+	index := map[string]int{}
+	for _, id := range slices.Sorted(maps.Keys(byCluster)) {
+		var conds []hubv1alpha1.PlannedCondition
+		for _, c := range byCluster[id] {
+			conds = append(conds, hubv1alpha1.PlannedCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
+		}
+		key := fmt.Sprint(conds)
+		if i, ok := index[key]; ok {
+			out[i].Clusters = append(out[i].Clusters, id)
+			continue
+		}
+		index[key] = len(out)
+		out = append(out, hubv1alpha1.PlannedExportConditions{Clusters: []string{id}, Conditions: conds})
+	}
+	return out
+}
+
+// exportConditionsOf reads planned back: the conditions of each member's
+// export, by cluster ID.
+func exportConditionsOf(planned []hubv1alpha1.PlannedExportConditions) map[string][]metav1.Condition {
+	if len(planned) == 0 {
+		return nil
+	}
+	out := map[string][]metav1.Condition{}
+	for _, o := range planned {
+		var conds []metav1.Condition
+		for _, c := range o.Conditions {
+			conds = append(conds, metav1.Condition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
+		}
+		for _, id := range o.Clusters {
+			out[id] = conds
+		}
 	}
 	return out
 }

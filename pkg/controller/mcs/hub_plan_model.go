@@ -45,10 +45,7 @@ type hubPlanModel struct {
 	factories  []interface{ Start(<-chan struct{}) }
 	plans      cache.SharedIndexInformer
 	planSlices cache.SharedIndexInformer
-	// exports are what the member published in its hub namespace, whose
-	// status holds the conditions the planner gives its exports.
-	exports cache.SharedIndexInformer
-	member  string
+	member     string
 }
 
 func newHubPlanModel(c *Controller, src HubPlanSource) (*hubPlanModel, error) {
@@ -58,12 +55,7 @@ func newHubPlanModel(c *Controller, src HubPlanSource) (*hubPlanModel, error) {
 			o.LabelSelector = labels.SelectorFromSet(labels.Set{discoveryv1.LabelManagedBy: pull.PlannerManager}).String()
 		}))
 	dyn := dynamicinformer.NewFilteredDynamicSharedInformerFactory(src.HubDynamic, src.Resync, pull.PlanNamespace, nil)
-	own := dynamicinformer.NewFilteredDynamicSharedInformerFactory(src.HubDynamic, src.Resync, s.member, nil)
-	s.factories = []interface{ Start(<-chan struct{}) }{typed, dyn, own}
-	s.exports = own.ForResource(hubMemberExports).Informer()
-	if err := s.exports.SetTransform(typedFrom(func() runtime.Object { return &hubv1alpha1.MemberExport{} })); err != nil {
-		return nil, err
-	}
+	s.factories = []interface{ Start(<-chan struct{}) }{typed, dyn}
 	s.planSlices = typed.Discovery().V1().EndpointSlices().Informer()
 	s.plans = dyn.ForResource(hubServicePlans).Informer()
 	if err := s.plans.SetTransform(typedFrom(func() runtime.Object { return &hubv1alpha1.ServicePlan{} })); err != nil {
@@ -94,8 +86,6 @@ func newHubPlanModel(c *Controller, src HubPlanSource) (*hubPlanModel, error) {
 		switch o := pull.ObjectOf[metav1.Object](obj).(type) {
 		case *hubv1alpha1.ServicePlan:
 			c.queue.Add(o.Spec.Service.Namespace + "/" + o.Spec.Service.Name)
-		case *hubv1alpha1.MemberExport:
-			c.queue.Add(o.Spec.Service.Namespace + "/" + o.Spec.Service.Name)
 		case *discoveryv1.EndpointSlice:
 			ns, name := o.Labels[hubv1alpha1.LabelServiceNamespace], o.Labels[hubv1alpha1.LabelServiceName]
 			if ns != "" && name != "" {
@@ -103,7 +93,7 @@ func newHubPlanModel(c *Controller, src HubPlanSource) (*hubPlanModel, error) {
 			}
 		}
 	}
-	for _, inf := range []cache.SharedIndexInformer{s.plans, s.planSlices, s.exports} {
+	for _, inf := range []cache.SharedIndexInformer{s.plans, s.planSlices} {
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }, DeleteFunc: enqueue,
 		}); err != nil {
@@ -119,7 +109,7 @@ func (s *hubPlanModel) start(ctx context.Context, _ func(func(context.Context)))
 	for _, f := range s.factories {
 		f.Start(ctx.Done())
 	}
-	if !cache.WaitForNamedCacheSync("hub-plan", ctx.Done(), s.plans.HasSynced, s.planSlices.HasSynced, s.exports.HasSynced) {
+	if !cache.WaitForNamedCacheSync("hub-plan", ctx.Done(), s.plans.HasSynced, s.planSlices.HasSynced) {
 		return errors.New("the hub's plan was not read: stopping")
 	}
 	for _, obj := range s.plans.GetStore().List() {
@@ -160,12 +150,11 @@ func (s *hubPlanModel) plan(ctx context.Context, key string) error {
 			d = &desiredState{Variants: map[string]*desiredState{s.member: {Import: d.Import, Clusters: d.Clusters, IPError: d.IPError, Slices: d.Slices}}}
 		}
 	}
-	if obj, ok, _ := s.exports.GetStore().GetByKey(s.member + "/" + pull.MemberExportName(ns, name)); ok {
-		if me, isExport := obj.(*hubv1alpha1.MemberExport); isExport && len(me.Status.Conditions) > 0 {
-			// The conditions of this member's own export, which the
-			// planner set on what it published.
-			d.ExportConditions = map[string][]metav1.Condition{s.member: me.Status.Conditions}
-		}
+	// The conditions of this member's own export only.
+	if conds, ok := d.ExportConditions[s.member]; ok {
+		d.ExportConditions = map[string][]metav1.Condition{s.member: conds}
+	} else {
+		d.ExportConditions = nil
 	}
 	d.Membership = membership
 	s.c.mu.Lock()

@@ -17,7 +17,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
@@ -68,7 +67,6 @@ const (
 	// The resources the planner writes, as its writes metric names them.
 	resourceServicePlans   = "serviceplans"
 	resourceEndpointSlices = "endpointslices"
-	resourceMemberExports  = "memberexports/status"
 	resourceMemberClusters = "memberclusters/status"
 	byPlannedNamespace     = "plannedNamespace"
 )
@@ -353,7 +351,7 @@ func NewHubPlanner(cfg HubPlannerConfig) (*HubPlanner, error) {
 		informer cache.SharedIndexInformer
 		handler  cache.ResourceEventHandler
 	}{
-		{p.exports, byKey(specKey, resourceMemberExports)},
+		{p.exports, byKey(specKey, "")},
 		{p.plans, byKey(specKey, resourceServicePlans)},
 		{p.slices, byKey(labelKey, "")},
 		{p.planSlices, byKey(labelKey, resourceEndpointSlices)},
@@ -854,15 +852,24 @@ func (p *HubPlanner) sync(ctx context.Context, key string) error {
 		p.ips.Release(key)
 	}
 	p.report(ns, name, pl.Reports)
-	if err := p.writeExportConditions(ctx, ns, name, d.ExportConditions); err != nil {
-		return err
-	}
 	if d.Retain {
 		// A member that may export it is not known: what the members
-		// hold of it stays as it is.
-		return nil
+		// hold of it stays as it is, but for their exports' conditions.
+		want := &hubv1alpha1.ServicePlan{
+			TypeMeta:   metav1.TypeMeta{APIVersion: hubv1alpha1.SchemeGroupVersion.String(), Kind: "ServicePlan"},
+			ObjectMeta: metav1.ObjectMeta{Name: pull.PlanName(ns, name), Namespace: pull.PlanNamespace},
+			Spec:       hubv1alpha1.ServicePlanSpec{Service: hubv1alpha1.ServiceName{Namespace: ns, Name: name}, Retain: true},
+		}
+		if planned != nil {
+			want = planned.DeepCopy()
+		}
+		want.Spec.ExportConditions = plannedConditions(d.ExportConditions)
+		if planned == nil && len(want.Spec.ExportConditions) == 0 {
+			return nil
+		}
+		return p.writePlan(ctx, key, want, planned)
 	}
-	if d.Import == nil {
+	if d.Import == nil && len(d.ExportConditions) == 0 {
 		return p.removePlan(ctx, ns, name, planned)
 	}
 	want, wantSlices := hubPlanOf(ns, name, d)
@@ -879,44 +886,6 @@ func (p *HubPlanner) plannedOf(ns, name string) *hubv1alpha1.ServicePlan {
 	}
 	sp, _ := obj.(*hubv1alpha1.ServicePlan)
 	return sp
-}
-
-// writeExportConditions sets, on each member's MemberExport, the
-// conditions the plan gives its export (the status, which only the
-// planner writes); its agent copies them onto the member's ServiceExport.
-func (p *HubPlanner) writeExportConditions(ctx context.Context, ns, name string, conditions map[string][]metav1.Condition) error {
-	var writes []func() error
-	for _, id := range slices.Sorted(maps.Keys(conditions)) {
-		obj, ok, _ := p.exports.GetStore().GetByKey(id + "/" + pull.MemberExportName(ns, name))
-		me, isExport := obj.(*hubv1alpha1.MemberExport)
-		if !ok || !isExport {
-			continue
-		}
-		conds := slices.Clone(me.Status.Conditions)
-		for _, c := range conditions[id] {
-			c.ObservedGeneration = me.Generation
-			meta.SetStatusCondition(&conds, c)
-		}
-		if apiequality.Semantic.DeepEqual(conds, me.Status.Conditions) {
-			continue
-		}
-		update := me.DeepCopy()
-		update.Status.Conditions = conds
-		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(update)
-		if err != nil {
-			return err
-		}
-		writes = append(writes, func() error {
-			stored, err := p.hubDyn.Resource(hubMemberExports).Namespace(id).UpdateStatus(ctx, &unstructured.Unstructured{Object: u}, metav1.UpdateOptions{})
-			if err := pull.IgnoreNotFound(p.write(resourceMemberExports, err)); err != nil {
-				return fmt.Errorf("the conditions of %s's export of %s/%s: %w", id, ns, name, err)
-			} else if err == nil {
-				p.own.Wrote(ns+"/"+name, resourceMemberExports, stored, p.exports.GetStore())
-			}
-			return nil
-		})
-	}
-	return p.slots.Do(writes)
 }
 
 // writePlan makes the hub's ServicePlan want, writing nothing when have

@@ -21,7 +21,7 @@ func newPlannerMetrics(reg metrics.KubeRegistry, p *HubPlanner) *plannerMetrics 
 			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"result"}),
 		writes: metrics.NewCounterVec(&metrics.CounterOpts{StabilityLevel: metrics.ALPHA,
-			Name: "mcs_planner_writes_total", Help: "Writes the planner made into the hub, by resource: serviceplans, endpointslices (the plan's), memberexports/status (the conditions of a member's export).",
+			Name: "mcs_planner_writes_total", Help: "Writes the planner made into the hub, by resource: serviceplans (with every member's export's conditions), endpointslices (the plan's), memberclusters/status (the Services the catalog binds in a member).",
 		}, []string{"resource"}),
 		members: metrics.NewGaugeVec(&metrics.GaugeOpts{StabilityLevel: metrics.ALPHA,
 			Name: "mcs_planner_members", Help: "Member namespaces of the hub, by state: alive (its agent renewed its Lease within the endpoint TTL), expired (it did not), unsynced (its agent has published no MemberCluster yet).",

@@ -465,7 +465,8 @@ func viaHubPlan(t *testing.T, d *desiredState, managedBy string, members []membe
 }
 
 // sharedPart is what of d the hub's plan carries: what every member
-// shares, each importer's cluster selector results, and the ingresses
+// shares, each importer's cluster selector results, every member's
+// export's conditions, and the ingresses
 // (the sources' entry points, who imports them, which sources make an
 // ingress Service).
 func sharedPart(d *desiredState) *desiredState {
@@ -474,6 +475,13 @@ func sharedPart(d *desiredState) *desiredState {
 		Retain: d.Retain, Triggers: d.Triggers, Stale: d.Stale, ClusterSelectors: d.ClusterSelectors,
 		SelectorResults: d.SelectorResults,
 		Ingress:         d.Ingress, IngressServices: d.IngressServices, IngressMembers: d.IngressMembers,
+		// None is none, as the plan holds it.
+		ExportConditions: func() map[string][]metav1.Condition {
+			if len(d.ExportConditions) == 0 {
+				return nil
+			}
+			return d.ExportConditions
+		}(),
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -180,9 +181,9 @@ func run() error {
 		*members, *names, *perService, time.Since(start).Round(time.Millisecond), sum(agentWrites))
 	measure.Settle(serverPids)
 
-	// What the planner must write: a ServicePlan per name, one slice per
-	// name and source, the status of every member's export.
-	floor := *names + 2*published
+	// What the planner must write: a ServicePlan per name (with every
+	// member's export's conditions), one slice per name and source.
+	floor := *names + published
 	var limit time.Duration
 	if *limitPhase {
 		if limit, err = measureLimit(ctx, admin, kube, dyn, serverPids); err != nil {
@@ -264,8 +265,8 @@ func run() error {
 	if limit > 0 {
 		fmt.Printf("  ratio to the limit: %.2f (conditions included), %.2f (the plan delivered)\n", converged.Seconds()/limit.Seconds(), delivered.Seconds()/limit.Seconds())
 	}
-	fmt.Printf("  planner: %.1f s CPU, peak RSS %d MB, %d writes (the floor: %d objects: %d ServicePlans, %d slices, %d export statuses)\n",
-		plannerCPU, rss.Get()/1024, plannerWrites, floor, *names, published, published)
+	fmt.Printf("  planner: %.1f s CPU, peak RSS %d MB, %d writes (the floor: %d objects: %d ServicePlans, %d slices)\n",
+		plannerCPU, rss.Get()/1024, plannerWrites, floor, *names, published)
 	if resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)); err == nil {
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
@@ -559,9 +560,10 @@ func simulatedExports() dynamic.Interface {
 }
 
 // measureLimit writes, with the planner's client settings and into a
-// namespace of its own, what the planner writes (a ServicePlan per name,
-// a slice per name and source, a status of every export), watched as the
-// plan is, and returns how long until every watcher saw all of it.
+// namespace of its own, what the planner writes (a ServicePlan per name
+// with every member's export's conditions, a slice per name and source),
+// watched as the plan is, and returns how long until every watcher saw
+// all of it.
 func measureLimit(ctx context.Context, admin *rest.Config, kube kubernetes.Interface, dyn dynamic.Interface, serverPids []int) (time.Duration, error) {
 	seen := startWatchers(ctx, admin, "limit")
 	defer seen.stop()
@@ -589,6 +591,12 @@ func measureLimit(ctx context.Context, admin *rest.Config, kube kubernetes.Inter
 			}
 		}()
 	}
+	var clusters []any
+	for _, me := range exports.Items {
+		if !slices.Contains(clusters, any(me.GetNamespace())) {
+			clusters = append(clusters, me.GetNamespace())
+		}
+	}
 	for n := range *names {
 		jobs <- func() error {
 			sp := &unstructured.Unstructured{Object: map[string]any{
@@ -596,7 +604,12 @@ func measureLimit(ctx context.Context, admin *rest.Config, kube kubernetes.Inter
 				"metadata": map[string]any{"name": pull.PlanName(namespace, serviceName(n)), "namespace": "limit"},
 				"spec": map[string]any{"service": map[string]any{"namespace": namespace, "name": serviceName(n)},
 					"import": map[string]any{"spec": map[string]any{"type": "ClusterSetIP", "ips": []any{fmt.Sprintf("10.251.%d.%d", n/256, n%256)},
-						"ports": []any{map[string]any{"name": "http", "port": int64(80), "protocol": "TCP"}}}}},
+						"ports": []any{map[string]any{"name": "http", "port": int64(80), "protocol": "TCP"}}}},
+					"exportConditions": []any{map[string]any{"clusters": clusters, "conditions": []any{
+						map[string]any{"type": "Valid", "status": "True", "reason": "Valid"},
+						map[string]any{"type": "Ready", "status": "True", "reason": "Exported"},
+						map[string]any{"type": "Conflict", "status": "False", "reason": "NoConflicts"},
+					}}}},
 			}}
 			_, err := ldyn.Resource(servicePlansGVR).Namespace("limit").Create(ctx, sp, metav1.CreateOptions{})
 			return err
@@ -615,14 +628,7 @@ func measureLimit(ctx context.Context, admin *rest.Config, kube kubernetes.Inter
 			for e := range *perService {
 				s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("100.64.0.%d", 1+e)}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
 			}
-			if _, err := lkube.DiscoveryV1().EndpointSlices("limit").Create(ctx, s, metav1.CreateOptions{}); err != nil {
-				return err
-			}
-			// A condition the planner will set otherwise: its own status
-			// write is still to make.
-			status := me.DeepCopy()
-			_ = unstructured.SetNestedSlice(status.Object, []any{map[string]any{"type": "Limit", "status": "True", "reason": "Limit", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}}, "status", "conditions")
-			_, err := ldyn.Resource(memberExportsGVR).Namespace(me.GetNamespace()).UpdateStatus(ctx, status, metav1.UpdateOptions{})
+			_, err := lkube.DiscoveryV1().EndpointSlices("limit").Create(ctx, s, metav1.CreateOptions{})
 			return err
 		}
 	}
@@ -640,7 +646,7 @@ func measureLimit(ctx context.Context, admin *rest.Config, kube kubernetes.Inter
 	}
 	limit := time.Since(start)
 	fmt.Printf("limit: %s for the planner's %d writes made straight into the hub (%d QPS, %d writers) and seen by %d watchers; apiserver and etcd used %.1f s CPU\n",
-		limit.Round(time.Millisecond), *names+2*len(exports.Items), *apiQPS, *workers, *watchers, measure.CPUSeconds(serverPids...)-cpuBefore)
+		limit.Round(time.Millisecond), *names+len(exports.Items), *apiQPS, *workers, *watchers, measure.CPUSeconds(serverPids...)-cpuBefore)
 	return limit, nil
 }
 
@@ -725,19 +731,24 @@ func (w *watcherSet) stop() {
 	w.stopped.Wait()
 }
 
-// withConditions counts the MemberExports whose status the planner set.
+// withConditions counts the exports the plan gives conditions, a Valid
+// condition among them.
 func withConditions(ctx context.Context, dyn dynamic.Interface) (int, error) {
-	list, err := dyn.Resource(memberExportsGVR).Namespace("").List(ctx, metav1.ListOptions{})
+	list, err := dyn.Resource(servicePlansGVR).Namespace(pull.PlanNamespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return 0, err
 	}
 	n := 0
-	for _, me := range list.Items {
-		conds, _, _ := unstructured.NestedSlice(me.Object, "status", "conditions")
-		for _, c := range conds {
-			if m, ok := c.(map[string]any); ok && m["type"] == string(mcsv1beta1.ServiceExportConditionValid) {
-				n++
-				break
+	for _, u := range list.Items {
+		var sp hubv1alpha1.ServicePlan
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &sp); err != nil {
+			return 0, err
+		}
+		for _, o := range sp.Spec.ExportConditions {
+			if slices.ContainsFunc(o.Conditions, func(c hubv1alpha1.PlannedCondition) bool {
+				return c.Type == string(mcsv1beta1.ServiceExportConditionValid)
+			}) {
+				n += len(o.Clusters)
 			}
 		}
 	}

@@ -42,11 +42,11 @@ const (
 // agent publishes it in the member's hub namespace (the cluster ID),
 // named "<namespace>.<name>"; the endpoints are EndpointSlices in the
 // same namespace, owned by it and labelled LabelServiceNamespace and
-// LabelServiceName. Its status is the planner's: the conditions of the
-// member's ServiceExport, which the agent copies there.
+// LabelServiceName. The conditions the planner gives the member's
+// ServiceExport are in the name's ServicePlan (ExportConditions), with
+// every other member's: one write per name, not one per member and name.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:subresource:status
 // +kubebuilder:metadata:annotations="api-approved.kubernetes.io=unapproved, experimental: pull mode of k8s.io/multiclusterservices"
 // +kubebuilder:resource:shortName=mex,categories=multicluster
 // +kubebuilder:printcolumn:name="Namespace",type=string,JSONPath=`.spec.service.namespace`
@@ -57,19 +57,6 @@ type MemberExport struct {
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	Spec MemberExportSpec `json:"spec"`
-	// +optional
-	Status MemberExportStatus `json:"status,omitempty"`
-}
-
-// MemberExportStatus is what the planner decided of one member's export.
-type MemberExportStatus struct {
-	// Conditions are those of the member's ServiceExport (Valid, Ready,
-	// Conflict, ...), as the planner sets them in push mode.
-	// +optional
-	// +listType=map
-	// +listMapKey=type
-	// +kubebuilder:validation:MaxItems=16
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // ServiceName is a Service's namespace and name in a member.
@@ -336,6 +323,39 @@ type ServicePlanSpec struct {
 	// sources create an ingress Service for the name.
 	// +optional
 	Ingress *PlannedIngress `json:"ingress,omitempty"`
+	// ExportConditions are the conditions of every member's export of
+	// the name (Valid, Ready, Conflict, ...), as push mode's controller
+	// sets them, one entry per outcome with the members that get it:
+	// each member's agent sets its own on its ServiceExport, keeping the
+	// transition times there.
+	// +optional
+	// +listType=atomic
+	ExportConditions []PlannedExportConditions `json:"exportConditions,omitempty"`
+}
+
+// PlannedExportConditions are the conditions of the exports of
+// Clusters.
+type PlannedExportConditions struct {
+	// Clusters are the members whose exports get Conditions, sorted.
+	// +listType=atomic
+	Clusters []string `json:"clusters"`
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []PlannedCondition `json:"conditions"`
+}
+
+// PlannedCondition is a condition of an export, its transition time
+// and observed generation being the member's.
+type PlannedCondition struct {
+	// +kubebuilder:validation:MaxLength=316
+	Type string `json:"type"`
+	// +kubebuilder:validation:Enum=True;False;Unknown
+	Status metav1.ConditionStatus `json:"status"`
+	// +kubebuilder:validation:MaxLength=1024
+	Reason string `json:"reason"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=32768
+	Message string `json:"message,omitempty"`
 }
 
 // PlannedIngress is how a name is reached where pod networks do not
