@@ -52,7 +52,8 @@ func (s *suite) testNativeNames(t *testing.T) {
 		sp.service(s.b, "web", nil)
 		// B's Service is its owner's: joined only with consent.
 		sp.acceptNativeNames(s.b, "web", true)
-		podsA := podNames(sp.echoPods(s.a, "web", "web-a-1"))
+		ipsA := sp.echoPods(s.a, "web", "web-a-1")
+		podsA := podNames(ipsA)
 		podsB := podNames(sp.echoPods(s.b, "web", "web-b-1"))
 		spec := mcsv1beta1.ServiceExportSpec{ExportedAnnotations: map[string]string{mcsproxy.AnnotationNativeNames: string(mcsproxy.LocalFirst)}}
 		sp.exportWith(s.a, "web", spec)
@@ -63,6 +64,10 @@ func (s *suite) testNativeNames(t *testing.T) {
 			t.Fatalf("web.%s.svc.cluster.local is %s, want B's own Service's ClusterIP (%v)", sp.name, ip, err)
 		}
 		waitAnswers(t, client, "tcp", hostPort(ip, 80), 20, podsB)
+		// B answers with its own pods before A's endpoints reach it: they
+		// must be in B's rules (the clusterset IP's, which LocalFirst does
+		// not steer) before the writers stop.
+		s.waitRules(t, s.b, 60*time.Second, []string{ipsA["web-a-1"]}, nil)
 
 		// With the mcs-controller stopped (failover needs no API write),
 		// B's pod goes: failover to A's, decided by B's kube-proxy.
