@@ -37,6 +37,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -56,6 +57,8 @@ import (
 	aboutv1alpha1 "k8s.io/multiclusterservices/apis/about/v1alpha1"
 	hubv1alpha1 "k8s.io/multiclusterservices/apis/hub/v1alpha1"
 	"k8s.io/multiclusterservices/crds"
+	"k8s.io/multiclusterservices/export"
+	mcsproxy "k8s.io/multiclusterservices/proxy"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
@@ -604,6 +607,11 @@ func measureLimit(ctx context.Context, admin *rest.Config, kube kubernetes.Inter
 	if err != nil {
 		return 0, err
 	}
+	published, err := kube.DiscoveryV1().EndpointSlices("").List(ctx, metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(labels.Set{discoveryv1.LabelManagedBy: pull.AgentManager}).String()})
+	if err != nil {
+		return 0, err
+	}
 	cpuBefore := measure.CPUSeconds(serverPids...)
 	start := time.Now()
 	jobs := make(chan func() error)
@@ -644,20 +652,21 @@ func measureLimit(ctx context.Context, admin *rest.Config, kube kubernetes.Inter
 			return err
 		}
 	}
-	for _, me := range exports.Items {
+	// Each slice as the planner plans it (export.ImportedSlice, then
+	// pull.PlanSlice, from what the agent published), so that the limit
+	// writes objects of the same size as the plan's.
+	for _, p := range published.Items {
 		jobs <- func() error {
-			svc, _, _ := unstructured.NestedString(me.Object, "spec", "service", "name")
-			s := &discoveryv1.EndpointSlice{
-				ObjectMeta: metav1.ObjectMeta{Name: me.GetNamespace() + "-" + svc, Namespace: "limit",
-					Labels: map[string]string{hubv1alpha1.LabelServiceNamespace: namespace, hubv1alpha1.LabelServiceName: svc,
-						hubv1alpha1.LabelSourceCluster: me.GetNamespace(), discoveryv1.LabelManagedBy: pull.PlannerManager}},
-				AddressType: discoveryv1.AddressTypeIPv4,
-				Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Protocol: ptr.To(v1.ProtocolTCP), Port: ptr.To[int32](8080)}},
+			svc, cluster := p.Labels[hubv1alpha1.LabelServiceName], p.Namespace
+			src := &discoveryv1.EndpointSlice{
+				ObjectMeta:  metav1.ObjectMeta{Namespace: namespace, Name: p.Annotations[hubv1alpha1.AnnotationSourceSlice]},
+				AddressType: p.AddressType, Endpoints: p.Endpoints, Ports: p.Ports,
 			}
-			for e := range *perService {
-				s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("100.64.0.%d", 1+e)}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
-			}
-			_, err := lkube.DiscoveryV1().EndpointSlices("limit").Create(ctx, s, metav1.CreateOptions{})
+			imported := export.ImportedSlice(src, svc, cluster, mcsproxy.DefaultManagedBy, map[string]bool{"http": true}, nil)
+			trigger, _ := time.Parse(time.RFC3339Nano, p.Annotations[v1.EndpointsLastChangeTriggerTime])
+			planned := pull.PlanSlice(imported, trigger, false)
+			planned.Namespace = "limit"
+			_, err := lkube.DiscoveryV1().EndpointSlices("limit").Create(ctx, planned, metav1.CreateOptions{})
 			return err
 		}
 	}
@@ -666,7 +675,7 @@ func measureLimit(ctx context.Context, admin *rest.Config, kube kubernetes.Inter
 	if err, _ := failed.Load().(error); err != nil {
 		return 0, err
 	}
-	want := *names + len(exports.Items)
+	want := *names + len(published.Items)
 	if err := waitFor(ctx, *timeout, "the limit's writes in every watch", func() (bool, string) {
 		_, all := seen.progress(want)
 		return all == *watchers, fmt.Sprintf("%d of %d", all, *watchers)
@@ -675,7 +684,7 @@ func measureLimit(ctx context.Context, admin *rest.Config, kube kubernetes.Inter
 	}
 	limit := time.Since(start)
 	fmt.Printf("limit: %s for the planner's %d writes made straight into the hub (%d QPS, %d writers) and seen by %d watchers; apiserver and etcd used %.1f s CPU\n",
-		limit.Round(time.Millisecond), *names+len(exports.Items), *apiQPS, *workers, *watchers, measure.CPUSeconds(serverPids...)-cpuBefore)
+		limit.Round(time.Millisecond), *names+len(published.Items), *apiQPS, *workers, *watchers, measure.CPUSeconds(serverPids...)-cpuBefore)
 	return limit, nil
 }
 
@@ -683,9 +692,9 @@ func measureLimit(ctx context.Context, admin *rest.Config, kube kubernetes.Inter
 // its own hub identity, watches the ServicePlans and the slices there, as
 // the writing half's informers do, and counts the distinct objects seen.
 type watcherSet struct {
-	mu      sync.Mutex
-	index   map[string]int
-	seen    []map[int]bool
+	mu    sync.Mutex
+	index map[string]int
+	seen  []map[int]bool
 	// firstAt is when any watcher saw its first object: for the
 	// planner, its first write, after it has read the hub.
 	firstAt time.Time
