@@ -228,42 +228,76 @@ func kubernetesRanges(m *member, configured []netip.Prefix) []catalog.Kubernetes
 	return out
 }
 
-// adoptClusterSetIPs gives global service gkey, when it has no clusterset
-// IP yet, the IPs that an import of ours at one of its placements already
-// carries under the export model's key (namespace/name): a clusterset
-// switched from the export model to the catalog keeps its IPs, and
-// clients that resolved them keep working.
-func (cm catalogModel) adoptClusterSetIPs(gkey string, placements []catalog.Placement) {
-	c := cm.c
+// allocateCatalogIPs gives each global service of merged that needs
+// clusterset IPs its own from ips, adopting first what a local name at one
+// of its placements already holds (adoptCatalogIPs), frees those of the
+// ones that need none, and returns what each got. held is where a mode
+// keeps what a local name holds: push mode's imports in the members, pull
+// mode's plan in the hub.
+func allocateCatalogIPs(ips *clustersetip.Allocator, merged []*catalogmodel.Merged, held func(catalog.Placement) (clustersetip.Claim, bool)) map[string]catalogmodel.Allocation {
+	out := map[string]catalogmodel.Allocation{}
+	for _, g := range merged {
+		switch g.IPs() {
+		case catalogmodel.ReleaseIPs:
+			ips.Release(g.IPKey)
+		case catalogmodel.AllocateIPs:
+			adoptCatalogIPs(ips, g.IPKey, g.Service.Placements, held)
+			var a catalogmodel.Allocation
+			var err error
+			if a.IPs, err = ips.Allocate(g.IPKey, g.Result.Spec.IPFamilies); err != nil {
+				a.Error = err.Error()
+			}
+			out[g.IPKey] = a
+		}
+	}
+	return out
+}
+
+// adoptCatalogIPs gives global service gkey, when it has no clusterset
+// IP yet, the IPs that a local name at one of its placements already
+// holds (held) under the export model's key (namespace/name): a
+// clusterset switched from the export model to the catalog keeps its IPs,
+// and clients that resolved them keep working.
+func adoptCatalogIPs(ips *clustersetip.Allocator, gkey string, placements []catalog.Placement, held func(catalog.Placement) (clustersetip.Claim, bool)) {
 	for _, p := range placements {
-		m := c.members.get(p.Cluster)
-		if m == nil {
+		claim, ok := held(p)
+		if !ok || len(claim.IPs) == 0 {
 			continue
 		}
-		si, err := m.imports.ServiceImports(p.LocalName.Namespace).Get(p.LocalName.Name)
-		if err != nil || !c.wrote(si) || len(si.Spec.IPs) == 0 {
-			continue
-		}
-		owner, ok := c.clustersetIPs.Owner(si.Spec.IPs[0])
+		owner, ok := ips.Owner(claim.IPs[0])
 		if ok && owner == gkey {
 			return
 		}
 		if ok && !strings.HasPrefix(owner, catalogmodel.KeyPrefix) {
-			c.clustersetIPs.Release(owner)
-			c.clustersetIPs.Restore([]clustersetip.Claim{{Key: gkey, IPs: si.Spec.IPs, Created: si.CreationTimestamp.Time}})
+			ips.Release(owner)
+			claim.Key = gkey
+			ips.Restore([]clustersetip.Claim{claim})
 			return
 		}
 	}
 }
 
+// heldIPs is what an import of ours at placement p holds: push mode's
+// half of allocateCatalogIPs.
+func (cm catalogModel) heldIPs(p catalog.Placement) (clustersetip.Claim, bool) {
+	m := cm.c.members.get(p.Cluster)
+	if m == nil {
+		return clustersetip.Claim{}, false
+	}
+	si, err := m.imports.ServiceImports(p.LocalName.Namespace).Get(p.LocalName.Name)
+	if err != nil || !cm.c.wrote(si) {
+		return clustersetip.Claim{}, false
+	}
+	return clustersetip.Claim{IPs: si.Spec.IPs, Created: si.CreationTimestamp.Time}, true
+}
+
 // releaseStaleGlobals frees the clusterset IPs of keys that no global
 // service of res holds: global services deleted, and the export model's
 // keys after a switch.
-func (cm catalogModel) releaseStaleGlobals(res catalog.Result) {
-	c := cm.c
-	for _, key := range c.clustersetIPs.Keys() {
+func releaseStaleGlobals(ips *clustersetip.Allocator, res catalog.Result) {
+	for _, key := range ips.Keys() {
 		if g, ok := strings.CutPrefix(key, catalogmodel.KeyPrefix); !ok || res.Services[g] == nil {
-			c.clustersetIPs.Release(key)
+			ips.Release(key)
 		}
 	}
 }

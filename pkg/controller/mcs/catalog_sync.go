@@ -33,21 +33,7 @@ func (cm catalogModel) syncCatalog(ctx context.Context) error {
 	members, membership := c.members.at()
 	snap := cm.readCatalogSnapshot(res, members)
 	merged := catalogmodel.Merge(snap)
-	ips := map[string]catalogmodel.Allocation{}
-	for _, g := range merged {
-		switch g.IPs() {
-		case catalogmodel.ReleaseIPs:
-			c.clustersetIPs.Release(g.IPKey)
-		case catalogmodel.AllocateIPs:
-			cm.adoptClusterSetIPs(g.IPKey, g.Service.Placements)
-			var a catalogmodel.Allocation
-			var err error
-			if a.IPs, err = c.clustersetIPs.Allocate(g.IPKey, g.Result.Spec.IPFamilies); err != nil {
-				a.Error = err.Error()
-			}
-			ips[g.IPKey] = a
-		}
-	}
+	ips := allocateCatalogIPs(c.clustersetIPs, merged, cm.heldIPs)
 	plan := catalogmodel.Plan(catalogmodel.Config{ManagedBy: c.cfg.ManagedBy, HealthProbesPerTeam: s.cfg.HealthProbesPerTeam, HealthProbes: s.cfg.HealthProbes}, snap, merged, ips)
 	s.health.Set(plan.Probed)
 	c.metrics.setHealthChecks(len(plan.Probed), len(plan.OverLimit))
@@ -57,7 +43,7 @@ func (cm catalogModel) syncCatalog(ctx context.Context) error {
 		}
 	}
 	cm.recordPlaces(plan, members, membership)
-	cm.releaseStaleGlobals(res)
+	releaseStaleGlobals(c.clustersetIPs, res)
 	return plan.Status.Write(ctx, catalogmodel.StatusWriter{Hub: s.cfg.Hub, Globals: s.globals, Bindings: s.bindings, Imports: s.imports, Recorder: s.recorder})
 }
 

@@ -82,21 +82,7 @@ func (p *HubPlanner) syncCatalog(ctx context.Context) error {
 	snap.Result = res
 	p.readBound(&snap)
 	merged := catalogmodel.Merge(snap)
-	ips := map[string]catalogmodel.Allocation{}
-	for _, g := range merged {
-		switch g.IPs() {
-		case catalogmodel.ReleaseIPs:
-			p.ips.Release(g.IPKey)
-		case catalogmodel.AllocateIPs:
-			p.adoptClusterSetIPs(g.IPKey, g.Service.Placements)
-			var a catalogmodel.Allocation
-			var err error
-			if a.IPs, err = p.ips.Allocate(g.IPKey, g.Result.Spec.IPFamilies); err != nil {
-				a.Error = err.Error()
-			}
-			ips[g.IPKey] = a
-		}
-	}
+	ips := allocateCatalogIPs(p.ips, merged, p.heldIPs)
 	plan := catalogmodel.Plan(catalogmodel.Config{ManagedBy: p.cfg.ManagedBy, HealthProbesPerTeam: p.catalog.cfg.HealthProbesPerTeam, HealthProbes: p.catalog.cfg.HealthProbes}, snap, merged, ips)
 	p.catalog.health.Set(plan.Probed)
 	for _, o := range plan.Outside {
@@ -105,11 +91,7 @@ func (p *HubPlanner) syncCatalog(ctx context.Context) error {
 	var errs []error
 	errs = append(errs, p.writeCatalogPlans(ctx, plan.Places))
 	errs = append(errs, p.writeBound(ctx, plan.Bound))
-	for _, key := range p.ips.Keys() {
-		if g, ok := strings.CutPrefix(key, catalogmodel.KeyPrefix); !ok || res.Services[g] == nil {
-			p.ips.Release(key)
-		}
-	}
+	releaseStaleGlobals(p.ips, res)
 	s := p.catalog
 	errs = append(errs, plan.Status.Write(ctx, catalogmodel.StatusWriter{Hub: s.cfg.Hub, Globals: s.globals, Bindings: s.bindings, Imports: s.imports, Recorder: s.recorder}))
 	return errors.Join(errs...)
@@ -213,26 +195,14 @@ func (p *HubPlanner) readBound(snap *catalogmodel.Snapshot) {
 	}
 }
 
-// adoptClusterSetIPs gives global service gkey, when it has no clusterset
-// IP yet, the IPs the export model's plan of one of its placements' local
-// names holds: a clusterset switched to the catalog keeps its IPs, as in
-// push mode (catalogModel.adoptClusterSetIPs).
-func (p *HubPlanner) adoptClusterSetIPs(gkey string, placements []catalog.Placement) {
-	for _, pl := range placements {
-		sp := p.plannedOf(pl.LocalName.Namespace, pl.LocalName.Name)
-		if sp == nil || sp.Spec.Import == nil || len(sp.Spec.Import.Spec.IPs) == 0 {
-			continue
-		}
-		owner, ok := p.ips.Owner(sp.Spec.Import.Spec.IPs[0])
-		if ok && owner == gkey {
-			return
-		}
-		if ok && !strings.HasPrefix(owner, catalogmodel.KeyPrefix) {
-			p.ips.Release(owner)
-			p.ips.Restore([]clustersetip.Claim{{Key: gkey, IPs: sp.Spec.Import.Spec.IPs, Created: sp.CreationTimestamp.Time, Member: pull.PlanNamespace}})
-			return
-		}
+// heldIPs is what the export model's plan of placement p's local name
+// holds: pull mode's half of allocateCatalogIPs.
+func (p *HubPlanner) heldIPs(pl catalog.Placement) (clustersetip.Claim, bool) {
+	sp := p.plannedOf(pl.LocalName.Namespace, pl.LocalName.Name)
+	if sp == nil || sp.Spec.Import == nil {
+		return clustersetip.Claim{}, false
 	}
+	return clustersetip.Claim{IPs: sp.Spec.Import.Spec.IPs, Created: sp.CreationTimestamp.Time, Member: pull.PlanNamespace}, true
 }
 
 // catalogPlansOf are the ServicePlans of places, by name: one per global

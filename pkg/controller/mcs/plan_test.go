@@ -108,16 +108,7 @@ func summarize(p plan) planSummary {
 	if d.Import != nil {
 		out.Type = d.Import.Spec.Type
 	}
-	for _, s := range d.Slices {
-		if out.Addresses == nil {
-			out.Addresses = map[string][]string{}
-		}
-		c := s.Labels[mcsv1beta1.LabelSourceCluster]
-		for _, ep := range s.Endpoints {
-			out.Addresses[c] = append(out.Addresses[c], ep.Addresses...)
-		}
-		slices.Sort(out.Addresses[c])
-	}
+	out.Addresses = addressesBySource(d.Slices)
 	for id, conds := range d.ExportConditions {
 		if out.Conditions == nil {
 			out.Conditions = map[string][]string{}
@@ -149,15 +140,25 @@ func summarize(p plan) planSummary {
 		out.Ingress = append(out.Ingress, id)
 	}
 	slices.Sort(out.Ingress)
-	for _, s := range d.Ingress {
-		if out.EntryPoints == nil {
-			out.EntryPoints = map[string][]string{}
+	out.EntryPoints = addressesBySource(d.Ingress)
+	return out
+}
+
+// addressesBySource are the sorted addresses of slices by source cluster,
+// nil for none.
+func addressesBySource(bySlice map[string]*discoveryv1.EndpointSlice) map[string][]string {
+	var out map[string][]string
+	for _, s := range bySlice {
+		if out == nil {
+			out = map[string][]string{}
 		}
 		c := s.Labels[mcsv1beta1.LabelSourceCluster]
 		for _, ep := range s.Endpoints {
-			out.EntryPoints[c] = append(out.EntryPoints[c], ep.Addresses...)
+			out[c] = append(out[c], ep.Addresses...)
 		}
-		slices.Sort(out.EntryPoints[c])
+	}
+	for _, addrs := range out {
+		slices.Sort(addrs)
 	}
 	return out
 }
