@@ -509,6 +509,7 @@ deploy_pull() {
   kubectl kustomize deploy/hub-pull |
     sed -e "s|^        - ${planner}$|        - ${planner},fd00:10:250::/108\n        - --member-pod-cidrs=$(IFS=';'; echo "${cidrs[*]}")|" |
     kc "${hub}" apply --server-side --force-conflicts -f - >/dev/null
+  hub_kinds_counted "${hub}"
   kc "${hub}" config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}' | base64 -d >"${WORK}/${hub}-ca.crt"
   for name in $(members); do
     _output/bin/kubectl-mcs hub member "${name}" | kc "${hub}" apply --server-side -f - >/dev/null
@@ -533,6 +534,32 @@ deploy_pull() {
   done
   rolled_out "${hub}" mcs-planner
   for name in $(members); do rolled_out "${name}" mcs-member-agent; done
+}
+
+# hub_kinds_counted HUB waits until HUB's kube-controller-manager counts
+# the kinds a member's quota bounds (docs/install.md, "Pull mode"). It
+# counts a new kind only once its discovery (every 30 s) has seen the
+# CRD; a quota created before that is counted at the controller's next
+# full resync (--resource-quota-sync-period, 5 minutes), and until then
+# the apiserver refuses every write the quota bounds ("status unknown for
+# quota"): a member's part laid out with the CRDs would keep its agent
+# from publishing for minutes. A probe quota in mcs-plan (where members
+# write nothing), created again until it is counted, says when.
+hub_kinds_counted() {
+  local hub=$1 used='' probe
+  probe='{"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "mcs-hub-kinds-counted", "namespace": "mcs-plan"},
+    "spec": {"hard": {"count/memberexports.hub.multiclusterservices.k8s.io": "0", "count/memberclusters.hub.multiclusterservices.k8s.io": "0"}}}'
+  for _ in $(seq 40); do
+    kc "${hub}" create -f - <<<"${probe}" >/dev/null
+    sleep 2
+    used=$(kc "${hub}" -n mcs-plan get resourcequota mcs-hub-kinds-counted -o jsonpath='{.status.used}')
+    kc "${hub}" -n mcs-plan delete resourcequota mcs-hub-kinds-counted >/dev/null
+    if [[ "${used}" == *memberexports* && "${used}" == *memberclusters* ]]; then
+      return 0
+    fi
+  done
+  echo "${hub}'s kube-controller-manager does not count the hub's kinds in quotas after 80 s (probe's usage: ${used:-none})" >&2
+  exit 1
 }
 
 # rolled_out CLUSTER DEPLOYMENT waits for mcs-system/DEPLOYMENT of CLUSTER
